@@ -1,0 +1,33 @@
+"""Stage 4, combination: typed source tables -> every derived table, as one catalog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from pipeline import estimate
+from pipeline.schema import SOURCE_TABLES
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every source and derived table as polars frames, plus the rules' constants."""
+
+    tables: dict[str, pl.DataFrame]
+    constants: dict[str, float]
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        return self.tables[name]
+
+
+def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
+    """Read the typed tables and compute estimates, gpu_fit and server_fit."""
+    tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
+    constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
+    estimates = estimate.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
+    tables["estimates"] = estimates
+    tables["gpu_fit"] = estimate.gpu_fit(estimates, tables["gpus"])
+    tables["server_fit"] = estimate.server_fit(estimates, tables["servers"], tables["gpus"])
+    return Catalog(tables, constants)

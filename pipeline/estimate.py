@@ -1,0 +1,182 @@
+"""Stage 3, estimation: the rules of DESIGN.md as pure functions over polars frames.
+
+Frames in, frames out; no I/O, no globals. Numbers stay unrounded; rounding
+happens only when they are shown.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Ratios such as 945 / 94.5 land a hair above an integer in binary floating
+# point; rounding to 9 decimals before ceil/compare keeps exact cases exact.
+_DIGITS = 9
+
+
+def ceil_div(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
+    """ceil(numerator / denominator) as an integer, robust to float noise."""
+    return (numerator / denominator).round(_DIGITS).ceil().cast(pl.Int64)
+
+
+def estimate_memory(
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    memory_anchors: pl.DataFrame,
+    constants: dict[str, float],
+) -> pl.DataFrame:
+    """Rules 1-4: memory estimate, range and theoretical minimum for every model x method.
+
+    Between two anchor sizes the estimate is linear; below the smallest it is
+    proportional to the smallest, above the largest proportional to the largest
+    (and flagged as extrapolation).
+    """
+    anchors = memory_anchors.select(
+        "method_id",
+        pl.col("params_b").cast(pl.Float64).alias("anchor_b"),
+        pl.col("memory_gb").cast(pl.Float64).alias("anchor_gb"),
+    ).sort("anchor_b")
+    jobs = (
+        models.select("model_id", pl.col("params_b").cast(pl.Float64))
+        .join(methods.select("method_id", "theoretical_min_applies"), how="cross")
+        .sort("params_b")
+    )
+    lower = jobs.join_asof(
+        anchors, left_on="params_b", right_on="anchor_b", by="method_id", strategy="backward", check_sortedness=False
+    )
+    both = lower.join_asof(
+        anchors.rename({"anchor_b": "upper_b", "anchor_gb": "upper_gb"}),
+        left_on="params_b",
+        right_on="upper_b",
+        by="method_id",
+        strategy="forward",
+        check_sortedness=False,
+    )
+    p, lo_b, lo_gb, hi_b, hi_gb = (pl.col(c) for c in ("params_b", "anchor_b", "anchor_gb", "upper_b", "upper_gb"))
+    memory = (
+        pl.when(lo_b.is_null())
+        .then(hi_gb * p / hi_b)
+        .when(hi_b.is_null())
+        .then(lo_gb * p / lo_b)
+        .when(lo_b == hi_b)
+        .then(lo_gb)
+        .otherwise(lo_gb + (hi_gb - lo_gb) * (p - lo_b) / (hi_b - lo_b))
+    )
+    basis = (
+        pl.when(lo_b.is_null())
+        .then(pl.lit("below_range"))
+        .when(hi_b.is_null())
+        .then(pl.lit("extrapolated"))
+        .when(lo_b == hi_b)
+        .then(pl.lit("anchor"))
+        .otherwise(pl.lit("interpolated"))
+    )
+    min_bytes = constants["adamw_weight_bytes"] + constants["adamw_grad_bytes"] + constants["adamw_optimizer_bytes"]
+    return (
+        both.with_columns(memory_gb=memory, basis=basis)
+        .with_columns(
+            memory_low_gb=pl.col("memory_gb") * constants["range_low_factor"],
+            memory_high_gb=pl.col("memory_gb") * constants["range_high_factor"],
+            theoretical_min_gb=pl.when(pl.col("theoretical_min_applies")).then(p * min_bytes),
+            extrapolated=pl.col("basis") == "extrapolated",
+        )
+        .select(
+            "model_id",
+            "params_b",
+            "method_id",
+            "memory_gb",
+            "memory_low_gb",
+            "memory_high_gb",
+            "theoretical_min_gb",
+            "basis",
+            "extrapolated",
+        )
+        .sort("model_id", "method_id")
+    )
+
+
+def nvlink_need(cards: pl.Expr, cards_high: pl.Expr) -> pl.Expr:
+    """Rule 7: one card even at +50 % -> no; one at the estimate only -> recommended; more -> required."""
+    return (
+        pl.when(cards >= 2)
+        .then(pl.lit("required"))
+        .when(cards_high >= 2)
+        .then(pl.lit("recommended"))
+        .otherwise(pl.lit("no"))
+    )
+
+
+def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """Rule 5 and 7: cards of each GPU at the estimate and at +50 %, and the NVLink need."""
+    return (
+        estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb")
+        .join(gpus.select("gpu_id", pl.col("memory_gb").alias("gpu_memory_gb")), how="cross")
+        .with_columns(
+            cards=ceil_div(pl.col("memory_gb"), pl.col("gpu_memory_gb")),
+            cards_high=ceil_div(pl.col("memory_high_gb"), pl.col("gpu_memory_gb")),
+        )
+        .with_columns(nvlink_need=nvlink_need(pl.col("cards"), pl.col("cards_high")))
+        .select(
+            "model_id",
+            "method_id",
+            "gpu_id",
+            "gpu_memory_gb",
+            "memory_gb",
+            "memory_high_gb",
+            "cards",
+            "cards_high",
+            "nvlink_need",
+        )
+        .sort("model_id", "method_id", "gpu_id")
+    )
+
+
+def server_memory(servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """Servers with their total GPU memory: count x memory of one card."""
+    return servers.join(gpus.select("gpu_id", pl.col("memory_gb").alias("gpu_memory_gb")), on="gpu_id").with_columns(
+        server_memory_gb=pl.col("gpu_count") * pl.col("gpu_memory_gb")
+    )
+
+
+def server_fit(estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """Rule 6: does each job fit each server, and how many such servers it takes."""
+    total = server_memory(servers, gpus).select("server_id", "server_memory_gb", "price_rub_month")
+    s, m, hi = (pl.col(c).round(_DIGITS) for c in ("server_memory_gb", "memory_gb", "memory_high_gb"))
+    return (
+        estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb")
+        .join(total, how="cross")
+        .with_columns(
+            fit=pl.when(s >= hi).then(pl.lit("yes")).when(s >= m).then(pl.lit("estimate_only")).otherwise(pl.lit("no")),
+            servers_needed=ceil_div(pl.col("memory_gb"), pl.col("server_memory_gb")),
+            servers_needed_high=ceil_div(pl.col("memory_high_gb"), pl.col("server_memory_gb")),
+        )
+        .select(
+            "model_id",
+            "method_id",
+            "server_id",
+            "server_memory_gb",
+            "memory_gb",
+            "memory_high_gb",
+            "fit",
+            "servers_needed",
+            "servers_needed_high",
+            "price_rub_month",
+        )
+        .sort("model_id", "method_id", "server_id")
+    )
+
+
+def cheapest_option(jobs_memory_gb: float, jobs_memory_high_gb: float, servers: pl.DataFrame, gpus: pl.DataFrame):
+    """The cheapest priced catalog server (times how many are needed) for a memory need.
+
+    Returns one row per basis ("estimate", "high") with server_id, count and
+    total monthly price; servers without a price are not considered.
+    """
+    priced = server_memory(servers, gpus).filter(pl.col("price_rub_month").is_not_null())
+    out = []
+    for basis, need in (("estimate", jobs_memory_gb), ("high", jobs_memory_high_gb)):
+        options = priced.with_columns(count=ceil_div(pl.lit(need), pl.col("server_memory_gb"))).with_columns(
+            total_rub_month=pl.col("count") * pl.col("price_rub_month")
+        )
+        best = options.sort("total_rub_month", "count", "server_id").head(1)
+        out.append(best.select(pl.lit(basis).alias("basis"), "server_id", "count", "total_rub_month"))
+    return pl.concat(out)

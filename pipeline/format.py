@@ -1,0 +1,47 @@
+"""Showing numbers and text: Russian number formats (Babel) and Markdown escaping."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import ROUND_HALF_UP, Decimal
+
+from babel.dates import format_date
+from babel.numbers import format_decimal
+
+LOCALE = "ru_RU"
+
+
+def _rounded(value: float, places: int) -> Decimal:
+    # Half up, as a reader expects (68.55 -> 68,6), not Babel's default half-even.
+    return Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+
+def gb(value: float | None) -> str:
+    """A memory figure: one decimal, a trailing ',0' dropped ("1 200", "6,9")."""
+    if value is None:
+        return ""
+    return format_decimal(_rounded(value, 1), "#,##0.#", locale=LOCALE)
+
+
+def number(value: float | None, places: int = 1) -> str:
+    """Any other figure, up to `places` decimals, trailing zeros dropped."""
+    if value is None:
+        return ""
+    return format_decimal(_rounded(value, places), "#,##0." + "#" * places if places else "#,##0", locale=LOCALE)
+
+
+def integer(value: int | None) -> str:
+    return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
+
+
+def date(value: dt.date | None) -> str:
+    """DD.MM.YYYY, as the site shows dates."""
+    return "" if value is None else format_date(value, "dd.MM.yyyy", locale=LOCALE)
+
+
+def md_cell(text: str) -> str:
+    """Text made safe for one cell of a Markdown table."""
+    text = " ".join(str(text).split())
+    for char, escaped in (("\\", "\\\\"), ("|", "\\|"), ("`", "\\`"), ("*", "\\*"), ("_", "\\_"), ("[", "\\[")):
+        text = text.replace(char, escaped)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

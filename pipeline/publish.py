@@ -1,0 +1,84 @@
+"""Stage 6, publishing: write a complete build beside output/ and swap it in atomically.
+
+Nothing is written into output/ itself: a build goes to a fresh sibling folder,
+and only when every file is written does it replace output/ (an atomic exchange
+of the two folders where the kernel offers one).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from pipeline.combine import Catalog
+from pipeline.render import TEMPLATES, Rendered
+from pipeline.schema import ALL_TABLES, ddl
+
+DATABASE = "gpu-finetune.duckdb"
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, content in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8", newline="\n")
+
+
+def write_downloads(data_dir: Path, catalog: Catalog) -> None:
+    """Every table as CSV (UTF-8 with BOM, comma, dot decimal) and all of them in one DuckDB file."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(data_dir / DATABASE))
+    for table in ALL_TABLES:
+        frame = catalog[table.name].select(table.columns)
+        frame.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
+        con.execute(ddl(table))
+        con.register("frame", frame.to_arrow())
+        con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
+        con.unregister("frame")
+    con.close()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return result == 0
+
+
+def publish(out: Path, rendered: Rendered, catalog: Catalog) -> None:
+    """Write the whole build to a sibling folder, then put it in place of `out`."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    try:
+        write_tree(staging / "site", rendered.site)
+        write_tree(staging / "markdown", rendered.markdown)
+        write_downloads(staging / "site" / "data", catalog)
+        shutil.copyfile(TEMPLATES / "output-README.md", staging / "README.md")
+        staging.chmod(0o755)
+        if out.exists() and _exchange(staging, out):
+            shutil.rmtree(staging)  # now holds the previous build
+            return
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "previous")
+            os.replace(staging, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,437 @@
+"""Tables shown on the site, built from the catalog: headers, rows and their sources.
+
+Each builder returns a TableView; `render` turns it into Markdown or HTML.
+Russian words come from site_templates/labels.toml; every figure comes from
+the catalog, formatted by `pipeline.format`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from pipeline import estimate
+from pipeline import format as fmt
+from pipeline.combine import Catalog
+
+
+@dataclass
+class TableView:
+    headers: list[str]
+    rows: list[list[str]]
+    references: list[str]  # reference ids, in order of first use
+    downloads: list[str] = field(default_factory=list)  # table names under data/
+    numeric: list[bool] = field(default_factory=list)  # right-align these columns
+    notes: list[str] = field(default_factory=list)
+
+
+class Tables:
+    """Table builders and inline figures over one catalog, for article templates."""
+
+    def __init__(self, catalog: Catalog, labels: dict):
+        self.c = catalog
+        self.labels = labels
+        self._rows = {
+            name: {r[key]: r for r in catalog[name].iter_rows(named=True)}
+            for name, key in (
+                ("models", "model_id"),
+                ("methods", "method_id"),
+                ("gpus", "gpu_id"),
+                ("servers", "server_id"),
+                ("references", "reference_id"),
+            )
+        }
+        self._estimates = {(r["model_id"], r["method_id"]): r for r in catalog["estimates"].iter_rows(named=True)}
+        self._gpu_fit = {
+            (r["model_id"], r["method_id"], r["gpu_id"]): r for r in catalog["gpu_fit"].iter_rows(named=True)
+        }
+        self._server_fit = {
+            (r["model_id"], r["method_id"], r["server_id"]): r for r in catalog["server_fit"].iter_rows(named=True)
+        }
+        self.max_anchor_b = catalog["memory_anchors"]["params_b"].max()
+
+    # -- lookups (each raises KeyError with the unknown id, which the renderer reports) --
+    def model(self, model_id: str) -> dict:
+        return self._rows["models"][model_id]
+
+    def method(self, method_id: str) -> dict:
+        return self._rows["methods"][method_id]
+
+    def gpu(self, gpu_id: str) -> dict:
+        return self._rows["gpus"][gpu_id]
+
+    def server(self, server_id: str) -> dict:
+        return self._rows["servers"][server_id]
+
+    def reference(self, reference_id: str) -> dict:
+        return self._rows["references"][reference_id]
+
+    def estimate(self, model_id: str, method_id: str) -> dict:
+        return self._estimates[(model_id, method_id)]
+
+    def fit(self, model_id: str, method_id: str, gpu_id: str) -> dict:
+        return self._gpu_fit[(model_id, method_id, gpu_id)]
+
+    def server_fit_row(self, model_id: str, method_id: str, server_id: str) -> dict:
+        return self._server_fit[(model_id, method_id, server_id)]
+
+    def legacy_row(self, row_id: str) -> dict:
+        rows = self.c["legacy_gpu_counts"].filter(pl.col("row_id") == row_id).to_dicts()
+        if not rows:
+            raise KeyError(row_id)
+        return rows[0]
+
+    def const(self, constant_id: str) -> float:
+        return self.c.constants[constant_id]
+
+    def _refs(self, table: str, ids) -> list[str]:
+        return [self._rows[table][i]["reference_id"] for i in ids]
+
+    def server_memory_gb(self, server_id: str) -> float:
+        s = self.server(server_id)
+        return s["gpu_count"] * self.gpu(s["gpu_id"])["memory_gb"]
+
+    def min_bytes(self) -> float:
+        return sum(self.const(k) for k in ("adamw_weight_bytes", "adamw_grad_bytes", "adamw_optimizer_bytes"))
+
+    # -- inline figures for prose --
+    def mem(self, model_id: str, method_id: str, which: str = "memory_gb") -> str:
+        return fmt.gb(self.estimate(model_id, method_id)[which])
+
+    def mem_high(self, model_id: str, method_id: str) -> str:
+        return self.mem(model_id, method_id, "memory_high_gb")
+
+    def mem_low(self, model_id: str, method_id: str) -> str:
+        return self.mem(model_id, method_id, "memory_low_gb")
+
+    def cards(self, model_id: str, method_id: str, gpu_id: str, which: str = "cards") -> str:
+        return fmt.integer(self.fit(model_id, method_id, gpu_id)[which])
+
+    def cards_high(self, model_id: str, method_id: str, gpu_id: str) -> str:
+        return self.cards(model_id, method_id, gpu_id, "cards_high")
+
+    def tmin(self, model_id: str) -> str:
+        return fmt.gb(self.model(model_id)["params_b"] * self.min_bytes())
+
+    def anchor_sizes(self) -> str:
+        """The anchor sizes of the memory table, "7, 14, 30, 70"."""
+        return ", ".join(fmt.number(s) for s in sorted(self.c["memory_anchors"]["params_b"].unique().to_list()))
+
+    def percent(self, constant_id: str) -> str:
+        """A range factor as a signed percentage: 0.7 -> "−30", 1.5 -> "+50"."""
+        delta = round((self.const(constant_id) - 1) * 100)
+        return f"+{delta}" if delta >= 0 else f"−{-delta}"
+
+    # -- tables --
+    def methods_table(self, methods: list[str] | None = None) -> TableView:
+        L = self.labels["methods_table"]
+        ids = methods or self._method_order()
+        rows = [
+            [
+                self.method(m)["name_ru"],
+                self.method(m)["trained_ru"],
+                self.method(m)["memory_goes_ru"],
+                fmt.integer(self.method(m)["bits"]),
+            ]
+            for m in ids
+        ]
+        return TableView(
+            [L["method"], L["trained"], L["memory_goes"], L["bits"]],
+            rows,
+            _unique(self._refs("methods", ids)),
+            ["methods"],
+            [False, False, False, True],
+        )
+
+    def anchors_table(self) -> TableView:
+        L = self.labels["anchors_table"]
+        anchors = self.c["memory_anchors"]
+        sizes = sorted(anchors["params_b"].unique().to_list())
+        value = {(r["method_id"], r["params_b"]): r["memory_gb"] for r in anchors.iter_rows(named=True)}
+        ids = self._method_order()
+        rows = [[self.method(m)["name_ru"]] + [fmt.gb(value[(m, s)]) for s in sizes] for m in ids]
+        return TableView(
+            [L["method"]] + [L["size"].format(size=fmt.number(s)) for s in sizes],
+            rows,
+            _unique(anchors["reference_id"].to_list()),
+            ["memory_anchors"],
+            [False] + [True] * len(sizes),
+        )
+
+    def memory_table(self, models: list[str], methods: list[str] | None = None) -> TableView:
+        L = self.labels["memory_table"]
+        ids = methods or self._method_order()
+        rows = [[self.method(m)["name_ru"]] + [self._gb_marked(mo, m) for mo in models] for m in ids]
+        view = TableView(
+            [L["method"]] + [L["model"].format(model=self.model(mo)["short_name"]) for mo in models],
+            rows,
+            _unique(self.c["memory_anchors"]["reference_id"].to_list() + self._refs("models", models)),
+            ["estimates"],
+            [False] + [True] * len(models),
+        )
+        return self._note_extrapolation(view, models)
+
+    def min_table(self, models: list[str], method: str = "full_amp") -> TableView:
+        L = self.labels["min_table"]
+        rows = [
+            [
+                self.model(mo)["display_name"],
+                fmt.number(self.model(mo)["params_b"], 2),
+                fmt.number(self.min_bytes()),
+                self.tmin(mo),
+                self._gb_marked(mo, method),
+            ]
+            for mo in models
+        ]
+        refs = self.c["constants"].filter(pl.col("constant_id").str.starts_with("adamw_"))["reference_id"].to_list()
+        view = TableView(
+            [
+                L["model"],
+                L["params"],
+                L["bytes"],
+                L["minimum"],
+                L["estimate"].format(method=self.method(method)["short_name_ru"]),
+            ],
+            rows,
+            _unique(refs + self.c["memory_anchors"]["reference_id"].to_list()),
+            ["estimates"],
+            [False, True, True, True, True],
+        )
+        return self._note_extrapolation(view, models)
+
+    def cards_table(self, tasks: list[tuple[str, str]], gpus: list[str]) -> TableView:
+        L = self.labels["cards_table"]
+        rows = []
+        for model_id, method_id in tasks:
+            label = L["task_label"].format(
+                model=self.model(model_id)["display_name"], method=self.method(method_id)["short_name_ru"]
+            )
+            cells = [label, self._gb_marked(model_id, method_id)]
+            cells += [f"{self.cards(model_id, method_id, g)} / {self.cards_high(model_id, method_id, g)}" for g in gpus]
+            rows.append(cells)
+        view = TableView(
+            [L["task"], L["memory"]] + [L["gpu"].format(gpu=self.gpu(g)["short_name"]) for g in gpus],
+            rows,
+            _unique(self.c["memory_anchors"]["reference_id"].to_list() + self._refs("gpus", gpus)),
+            ["gpu_fit"],
+            [False] + [True] * (1 + len(gpus)),
+        )
+        return self._note_extrapolation(view, [t[0] for t in tasks])
+
+    def fit_label(self, row: dict) -> str:
+        F = self.labels["fit"]
+        if row["fit"] == "no":
+            return F["no_servers"].format(
+                n=fmt.integer(row["servers_needed"]), n_high=fmt.integer(row["servers_needed_high"])
+            )
+        return F[row["fit"]]
+
+    def server_fit_table(self, servers: list[str], tasks: list[tuple[str, str]]) -> TableView:
+        L = self.labels["server_fit_table"]
+        headers = [L["server"], L["memory"]]
+        for model_id, method_id in tasks:
+            headers.append(
+                L["task"].format(
+                    model=self.model(model_id)["short_name"],
+                    method=self.method(method_id)["short_name_ru"],
+                    gb=self.mem(model_id, method_id),
+                    gb_high=self.mem_high(model_id, method_id),
+                )
+            )
+        rows = []
+        for s in servers:
+            cells = [self.server(s)["display_name"], L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
+            cells += [self.fit_label(self._server_fit[(mo, me, s)]) for mo, me in tasks]
+            rows.append(cells)
+        gpu_ids = [self.server(s)["gpu_id"] for s in servers]
+        return TableView(
+            headers,
+            rows,
+            _unique(
+                self._refs("servers", servers)
+                + self._refs("gpus", gpu_ids)
+                + self.c["memory_anchors"]["reference_id"].to_list()
+            ),
+            ["server_fit"],
+            [False, True] + [False] * len(tasks),
+        )
+
+    def rule_of_thumb_table(self, models: list[str], method: str = "full_amp") -> TableView:
+        L = self.labels["rule_of_thumb_table"]
+        legacy_bytes = self.const("legacy_full_bytes_per_param")
+        low, high = self.const("legacy_overhead_low"), self.const("legacy_overhead_high")
+        rows = []
+        for mo in models:
+            p = self.model(mo)["params_b"]
+            e = self.estimate(mo, method)
+            rows.append(
+                [
+                    self.model(mo)["display_name"],
+                    fmt.gb(p * legacy_bytes),
+                    f"{fmt.gb(p * legacy_bytes * (1 + low))}…{fmt.gb(p * legacy_bytes * (1 + high))}",
+                    self.tmin(mo),
+                    self._gb_marked(mo, method),
+                    L["range_value"].format(low=fmt.gb(e["memory_low_gb"]), high=fmt.gb(e["memory_high_gb"])),
+                ]
+            )
+        const_refs = (
+            self.c["constants"]
+            .filter(pl.col("constant_id").str.starts_with("legacy_") | pl.col("constant_id").str.starts_with("adamw_"))[
+                "reference_id"
+            ]
+            .to_list()
+        )
+        view = TableView(
+            [
+                L["model"],
+                L["legacy"].format(bytes=fmt.number(legacy_bytes)),
+                L["legacy_range"].format(low=fmt.number(low * 100), high=fmt.number(high * 100)),
+                L["minimum"].format(bytes=fmt.number(self.min_bytes())),
+                L["estimate"].format(method=self.method(method)["short_name_ru"]),
+                L["range"],
+            ],
+            rows,
+            _unique(const_refs + self.c["memory_anchors"]["reference_id"].to_list()),
+            ["estimates", "constants"],
+            [False] + [True] * 5,
+        )
+        return self._note_extrapolation(view, models)
+
+    def legacy_counts_table(self, gpus: list[str]) -> TableView:
+        L, N, C = self.labels["legacy_counts_table"], self.labels["nvlink"], self.labels["common"]
+        legacy = self.c["legacy_gpu_counts"].sort("sort_order")
+        article_cols = {0: "h100_cards_text", 1: "h200_cards_text"}
+        headers = [L["model"], L["task"], L["memory"]]
+        for i, g in enumerate(gpus):
+            headers += [L["gpu_rules"].format(gpu=self.gpu(g)["short_name"])]
+            if i in article_cols:
+                headers += [L["gpu_article"].format(gpu=self.gpu(g)["short_name"])]
+        headers += [
+            L["nvlink_rules"].format(gpus=" / ".join(self.gpu(g)["short_name"] for g in gpus)),
+            L["nvlink_article"],
+        ]
+        rows = []
+        for r in legacy.iter_rows(named=True):
+            cells = [self.model(r["model_id"])["display_name"], r["task_ru"]]
+            method_id = r["method_id"]
+            cells.append(self._gb_marked(r["model_id"], method_id) if method_id else C["not_covered"])
+            for i, g in enumerate(gpus):
+                cells.append(
+                    f"{self.cards(r['model_id'], method_id, g)} / {self.cards_high(r['model_id'], method_id, g)}"
+                    if method_id
+                    else "—"
+                )
+                if i in article_cols:
+                    cells.append(r[article_cols[i]])
+            cells.append(
+                " / ".join(N[self.fit(r["model_id"], method_id, g)["nvlink_need"]] for g in gpus) if method_id else "—"
+            )
+            cells.append(r["nvlink_text"])
+            rows.append(cells)
+        return TableView(
+            headers,
+            rows,
+            _unique(
+                legacy["reference_id"].to_list()
+                + self.c["memory_anchors"]["reference_id"].to_list()
+                + self._refs("gpus", gpus)
+            ),
+            ["legacy_gpu_counts", "gpu_fit"],
+            [False, False, True] + [True] * (len(headers) - 3),
+        )
+
+    def legacy_offers(self) -> list[dict]:
+        """Seed 000's task -> server -> price rows, recomputed by the rules."""
+        out = []
+        jobs = self.c["legacy_offer_jobs"]
+        for offer in self.c["legacy_offers"].sort("sort_order").iter_rows(named=True):
+            own = jobs.filter(pl.col("offer_id") == offer["offer_id"])
+            row = {"offer": offer, "covered": own["method_id"].null_count() == 0}
+            if row["covered"]:
+                ests = [self.estimate(j["model_id"], j["method_id"]) for j in own.iter_rows(named=True)]
+                need = max(ests, key=lambda e: e["memory_gb"])
+                row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
+                row["article_fit"] = self._server_fit[(need["model_id"], need["method_id"], offer["server_id"])]
+                options = estimate.cheapest_option(
+                    row["memory_gb"], row["memory_high_gb"], self.c["servers"], self.c["gpus"]
+                ).iter_rows(named=True)
+                row["cheapest"] = {o["basis"]: o for o in options}
+                best = row["cheapest"].get("estimate")
+                row["same"] = bool(best) and best["server_id"] == offer["server_id"] and best["count"] == 1
+            out.append(row)
+        return out
+
+    def legacy_offers_table(self) -> TableView:
+        L = self.labels["legacy_offers_table"]
+        rows = []
+        offers = self.legacy_offers()
+        for row in offers:
+            offer = row["offer"]
+            server = self.server(offer["server_id"])
+            cells = [offer["task_ru"], server["display_name"], self._price(server["price_rub_month"])]
+            if not row["covered"]:
+                cells += [L["not_covered"], "—", "—", "—", "—"]
+            else:
+                cells += [
+                    L["memory_value"].format(gb=fmt.gb(row["memory_gb"]), gb_high=fmt.gb(row["memory_high_gb"])),
+                    self.fit_label(row["article_fit"]),
+                    self._option(row["cheapest"].get("estimate")),
+                    self._option(row["cheapest"].get("high")),
+                    L["same"] if row["same"] else L["differs"],
+                ]
+            rows.append(cells)
+        server_ids = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())["server_id"].to_list()
+        return TableView(
+            [
+                L["task"],
+                L["server"],
+                L["price"],
+                L["memory"],
+                L["article_fit"],
+                L["cheapest"],
+                L["cheapest_high"],
+                L["verdict"],
+            ],
+            rows,
+            _unique(
+                self.c["legacy_offers"]["reference_id"].to_list()
+                + self._refs("servers", server_ids)
+                + self.c["memory_anchors"]["reference_id"].to_list()
+            ),
+            ["legacy_offers", "server_fit"],
+            [False, False, True, True, False, False, False, False],
+        )
+
+    # -- helpers --
+    def _option(self, option: dict | None) -> str:
+        if option is None:
+            return self.labels["legacy_offers_table"]["no_priced"]
+        key = "option" if option["count"] == 1 else "option_many"
+        return self.labels["legacy_offers_table"][key].format(
+            count=fmt.integer(option["count"]),
+            server=self.server(option["server_id"])["display_name"],
+            price=fmt.integer(option["total_rub_month"]),
+        )
+
+    def _price(self, price: int | None) -> str:
+        return fmt.integer(price) if price is not None else self.labels["common"]["price_on_request"]
+
+    def _method_order(self) -> list[str]:
+        return self.c["methods"].sort("sort_order")["method_id"].to_list()
+
+    def _gb_marked(self, model_id: str, method_id: str) -> str:
+        e = self.estimate(model_id, method_id)
+        mark = self.labels["common"]["extrapolation_mark"] if e["extrapolated"] else ""
+        return fmt.gb(e["memory_gb"]) + mark
+
+    def _note_extrapolation(self, view: TableView, models: list[str]) -> TableView:
+        if any(self.model(m)["params_b"] > self.max_anchor_b for m in models):
+            view.notes.append(
+                self.labels["common"]["extrapolation_note"].format(max_anchor=fmt.number(self.max_anchor_b))
+            )
+        return view
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,43 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ROOT / "sources"
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> Path:
+    """A private, editable copy of sources/."""
+    copy = tmp_path / "sources"
+    shutil.copytree(SOURCES, copy)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    from pipeline.__main__ import load_and_validate
+    from pipeline.combine import combine
+
+    return combine(load_and_validate(SOURCES))
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """output/ of one build of the real sources."""
+    from pipeline.__main__ import build
+
+    out = tmp_path_factory.mktemp("build") / "output"
+    build(SOURCES, out)
+    return out
+
+
+def edit_csv(path: Path, old: str, new: str) -> None:
+    """Replace one exact piece of a source file (fails loudly if it is not there)."""
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")

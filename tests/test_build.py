@@ -1,0 +1,145 @@
+"""The build end to end: the output contract, failure safety and data-driven results."""
+
+import csv
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from conftest import ROOT, edit_csv
+from pipeline.schema import ALL_TABLES, DERIVED_TABLES, SOURCE_TABLES
+
+POLARS_TYPES = {
+    "id": pl.String,
+    "str": pl.String,
+    "int": pl.Int64,
+    "float": pl.Float64,
+    "date": pl.Date,
+    "bool": pl.Boolean,
+}
+
+
+def run_build(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "build", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_output_contract(built):
+    site = built / "site"
+    for page in ("index.html", "finetune-memory.html", "gpu-count.html", "data.html", "sources.html"):
+        assert (site / page).is_file(), page
+    assert sorted(p.name for p in (built / "markdown").iterdir()) == ["finetune-memory.md", "gpu-count.md"]
+    assert (site / "data" / "gpu-finetune.duckdb").is_file()
+    for table in ALL_TABLES:
+        header = (site / "data" / f"{table.name}.csv").read_text(encoding="utf-8-sig").splitlines()[0]
+        assert header.split(",") == table.columns
+    required = {
+        "estimates": ["model_id", "params_b", "method_id", "memory_gb", "memory_low_gb", "memory_high_gb"],
+        "gpu_fit": ["model_id", "method_id", "gpu_id", "gpu_memory_gb", "cards", "cards_high"],
+        "server_fit": ["model_id", "method_id", "server_id", "server_memory_gb", "fit", "price_rub_month"],
+    }
+    for name, columns in required.items():
+        table = next(t for t in DERIVED_TABLES if t.name == name)
+        assert set(columns) <= set(table.columns)
+
+
+def test_csv_downloads_load_back_with_declared_types(built, catalog):
+    data = built / "site" / "data"
+    con = duckdb.connect()
+    for table in ALL_TABLES:
+        path = data / f"{table.name}.csv"
+        frame = pl.read_csv(path, schema={f.name: POLARS_TYPES[f.type] for f in table.fields})
+        assert frame.columns == table.columns
+        assert frame.equals(catalog[table.name].select(table.columns)), table.name
+        rel = con.read_csv(str(path))
+        assert rel.columns == table.columns
+        assert con.execute(f"SELECT count(*) FROM read_csv('{path}')").fetchone()[0] == catalog[table.name].height
+
+
+def test_duckdb_download_has_every_table(built, catalog):
+    con = duckdb.connect(str(built / "site" / "data" / "gpu-finetune.duckdb"), read_only=True)
+    for table in ALL_TABLES:
+        assert con.execute(f'SELECT count(*) FROM "{table.name}"').fetchone()[0] == catalog[table.name].height
+    assert con.execute(
+        "SELECT fit FROM server_fit WHERE model_id='generic-32b' AND method_id='full_amp' AND server_id='rtx-pro-6000-8x'"
+    ).fetchall() == [("estimate_only",)]
+
+
+def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources):
+    out = tmp_path / "output"
+    ok = run_build("--sources", str(sources), "--out", str(out))
+    assert ok.returncode == 0, ok.stderr
+    assert "Built" in ok.stdout and "server_fit 1860" in ok.stdout
+    before = snapshot(out)
+    edit_csv(sources / "servers.csv", ",h200-sxm,8,nvswitch,", ",h300,8,nvswitch,")
+    failed = run_build("--sources", str(sources), "--out", str(out))
+    assert failed.returncode == 2
+    assert (
+        f'{sources}/servers.csv:9: gpu_id = "h300": no видеокарты row with this id in {sources}/gpus.csv'
+        in failed.stderr
+    )
+    assert "Traceback" not in failed.stderr
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["output", "sources"]  # no staging folder left behind
+
+
+def test_check_command(sources):
+    ok = subprocess.run(
+        [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ok.returncode == 0 and "all checks passed" in ok.stdout
+    edit_csv(sources / "gpus.csv", ",NVIDIA,141,", ",NVIDIA,-141,")
+    bad = subprocess.run(
+        [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and 'memory_gb = "-141": must be between 1 and 2000 ГБ' in bad.stderr
+
+
+def rows(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))
+
+
+def test_new_anchor_column_changes_results_without_code(tmp_path, sources):
+    # LLaMA-Factory's 110B column (commit 937f49ec3).
+    extra = {"full_amp": 2000, "full_bf16": 900, "lora": 240, "qlora_8bit": 140, "qlora_4bit": 72, "qlora_2bit": 48}
+    with (sources / "memory_anchors.csv").open("a", encoding="utf-8") as f:
+        f.writelines(f"{m},110,{gb},llama-factory-hw\n" for m, gb in extra.items())
+    out = tmp_path / "output"
+    assert run_build("--sources", str(sources), "--out", str(out)).returncode == 0
+    est = {(r["model_id"], r["method_id"]): r for r in rows(out / "site" / "data" / "estimates.csv")}
+    # Mixtral 8x22B (141 B) was 160 x 141 / 70 = 322.3 GB by proportion; now 240 x 141 / 110.
+    assert float(est[("mixtral-8x22b", "lora")]["memory_gb"]) == 240 * 141 / 110
+    # Qwen2.5 72B now interpolates between 70 and 110.
+    assert float(est[("qwen2-5-72b", "lora")]["memory_gb"]) == 160 + (240 - 160) * (72.7 - 70) / 40
+    assert est[("qwen2-5-72b", "lora")]["basis"] == "interpolated"
+    assert est[("generic-70b", "lora")]["memory_gb"] == "160.0"
+
+
+def test_new_gpu_row_appears_in_results(tmp_path, sources):
+    with (sources / "gpus.csv").open("a", encoding="utf-8") as f:
+        f.write("mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,infinity-fabric,1075,oam,,amd-mi325x\n")
+    out = tmp_path / "output"
+    assert run_build("--sources", str(sources), "--out", str(out)).returncode == 0
+    fit = [r for r in rows(out / "site" / "data" / "gpu_fit.csv") if r["gpu_id"] == "mi355x"]
+    n_models = len(rows(out / "site" / "data" / "models.csv"))
+    assert len(fit) == n_models * 6
+    seventy = {r["method_id"]: (r["cards"], r["cards_high"]) for r in fit if r["model_id"] == "generic-70b"}
+    assert seventy["full_amp"] == ("5", "7") and seventy["lora"] == ("1", "1")
+
+
+def test_source_tables_are_all_published(built):
+    names = {p.stem for p in (built / "site" / "data").glob("*.csv")}
+    assert names == {t.name for t in SOURCE_TABLES} | {t.name for t in DERIVED_TABLES}

@@ -1,0 +1,55 @@
+"""Docs are tested: every command, option, source table and template helper is documented."""
+
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+from pipeline.schema import SOURCE_TABLES
+from pipeline.tables import Tables
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_just_recipe_is_in_readme():
+    recipes = subprocess.run(["just", "--summary"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert {"build", "check", "test", "lint"} <= set(recipes)
+    for recipe in recipes:
+        if recipe != "default":
+            assert f"`just {recipe}`" in README, recipe
+
+
+def test_every_recipe_has_a_description():
+    out = subprocess.run(["just", "--list"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = [line for line in out.splitlines()[1:] if line.strip()]
+    assert listed and all("#" in line for line in listed), out
+
+
+def test_every_cli_option_is_in_readme():
+    for command in ("build", "check"):
+        help_text = subprocess.run(
+            [sys.executable, "-m", "pipeline", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+        for option in re.findall(r"(--[a-z-]+)", help_text):
+            if option != "--help":
+                assert option in README, (command, option)
+        assert f"python -m pipeline {command}" in README
+
+
+def test_quick_start_has_the_two_commands():
+    quick = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    assert 'pip install -e ".[dev]" && just build' in quick and "just test" in quick
+
+
+def test_every_source_table_is_in_the_editors_guide():
+    guide = (ROOT / "sources" / "README.md").read_text(encoding="utf-8")
+    for table in SOURCE_TABLES:
+        assert f"`{table.file}`" in guide, table.file
+
+
+def test_every_template_table_is_documented():
+    guide = (ROOT / "site_templates" / "README.md").read_text(encoding="utf-8")
+    kinds = [name[: -len("_table")] for name in dir(Tables) if name.endswith("_table") and not name.startswith("_")]
+    assert len(kinds) == 9
+    for kind in kinds:
+        assert f'table("{kind}"' in guide, kind

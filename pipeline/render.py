@@ -32,6 +32,7 @@ class Article:
     title: str
     description: str
     order: int
+    nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
 
 
@@ -56,13 +57,18 @@ def load_labels(templates: Path = TEMPLATES) -> dict:
 
 
 def read_articles(templates: Path = TEMPLATES) -> list[Article]:
-    """Articles from site_templates/articles/*.md: front matter (key: value) between '---' lines, then the body."""
+    """Articles from site_templates/articles/*.md: front matter between '---' lines, then the body.
+
+    Front matter keys: title, description, order (position in the navigation), nav (its label).
+    """
     articles = []
     for path in sorted((templates / "articles").glob("*.md")):
         text = path.read_text(encoding="utf-8")
         _, head, body = text.split("---\n", 2)
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
-        articles.append(Article(path.stem, meta["title"], meta["description"], int(meta["order"]), body))
+        articles.append(
+            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body)
+        )
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
 

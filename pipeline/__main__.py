@@ -13,17 +13,22 @@ EXIT_INVALID_DATA = 2
 
 
 def load_and_validate(sources: Path):
-    """Load the sources into DuckDB and validate them; raises DataError with every problem."""
+    """Load the sources into DuckDB and validate them; raises DataError with every problem.
+
+    Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
+    """
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.validate import validate
 
-    frames, problems = read_sources(sources)
+    frames, problems, notices = read_sources(sources)
     con = connect(frames)
-    problems += validate(con, sources, list(frames))
+    validation = validate(con, sources, list(frames))
+    problems += validation.problems
     if problems:
         raise DataError(problems)
+    validation.warnings = sorted(notices) + validation.warnings
     create_core_tables(con)
-    return con
+    return con, validation
 
 
 def build(sources: Path, out: Path) -> dict:
@@ -32,16 +37,24 @@ def build(sources: Path, out: Path) -> dict:
     from pipeline.publish import publish
     from pipeline.render import Renderer
 
-    con = load_and_validate(sources)
+    con, validation = load_and_validate(sources)
     catalog = combine(con)
-    rendered = Renderer(catalog).render()
+    rendered = Renderer(catalog, validation).render()
     publish(out, rendered, catalog)
     pages = sum(1 for name in rendered.site if name.endswith(".html"))
     return {
+        "warnings": validation.warnings,
         "pages": pages,
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
     }
+
+
+def print_warnings(warnings) -> None:
+    if warnings:
+        print(f"{len(warnings)} warning(s), the build goes on:", file=sys.stderr)
+        for w in warnings:
+            print(f"  {w}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,10 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         if args.command == "check":
-            load_and_validate(args.sources)
-            print(f"{args.sources}: all checks passed")
+            _, validation = load_and_validate(args.sources)
+            print_warnings(validation.warnings)
+            print(f"{args.sources}: all {len(validation.checks)} checks passed")
             return 0
         summary = build(args.sources, args.out)
+        print_warnings(summary["warnings"])
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)
         print(

@@ -39,9 +39,30 @@ def date(value: dt.date | None) -> str:
     return "" if value is None else format_date(value, "dd.MM.yyyy", locale=LOCALE)
 
 
-def md_cell(text: str) -> str:
-    """Text made safe for one cell of a Markdown table."""
-    text = " ".join(str(text).split())
-    for char, escaped in (("\\", "\\\\"), ("|", "\\|"), ("`", "\\`"), ("*", "\\*"), ("_", "\\_"), ("[", "\\[")):
-        text = text.replace(char, escaped)
+def md_inline(text: str) -> str:
+    """Text made inert inside Markdown: no emphasis, links, code or raw HTML can come from data."""
+    text = str(text)
+    for char in ("\\", "`", "*", "_", "[", "]", "|"):
+        text = text.replace(char, "\\" + char)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_cell(text: str) -> str:
+    """Text made safe for one cell of a Markdown table (line breaks folded into spaces)."""
+    return md_inline(" ".join(str(text).split()))
+
+
+def md_url(url: str) -> str:
+    """A validated http(s) URL made safe as a Markdown link target."""
+    return url.replace("(", "%28").replace(")", "%29")
+
+
+# Cells that a spreadsheet would run as a formula (OWASP "CSV injection").
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str | None) -> str | None:
+    """A text cell prefixed with ' when a spreadsheet would read it as a formula; numbers are never passed here."""
+    if text and text.startswith(FORMULA_PREFIXES):
+        return "'" + text
+    return text

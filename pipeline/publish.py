@@ -11,11 +11,14 @@ import ctypes
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from pipeline.combine import Catalog
+from pipeline.format import spreadsheet_safe
 from pipeline.render import TEMPLATES, Rendered
 from pipeline.schema import ALL_TABLES, ddl
 
@@ -38,7 +41,11 @@ def write_downloads(data_dir: Path, catalog: Catalog) -> None:
     con = duckdb.connect(str(data_dir / DATABASE))
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        frame.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
+        text_columns = [f.name for f in table.fields if f.type in ("str", "id")]
+        safe = frame.with_columns(
+            pl.col(c).map_elements(spreadsheet_safe, return_dtype=pl.String) for c in text_columns
+        )
+        safe.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
         con.execute(ddl(table))
         con.register("frame", frame.to_arrow())
         con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
@@ -58,22 +65,51 @@ def _exchange(a: Path, b: Path) -> bool:
     return result == 0
 
 
+def _pause(point: str) -> None:
+    """Test hook: stop at a named point so a test can kill the build there (PIPELINE_TEST_PAUSE=point)."""
+    if os.environ.get("PIPELINE_TEST_PAUSE") == point:
+        print(f"paused at {point}", flush=True)
+        time.sleep(600)
+
+
+def _remove_stale(out: Path) -> None:
+    """Folders left by builds that were killed: removed once their process is gone."""
+    for path in out.parent.glob(f".{out.name}.*-*"):
+        pid = path.name.rsplit(".", 1)[-1].split("-")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def publish(out: Path, rendered: Rendered, catalog: Catalog) -> None:
     """Write the whole build to a sibling folder, then put it in place of `out`."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    _remove_stale(out)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-{os.getpid()}-", dir=out.parent))
     try:
         write_tree(staging / "site", rendered.site)
+        _pause("staging")
         write_tree(staging / "markdown", rendered.markdown)
         write_downloads(staging / "site" / "data", catalog)
         shutil.copyfile(TEMPLATES / "output-README.md", staging / "README.md")
         staging.chmod(0o755)
+        _pause("swap")
         if out.exists() and _exchange(staging, out):
+            _pause("cleanup")
             shutil.rmtree(staging)  # now holds the previous build
             return
         if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
             os.replace(out, old / "previous")
             os.replace(staging, out)
             shutil.rmtree(old)

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import jinja2
 import markdown
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.problems import Problem
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
 from pipeline.tables import Tables, TableView
+from pipeline.validate import Validation
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
 TOKEN = "TABLEPLACEHOLDER{}X"
@@ -66,9 +67,7 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
         text = path.read_text(encoding="utf-8")
         _, head, body = text.split("---\n", 2)
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
-        articles.append(
-            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body)
-        )
+        articles.append(Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body))
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
 
@@ -86,8 +85,9 @@ def markdown_table(view: TableView, sources: str) -> str:
 
 
 class Renderer:
-    def __init__(self, catalog: Catalog, templates: Path = TEMPLATES):
+    def __init__(self, catalog: Catalog, validation: Validation | None = None, templates: Path = TEMPLATES):
         self.catalog = catalog
+        self.validation = validation
         self.templates = templates
         self.labels = load_labels(templates)
         self.tables = Tables(catalog, self.labels)
@@ -111,7 +111,7 @@ class Renderer:
         parts = []
         for ref in self.source_refs(view):
             title = fmt.md_cell(ref["title"])
-            shown = f"[{title}]({ref['url']})" if ref["url"] else title
+            shown = f"[{title}]({fmt.md_url(ref['url'])})" if ref["url"] else title
             parts.append(f"{shown}, {C['checked']} {fmt.date(ref['checked_on'])}")
         downloads = ", ".join(f"[{name}.csv](data/{name}.csv)" for name in view.downloads)
         label = C["sources"] if len(parts) > 1 else C["source"]
@@ -122,18 +122,20 @@ class Renderer:
         """The article body in Markdown; in html mode, tables are left as tokens to fill later."""
         views: dict[str, TableView] = {}
 
-        def table(kind: str, **kwargs) -> str:
+        def table(kind: str, **kwargs) -> Markup:
             view = getattr(self.tables, f"{kind}_table")(**kwargs)
             if mode == "md":
-                return markdown_table(view, self.sources_markdown(view))
+                return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))
             views[token] = view
-            return "\n\n" + token + "\n\n"
+            return Markup("\n\n" + token + "\n\n")
 
+        # Every value a template prints is made inert Markdown (no links, emphasis or HTML from data);
+        # only the tables, already escaped, pass as they are.
         env = jinja2.Environment(
             undefined=jinja2.StrictUndefined,
             autoescape=False,
-            finalize=(lambda v: v) if mode == "md" else (lambda v: escape(v) if not isinstance(v, Markup) else v),
+            finalize=lambda v: v if isinstance(v, Markup) else fmt.md_inline(v),
             keep_trailing_newline=True,
         )
         template = env.from_string(article.body)
@@ -177,9 +179,17 @@ class Renderer:
                 "article.html", f"{article.slug}.html", article=article, body=Markup(self.article_html(article))
             )
         site["index.html"] = self.page("index.html", "index.html", articles=self.articles)
-        site["data.html"] = self.page("data.html", "data.html", tables=self.data_tables(), type_names=TYPE_NAMES_RU)
+        site["data.html"] = self.page(
+            "data.html",
+            "data.html",
+            tables=self.data_tables(),
+            type_names=TYPE_NAMES_RU,
+            warnings=self.validation.warnings if self.validation else [],
+        )
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
+        if self.validation is not None:
+            site["quality.html"] = self.page("quality.html", "quality.html", validation=self.validation)
         return Rendered(site, md)
 
     def data_tables(self) -> list[dict]:

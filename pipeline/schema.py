@@ -52,6 +52,9 @@ class Field:
     min: float | None = None
     max: float | None = None
     references: str = ""  # "table.column" this value must exist in
+    max_length: int = 200  # text and id cells
+    pattern: str = ""  # an extra regex a text cell must match, explained by pattern_rule
+    pattern_rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,16 @@ REFERENCES = Table(
     "Внешние и внутренние источники, на которые ссылаются строки остальных таблиц.",
     (
         Field("reference_id", "id", "Идентификатор источника."),
-        Field("title", "str", "Название источника, как его показывать читателю."),
-        Field("url", "str", "Адрес источника; пусто для внутренних данных каталога.", required=False),
+        Field("title", "str", "Название источника, как его показывать читателю.", max_length=300),
+        Field(
+            "url",
+            "str",
+            "Адрес источника (http:// или https://); пусто для внутренних данных каталога.",
+            required=False,
+            max_length=500,
+            pattern=r"^https?://[^\s<>\"']+$",
+            pattern_rule="must be a web address starting with http:// or https://, without spaces or quotes",
+        ),
         Field("publisher", "str", "Кто опубликовал источник.", required=False),
         Field("checked_on", "date", "Когда данные сверены с источником."),
     ),
@@ -108,8 +119,8 @@ METHODS = Table(
         Field("short_name_ru", "str", "Короткое название для заголовков таблиц."),
         Field("name_en", "str", "Название по-английски."),
         Field("family", "str", "Группа способа.", allowed=("full", "lora", "qlora")),
-        Field("trained_ru", "str", "Что меняется в модели."),
-        Field("memory_goes_ru", "str", "На что уходит память."),
+        Field("trained_ru", "str", "Что меняется в модели.", max_length=600),
+        Field("memory_goes_ru", "str", "На что уходит память.", max_length=600),
         Field("bits", "int", "Разрядность базовых весов.", unit="бит", min=1, max=32),
         Field(
             "theoretical_min_applies",
@@ -205,7 +216,13 @@ GPUS = Table(
             max=100000,
         ),
         Field("form_factor", "str", "Исполнение.", allowed=("sxm", "oam", "pcie")),
-        Field("memory_note_ru", "str", "Оговорка об объёме памяти, если источники расходятся.", required=False),
+        Field(
+            "memory_note_ru",
+            "str",
+            "Оговорка об объёме памяти, если источники расходятся.",
+            required=False,
+            max_length=600,
+        ),
         _ref(),
     ),
     ("gpu_id",),
@@ -250,7 +267,7 @@ CONSTANTS = Table(
         Field("constant_id", "id", "Идентификатор константы."),
         Field("value", "float", "Значение.", min=0, max=1_000_000),
         Field("unit", "str", "Единица измерения.", required=False),
-        Field("description_ru", "str", "Что означает константа."),
+        Field("description_ru", "str", "Что означает константа.", max_length=600),
         _ref(),
     ),
     ("constant_id",),
@@ -409,6 +426,31 @@ SERVER_FIT = Table(
 
 DERIVED_TABLES: tuple[Table, ...] = (ESTIMATES, GPU_FIT, SERVER_FIT)
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
+
+# Constants the rules read from sources/constants.csv; each must be present.
+REQUIRED_CONSTANTS = (
+    "range_low_factor",
+    "range_high_factor",
+    "adamw_weight_bytes",
+    "adamw_grad_bytes",
+    "adamw_optimizer_bytes",
+    "train_flops_per_param_token",
+    "legacy_full_bytes_per_param",
+    "legacy_overhead_low",
+    "legacy_overhead_high",
+    "stale_after_days",
+)
+
+# Which server interconnect a GPU of each form factor can have.
+SERVER_INTERCONNECTS = {
+    "sxm": ("nvswitch",),
+    "oam": ("infinity-fabric",),
+    "pcie": ("pcie", "nvlink-bridge"),
+}
+
+# Control and bidirectional-formatting characters: invisible, and able to make a
+# cell display as something else (e.g. U+202E RIGHT-TO-LEFT OVERRIDE).
+HIDDEN_CHARACTERS = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069\\ufeff]"
 TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
 
 

@@ -2,20 +2,33 @@
 
 The suites are generated from the schema registry. GX runs on pandas frames
 fetched from DuckDB (its SQL path on DuckDB fails silently). Cross-table rules
-run as DuckDB SQL and are reported in the same form.
+run as DuckDB SQL and are reported in the same form. Every check and its
+outcome is kept, for the data-quality page.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from pipeline.load import LINE, display_path
 from pipeline.problems import Problem
-from pipeline.schema import SOURCE_TABLES, TABLES_BY_NAME, TYPE_NAMES_RU, TYPE_PATTERNS, Field, Table
+from pipeline.schema import (
+    DUCKDB_TYPES,
+    HIDDEN_CHARACTERS,
+    REQUIRED_CONSTANTS,
+    SERVER_INTERCONNECTS,
+    SOURCE_TABLES,
+    TABLES_BY_NAME,
+    TYPE_NAMES_RU,
+    TYPE_PATTERNS,
+    Field,
+    Table,
+)
 
 
 @dataclass(frozen=True)
@@ -29,76 +42,107 @@ class Check:
     rule: str
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    """What the data-quality page shows for one check."""
+
+    table: str
+    column: str
+    rule: str
+    engine: str  # "Great Expectations" or "DuckDB SQL"
+    failures: int
+
+
+@dataclass
+class Validation:
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    build_date: dt.date = dt.date(1970, 1, 1)
+
+
+def build_date() -> dt.date:
+    """The date the build is made for: SOURCE_DATE_EPOCH when set (reproducible builds), else today (UTC)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        return dt.datetime.fromtimestamp(int(epoch), dt.UTC).date()
+    return dt.datetime.now(dt.UTC).date()
+
+
 def _num(x: float) -> str:
     return f"{x:.12g}"
 
 
-def field_checks(table: Table, field: Field) -> list[Check]:
+def _example(kind: str) -> str:
+    return {"id": "h200-sxm", "int": "96", "float": "141 or 835.5", "date": "2026-10-12", "bool": "true"}[kind]
+
+
+def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
     """The expectations one declared field implies."""
     import great_expectations.expectations as gxe
 
     name, out = field.name, []
+
+    def add(on: str, expectation, rule: str) -> None:
+        out.append(Check(table.name, name, on, expectation, rule))
+
     if field.required:
-        out.append(
-            Check(table.name, name, "raw", gxe.ExpectColumnValuesToNotBeNull(column=name), "a value is required")
+        add("raw", gxe.ExpectColumnValuesToNotBeNull(column=name), "a value is required")
+    if field.type == "id":
+        add(
+            "raw",
+            gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS["id"]),
+            "ids use lowercase latin letters and digits, joined by '-' or '_'",
         )
-    if field.type in TYPE_PATTERNS:
-        rule = (
-            "ids use lowercase latin letters and digits, joined by '-' or '_'"
-            if field.type == "id"
-            else f"expected {TYPE_NAMES_RU[field.type]} ({field.type}, e.g. {_example(field.type)})"
+    elif field.type in TYPE_PATTERNS:
+        add(
+            "raw",
+            gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS[field.type]),
+            f"expected {TYPE_NAMES_RU[field.type]} ({field.type}, e.g. {_example(field.type)})",
         )
-        out.append(
-            Check(
-                table.name,
-                name,
-                "raw",
-                gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS[field.type]),
-                rule,
-            )
+    if field.type in ("str", "id"):
+        add(
+            "raw",
+            gxe.ExpectColumnValueLengthsToBeBetween(column=name, max_value=field.max_length),
+            f"longer than {field.max_length} characters",
         )
+    if field.type == "str":
+        add(
+            "raw",
+            gxe.ExpectColumnValuesToNotMatchRegex(column=name, regex=HIDDEN_CHARACTERS),
+            "contains an invisible control or text-direction character; delete it",
+        )
+    if field.pattern:
+        add("raw", gxe.ExpectColumnValuesToMatchRegex(column=name, regex=field.pattern), field.pattern_rule)
     if field.allowed:
-        out.append(
-            Check(
-                table.name,
-                name,
-                "raw",
-                gxe.ExpectColumnValuesToBeInSet(column=name, value_set=list(field.allowed)),
-                f"must be one of: {', '.join(field.allowed)}",
-            )
+        add(
+            "raw",
+            gxe.ExpectColumnValuesToBeInSet(column=name, value_set=list(field.allowed)),
+            f"must be one of: {', '.join(field.allowed)}",
         )
     if field.min is not None or field.max is not None:
         unit = f" {field.unit}" if field.unit else ""
-        out.append(
-            Check(
-                table.name,
-                name,
-                "typed",
-                gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max),
-                f"must be between {_num(field.min)} and {_num(field.max)}{unit}",
-            )
+        add(
+            "typed",
+            gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max),
+            f"must be between {_num(field.min)} and {_num(field.max)}{unit}",
+        )
+    if field.type == "date":
+        add(
+            "typed",
+            # pandas holds DATE columns as datetime64, so the bound is a datetime.
+            gxe.ExpectColumnValuesToBeBetween(column=name, max_value=dt.datetime.combine(today, dt.time())),
+            f"is in the future (the build date is {today.isoformat()})",
         )
     if table.primary_key == (name,):
-        out.append(
-            Check(
-                table.name,
-                name,
-                "raw",
-                gxe.ExpectColumnValuesToBeUnique(column=name),
-                "duplicate id; ids must be unique",
-            )
-        )
+        add("raw", gxe.ExpectColumnValuesToBeUnique(column=name), "duplicate id; ids must be unique")
     return out
 
 
-def _example(kind: str) -> str:
-    return {"int": "96", "float": "141 or 835.5", "date": "2026-10-12", "bool": "true"}[kind]
-
-
-def table_checks(table: Table) -> list[Check]:
+def table_checks(table: Table, today: dt.date) -> list[Check]:
     import great_expectations.expectations as gxe
 
-    checks = [c for f in table.fields for c in field_checks(table, f)]
+    checks = [c for f in table.fields for c in field_checks(table, f, today)]
     if len(table.primary_key) > 1 and all(table.field(k).required for k in table.primary_key):
         checks.append(
             Check(
@@ -113,6 +157,9 @@ def table_checks(table: Table) -> list[Check]:
 
 
 def _gx_context():
+    """One ephemeral GX context per process, analytics and progress bars off."""
+    if _CONTEXT:
+        return _CONTEXT[0]
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
@@ -126,41 +173,58 @@ def _gx_context():
         analytics_enabled=False,
         progress_bars=ProgressBarsConfig(globally=False),
     )
-    return gx, gx.get_context(mode="ephemeral", project_config=config)
+    context = gx.get_context(mode="ephemeral", project_config=config)
+    _SOURCE.append(context.data_sources.add_pandas(name="sources"))
+    _CONTEXT.append((gx, context))
+    return _CONTEXT[0]
 
 
-def run_expectations(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> list[Problem]:
+_CONTEXT: list = []
+_SUITES: dict = {}  # (table, on, build date) -> (validation definition, {expectation id: Check})
+
+
+def _definition(table: Table, on: str, today: dt.date):
+    """The GX validation definition for one table and one view, made once per process."""
+    key = (table.name, on, today)
+    if key not in _SUITES:
+        gx, context = _gx_context()
+        checks = [c for c in table_checks(table, today) if c.on == on]
+        name = f"{on}_{table.name}_{today.isoformat()}"
+        batch = _SOURCE[0].add_dataframe_asset(name=name).add_batch_definition_whole_dataframe("all")
+        # Adding the expectations together is one store write, not one per expectation.
+        suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=[c.expectation for c in checks]))
+        by_id = {e.id: check for e, check in zip(suite.expectations, checks, strict=True)}
+        if None in by_id or len(by_id) != len(checks):
+            raise RuntimeError(f"GX gave no distinct ids to the expectations of {name}")
+        definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+        _SUITES[key] = (definition, by_id)
+    return _SUITES[key]
+
+
+_SOURCE: list = []  # the one pandas data source of the process's GX context
+
+
+def run_expectations(con, sources_dir: Path, names: list[str], today: dt.date, out: Validation) -> None:
     """Run the generated GX suites on each loaded table; every failing cell becomes a Problem."""
-    gx, context = _gx_context()
-    source = context.data_sources.add_pandas(name="sources")
-    problems = []
     for name in names:
         table = TABLES_BY_NAME[name]
         shown = display_path(sources_dir, table)
         for on in ("raw", "typed"):
-            checks = [c for c in table_checks(table) if c.on == on]
-            if not checks:
-                continue
+            definition, by_id = _definition(table, on, today)
             frame = con.sql(f"SELECT * FROM {on}_{name}").df()
-            batch = source.add_dataframe_asset(name=f"{on}_{name}").add_batch_definition_whole_dataframe("all")
-            suite = context.suites.add(gx.ExpectationSuite(name=f"{on}_{name}"))
-            for check in checks:
-                suite.add_expectation(check.expectation)
-            definition = context.validation_definitions.add(
-                gx.ValidationDefinition(name=f"{on}_{name}", data=batch, suite=suite)
-            )
             result = definition.run(
                 batch_parameters={"dataframe": frame},
                 result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]},
             )
-            for check, outcome in zip(checks, result.results, strict=True):
-                if outcome.success:
-                    continue
-                problems.extend(_explain(check, outcome, shown, frame))
-    return problems
+            # GX does not keep the suite's order in its results: match them by expectation id.
+            for outcome in result.results:
+                check = by_id[outcome.expectation_config.id]
+                found = [] if outcome.success else _explain(check, outcome, shown)
+                out.problems.extend(found)
+                out.checks.append(CheckResult(name, check.column, check.rule, "Great Expectations", len(found)))
 
 
-def _explain(check: Check, outcome, shown: str, frame) -> list[Problem]:
+def _explain(check: Check, outcome, shown: str) -> list[Problem]:
     if outcome.exception_info and outcome.exception_info.get("raised_exception"):
         message = outcome.exception_info.get("exception_message")
         raise RuntimeError(f"validation of {shown} failed to run: {message}")
@@ -179,76 +243,194 @@ def _explain(check: Check, outcome, shown: str, frame) -> list[Problem]:
 def _text(value) -> str | None:
     if value is None or value != value:  # NaN from pandas
         return None
+    if hasattr(value, "date") and hasattr(value, "hour"):  # pandas Timestamp of a DATE column
+        return value.date().isoformat()
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
 
-def foreign_key_problems(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: set[str]) -> list[Problem]:
-    problems = []
-    for table in SOURCE_TABLES:
-        if table.name not in names:
-            continue
-        for field in table.fields:
-            if not field.references:
+# -- cross-table rules in DuckDB SQL; each yields (line, column, value, rule) rows for one file --
+
+
+def _sql_rule(out: Validation, con, sources_dir: Path, table: str, description: str, rows) -> None:
+    shown = display_path(sources_dir, TABLES_BY_NAME[table])
+    found = [Problem(shown, line or 0, column, value, rule) for line, column, value, rule in rows]
+    out.problems.extend(found)
+    out.checks.append(CheckResult(table, "", description, "DuckDB SQL", len(found)))
+
+
+def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Values that look right but do not cast (2026-13-45, an integer too large)."""
+    for name in sorted(names):
+        table = TABLES_BY_NAME[name]
+        rows = []
+        for f in table.fields:
+            if f.type not in TYPE_PATTERNS or f.type == "id":
                 continue
-            target_name, target_col = field.references.split(".")
+            pattern = TYPE_PATTERNS[f.type]
+            rows += con.execute(
+                f"SELECT r.{LINE}, '{f.name}', r.{f.name}, 'not a valid {f.type}' FROM raw_{name} r "
+                f"WHERE r.{f.name} IS NOT NULL AND regexp_full_match(r.{f.name}, ?) "
+                f"AND TRY_CAST(r.{f.name} AS {DUCKDB_TYPES[f.type]}) IS NULL",
+                [pattern],
+            ).fetchall()
+        _sql_rule(out, con, sources_dir, name, "values of the right form also convert to their type", rows)
+
+
+def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    for table in SOURCE_TABLES:
+        for f in table.fields:
+            if not f.references or table.name not in names:
+                continue
+            target_name, target_col = f.references.split(".")
             if target_name not in names:
                 continue
             target = TABLES_BY_NAME[target_name]
-            rows = con.sql(
-                f"SELECT {LINE}, {field.name} FROM raw_{table.name} WHERE {field.name} IS NOT NULL "
-                f"AND {field.name} NOT IN (SELECT {target_col} FROM raw_{target_name} WHERE {target_col} IS NOT NULL) "
-                f"ORDER BY {LINE}"
+            rule = f"no {target.title_ru.lower()} row with this id in {display_path(sources_dir, target)}"
+            rows = con.execute(
+                f"SELECT {LINE}, '{f.name}', {f.name}, ? FROM raw_{table.name} WHERE {f.name} IS NOT NULL "
+                f"AND {f.name} NOT IN (SELECT {target_col} FROM raw_{target_name} WHERE {target_col} IS NOT NULL) "
+                f"ORDER BY {LINE}",
+                [rule],
             ).fetchall()
-            for line, value in rows:
-                rule = f"no {target.title_ru.lower()} row with this id in {display_path(sources_dir, target)}"
-                problems.append(Problem(display_path(sources_dir, table), line, field.name, value, rule))
-    return problems
+            _sql_rule(out, con, sources_dir, table.name, f"{f.name} exists in {target_name}.{target_col}", rows)
 
 
-def anchor_problems(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: set[str]) -> list[Problem]:
-    """Every method has a value at every anchor size, and values grow with size."""
+def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Every method has a value at every anchor size; memory grows with size and follows the method order."""
     if not {"memory_anchors", "methods"} <= names:
-        return []
-    shown = display_path(sources_dir, TABLES_BY_NAME["memory_anchors"])
-    problems = []
+        return
     missing = con.sql(
         """
-        SELECT m.method_id, s.params_b FROM (SELECT method_id FROM typed_methods WHERE method_id IS NOT NULL) m
+        SELECT NULL, 'method_id', m.method_id,
+               'no value at ' || s.params_b::VARCHAR || ' B; every method needs every anchor size'
+        FROM (SELECT method_id FROM typed_methods WHERE method_id IS NOT NULL) m
         CROSS JOIN (SELECT DISTINCT params_b FROM typed_memory_anchors WHERE params_b IS NOT NULL) s
         WHERE NOT EXISTS (SELECT 1 FROM typed_memory_anchors a
                           WHERE a.method_id = m.method_id AND a.params_b = s.params_b)
-        ORDER BY 1, 2
+        ORDER BY 3, s.params_b
         """
     ).fetchall()
-    for method_id, size in missing:
-        problems.append(
-            Problem(shown, 0, "method_id", method_id, f"no value at {size:g} B; every method needs every anchor size")
-        )
+    missing = [(line, col, value, rule.replace(".0 B", " B")) for line, col, value, rule in missing]
+    _sql_rule(out, con, sources_dir, "memory_anchors", "every method has a value at every anchor size", missing)
     shrinking = con.sql(
         f"""
-        SELECT {LINE}, method_id, params_b, memory_gb, prev_size, prev_memory FROM (
+        SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_size, prev_memory FROM (
           SELECT *, lag(params_b) OVER w AS prev_size, lag(memory_gb) OVER w AS prev_memory
           FROM typed_memory_anchors WHERE memory_gb IS NOT NULL AND params_b IS NOT NULL
           WINDOW w AS (PARTITION BY method_id ORDER BY params_b))
         WHERE memory_gb < prev_memory ORDER BY {LINE}
         """
     ).fetchall()
-    for line, method_id, size, memory, prev_size, prev_memory in shrinking:
-        rule = (
-            f"{method_id} at {size:g} B is less than at {prev_size:g} B ({prev_memory:g} GB); "
-            "memory must not decrease with model size"
+    rows = [
+        (
+            line,
+            col,
+            _num(memory),
+            f"{method} at {_num(size)} B is less than at {_num(prev_size)} B ({_num(prev_memory)} GB); "
+            "memory must not decrease with model size",
         )
-        problems.append(Problem(shown, line, "memory_gb", f"{memory:g}", rule))
-    return problems
+        for line, col, memory, method, size, prev_size, prev_memory in shrinking
+    ]
+    _sql_rule(out, con, sources_dir, "memory_anchors", "memory does not decrease with model size", rows)
+    disorder = con.sql(
+        f"""
+        SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_method, prev_memory FROM (
+          SELECT a.*, lag(a.method_id) OVER w AS prev_method, lag(a.memory_gb) OVER w AS prev_memory
+          FROM typed_memory_anchors a JOIN typed_methods m USING (method_id)
+          WHERE a.memory_gb IS NOT NULL AND a.params_b IS NOT NULL AND m.sort_order IS NOT NULL
+          WINDOW w AS (PARTITION BY a.params_b ORDER BY m.sort_order))
+        WHERE memory_gb < prev_memory ORDER BY {LINE}
+        """
+    ).fetchall()
+    rows = [
+        (
+            line,
+            col,
+            _num(memory),
+            f"at {_num(size)} B {method} needs less than {prev} ({_num(prev_memory)} GB); at each size memory "
+            "must grow in the method order of methods.csv (sort_order)",
+        )
+        for line, col, memory, method, size, prev, prev_memory in disorder
+    ]
+    _sql_rule(out, con, sources_dir, "memory_anchors", "at each size, memory follows the method order", rows)
 
 
-def validate(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> list[Problem]:
-    """All problems in the loaded tables: per-table expectations and cross-table rules."""
-    loaded = set(names)
-    return (
-        run_expectations(con, sources_dir, names)
-        + foreign_key_problems(con, sources_dir, loaded)
-        + anchor_problems(con, sources_dir, loaded)
+def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    if "models" not in names:
+        return
+    rows = con.sql(
+        f"""SELECT {LINE}, 'active_params_b', active_params_b,
+                   'active parameters exceed the total (' || params_b || ' B)'
+            FROM typed_models WHERE active_params_b > params_b ORDER BY {LINE}"""
+    ).fetchall()
+    rows = [(line, col, _num(v), rule) for line, col, v, rule in rows]
+    _sql_rule(out, con, sources_dir, "models", "MoE active parameters do not exceed the total", rows)
+
+
+def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    if not {"servers", "gpus"} <= names:
+        return
+    allowed = " OR ".join(
+        f"(g.form_factor = '{ff}' AND s.interconnect IN ({', '.join(repr(i) for i in links)}))"
+        for ff, links in SERVER_INTERCONNECTS.items()
     )
+    rows = con.sql(
+        f"""SELECT s.{LINE}, 'interconnect', s.interconnect,
+                   'does not fit its GPU ' || g.gpu_id || ' (form factor ' || g.form_factor || ', link ' || g.interconnect || ')'
+            FROM typed_servers s JOIN typed_gpus g USING (gpu_id)
+            WHERE s.interconnect IS NOT NULL AND g.form_factor IS NOT NULL
+              AND (NOT ({allowed}) OR (s.interconnect = 'nvlink-bridge' AND g.interconnect <> 'nvlink-bridge'))
+            ORDER BY 1"""
+    ).fetchall()
+    _sql_rule(out, con, sources_dir, "servers", "server interconnect fits the GPU's form factor", rows)
+
+
+def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    if "constants" not in names:
+        return
+    present = {r[0] for r in con.sql("SELECT constant_id FROM raw_constants").fetchall()}
+    rows = [
+        (None, "constant_id", c, "this constant is used by the rules and must be present")
+        for c in REQUIRED_CONSTANTS
+        if c not in present
+    ]
+    _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
+
+
+def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:
+    """Problems that do not stop the build: stale checks, servers without a price."""
+    if not {"constants", "references", "servers"} <= names:
+        return []
+    days = con.sql("SELECT value FROM typed_constants WHERE constant_id = 'stale_after_days'").fetchall()
+    if not days or days[0][0] is None:
+        return []
+    limit = int(days[0][0])
+    found = []
+    for table, column in (("references", "checked_on"), ("servers", "price_checked_on")):
+        shown = display_path(sources_dir, TABLES_BY_NAME[table])
+        for line, value in con.execute(
+            f"SELECT {LINE}, {column} FROM typed_{table} WHERE {column} < ? ORDER BY {LINE}",
+            [today - dt.timedelta(days=limit)],
+        ).fetchall():
+            age = (today - value).days
+            found.append(
+                Problem(shown, line, column, value.isoformat(), f"checked {age} days ago (over {limit}); re-check it")
+            )
+    shown = display_path(sources_dir, TABLES_BY_NAME["servers"])
+    for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
+        found.append(Problem(shown, line, "price_rub_month", None, 'no price; the site shows "по запросу"'))
+    return found
+
+
+def validate(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> Validation:
+    """All problems in the loaded tables (per-table expectations and cross-table rules), warnings and checks."""
+    today = build_date()
+    out = Validation(build_date=today)
+    loaded = set(names)
+    run_expectations(con, sources_dir, names, today, out)
+    for rule in (castable, foreign_keys, anchor_rules, model_rules, server_rules, constant_rules):
+        rule(con, sources_dir, loaded, out)
+    out.warnings = warnings(con, sources_dir, loaded, today)
+    return out

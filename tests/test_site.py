@@ -32,7 +32,7 @@ def parse(path: Path) -> Links:
 def test_every_internal_link_resolves(built):
     site = built / "site"
     pages = {p: parse(p) for p in site.rglob("*.html")}
-    assert len(pages) == 5
+    assert len(pages) == 6
     checked = 0
     for page, parsed in pages.items():
         assert parsed.lang == "ru", page
@@ -73,3 +73,17 @@ def test_data_page_lists_every_table_and_column(built):
         assert f'href="data/{table.name}.csv"' in html
         for field in table.fields:
             assert f"<code>{field.name}</code>" in html
+
+
+def test_quality_page_lists_every_check_and_warning(built):
+    from conftest import SOURCES
+    from pipeline.__main__ import load_and_validate
+
+    _, validation = load_and_validate(SOURCES)
+    html = (built / "site" / "quality.html").read_text(encoding="utf-8")
+    assert html.count("<td>пройдена</td>") == len(validation.checks) > 200
+    assert "ошибок:" not in html
+    assert html.count("no price; the site shows &#34;по запросу&#34;") == 5 == len(validation.warnings)
+    assert "Дата сборки: 29.11.2026" in html
+    data = (built / "site" / "data.html").read_text(encoding="utf-8")
+    assert 'href="quality.html">«Качество данных»</a> (замечаний: 5)' in data

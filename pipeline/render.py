@@ -98,9 +98,15 @@ class Renderer:
             keep_trailing_newline=True,
         )
         self.html_env.filters.update(gb=fmt.gb, integer=fmt.integer, date=fmt.date, number=fmt.number)
-        css = (templates / "static" / "style.css").read_bytes()
-        self.css_name = f"style.{hashlib.sha256(css).hexdigest()[:10]}.css"
-        self.css = css
+        self.assets: dict[str, bytes] = {}
+
+    def asset(self, filename: str) -> str:
+        """A file of site_templates/static/, published under a content-hashed name (returned)."""
+        content = (self.templates / "static" / filename).read_bytes()
+        stem, _, ext = filename.rpartition(".")
+        name = f"{stem}.{hashlib.sha256(content).hexdigest()[:10]}.{ext}"
+        self.assets[name] = content
+        return name
 
     # -- sources line under each table --
     def source_refs(self, view: TableView) -> list[dict]:
@@ -161,7 +167,7 @@ class Renderer:
         root = "../" * depth
         return self.html_env.get_template(template).render(
             root=root,
-            css=root + self.css_name,
+            asset=lambda filename: root + self.asset(filename),
             nav=self.articles,
             labels=self.labels,
             path=path,
@@ -170,7 +176,7 @@ class Renderer:
 
     def render(self) -> Rendered:
         self.articles = read_articles(self.templates)
-        site: dict[str, str | bytes] = {self.css_name: self.css}
+        site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}
         for article in self.articles:
             text, _ = self.render_article(article, "md")
@@ -190,6 +196,7 @@ class Renderer:
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
         if self.validation is not None:
             site["quality.html"] = self.page("quality.html", "quality.html", validation=self.validation)
+        site.update(self.assets)
         return Rendered(site, md)
 
     def data_tables(self) -> list[dict]:

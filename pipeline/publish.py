@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from pipeline.combine import Catalog
 from pipeline.downloads import write_downloads
 from pipeline.render import TEMPLATES, Rendered

@@ -439,6 +439,8 @@ REQUIRED_CONSTANTS = (
     "legacy_overhead_low",
     "legacy_overhead_high",
     "stale_after_days",
+    "default_utilization",
+    "hours_per_month",
 )
 
 # Which server interconnect a GPU of each form factor can have.

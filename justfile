@@ -14,9 +14,18 @@ build *ARGS:
 check:
     python -m pipeline check
 
-# Run the whole test suite
-test *ARGS:
+# Run the whole test suite (installs the browser-test tools first if they are missing)
+test *ARGS: browser-tools
     python -m pytest {{ARGS}}
+
+# Install the browser-test tools if missing: Debian's chromium (apt) and axe-core (npm)
+browser-tools:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ ! -x /usr/bin/chromium ]; then apt-get update -qq && apt-get install -y -qq chromium; fi
+    if [ ! -f node_modules/axe-core/axe.min.js ]; then
+        npm install --no-save --no-package-lock --no-audit --no-fund axe-core@4 >/dev/null
+    fi
 
 # Lint and check formatting
 lint:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ def load_and_validate(sources: Path):
     return con, validation
 
 
-def build(sources: Path, out: Path) -> dict:
+def build(sources: Path, out: Path, base_url: str = "/") -> dict:
     """The whole pipeline; returns counts for the summary line."""
     from pipeline.combine import combine
     from pipeline.publish import publish
@@ -39,7 +40,7 @@ def build(sources: Path, out: Path) -> dict:
 
     con, validation = load_and_validate(sources)
     catalog = combine(con)
-    rendered = Renderer(catalog, validation).render()
+    rendered = Renderer(catalog, validation, base_url=base_url).render()
     publish(out, rendered, catalog)
     pages = sum(1 for name in rendered.site if name.endswith(".html"))
     return {
@@ -67,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
     b.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
+    b.add_argument(
+        "--base-url",
+        default=os.environ.get("SITE_BASE_URL", "/"),
+        help="where the site will be served, e.g. https://example.org/gpu/ (default: $SITE_BASE_URL or /); "
+        "used for canonical links, Open Graph, sitemap.xml, robots.txt and 404.html — other links are relative",
+    )
     c = commands.add_parser("check", help="validate the sources only; write nothing")
     c.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
@@ -82,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             print_warnings(validation.warnings)
             print(f"{args.sources}: all {len(validation.checks)} checks passed")
             return 0
-        summary = build(args.sources, args.out)
+        summary = build(args.sources, args.out, args.base_url)
         print_warnings(summary["warnings"])
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)

@@ -1,32 +1,263 @@
-"""Downloads for analysts: every source and derived table as files under site/data/."""
+"""Downloads for analysts: every source and derived table as files under site/data/.
+
+Per table: `<table>.csv` (UTF-8 with BOM, comma, dot decimal), `<table>.xlsx` (Russian
+headers, typed cells, a "Словарь" sheet), `<table>.parquet` and `<table>.metadata.json`;
+all tables together in `gpu-finetune.duckdb`. Names are stable (no content hash), and every
+file but the DuckDB one is byte-identical across builds of the same sources.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import io
+import json
+import zipfile
 from pathlib import Path
 
 import duckdb
 import polars as pl
+from openpyxl import Workbook
+from openpyxl.cell import WriteOnlyCell
+from openpyxl.styles import Alignment, Font
+from openpyxl.utils import get_column_letter
+from openpyxl.writer.excel import ExcelWriter
 
 from pipeline.combine import Catalog
-from pipeline.format import spreadsheet_safe
-from pipeline.schema import ALL_TABLES, ddl
+from pipeline.format import FORMULA_PREFIXES
+from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
 
 DATABASE = "gpu-finetune.duckdb"
+FORMATS = ("csv", "xlsx", "parquet")
+DICTIONARY_SHEET = "Словарь"
+
+# What each table without a reference_id column of its own is made from (combine.py):
+# its sources are the references of those tables.
+MADE_FROM = {
+    "legacy_offer_jobs": ("legacy_offers",),
+    "estimates": ("memory_anchors", "models", "methods", "constants"),
+    "gpu_fit": ("estimates", "gpus"),
+    "server_fit": ("estimates", "servers", "gpus"),
+}
+
+# Excel number formats; Excel shows them with the reader's locale ("1 200,0" in Russian).
+GB_FORMAT = "#,##0.0"
+RUB_FORMAT = '#,##0" ₽"'
+INT_FORMAT = "#,##0"
+DATE_FORMAT = "dd.mm.yyyy"
+MAX_WIDTH = 60
+
+
+def file_names(table: Table) -> dict[str, str]:
+    return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS}
 
 
 def write_downloads(data_dir: Path, catalog: Catalog) -> None:
-    """Every table as CSV (UTF-8 with BOM, comma, dot decimal) and all of them in one DuckDB file."""
+    """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    stamp = data_date(catalog)
     con = duckdb.connect(str(data_dir / DATABASE))
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        text_columns = [f.name for f in table.fields if f.type in ("str", "id")]
-        safe = frame.with_columns(
-            pl.col(c).map_elements(spreadsheet_safe, return_dtype=pl.String) for c in text_columns
-        )
+        safe = spreadsheet_safe_frame(frame, table)
         safe.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
+        (data_dir / f"{table.name}.xlsx").write_bytes(xlsx_bytes(table, safe, stamp))
+        frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
+        metadata = table_metadata(table, catalog)
+        text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"
+        (data_dir / f"{table.name}.metadata.json").write_text(text, encoding="utf-8", newline="\n")
         con.execute(ddl(table))
         con.register("frame", frame.to_arrow())
         con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
         con.unregister("frame")
+        _comment(con, table)
     con.close()
+
+
+def spreadsheet_safe_frame(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
+    """Text cells a spreadsheet would run as a formula get a leading ' (format.spreadsheet_safe, vectorised)."""
+    text = [f.name for f in table.fields if f.type in ("str", "id")]
+    return frame.with_columns(
+        pl.when(pl.any_horizontal(pl.col(c).str.starts_with(p) for p in FORMULA_PREFIXES))
+        .then(pl.lit("'") + pl.col(c))
+        .otherwise(pl.col(c))
+        .alias(c)
+        for c in text
+    )
+
+
+def data_date(catalog: Catalog) -> dt.datetime:
+    """The latest date in the data: the XLSX 'created/modified' stamp, the same for every build of the same sources."""
+    dates = [
+        catalog[t.name][f.name].max()
+        for t in ALL_TABLES
+        for f in t.fields
+        if f.type == "date" and catalog[t.name].height
+    ]
+    latest = max((d for d in dates if d is not None), default=dt.date(2000, 1, 1))
+    return dt.datetime.combine(latest, dt.time())
+
+
+# --- XLSX -------------------------------------------------------------------------------------
+
+
+def number_format(field: Field) -> str | None:
+    if field.type == "float" and field.unit == "ГБ":
+        return GB_FORMAT
+    if field.type in ("int", "float") and field.unit.startswith("₽"):
+        return RUB_FORMAT
+    if field.type == "int":
+        return INT_FORMAT
+    if field.type == "date":
+        return DATE_FORMAT
+    return None  # General: other numbers as they are
+
+
+def column_width(field: Field, frame: pl.DataFrame) -> float:
+    header = len(field.label_ru or field.name)
+    if field.type in ("str", "id") and frame.height:
+        longest = frame[field.name].str.len_chars().max() or 0
+    elif field.type == "date":
+        longest = 10
+    else:
+        longest = 12
+    return min(max(header, longest) + 2, MAX_WIDTH)
+
+
+def xlsx_bytes(table: Table, frame: pl.DataFrame, stamp: dt.datetime) -> bytes:
+    """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
+    wb = Workbook(write_only=True)
+    wb.properties.creator = "gpu-finetune-reference"
+    wb.properties.title = table.title_ru
+    wb.properties.created = wb.properties.modified = stamp
+
+    ws = wb.create_sheet(table.name)
+    ws.freeze_panes = "A2"
+    for i, field in enumerate(table.fields, 1):
+        ws.column_dimensions[get_column_letter(i)].width = column_width(field, frame)
+    ws.auto_filter.ref = f"A1:{get_column_letter(len(table.fields))}{frame.height + 1}"
+    bold = Font(name="Calibri", size=11, bold=True)
+    ws.append([_text_cell(ws, f.label_ru or f.name, font=bold) for f in table.fields])
+    formats = [number_format(f) for f in table.fields]
+    texts = [f.type in ("str", "id") for f in table.fields]
+    for row in frame.iter_rows():
+        ws.append(
+            [None if v is None else _cell(ws, v, fmt, text) for v, fmt, text in zip(row, formats, texts, strict=True)]
+        )
+
+    words = wb.create_sheet(DICTIONARY_SHEET)
+    words.freeze_panes = "A2"
+    headers = ("Столбец", "Заголовок", "Тип", "Единица", "Обязателен", "Описание")
+    for letter, width in zip("ABCDEF", (24, 32, 20, 16, 12, 100), strict=True):
+        words.column_dimensions[letter].width = width
+    words.append([_text_cell(words, h, font=bold) for h in headers])
+    wrap = Alignment(wrap_text=True, vertical="top")
+    for f in table.fields:
+        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit, "да" if f.required else "нет", describe(f))
+        words.append([_text_cell(words, v, alignment=wrap) for v in values])
+
+    # ExcelWriter, not wb.save(): save() stamps docProps/core.xml with the current time.
+    buffer = io.BytesIO()
+    ExcelWriter(wb, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED)).save()
+    return _pinned_zip(buffer.getvalue(), stamp)
+
+
+def describe(field: Field) -> str:
+    text = field.description_ru
+    if field.allowed:
+        text += f" Допустимо: {', '.join(field.allowed)}."
+    if field.references:
+        text += f" Ссылается на {field.references}."
+    return text
+
+
+def _cell(ws, value, fmt: str | None, text: bool):
+    if text:
+        # A plain str is a string cell unless it looks like a formula or an error code.
+        return _text_cell(ws, value) if value.startswith(("=", "#")) else value
+    if fmt is None:
+        return value
+    cell = WriteOnlyCell(ws, value)
+    cell.number_format = fmt
+    return cell
+
+
+def _text_cell(ws, value: str, **style):
+    # Always a string cell: openpyxl would otherwise read "=..." as a formula and "#N/A" as an error.
+    cell = WriteOnlyCell(ws, value)
+    cell.data_type = "s"
+    for name, attr in style.items():
+        setattr(cell, name, attr)
+    return cell
+
+
+def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
+    """The same archive with every entry's timestamp set to `stamp` (openpyxl writes the current time)."""
+    date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            info = zipfile.ZipInfo(name, date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            dst.writestr(info, src.read(name))
+    return out.getvalue()
+
+
+# --- metadata.json and DuckDB comments -----------------------------------------------------------
+
+
+def table_metadata(table: Table, catalog: Catalog) -> dict:
+    """The sidecar: the table's schema from the registry, its row count, and the sources its rows rest on."""
+    references = catalog["references"]
+    ids = sorted(reference_ids(table, catalog))
+    rows = {r["reference_id"]: r for r in references.filter(pl.col("reference_id").is_in(ids)).iter_rows(named=True)}
+    return {
+        "table": table.name,
+        "title_ru": table.title_ru,
+        "description_ru": table.description_ru,
+        "kind": table.kind,
+        "primary_key": list(table.primary_key),
+        "row_count": catalog[table.name].height,
+        "made_from": list(MADE_FROM.get(table.name, ())),
+        "files": file_names(table),
+        "columns": [
+            {
+                "name": f.name,
+                "label_ru": f.label_ru,
+                "type": f.type,
+                "duckdb_type": DUCKDB_TYPES[f.type],
+                "unit": f.unit or None,
+                "required": f.required,
+                "description_ru": f.description_ru,
+                "allowed": list(f.allowed),
+                "references": f.references or None,
+            }
+            for f in table.fields
+        ],
+        "sources": [
+            {
+                "id": rid,
+                "title": rows[rid]["title"],
+                "url": rows[rid]["url"],
+                "checked_on": rows[rid]["checked_on"].isoformat(),
+            }
+            for rid in ids
+        ],
+    }
+
+
+def reference_ids(table: Table, catalog: Catalog) -> set[str]:
+    if "reference_id" in table.columns:
+        return set(catalog[table.name]["reference_id"].drop_nulls().to_list())
+    return {rid for name in MADE_FROM.get(table.name, ()) for rid in reference_ids(TABLES_BY_NAME[name], catalog)}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _comment(con: duckdb.DuckDBPyConnection, table: Table) -> None:
+    """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`)."""
+    con.execute(f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}')
+    for f in table.fields:
+        con.execute(f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f)}")}')

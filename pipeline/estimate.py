@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import polars as pl
 
-# Ratios such as 945 / 94.5 land a hair above an integer in binary floating
-# point; rounding to 9 decimals before ceil/compare keeps exact cases exact.
-_DIGITS = 9
+# An interpolated 630 GB can be 630.0000000000001, and 1.5 x that / 94.5 is then
+# 10.000000000000002. A relative tolerance keeps exact cases exact: the ratio is
+# shrunk by one part in 10^9 before ceil, so "fits in k cards" means M <= k x G
+# up to that tolerance whatever the scale. Every count and every fit status goes
+# through this one function, so the tables never disagree at a boundary.
+RELATIVE_TOLERANCE = 1e-9
 
 
 def ceil_div(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
-    """ceil(numerator / denominator) as an integer, robust to float noise."""
-    return (numerator / denominator).round(_DIGITS).ceil().cast(pl.Int64)
+    """ceil(numerator / denominator) as an integer, robust to float noise; a job takes at least one."""
+    ratio = numerator / denominator
+    return (ratio * (1 - RELATIVE_TOLERANCE)).ceil().clip(lower_bound=1).cast(pl.Int64)
 
 
 def estimate_memory(
@@ -140,14 +144,20 @@ def server_memory(servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
 def server_fit(estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
     """Rule 6: does each job fit each server, and how many such servers it takes."""
     total = server_memory(servers, gpus).select("server_id", "server_memory_gb", "price_rub_month")
-    s, m, hi = (pl.col(c).round(_DIGITS) for c in ("server_memory_gb", "memory_gb", "memory_high_gb"))
     return (
         estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb")
         .join(total, how="cross")
         .with_columns(
-            fit=pl.when(s >= hi).then(pl.lit("yes")).when(s >= m).then(pl.lit("estimate_only")).otherwise(pl.lit("no")),
             servers_needed=ceil_div(pl.col("memory_gb"), pl.col("server_memory_gb")),
             servers_needed_high=ceil_div(pl.col("memory_high_gb"), pl.col("server_memory_gb")),
+        )
+        .with_columns(
+            # yes: S >= high; estimate_only: M <= S < high; no: S < M — read off the same counts.
+            fit=pl.when(pl.col("servers_needed_high") == 1)
+            .then(pl.lit("yes"))
+            .when(pl.col("servers_needed") == 1)
+            .then(pl.lit("estimate_only"))
+            .otherwise(pl.lit("no"))
         )
         .select(
             "model_id",

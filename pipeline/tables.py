@@ -16,14 +16,26 @@ from pipeline import format as fmt
 from pipeline.combine import Catalog
 
 
+@dataclass(frozen=True)
+class Link:
+    """A cell that links to a page of the site; `href` is relative to the site root."""
+
+    text: str
+    href: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class TableView:
     headers: list[str]
-    rows: list[list[str]]
+    rows: list[list[str | Link]]
     references: list[str]  # reference ids, in order of first use
     downloads: list[str] = field(default_factory=list)  # table names under data/
     numeric: list[bool] = field(default_factory=list)  # right-align these columns
     notes: list[str] = field(default_factory=list)
+    sortable: bool = False
 
 
 class Tables:
@@ -95,6 +107,19 @@ class Tables:
     def min_bytes(self) -> float:
         return sum(self.const(k) for k in ("adamw_weight_bytes", "adamw_grad_bytes", "adamw_optimizer_bytes"))
 
+    # -- links to entity pages --
+    def model_link(self, model_id: str, name: str = "display_name") -> Link:
+        return Link(self.model(model_id)[name], f"models/{model_id}.html")
+
+    def method_link(self, method_id: str, name: str = "name_ru") -> Link:
+        return Link(self.method(method_id)[name], f"methods/{method_id}.html")
+
+    def gpu_link(self, gpu_id: str, name: str = "name") -> Link:
+        return Link(self.gpu(gpu_id)[name], f"gpus/{gpu_id}.html")
+
+    def server_link(self, server_id: str) -> Link:
+        return Link(self.server(server_id)["display_name"], f"servers/{server_id}.html")
+
     # -- inline figures for prose --
     def mem(self, model_id: str, method_id: str, which: str = "memory_gb") -> str:
         return fmt.gb(self.estimate(model_id, method_id)[which])
@@ -129,7 +154,7 @@ class Tables:
         ids = methods or self._method_order()
         rows = [
             [
-                self.method(m)["name_ru"],
+                self.method_link(m),
                 self.method(m)["trained_ru"],
                 self.method(m)["memory_goes_ru"],
                 fmt.integer(self.method(m)["bits"]),
@@ -150,7 +175,7 @@ class Tables:
         sizes = sorted(anchors["params_b"].unique().to_list())
         value = {(r["method_id"], r["params_b"]): r["memory_gb"] for r in anchors.iter_rows(named=True)}
         ids = self._method_order()
-        rows = [[self.method(m)["name_ru"]] + [fmt.gb(value[(m, s)]) for s in sizes] for m in ids]
+        rows = [[self.method_link(m)] + [fmt.gb(value[(m, s)]) for s in sizes] for m in ids]
         return TableView(
             [L["method"]] + [L["size"].format(size=fmt.number(s)) for s in sizes],
             rows,
@@ -162,7 +187,7 @@ class Tables:
     def memory_table(self, models: list[str], methods: list[str] | None = None) -> TableView:
         L = self.labels["memory_table"]
         ids = methods or self._method_order()
-        rows = [[self.method(m)["name_ru"]] + [self._gb_marked(mo, m) for mo in models] for m in ids]
+        rows = [[self.method_link(m)] + [self._gb_marked(mo, m) for mo in models] for m in ids]
         view = TableView(
             [L["method"]] + [L["model"].format(model=self.model(mo)["short_name"]) for mo in models],
             rows,
@@ -207,7 +232,7 @@ class Tables:
             label = L["task_label"].format(
                 model=self.model(model_id)["display_name"], method=self.method(method_id)["short_name_ru"]
             )
-            cells = [label, self._gb_marked(model_id, method_id)]
+            cells = [Link(label, f"models/{model_id}.html"), self._gb_marked(model_id, method_id)]
             cells += [f"{self.cards(model_id, method_id, g)} / {self.cards_high(model_id, method_id, g)}" for g in gpus]
             rows.append(cells)
         view = TableView(
@@ -241,7 +266,7 @@ class Tables:
             )
         rows = []
         for s in servers:
-            cells = [self.server(s)["display_name"], L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
+            cells = [self.server_link(s), L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
             cells += [self.fit_label(self._server_fit[(mo, me, s)]) for mo, me in tasks]
             rows.append(cells)
         gpu_ids = [self.server(s)["gpu_id"] for s in servers]
@@ -369,7 +394,7 @@ class Tables:
         for row in offers:
             offer = row["offer"]
             server = self.server(offer["server_id"])
-            cells = [offer["task_ru"], server["display_name"], self._price(server["price_rub_month"])]
+            cells = [offer["task_ru"], self.server_link(offer["server_id"]), self._price(server["price_rub_month"])]
             if not row["covered"]:
                 cells += [L["not_covered"], "—", "—", "—", "—"]
             else:

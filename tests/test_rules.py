@@ -85,10 +85,21 @@ def test_server_fit_statuses_and_servers_needed():
 
 
 def test_exact_multiples_do_not_round_up():
-    # 945 / 94.5 is 10.000000000000002 in floating point; it is exactly 10 cards.
-    estimates = pl.DataFrame({"model_id": ["m"], "method_id": ["x"], "memory_gb": [630.0], "memory_high_gb": [945.0]})
-    fit = estimate.gpu_fit(estimates, pl.DataFrame({"gpu_id": ["g"], "memory_gb": [94.5]}))
-    assert fit.select("cards", "cards_high").rows() == [(7, 10)]
+    # 0.1 + 0.2 is 0.30000000000000004 in floating point: exactly 3 cards of 0.1 GB, not 4.
+    estimates = pl.DataFrame(
+        {"model_id": ["m"], "method_id": ["x"], "memory_gb": [0.1 + 0.2], "memory_high_gb": [0.45000000000000007]}
+    )
+    fit = estimate.gpu_fit(estimates, pl.DataFrame({"gpu_id": ["g"], "memory_gb": [0.1]}))
+    assert fit.select("cards", "cards_high").rows() == [(3, 5)]
+
+
+def test_fit_and_server_counts_agree_at_the_boundary():
+    estimates = pl.DataFrame(
+        {"model_id": ["m"], "method_id": ["x"], "memory_gb": [0.1 + 0.2], "memory_high_gb": [0.45]}
+    )
+    servers = pl.DataFrame({"server_id": ["s"], "gpu_id": ["g"], "gpu_count": [3], "price_rub_month": [1]})
+    fit = estimate.server_fit(estimates, servers, pl.DataFrame({"gpu_id": ["g"], "memory_gb": [0.1]}))
+    assert fit.select("fit", "servers_needed", "servers_needed_high").rows() == [("estimate_only", 1, 2)]
 
 
 def test_cheapest_option_counts_servers():

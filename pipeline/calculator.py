@@ -1,0 +1,100 @@
+"""The calculator's data: what site_templates/static/calculator.js needs, as one JSON document.
+
+The page recomputes the rules of DESIGN.md in the browser, so every input of those rules
+(anchors, constants, GPU and server memory, prices) comes from here and none is typed in JS.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.combine import Catalog
+from pipeline.estimate import RELATIVE_TOLERANCE, server_memory
+
+# The constants the page uses; the rest of constants.csv serves the articles.
+CONSTANTS = (
+    "range_low_factor",
+    "range_high_factor",
+    "adamw_weight_bytes",
+    "adamw_grad_bytes",
+    "adamw_optimizer_bytes",
+    "train_flops_per_param_token",
+    "default_utilization",
+    "hours_per_month",
+)
+
+
+def _number(value):
+    """Whole floats as ints, so that the JSON reads "70" rather than "70.0"."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def calculator_data(catalog: Catalog) -> dict:
+    """Anchors, methods, models, GPUs, servers with prices and the rules' constants."""
+    anchors = catalog["memory_anchors"].sort("method_id", "params_b")
+    methods = catalog["methods"].sort("sort_order", "method_id")
+    models = catalog["models"].sort("params_b", "model_id")
+    gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
+    servers = server_memory(catalog["servers"], catalog["gpus"]).sort("server_memory_gb", "server_id")
+    return {
+        "anchors": {
+            method_id: [[_number(p), _number(m)] for p, m in rows.select("params_b", "memory_gb").iter_rows()]
+            for (method_id,), rows in anchors.group_by("method_id", maintain_order=True)
+        },
+        "methods": [
+            {
+                "id": r["method_id"],
+                "name": r["name_ru"],
+                "theoretical_min_applies": bool(r["theoretical_min_applies"]),
+            }
+            for r in methods.iter_rows(named=True)
+        ],
+        "models": [
+            {
+                "id": r["model_id"],
+                "name": r["display_name"],
+                "family": r["family"],
+                "params_b": _number(r["params_b"]),
+            }
+            for r in models.iter_rows(named=True)
+        ],
+        "gpus": [
+            {
+                "id": r["gpu_id"],
+                "name": r["short_name"],
+                "memory_gb": _number(r["memory_gb"]),
+                "bf16_dense_tflops": _number(r["bf16_dense_tflops"]),
+            }
+            for r in gpus.iter_rows(named=True)
+        ],
+        "servers": [
+            {
+                "id": r["server_id"],
+                "name": r["display_name"],
+                "gpu_id": r["gpu_id"],
+                "gpu_count": r["gpu_count"],
+                "server_memory_gb": _number(r["server_memory_gb"]),
+                "price_rub_month": _number(r["price_rub_month"]),
+            }
+            for r in servers.iter_rows(named=True)
+        ],
+        "constants": {name: _number(catalog.constants[name]) for name in CONSTANTS},
+        # Not a rule constant but the float tolerance of estimate.ceil_div, so that counts match at boundaries.
+        "ceil_relative_tolerance": RELATIVE_TOLERANCE,
+    }
+
+
+def calculator_json(catalog: Catalog) -> str:
+    """The JSON file the page fetches (data/calculator.json): compact, stable key order."""
+    return json.dumps(calculator_data(catalog), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def constant_notes(catalog: Catalog) -> dict[str, dict]:
+    """For each constant: its Russian description and the reference it cites (title, url, checked_on)."""
+    refs = {r["reference_id"]: r for r in catalog["references"].iter_rows(named=True)}
+    return {
+        r["constant_id"]: {"description": r["description_ru"], **refs[r["reference_id"]]}
+        for r in catalog["constants"].iter_rows(named=True)
+    }

@@ -1,0 +1,431 @@
+"""Charts: memory against model size and server price against GPU memory, as static SVG.
+
+Drawn at build time with Vega-Altair and rendered by vl-convert (no JavaScript at view
+time). Every plotted number comes from the catalog through the rules in `estimate`;
+words come from the [charts] section of site_templates/labels.toml. The page shows
+each chart with a text alternative and the data table beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from html import escape
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipeline import estimate
+from pipeline import format as fmt
+from pipeline.combine import Catalog
+from pipeline.tables import TableView
+
+if TYPE_CHECKING:
+    from pipeline.render import Renderer
+
+FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif'
+GRID_POINTS = 60  # sizes on the curve; the anchor sizes are always added, so the kinks are exact
+WIDTH, HEIGHT = 560, 420
+GPU_LABEL_GAP_PX = 12  # GPU labels closer than this on the log axis are pushed apart
+AXIS_FORMAT = ",~f"  # d3-format in the ru-RU locale: "0,5", "10 000"
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# -- data, from the catalog --
+def method_order(catalog: Catalog) -> pl.DataFrame:
+    return catalog["methods"].sort("sort_order", "method_id")
+
+
+def size_grid(catalog: Catalog, points: int = GRID_POINTS) -> list[float]:
+    """Log-spaced sizes from the smallest to the largest catalog model, plus every anchor size between."""
+    sizes = catalog["models"]["params_b"].cast(pl.Float64)
+    lo, hi = float(sizes.min()), float(sizes.max())
+    step = (math.log(hi) - math.log(lo)) / (points - 1)
+    grid = {lo, hi} | {math.exp(math.log(lo) + i * step) for i in range(1, points - 1)}
+    grid |= {float(a) for a in catalog["memory_anchors"]["params_b"].to_list() if lo <= a <= hi}
+    return sorted(grid)
+
+
+def memory_curves(catalog: Catalog, sizes: list[float]) -> pl.DataFrame:
+    """estimate_memory over a grid of sizes instead of the catalog models: one row per size x method."""
+    grid = pl.DataFrame({"model_id": [f"grid-{i:04d}" for i in range(len(sizes))], "params_b": sizes})
+    curves = estimate.estimate_memory(grid, catalog["methods"], catalog["memory_anchors"], catalog.constants)
+    methods = method_order(catalog).select("method_id", "name_ru", "short_name_ru", "sort_order")
+    return curves.join(methods, on="method_id").sort("sort_order", "params_b")
+
+
+def gpu_levels(catalog: Catalog) -> list[dict]:
+    """One entry per distinct GPU memory size: the memory and the GPUs that have it."""
+    gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
+    levels: dict[float, list[str]] = {}
+    for row in gpus.iter_rows(named=True):
+        levels.setdefault(float(row["memory_gb"]), []).append(row["short_name"])
+    return [{"memory_gb": gb, "gpus": names} for gb, names in levels.items()]
+
+
+def priced_servers(catalog: Catalog) -> pl.DataFrame:
+    """Servers with a price, with their total GPU memory and the price of one GB of it."""
+    return (
+        estimate.server_memory(catalog["servers"], catalog["gpus"])
+        .filter(pl.col("price_rub_month").is_not_null())
+        .with_columns(rub_per_gb=pl.col("price_rub_month") / pl.col("server_memory_gb"))
+        .sort("server_memory_gb", "price_rub_month", "server_id")
+    )
+
+
+# -- layout helpers --
+def _log_domain(values: list[float], pad: float = 1.25) -> tuple[float, float]:
+    return min(values) / pad, max(values) * pad
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks inside [lo, hi]."""
+    out = []
+    for exponent in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        for mantissa in (1, 2, 5):
+            value = round(mantissa * 10.0**exponent, 10)
+            if lo <= value <= hi:
+                out.append(value)
+    return out
+
+
+def spread_labels(values: list[float], domain: tuple[float, float], height: float, gap: float) -> list[float]:
+    """Positions (in data units, log scale) for labels at `values`, pushed apart to at least `gap` pixels."""
+    lo, hi = (math.log(d) for d in domain)
+    px = [height * (hi - math.log(v)) / (hi - lo) for v in sorted(values)]  # bottom label first
+    # Labels that would overlap form a block centred on their lines; blocks that then
+    # overlap merge, until none do.
+    blocks: list[list[float]] = []
+    for p in px:
+        blocks.append([p])
+        while len(blocks) > 1 and _top(blocks[-1], gap) > _top(blocks[-2], gap) - len(blocks[-2]) * gap:
+            blocks[-2:] = [blocks[-2] + blocks[-1]]
+    placed = [_top(b, gap) - i * gap for b in blocks for i in range(len(b))]
+    return [math.exp(hi - p * (hi - lo) / height) for p in placed]
+
+
+def _top(block: list[float], gap: float) -> float:
+    """Pixel position of the lowest label of a block of labels `gap` apart, centred on their lines."""
+    return sum(block) / len(block) + (len(block) - 1) * gap / 2
+
+
+# -- the charts --
+def memory_chart(catalog: Catalog, labels: dict) -> tuple:
+    """The chart and its named datasets."""
+    import altair as alt
+
+    L = labels["charts"]
+    sizes = size_grid(catalog)
+    curves = memory_curves(catalog, sizes)
+    max_anchor = float(catalog["memory_anchors"]["params_b"].max())
+    basis_in = L["memory_basis_table"]
+    basis_out = L["memory_basis_extrapolated"].format(max_anchor=fmt.number(max_anchor))
+    # The extrapolated piece starts at the largest anchor, so the solid and dashed lines meet.
+    rows = [
+        {"params_b": r["params_b"], "memory_gb": r["memory_gb"], "method": r["name_ru"], "basis": basis_in}
+        for r in curves.filter(~pl.col("extrapolated")).iter_rows(named=True)
+    ] + [
+        {"params_b": r["params_b"], "memory_gb": r["memory_gb"], "method": r["name_ru"], "basis": basis_out}
+        for r in curves.filter(pl.col("extrapolated") | (pl.col("params_b") == max_anchor)).iter_rows(named=True)
+    ]
+    levels = gpu_levels(catalog)
+    y_domain = _log_domain(curves["memory_gb"].to_list() + [lv["memory_gb"] for lv in levels])
+    x_domain = (sizes[0], sizes[-1])
+    label_at = spread_labels([lv["memory_gb"] for lv in levels], y_domain, HEIGHT, GPU_LABEL_GAP_PX)
+    gpu_rows = [
+        {
+            "memory_gb": lv["memory_gb"],
+            "label_gb": at,
+            "label": L["gpu_label"].format(gpus=", ".join(lv["gpus"]), gb=fmt.gb(lv["memory_gb"])),
+            "from": 0,
+            "to": 1,
+        }
+        for lv, at in zip(levels, label_at, strict=True)
+    ]
+    methods = method_order(catalog)["name_ru"].to_list()
+    bases = [basis_in, basis_out] if curves["extrapolated"].any() else [basis_in]
+
+    x = alt.X(
+        "params_b:Q",
+        title=L["memory_x"],
+        scale=alt.Scale(type="log", domain=list(x_domain), nice=False),
+        axis=alt.Axis(values=_ticks(*x_domain), format=AXIS_FORMAT),
+    )
+    y_scale = alt.Scale(type="log", domain=list(y_domain), nice=False)
+    y = alt.Y(
+        "memory_gb:Q", title=L["memory_y"], scale=y_scale, axis=alt.Axis(values=_ticks(*y_domain), format=AXIS_FORMAT)
+    )
+    gpu_data = alt.Data(name="gpus")
+    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
+    lines = (
+        alt.Chart(alt.Data(name="curves"))
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "method:N",
+                title=L["memory_method"],
+                sort=methods,
+                scale=alt.Scale(domain=methods, scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
+            ),
+            strokeDash=alt.StrokeDash(
+                "basis:N",
+                title=L["memory_basis"],
+                scale=alt.Scale(domain=bases, range=[[1, 0], [6, 4]][: len(bases)]),
+                legend=alt.Legend(orient="bottom", labelLimit=320),
+            ),
+        )
+    )
+    plot = (rules + lines).properties(width=WIDTH, height=HEIGHT)
+    # A narrow column beside the plot names the GPU of each reference line; a leader joins
+    # the line's height to its label where labels had to be pushed apart.
+    hidden = alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=None)
+    lx = alt.X("from:Q", scale=alt.Scale(domain=[0, 1]), axis=None)
+    leaders = (
+        alt.Chart(gpu_data)
+        .mark_rule(color="#888", strokeWidth=1)
+        .encode(
+            x=lx,
+            x2="to:Q",
+            y=alt.Y("memory_gb:Q", scale=y_scale, axis=hidden),
+            y2="label_gb:Q",
+        )
+    )
+    names = (
+        alt.Chart(gpu_data)
+        .mark_text(align="left", baseline="middle", dx=4, fontSize=11, color="#444")
+        .encode(
+            x=alt.X("to:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
+            y=alt.Y("label_gb:Q", scale=y_scale, axis=hidden),
+            text="label:N",
+        )
+    )
+    column = (leaders + names).properties(width=24, height=HEIGHT)
+    return (
+        alt.hconcat(plot, column, spacing=0)
+        .resolve_scale(y="shared")
+        .properties(title=alt.Title(L["memory_title"], anchor="start"))
+        .configure(font=FONT, aria=False)
+        .configure_view(strokeWidth=0)
+    ), {"curves": rows, "gpus": gpu_rows}
+
+
+def price_chart(catalog: Catalog, labels: dict) -> tuple:
+    """The chart and its named datasets."""
+    import altair as alt
+
+    L = labels["charts"]
+    servers = priced_servers(catalog)
+    middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
+    rows = [
+        {
+            "server": r["display_name"],
+            "server_memory_gb": r["server_memory_gb"],
+            "price_rub_month": r["price_rub_month"],
+            "side": "left" if r["server_memory_gb"] > middle else "right",
+        }
+        for r in servers.iter_rows(named=True)
+    ]
+    x = alt.X(
+        "server_memory_gb:Q",
+        title=L["price_x"],
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(format=AXIS_FORMAT, tickCount=6),
+    )
+    y = alt.Y(
+        "price_rub_month:Q",
+        title=L["price_y"],
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(format=AXIS_FORMAT),
+    )
+    base = alt.Chart(alt.Data(name="servers")).encode(x=x, y=y)
+    points = base.mark_point(filled=True, size=70, color="#4c78a8")
+    # Labels point away from the nearer edge, so none runs off the chart.
+    right = base.mark_text(align="left", dx=8, fontSize=11).encode(text="server:N")
+    left = base.mark_text(align="right", dx=-8, fontSize=11).encode(text="server:N")
+    return (
+        (points + right.transform_filter(alt.datum.side == "right") + left.transform_filter(alt.datum.side == "left"))
+        .properties(width=WIDTH, height=360, title=alt.Title(L["price_title"], anchor="start"))
+        .configure(font=FONT, aria=False)
+        .configure_view(strokeWidth=0)
+    ), {"servers": rows}
+
+
+_CLIP_ID = re.compile(r"\b(clip|gradient|pattern)(\d+)\b")
+
+
+def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
+    """The chart as a self-contained SVG: no network, Russian number format, stable ids."""
+    import vl_convert
+
+    # The rows join the spec only after Altair is done with it: Altair deep-copies inline
+    # data on every layer and concat, which took most of the time.
+    spec = chart.properties(description=description).to_dict()
+    spec.pop("$schema", None)
+    spec["datasets"] = datasets
+    svg = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
+    # Vega numbers clip paths from a counter that lives as long as the process; renumber from 1
+    # so that the same data gives the same bytes however many charts were drawn before.
+    seen: dict[str, str] = {}
+
+    def renumber(m: re.Match) -> str:
+        return seen.setdefault(m.group(0), f"{m.group(1)}{len(seen) + 1}")
+
+    svg = _CLIP_ID.sub(renumber, svg)
+    # With ARIA attributes off (the page's alt text describes the chart), the file carries
+    # its own title and description for whoever opens it directly.
+    head = f"<title>{escape(spec['title']['text'])}</title><desc>{escape(description)}</desc>"
+    return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + head, svg, count=1)
+
+
+# -- the tables beside the charts --
+def memory_table(catalog: Catalog, labels: dict) -> TableView:
+    L, C = labels["charts"], labels["common"]
+    anchors = catalog["memory_anchors"]
+    models = catalog["models"]["params_b"].cast(pl.Float64)
+    sizes = sorted({float(models.min()), float(models.max())} | {float(a) for a in anchors["params_b"].to_list()})
+    curves = memory_curves(catalog, sizes)
+    rows = []
+    for method in method_order(catalog).iter_rows(named=True):
+        own = curves.filter(pl.col("method_id") == method["method_id"])
+        rows.append(
+            [method["name_ru"]]
+            + [
+                fmt.gb(r["memory_gb"]) + (C["extrapolation_mark"] if r["extrapolated"] else "")
+                for r in own.iter_rows(named=True)
+            ]
+        )
+    max_anchor = float(anchors["params_b"].max())
+    return TableView(
+        [L["table_method"]] + [L["table_size"].format(size=fmt.number(s, 2)) for s in sizes],
+        rows,
+        _unique(anchors["reference_id"].to_list()),
+        ["memory_anchors", "estimates"],
+        [False] + [True] * len(sizes),
+        [C["extrapolation_note"].format(max_anchor=fmt.number(max_anchor))] if sizes[-1] > max_anchor else [],
+    )
+
+
+def gpu_table(catalog: Catalog, labels: dict) -> TableView:
+    L = labels["charts"]
+    gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
+    return TableView(
+        [L["table_gpu"], L["table_gpu_memory"]],
+        [[r["short_name"], fmt.gb(r["memory_gb"])] for r in gpus.iter_rows(named=True)],
+        _unique(gpus["reference_id"].to_list()),
+        ["gpus"],
+        [False, True],
+    )
+
+
+def price_table(catalog: Catalog, labels: dict) -> TableView:
+    L = labels["charts"]
+    servers = priced_servers(catalog)
+    rows = [
+        [
+            r["display_name"],
+            fmt.integer(r["gpu_count"]),
+            fmt.gb(r["server_memory_gb"]),
+            fmt.integer(r["price_rub_month"]),
+            fmt.integer(round(r["rub_per_gb"])),
+        ]
+        for r in servers.iter_rows(named=True)
+    ]
+    gpu_refs = catalog["gpus"].filter(pl.col("gpu_id").is_in(servers["gpu_id"].implode()))["reference_id"].to_list()
+    return TableView(
+        [L["table_server"], L["table_gpu_count"], L["table_server_memory"], L["table_price"], L["table_rub_per_gb"]],
+        rows,
+        _unique(servers["reference_id"].to_list() + gpu_refs),
+        ["servers", "gpus"],
+        [False, True, True, True, True],
+    )
+
+
+# -- key figures for the text alternatives --
+def memory_facts(catalog: Catalog) -> dict:
+    models = catalog["models"]["params_b"].cast(pl.Float64)
+    max_anchor = float(catalog["memory_anchors"]["params_b"].max())
+    at_anchor = memory_curves(catalog, [max_anchor]).sort("memory_gb")
+    levels = gpu_levels(catalog)
+    return {
+        "methods": catalog["methods"].height,
+        "size_min": fmt.number(float(models.min()), 2),
+        "size_max": fmt.number(float(models.max()), 2),
+        "max_anchor": fmt.number(max_anchor),
+        "low_gb": fmt.gb(at_anchor["memory_gb"][0]),
+        "low_method": at_anchor["short_name_ru"][0],
+        "high_gb": fmt.gb(at_anchor["memory_gb"][-1]),
+        "high_method": at_anchor["short_name_ru"][-1],
+        "gpus": catalog["gpus"].height,
+        "gpu_low_gb": fmt.gb(levels[0]["memory_gb"]),
+        "gpu_low": ", ".join(levels[0]["gpus"]),
+        "gpu_high_gb": fmt.gb(levels[-1]["memory_gb"]),
+        "gpu_high": ", ".join(levels[-1]["gpus"]),
+    }
+
+
+def price_facts(catalog: Catalog) -> dict:
+    servers = priced_servers(catalog)
+    cheap = servers.sort("price_rub_month", "server_id").row(0, named=True)
+    dear = servers.sort("price_rub_month", "server_id").row(-1, named=True)
+    per_gb = servers.sort("rub_per_gb", "server_id")
+    return {
+        "servers": servers.height,
+        "unpriced": catalog["servers"].height - servers.height,
+        "cheap": cheap["display_name"],
+        "cheap_gb": fmt.gb(cheap["server_memory_gb"]),
+        "cheap_price": fmt.integer(cheap["price_rub_month"]),
+        "dear": dear["display_name"],
+        "dear_gb": fmt.gb(dear["server_memory_gb"]),
+        "dear_price": fmt.integer(dear["price_rub_month"]),
+        "per_gb_low": fmt.integer(round(per_gb["rub_per_gb"][0])),
+        "per_gb_low_server": per_gb["display_name"][0],
+        "per_gb_high": fmt.integer(round(per_gb["rub_per_gb"][-1])),
+        "per_gb_high_server": per_gb["display_name"][-1],
+    }
+
+
+_SIZE = re.compile(r'<svg[^>]* width="(\d+)" height="(\d+)"')
+
+
+def memory_alt(catalog: Catalog, labels: dict) -> str:
+    """The text alternative of the memory chart, with its key figures."""
+    return labels["charts"]["memory_alt"].format(**memory_facts(catalog))
+
+
+def price_alt(catalog: Catalog, labels: dict) -> str:
+    """The text alternative of the price chart, with its key figures."""
+    return labels["charts"]["price_alt"].format(**price_facts(catalog))
+
+
+def _hashed(name: str, svg: str) -> str:
+    return f"charts/{name}.{hashlib.sha256(svg.encode()).hexdigest()[:10]}.svg"
+
+
+def pages(renderer: Renderer) -> dict[str, str | bytes]:
+    """charts.html and its SVG files (content-hashed names), for Renderer.render()."""
+    catalog, labels = renderer.catalog, renderer.labels
+    alts = {"memory": memory_alt(catalog, labels)}
+    svgs = {"memory": to_svg(*memory_chart(catalog, labels), alts["memory"])}
+    views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
+    # A catalog where every price is "on request" has no price chart; the page leaves it out.
+    if priced_servers(catalog).height:
+        alts["price"] = price_alt(catalog, labels)
+        svgs["price"] = to_svg(*price_chart(catalog, labels), alts["price"])
+        views["price"] = price_table(catalog, labels)
+    files: dict[str, str | bytes] = {}
+    src = {}
+    for name, svg in svgs.items():
+        path = _hashed(name, svg)
+        files[path] = svg
+        width, height = _SIZE.search(svg).groups()
+        src[name] = {"path": path, "width": width, "height": height}
+    tables = {key: {"view": view, "refs": renderer.source_refs(view)} for key, view in views.items()}
+    files["charts.html"] = renderer.page("charts.html", "charts.html", src=src, alts=alts, tables=tables)
+    return files

@@ -1,0 +1,347 @@
+"""Entity and comparison pages: one page per model, method, GPU and server, their index pages,
+and the catalog-wide comparison matrices. Tables are TableViews; words come from labels.toml
+([entities]) and the page templates; editorial choices (card counts on GPU pages, the main tasks
+of the comparison) from site_templates/site.toml."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline import estimate
+from pipeline import format as fmt
+from pipeline.tables import Link, Tables, TableView, _unique
+
+
+class EntityTables:
+    def __init__(self, tables: Tables, labels: dict, site: dict):
+        self.t = tables
+        self.c = tables.c
+        self.L = labels["entities"]
+        self.fit_labels = labels["fit"]
+        self.basis_labels = labels["basis"]
+        self.site = site
+        self.anchor_refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()
+
+    def method_ids(self) -> list[str]:
+        return self.c["methods"].sort("sort_order")["method_id"].to_list()
+
+    def model_ids(self) -> list[str]:
+        return self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
+
+    def gpu_ids(self) -> list[str]:
+        return self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
+
+    def server_ids(self) -> list[str]:
+        return (
+            estimate.server_memory(self.c["servers"], self.c["gpus"])
+            .sort("server_memory_gb", "server_id")["server_id"]
+            .to_list()
+        )
+
+    def method_header(self, method_id: str) -> str:
+        name = self.t.method(method_id)["short_name_ru"]
+        return name[:1].upper() + name[1:]
+
+    def _price(self, price: int | None) -> str:
+        return fmt.integer(price) if price is not None else self.t.labels["common"]["price_on_request"]
+
+    # -- index pages --
+    def models_index(self) -> TableView:
+        L = self.L
+        methods = self.site["index_methods"]
+        rows = []
+        for m in self.model_ids():
+            model = self.t.model(m)
+            rows.append(
+                [
+                    self.t.model_link(m),
+                    model["family"],
+                    fmt.number(model["params_b"], 2),
+                    fmt.number(model["active_params_b"], 2),
+                    *[self.t._gb_marked(m, me) for me in methods],
+                ]
+            )
+        return TableView(
+            [L["model"], L["family"], L["params"], L["active"]]
+            + [L["memory_of"].format(method=self.t.method(me)["short_name_ru"]) for me in methods],
+            rows,
+            _unique(self.c["models"]["reference_id"].to_list() + self.anchor_refs),
+            ["models", "estimates"],
+            [False, False, True, True] + [True] * len(methods),
+            sortable=True,
+        )
+
+    def methods_index(self) -> TableView:
+        view = self.t.methods_table()
+        view.sortable = True
+        return view
+
+    def gpus_index(self) -> TableView:
+        L = self.L
+        rows = []
+        for g in self.gpu_ids():
+            gpu = self.t.gpu(g)
+            rows.append(
+                [
+                    self.t.gpu_link(g),
+                    gpu["vendor"],
+                    fmt.gb(gpu["memory_gb"]),
+                    fmt.number(gpu["memory_bandwidth_gbs"]),
+                    fmt.number(gpu["bf16_dense_tflops"]),
+                    fmt.number(gpu["fp8_dense_tflops"]) or "—",
+                    self.L["interconnects"][gpu["interconnect"]],
+                    fmt.number(gpu["link_gbs"]) or "—",
+                    self.L["form_factors"][gpu["form_factor"]],
+                ]
+            )
+        return TableView(
+            [
+                L["gpu"],
+                L["vendor"],
+                L["memory"],
+                L["bandwidth"],
+                L["bf16"],
+                L["fp8"],
+                L["interconnect"],
+                L["link"],
+                L["form"],
+            ],
+            rows,
+            _unique(self.c["gpus"]["reference_id"].to_list()),
+            ["gpus"],
+            [False, False, True, True, True, True, False, True, False],
+            sortable=True,
+        )
+
+    def servers_index(self) -> TableView:
+        L = self.L
+        memory = estimate.server_memory(self.c["servers"], self.c["gpus"])
+        by_id = {r["server_id"]: r for r in memory.iter_rows(named=True)}
+        rows = []
+        for s in self.server_ids():
+            r = by_id[s]
+            rows.append(
+                [
+                    self.t.server_link(s),
+                    self.t.gpu_link(r["gpu_id"], "short_name"),
+                    fmt.integer(r["gpu_count"]),
+                    fmt.gb(r["server_memory_gb"]),
+                    self.L["interconnects"][r["interconnect"]],
+                    self._price(r["price_rub_month"]),
+                    fmt.integer(r["price_rub_month"] / r["server_memory_gb"]) if r["price_rub_month"] else "—",
+                ]
+            )
+        return TableView(
+            [L["server"], L["gpu"], L["count"], L["total_memory"], L["interconnect"], L["price"], L["price_per_gb"]],
+            rows,
+            _unique(self.c["servers"]["reference_id"].to_list() + self.c["gpus"]["reference_id"].to_list()),
+            ["servers"],
+            [False, False, True, True, False, True, True],
+            sortable=True,
+        )
+
+    # -- model page --
+    def model_memory(self, model_id: str) -> TableView:
+        L = self.L
+        rows = []
+        for me in self.method_ids():
+            e = self.t.estimate(model_id, me)
+            rows.append(
+                [
+                    self.t.method_link(me),
+                    self.t._gb_marked(model_id, me),
+                    f"{fmt.gb(e['memory_low_gb'])}…{fmt.gb(e['memory_high_gb'])}",
+                    fmt.gb(e["theoretical_min_gb"]) or "—",
+                    self.basis_labels[e["basis"]],
+                ]
+            )
+        view = TableView(
+            [L["method"], L["estimate"], L["range"], L["minimum"], L["basis"]],
+            rows,
+            _unique(self.anchor_refs + [self.t.model(model_id)["reference_id"]]),
+            ["estimates"],
+            [False, True, True, True, False],
+        )
+        return self.t._note_extrapolation(view, [model_id])
+
+    def model_cards(self, model_id: str) -> TableView:
+        L = self.L
+        methods = self.method_ids()
+        rows = [
+            [self.t.gpu_link(g, "short_name"), fmt.gb(self.t.gpu(g)["memory_gb"])]
+            + [f"{self.t.cards(model_id, me, g)} / {self.t.cards_high(model_id, me, g)}" for me in methods]
+            for g in self.gpu_ids()
+        ]
+        return TableView(
+            [L["gpu"], L["memory"]] + [self.method_header(me) for me in methods],
+            rows,
+            _unique(self.anchor_refs + self.c["gpus"]["reference_id"].to_list()),
+            ["gpu_fit"],
+            [False, True] + [True] * len(methods),
+        )
+
+    def model_servers(self, model_id: str) -> TableView:
+        L = self.L
+        methods = self.method_ids()
+        rows = []
+        for s in self.server_ids():
+            server = self.t.server(s)
+            rows.append(
+                [self.t.server_link(s), fmt.gb(self.t.server_memory_gb(s)), self._price(server["price_rub_month"])]
+                + [self.t.fit_label(self.t.server_fit_row(model_id, me, s)) for me in methods]
+            )
+        return TableView(
+            [L["server"], L["total_memory"], L["price"]] + [self.method_header(me) for me in methods],
+            rows,
+            _unique(self.c["servers"]["reference_id"].to_list() + self.anchor_refs),
+            ["server_fit"],
+            [False, True, True] + [False] * len(methods),
+        )
+
+    def model_cheapest(self, model_id: str) -> TableView:
+        L = self.L
+        rows = []
+        for me in self.method_ids():
+            e = self.t.estimate(model_id, me)
+            options = estimate.cheapest_option(e["memory_gb"], e["memory_high_gb"], self.c["servers"], self.c["gpus"])
+            by_basis = {o["basis"]: o for o in options.iter_rows(named=True)}
+            rows.append(
+                [self.t.method_link(me), self._option(by_basis.get("estimate")), self._option(by_basis.get("high"))]
+            )
+        priced = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())
+        return TableView(
+            [L["method"], L["cheapest"], L["cheapest_high"]],
+            rows,
+            _unique(priced["reference_id"].to_list() + self.anchor_refs),
+            ["server_fit"],
+            [False, False, False],
+        )
+
+    def _option(self, option: dict | None):
+        if option is None:
+            return self.L["no_priced"]
+        text = self.L["option" if option["count"] == 1 else "option_many"].format(
+            count=fmt.integer(option["count"]),
+            server=self.t.server(option["server_id"])["display_name"],
+            price=fmt.integer(option["total_rub_month"]),
+        )
+        return Link(text, f"servers/{option['server_id']}.html")
+
+    # -- method page --
+    def method_models(self, method_id: str) -> TableView:
+        L = self.L
+        rows = []
+        for m in self.model_ids():
+            e = self.t.estimate(m, method_id)
+            rows.append(
+                [
+                    self.t.model_link(m),
+                    fmt.number(e["params_b"], 2),
+                    self.t._gb_marked(m, method_id),
+                    f"{fmt.gb(e['memory_low_gb'])}…{fmt.gb(e['memory_high_gb'])}",
+                    fmt.gb(e["theoretical_min_gb"]) or "—",
+                ]
+            )
+        view = TableView(
+            [L["model"], L["params"], L["estimate"], L["range"], L["minimum"]],
+            rows,
+            _unique(self.anchor_refs + self.c["models"]["reference_id"].to_list()),
+            ["estimates"],
+            [False, True, True, True, True],
+            sortable=True,
+        )
+        return self.t._note_extrapolation(view, self.model_ids())
+
+    # -- GPU page --
+    def gpu_summary(self, gpu_id: str) -> TableView:
+        """For each method and card count: how many catalog models fit, and the largest of them."""
+        L = self.L
+        counts = self.site["gpu_card_counts"]
+        fit = (
+            self.c["gpu_fit"]
+            .filter(pl.col("gpu_id") == gpu_id)
+            .join(self.c["models"].select("model_id", "params_b"), on="model_id")
+        )
+        rows = []
+        for me in self.method_ids():
+            cells: list = [self.t.method_link(me)]
+            for n in counts:
+                fitting = fit.filter((pl.col("method_id") == me) & (pl.col("cards") <= n)).sort("params_b", "model_id")
+                if fitting.height == 0:
+                    cells.append("—")
+                else:
+                    largest = fitting["model_id"][-1]
+                    cells.append(
+                        Link(
+                            L["fits_value"].format(
+                                n=fmt.integer(fitting.height), model=self.t.model(largest)["short_name"]
+                            ),
+                            f"models/{largest}.html",
+                        )
+                    )
+            rows.append(cells)
+        return TableView(
+            [L["method"]] + [L["on_cards"].format(n=fmt.integer(n)) for n in counts],
+            rows,
+            _unique(self.anchor_refs + [self.t.gpu(gpu_id)["reference_id"]]),
+            ["gpu_fit"],
+            [False] + [False] * len(counts),
+        )
+
+    def gpu_models(self, gpu_id: str) -> TableView:
+        L = self.L
+        methods = self.method_ids()
+        rows = [
+            [self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)]
+            + [f"{self.t.cards(m, me, gpu_id)} / {self.t.cards_high(m, me, gpu_id)}" for me in methods]
+            for m in self.model_ids()
+        ]
+        return TableView(
+            [L["model"], L["params"]] + [self.method_header(me) for me in methods],
+            rows,
+            _unique(self.anchor_refs + [self.t.gpu(gpu_id)["reference_id"]]),
+            ["gpu_fit"],
+            [False, True] + [True] * len(methods),
+            sortable=True,
+        )
+
+    # -- server page --
+    def server_jobs(self, server_id: str) -> TableView:
+        L = self.L
+        methods = self.method_ids()
+        rows = [
+            [self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)]
+            + [self.t.fit_label(self.t.server_fit_row(m, me, server_id)) for me in methods]
+            for m in self.model_ids()
+        ]
+        return TableView(
+            [L["model"], L["params"]] + [self.method_header(me) for me in methods],
+            rows,
+            _unique(self.anchor_refs + [self.t.server(server_id)["reference_id"]]),
+            ["server_fit"],
+            [False, True] + [False] * len(methods),
+            sortable=True,
+        )
+
+    # -- comparison pages --
+    def compare_server_fit(self) -> TableView:
+        tasks = [tuple(task) for task in self.site["compare_tasks"]]
+        view = self.t.server_fit_table(self.server_ids(), tasks)
+        view.sortable = True
+        return view
+
+    def compare_gpu_cards(self, method_id: str) -> TableView:
+        gpus = self.gpu_ids()
+        rows = [
+            [self.t.model_link(m, "short_name")]
+            + [f"{self.t.cards(m, method_id, g)} / {self.t.cards_high(m, method_id, g)}" for g in gpus]
+            for m in self.model_ids()
+        ]
+        return TableView(
+            [self.L["model"]] + [self.t.gpu(g)["short_name"] for g in gpus],
+            rows,
+            _unique(self.anchor_refs + self.c["gpus"]["reference_id"].to_list()),
+            ["gpu_fit"],
+            [False] + [True] * len(gpus),
+            sortable=True,
+        )

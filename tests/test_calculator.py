@@ -1,0 +1,504 @@
+"""The «Дообучение» calculator: its JSON, its page, and parity of the browser's figures with the pipeline's."""
+
+import html
+import json
+import math
+import re
+from urllib.parse import parse_qsl, urlencode
+
+import polars as pl
+import pytest
+
+from pipeline import estimate
+from pipeline import format as fmt
+from pipeline.calculator import CONSTANTS, calculator_data, calculator_json
+
+# Custom sizes (B): below, on, between and above the anchors (7, 14, 30, 70) and the seed's sizes.
+SIZES = [0.5, 3.3, 7, 8, 10.5, 12.5, 14, 22, 30, 32, 50, 70, 84, 100, 235, 405]
+
+
+# ---- calculator_data ----
+
+
+def test_data_carries_every_anchor_and_constant(catalog):
+    data = calculator_data(catalog)
+    anchors = catalog["memory_anchors"]
+    assert sum(len(rows) for rows in data["anchors"].values()) == anchors.height
+    assert data["anchors"]["lora"] == [[7, 16], [14, 32], [30, 64], [70, 160]]
+    assert data["constants"] == {name: catalog.constants[name] for name in CONSTANTS}
+    assert data["ceil_relative_tolerance"] == estimate.RELATIVE_TOLERANCE
+    assert [m["id"] for m in data["methods"]] == [
+        "qlora_2bit",
+        "qlora_4bit",
+        "qlora_8bit",
+        "lora",
+        "full_bf16",
+        "full_amp",
+    ]
+    assert [m["id"] for m in data["methods"] if m["theoretical_min_applies"]] == ["full_amp"]
+    assert len(data["models"]) == catalog["models"].height
+    assert len(data["gpus"]) == catalog["gpus"].height
+
+
+def test_data_servers_have_total_memory_and_price(catalog):
+    servers = {s["id"]: s for s in calculator_data(catalog)["servers"]}
+    assert servers["rtx-pro-6000-8x"]["server_memory_gb"] == 768
+    assert servers["rtx-pro-6000-8x"]["price_rub_month"] is None
+    assert servers["xfusion-2x-h100"] == {
+        "id": "xfusion-2x-h100",
+        "name": "2 × H100 80GB (XFUSION)",
+        "gpu_id": "h100-pcie",
+        "gpu_count": 2,
+        "server_memory_gb": 160,
+        "price_rub_month": 585000,
+    }
+
+
+def test_json_is_deterministic_and_published(catalog, built):
+    text = calculator_json(catalog)
+    assert text == calculator_json(catalog)
+    assert json.loads(text) == calculator_data(catalog)
+    assert (built / "site" / "data" / "calculator.json").read_text(encoding="utf-8") == text
+
+
+def test_anchor_sizes_are_data(catalog):
+    """A new anchor column (110B) reaches the page's data with no code change."""
+    anchors = pl.concat(
+        [
+            catalog["memory_anchors"],
+            catalog["memory_anchors"]
+            .filter(pl.col("params_b") == 70)
+            .with_columns(params_b=pl.lit(110).cast(catalog["memory_anchors"]["params_b"].dtype)),
+        ]
+    )
+    tables = dict(catalog.tables, memory_anchors=anchors)
+    data = calculator_data(type(catalog)(tables, catalog.constants))
+    assert data["anchors"]["full_amp"][-1] == [110, 1200]
+
+
+def test_page_has_labels_noscript_and_the_time_block(built):
+    page = (built / "site" / "calculator.html").read_text(encoding="utf-8")
+    ids = re.findall(r'<(?:input|select)[^>]* id="([^"]+)"', page)
+    assert len(ids) == 9
+    for field_id in ids:
+        assert f'<label for="{field_id}">' in page, field_id
+    assert "<noscript>" in page
+    assert 'aria-live="polite"' in page
+    details = page[page.index('<details id="calc-time"') : page.index("</details>")]
+    assert "черновая оценка" in details
+    assert 'value="40"' in details  # default_utilization 0.4, as a percentage
+    assert "в месяце 720 ч" in details  # hours_per_month
+    assert "Transformer Math 101" in details
+    assert re.search(r'<script type="module" src="calculator\.[0-9a-f]{10}\.js">', page)
+
+
+# ---- what the pipeline says the page should show ----
+
+
+def page_text(built) -> dict:
+    page = (built / "site" / "calculator.html").read_text(encoding="utf-8")
+    return json.loads(
+        html.unescape(re.search(r'<script type="application/json" id="calc-text">(.*?)</script>', page)[1])
+    )
+
+
+def custom_catalog_tables(catalog):
+    """estimates, gpu_fit and server_fit for the custom SIZES, computed by pipeline/estimate.py."""
+    models = pl.DataFrame({"model_id": [f"custom:{s}" for s in SIZES], "params_b": [float(s) for s in SIZES]})
+    est = estimate.estimate_memory(models, catalog["methods"], catalog["memory_anchors"], catalog.constants)
+    return est, estimate.gpu_fit(est, catalog["gpus"]), estimate.server_fit(est, catalog["servers"], catalog["gpus"])
+
+
+@pytest.fixture(scope="module")
+def expected(catalog, built):
+    """(model key, method) -> the figures the page must show, formatted by pipeline/format.py."""
+    text = page_text(built)
+    custom = custom_catalog_tables(catalog)
+    estimates = pl.concat([catalog["estimates"], custom[0]])
+    gpu_fit = pl.concat([catalog["gpu_fit"], custom[1]])
+    server_fit = pl.concat([catalog["server_fit"], custom[2]])
+    servers = estimate.server_memory(catalog["servers"], catalog["gpus"])
+    names = dict(servers.select("server_id", "display_name").iter_rows())
+
+    def price(value):
+        return text["on_request"] if value is None else text["price"].format(price=fmt.integer(value))
+
+    def cheapest(row):
+        best = estimate.cheapest_option(row["memory_gb"], row["memory_high_gb"], catalog["servers"], catalog["gpus"])
+        return [
+            text["cheapest_one" if r["count"] == 1 else "cheapest"].format(
+                count=fmt.integer(r["count"]), name=names[r["server_id"]], total=fmt.integer(r["total_rub_month"])
+            )
+            for r in best.iter_rows(named=True)
+        ]
+
+    cards = {}
+    for r in gpu_fit.iter_rows(named=True):
+        cards.setdefault((r["model_id"], r["method_id"]), {})[r["gpu_id"]] = [
+            fmt.integer(r["cards"]),
+            fmt.integer(r["cards_high"]),
+            text[f"nvlink_{r['nvlink_need']}"],
+        ]
+    fits = {}
+    for r in server_fit.sort("server_memory_gb", "server_id").iter_rows(named=True):
+        fits.setdefault((r["model_id"], r["method_id"]), []).append(r)
+
+    sizes = {}
+    for method_id, size in catalog["memory_anchors"].sort("params_b").select("method_id", "params_b").iter_rows():
+        sizes.setdefault(method_id, []).append(size)
+
+    def note(p, method_id, basis):
+        """The anchor sizes the basis note names: the neighbours of p, or the one it is proportional to."""
+        lower = max((s for s in sizes[method_id] if s <= p), default=None)
+        upper = min((s for s in sizes[method_id] if s >= p), default=None)
+        shown = {"anchor": [lower], "interpolated": [lower, upper], "below_range": [upper], "extrapolated": [lower]}
+        return [fmt.gb(s) for s in shown[basis]]
+
+    out = {}
+    for r in estimates.iter_rows(named=True):
+        key = (r["model_id"], r["method_id"])
+        fitting = [s for s in fits[key] if s["fit"] != "no"]
+        fitting.sort(
+            key=lambda s: (
+                s["price_rub_month"] is None,
+                s["price_rub_month"] or 0,
+                s["server_memory_gb"],
+                s["server_id"],
+            )
+        )
+        out[key] = {
+            "memory": fmt.gb(r["memory_gb"]),
+            "low": fmt.gb(r["memory_low_gb"]),
+            "high": fmt.gb(r["memory_high_gb"]),
+            "min": fmt.gb(r["theoretical_min_gb"]) if r["theoretical_min_gb"] is not None else None,
+            "basis": [r["basis"]],
+            "note": note(r["params_b"], r["method_id"], r["basis"]),
+            "cards": cards[key],
+            "servers": [[s["server_id"], text[f"fit_{s['fit']}"], price(s["price_rub_month"])] for s in fitting],
+            "cheapest": cheapest(r),
+            "_row": r,
+            "_fits": {s["server_id"]: s for s in fits[key]},
+        }
+    return out
+
+
+def public(figures: dict) -> dict:
+    return {k: v for k, v in figures.items() if not k.startswith("_")}
+
+
+# ---- the page in a browser ----
+
+READ = """() => {
+  const $ = (id) => document.getElementById(id);
+  const shown = (el) => el !== null && el.closest("[hidden]") === null;
+  const text = (id) => (shown($(id)) ? $(id).textContent : null);
+  const cells = (row, names) => names.map((n) => row.querySelector(`[data-cell="${n}"]`).textContent);
+  return {
+    memory: text("out-memory"),
+    low: text("out-low"),
+    high: text("out-high"),
+    min: text("out-min"),
+    basis: [...document.querySelectorAll("[data-basis]")].filter(shown).map((n) => n.dataset.basis),
+    note: [...document.querySelectorAll("[data-basis] [data-slot]")].filter(shown).map((n) => n.textContent),
+    cards: Object.fromEntries(
+      [...document.querySelectorAll("#out-cards tbody tr")].map((r) => [r.dataset.gpu, cells(r, ["cards", "cards_high", "nvlink"])]),
+    ),
+    servers: shown($("out-servers"))
+      ? [...document.querySelectorAll("#out-servers tbody tr")].map((r) => [r.dataset.server, ...cells(r, ["fit", "price"])])
+      : [],
+    cheapest: [text("out-cheapest"), text("out-cheapest-high")],
+    gpu_line: text("out-gpu-line"),
+    server_line: text("out-server-line"),
+    time_gpu: text("out-time-gpu"),
+    hours: text("out-hours"),
+    cost: text("out-cost"),
+    time_servers: text("out-time-servers"),
+  };
+}"""
+
+FIGURES = ("memory", "low", "high", "min", "basis", "note", "cards", "servers", "cheapest")
+
+
+@pytest.fixture
+def page(browser, site_server):
+    context = browser.new_context()
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == []
+
+
+def open_calculator(page, site_server, query: dict | None = None):
+    page.goto(site_server + "calculator.html" + ("?" + urlencode(query) if query else ""))
+    page.wait_for_selector("#calc[data-ready='true']")
+
+
+def read(page) -> dict:
+    shown = page.evaluate(READ)
+    return {k: shown[k] for k in FIGURES}, shown
+
+
+def test_parity_with_the_pipeline(page, site_server, catalog, expected):
+    """Drive the form like a reader: every catalog model and every custom size, with every method."""
+    open_calculator(page, site_server)
+    methods = catalog["methods"].sort("sort_order")["method_id"].to_list()
+    mismatches, compared = [], 0
+
+    def check(key, method_id):
+        nonlocal compared
+        shown, _ = read(page)
+        want = {k: v for k, v in public(expected[(key, method_id)]).items() if k in FIGURES}
+        if shown != want:
+            mismatches.append((key, method_id, shown, want))
+        compared += 1
+
+    for model_id in catalog["models"]["model_id"].to_list():
+        page.select_option("#calc-model", model_id)
+        for method_id in methods:
+            page.select_option("#calc-method", method_id)
+            check(model_id, method_id)
+
+    page.select_option("#calc-model", "custom")
+    for i, size in enumerate(SIZES):
+        # Half of the sizes typed the Russian way, with a decimal comma.
+        page.fill("#calc-params", str(size).replace(".", ",") if i % 2 else str(size))
+        for method_id in methods:
+            page.select_option("#calc-method", method_id)
+            check(f"custom:{size}", method_id)
+
+    assert mismatches == []
+    assert compared >= 50
+    assert compared == (catalog["models"].height + len(SIZES)) * len(methods)
+
+
+# URL-driven cases: GPU, server and the time block. Each key is a field of the form.
+URL_CASES = [
+    {
+        "model": "custom",
+        "params": "0.5",
+        "method": "qlora_4bit",
+        "gpu": "rtx-4090",
+        "server": "xfusion-2x-h100",
+        "tokens": "10",
+        "epochs": "3",
+    },
+    {
+        "model": "generic-70b",
+        "method": "lora",
+        "gpu": "rtx-pro-6000",
+        "server": "h200-nvl-4x",
+        "tokens": "500",
+        "util": "35",
+    },
+    {
+        "model": "custom",
+        "params": "405",
+        "method": "full_amp",
+        "gpu": "h200-sxm",
+        "server": "esc8000a-8x-h200",
+        "tokens": "1000",
+        "epochs": "2",
+        "util": "50",
+    },
+    {"model": "llama-3-1-8b", "method": "full_bf16", "gpu": "b200", "tokens": "200", "cards": "4"},
+    {"model": "custom", "params": "32", "method": "full_amp", "server": "rtx-pro-6000-8x", "tokens": "100"},
+    {"model": "custom", "params": "8", "method": "lora", "gpu": "a100-80gb", "tokens": "2.5"},
+    {
+        "model": "qwen3-235b-a22b",
+        "method": "qlora_4bit",
+        "gpu": "mi300x",
+        "server": "esc8000a-4x-h100",
+        "tokens": "50",
+        "epochs": "1.5",
+        "cards": "3",
+    },
+    {"model": "deepseek-v3", "method": "full_amp", "server": "esc8000a-4x-h200", "tokens": "1000"},
+    {
+        "model": "custom",
+        "params": "70",
+        "method": "qlora_2bit",
+        "gpu": "l40s",
+        "server": "esc8000a-4x-h200",
+        "tokens": "20",
+        "util": "60",
+        "cards": "2",
+    },
+    {"model": "custom", "params": "12.5", "method": "qlora_8bit", "gpu": "h100-sxm"},
+    {
+        "model": "custom",
+        "params": "7",
+        "method": "full_amp",
+        "gpu": "h100-pcie",
+        "server": "esc8000a-8x-h100",
+        "tokens": "300",
+        "epochs": "2",
+    },
+    {"model": "mixtral-8x22b", "method": "lora", "server": "hgx-b300-8x", "tokens": "100"},
+    # 84B full: 1 440 GB (= 8 x B200 exactly), up to 2 160 GB (= 8 x B300 exactly): the boundaries of rule 6.
+    {"model": "custom", "params": "84", "method": "full_amp", "gpu": "b200", "server": "hgx-b200-8x"},
+    {"model": "custom", "params": "84", "method": "full_amp", "gpu": "b300", "server": "hgx-b300-8x"},
+]
+
+
+def model_key(case: dict) -> str:
+    """The key of `expected` for a URL case: a catalog model id or "custom:<size as in SIZES>"."""
+    return f"custom:{float(case['params']):g}" if case["model"] == "custom" else case["model"]
+
+
+def expected_time(catalog, text, figures, case):
+    """Rule 8 and the cost, in the order calculator.js computes them."""
+    if "tokens" not in case or ("gpu" not in case and "server" not in case):
+        return None
+    gpus = {r["gpu_id"]: r for r in catalog["gpus"].iter_rows(named=True)}
+    servers = {r["server_id"]: r for r in catalog["servers"].iter_rows(named=True)}
+    server = servers.get(case.get("server"))
+    gpu = gpus[server["gpu_id"]] if server else gpus[case["gpu"]]
+    row = figures["_row"]
+    if "cards" in case:
+        cards = math.ceil(float(case["cards"]))
+    elif server:
+        cards = server["gpu_count"] * figures["_fits"][server["server_id"]]["servers_needed"]
+    else:
+        cards = int(figures["cards"][gpu["gpu_id"]][0])
+    utilization = float(case["util"]) / 100 if "util" in case else catalog.constants["default_utilization"]
+    flops = (
+        catalog.constants["train_flops_per_param_token"]
+        * (row["params_b"] * 1e9)
+        * (float(case["tokens"]) * 1e6)
+        * float(case.get("epochs", "1"))
+    )
+    hours = flops / (cards * gpu["bf16_dense_tflops"] * 1e12 * utilization) / 3600
+    out = {
+        "time_gpu": text["time_gpu"].format(name=gpu["short_name"], cards=fmt.integer(cards)),
+        "hours": fmt.number(hours, 1),
+        "cost": None,
+        "time_servers": None,
+    }
+    if server and server["price_rub_month"] is not None:
+        count = math.ceil(cards / server["gpu_count"])
+        cost = hours / catalog.constants["hours_per_month"] * server["price_rub_month"] * count
+        out["cost"] = fmt.number(cost, 0)
+        out["time_servers"] = text["time_servers"].format(name=server["display_name"], count=fmt.integer(count))
+    return out
+
+
+def test_url_parameters_gpu_server_and_time(page, site_server, catalog, built, expected):
+    text = page_text(built)
+    gpus = {r["gpu_id"]: r for r in catalog["gpus"].iter_rows(named=True)}
+    servers = estimate.server_memory(catalog["servers"], catalog["gpus"])
+    servers = {r["server_id"]: r for r in servers.iter_rows(named=True)}
+    for case in URL_CASES:
+        open_calculator(page, site_server, case)
+        figures = expected[(model_key(case), case["method"])]
+        shown, extra = read(page)
+        assert shown == {k: v for k, v in public(figures).items() if k in FIGURES}, case
+
+        for name, value in case.items():  # the inputs are restored from the URL
+            assert page.input_value(f"[name={name}]").replace(",", ".") == value, (case, name)
+        assert page.evaluate("document.getElementById('calc-time').open") == ("tokens" in case or "cards" in case)
+
+        if "gpu" in case:
+            gpu = gpus[case["gpu"]]
+            cards, cards_high, nvlink = figures["cards"][gpu["gpu_id"]]
+            assert extra["gpu_line"] == text["gpu_line"].format(
+                name=gpu["short_name"],
+                memory=fmt.gb(gpu["memory_gb"]),
+                cards=cards,
+                cards_high=cards_high,
+                nvlink=nvlink,
+            )
+        else:
+            assert extra["gpu_line"] is None
+        if "server" in case:
+            s = servers[case["server"]]
+            fit = figures["_fits"][case["server"]]
+            shown_fit = (
+                text["fit_no"].format(
+                    count=fmt.integer(fit["servers_needed"]), count_high=fmt.integer(fit["servers_needed_high"])
+                )
+                if fit["fit"] == "no"
+                else text[f"fit_{fit['fit']}"]
+            )
+            assert extra["server_line"] == text["server_line"].format(
+                name=s["display_name"], memory=fmt.gb(s["server_memory_gb"]), fit=shown_fit
+            )
+        else:
+            assert extra["server_line"] is None
+
+        time = expected_time(catalog, text, figures, case)
+        shown_time = {k: extra[k] for k in ("time_gpu", "hours", "cost", "time_servers")}
+        assert shown_time == (time or dict.fromkeys(shown_time)), case
+
+
+def test_cases_cover_every_fit_and_basis(expected):
+    """The URL cases above are not all alike: every fit verdict and a priced and unpriced server occur."""
+    fits = set()
+    for case in URL_CASES:
+        if "server" in case:
+            fits.add(expected[(model_key(case), case["method"])]["_fits"][case["server"]]["fit"])
+    assert fits == {"yes", "estimate_only", "no"}
+    bases = {expected[(f"custom:{s}", "lora")]["basis"][0] for s in SIZES}
+    assert bases == {"below_range", "anchor", "interpolated", "extrapolated"}
+
+
+def test_inputs_live_in_the_url(page, site_server, expected):
+    open_calculator(page, site_server)
+    page.select_option("#calc-model", "custom")
+    page.fill("#calc-params", "22")
+    page.select_option("#calc-method", "full_bf16")
+    page.select_option("#calc-gpu", "h200-nvl")
+    page.select_option("#calc-server", "esc8000a-4x-h200")
+    page.click("#calc-time summary")
+    page.fill("#calc-tokens", "1 000")
+    page.fill("#calc-util", "45,5")
+    search = page.evaluate("window.location.search")  # page.url follows replaceState only asynchronously
+    query = dict(parse_qsl(search.lstrip("?")))
+    assert query == {
+        "model": "custom",
+        "params": "22",
+        "method": "full_bf16",
+        "gpu": "h200-nvl",
+        "server": "esc8000a-4x-h200",
+        "tokens": "1000",
+        "epochs": "1",
+        "util": "45.5",
+    }
+    before = page.evaluate(READ)
+    assert read(page)[0] == {k: v for k, v in public(expected[("custom:22", "full_bf16")]).items() if k in FIGURES}
+    shared = site_server + "calculator.html" + search
+    page.goto("about:blank")
+    page.goto(shared)
+    page.wait_for_selector("#calc[data-ready='true']")
+    assert page.evaluate(READ) == before
+    assert page.input_value("#calc-util") == "45,5"
+
+
+def test_keyboard_only(page, site_server, expected):
+    """Tab to the form, choose with the keys, open the time block: no mouse."""
+    open_calculator(page, site_server)
+    assert page.evaluate(
+        "[...document.querySelectorAll('#calc input, #calc select')].every((e) => e.labels.length > 0)"
+    )
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "calc-model":
+            break
+    assert page.evaluate("document.activeElement.id") == "calc-model"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "calc-params"
+    page.keyboard.type("70")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "calc-method"
+    page.keyboard.press("End")  # the last method: full fine-tuning in mixed precision
+    assert page.input_value("#calc-method") == "full_amp"
+    assert page.text_content("#out-memory") == expected[("custom:70", "full_amp")]["memory"] == "1\xa0200"
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.tagName") == "SUMMARY":
+            break
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.getElementById('calc-time').open")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "calc-tokens"

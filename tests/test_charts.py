@@ -1,0 +1,216 @@
+"""The charts page: static SVG charts from the catalog, each with alt text, its data table and sources."""
+
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline import charts
+from pipeline import format as fmt
+from pipeline.render import load_labels
+
+
+class Page(HTMLParser):
+    """Images, links and tables (as rows of cell text) of one page."""
+
+    def __init__(self):
+        super().__init__()
+        self.images, self.links, self.tables, self.captions = [], [], [], 0
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.images.append(a)
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+        if tag == "table":
+            self.tables.append([])
+        if tag == "tr":
+            self.tables[-1].append([])
+        if tag in ("th", "td"):
+            self._cell = ""
+        self.captions += tag == "figcaption"
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td"):
+            self.tables[-1][-1].append(self._cell.replace("\xa0", " "))
+            self._cell = None
+
+
+@pytest.fixture(scope="module")
+def page(built) -> Page:
+    parsed = Page()
+    parsed.feed((built / "site" / "charts.html").read_text(encoding="utf-8"))
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def svgs(built, page) -> dict[str, str]:
+    """The charts linked from the page, keyed by name (memory, price)."""
+    out = {}
+    for img in page.images:
+        path = built / "site" / img["src"]
+        assert path.is_file(), img["src"]
+        out[Path(img["src"]).name.split(".")[0]] = path.read_text(encoding="utf-8")
+    return out
+
+
+def svg_text(svg: str) -> set[str]:
+    root = ET.fromstring(svg)
+    return {"".join(el.itertext()).replace("\xa0", " ") for el in root.iter("{http://www.w3.org/2000/svg}text")}
+
+
+def as_shown(text: str) -> str:
+    return text.replace("\xa0", " ")
+
+
+def test_both_charts_are_small_valid_svg(svgs):
+    assert sorted(svgs) == ["memory", "price"]
+    for name, svg in svgs.items():
+        root = ET.fromstring(svg)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg", name
+        assert root.find("{http://www.w3.org/2000/svg}title").text
+        assert root.find("{http://www.w3.org/2000/svg}desc").text
+        assert len(svg.encode()) < 100_000, name
+        # Nothing to fetch when the file is viewed: no scripts, web fonts or external links.
+        for marker in ("<script", "@font-face", "@import", "href="):
+            assert marker not in svg, (name, marker)
+
+
+def test_charts_render_identically_again(catalog, svgs):
+    """A second render in the same process gives the same bytes (no counters, ids or timestamps)."""
+    labels = load_labels()
+    again = {
+        "memory": charts.to_svg(*charts.memory_chart(catalog, labels), charts.memory_alt(catalog, labels)),
+        "price": charts.to_svg(*charts.price_chart(catalog, labels), charts.price_alt(catalog, labels)),
+    }
+    assert again == svgs
+
+
+def test_memory_chart_shows_every_method_and_gpu(catalog, svgs):
+    shown = svg_text(svgs["memory"])
+    for name in catalog["methods"]["name_ru"]:
+        assert name in shown
+    label = load_labels()["charts"]["gpu_label"]
+    for gb, names in (
+        catalog["gpus"].sort("memory_gb", "gpu_id").group_by("memory_gb", maintain_order=True).agg("short_name").rows()
+    ):
+        assert label.format(gpus=", ".join(names), gb=as_shown(fmt.gb(gb))) in shown
+
+
+def test_price_chart_shows_every_priced_server_only(catalog, svgs):
+    shown = svg_text(svgs["price"])
+    servers = catalog["servers"]
+    priced = servers.filter(pl.col("price_rub_month").is_not_null())["display_name"].to_list()
+    unpriced = servers.filter(pl.col("price_rub_month").is_null())["display_name"].to_list()
+    assert priced and unpriced
+    assert set(priced) <= shown
+    assert not set(unpriced) & shown
+
+
+def test_chart_curves_follow_the_rules(catalog):
+    """At the catalog's own model sizes the curves give exactly the catalog's estimates."""
+    sizes = sorted(set(catalog["models"]["params_b"].to_list()))
+    curves = charts.memory_curves(catalog, sizes).select("params_b", "method_id", "memory_gb")
+    expected = catalog["estimates"].select("params_b", "method_id", "memory_gb").unique()
+    assert curves.sort("params_b", "method_id").equals(expected.sort("params_b", "method_id"))
+
+
+def test_grid_spans_the_catalog_and_holds_every_anchor(catalog):
+    grid = charts.size_grid(catalog)
+    assert grid[0] == catalog["models"]["params_b"].min() and grid[-1] == catalog["models"]["params_b"].max()
+    assert set(catalog["memory_anchors"]["params_b"].cast(float)) <= set(grid)
+
+
+def test_gpu_labels_do_not_overlap():
+    at = charts.spread_labels([24, 32, 40, 48, 80, 94, 96, 141, 180, 192, 256, 270], (0.2, 15000), 420, 12)
+    import math
+
+    px = [420 * (math.log(15000) - math.log(v)) / (math.log(15000) - math.log(0.2)) for v in at]
+    assert all(lower - upper >= 12 - 1e-9 for lower, upper in zip(px, px[1:], strict=False))
+    assert charts.spread_labels([10, 1000], (0.2, 15000), 420, 12) == pytest.approx([10, 1000])
+
+
+def test_images_have_alt_text_with_key_figures(catalog, page):
+    alts = {Path(img["src"]).name.split(".")[0]: as_shown(img["alt"]) for img in page.images}
+    assert all(img.get("width") and img.get("height") for img in page.images)
+    full = catalog["estimates"].filter(pl.col("method_id") == "full_amp")
+    max_anchor = catalog["memory_anchors"]["params_b"].max()
+    anchor_gb = catalog["memory_anchors"].filter(pl.col("params_b") == max_anchor)["memory_gb"]
+    assert f"{as_shown(fmt.gb(anchor_gb.max()))} ГБ" in alts["memory"]
+    assert f"{as_shown(fmt.gb(anchor_gb.min()))} ГБ" in alts["memory"]
+    assert fmt.number(full["params_b"].max(), 2) in alts["memory"]
+    prices = catalog["servers"]["price_rub_month"].drop_nulls()
+    assert f"{as_shown(fmt.integer(prices.min()))} ₽" in alts["price"]
+    assert f"{as_shown(fmt.integer(prices.max()))} ₽" in alts["price"]
+
+
+def test_memory_table_equals_the_catalog(catalog, page):
+    memory = page.tables[0]
+    anchors = catalog["memory_anchors"]
+    sizes = sorted(anchors["params_b"].unique().to_list())
+    largest = catalog["models"].sort("params_b").row(-1, named=True)
+    header = memory[0]
+    for row, method in zip(memory[1:], catalog["methods"].sort("sort_order").iter_rows(named=True), strict=True):
+        assert row[0] == method["name_ru"]
+        for size in sizes:
+            value = anchors.filter((pl.col("method_id") == method["method_id"]) & (pl.col("params_b") == size))
+            column = header.index(f"{fmt.number(size)} млрд, ГБ")
+            assert row[column] == as_shown(fmt.gb(value["memory_gb"].item()))
+        estimate = catalog["estimates"].filter(
+            (pl.col("model_id") == largest["model_id"]) & (pl.col("method_id") == method["method_id"])
+        )
+        assert row[-1] == as_shown(fmt.gb(estimate["memory_gb"].item())) + "*"
+
+
+def test_gpu_and_price_tables_equal_the_catalog(catalog, page):
+    gpus = page.tables[1][1:]
+    assert sorted(gpus) == sorted(
+        [r[0], as_shown(fmt.gb(r[1]))] for r in catalog["gpus"].select("short_name", "memory_gb").rows()
+    )
+    prices = page.tables[2][1:]
+    memory = {g: gb for g, gb in catalog["gpus"].select("gpu_id", "memory_gb").rows()}
+    expected = [
+        [
+            s["display_name"],
+            fmt.integer(s["gpu_count"]),
+            fmt.gb(s["gpu_count"] * memory[s["gpu_id"]]),
+            fmt.integer(s["price_rub_month"]),
+        ]
+        for s in catalog["servers"].filter(pl.col("price_rub_month").is_not_null()).iter_rows(named=True)
+    ]
+    assert sorted(row[:4] for row in prices) == sorted([as_shown(c) for c in row] for row in expected)
+
+
+def test_every_table_cites_its_sources_and_every_link_resolves(built, page):
+    html = (built / "site" / "charts.html").read_text(encoding="utf-8")
+    assert len(page.tables) == 3 and page.captions >= 3
+    assert html.count('<p class="source">') == 3 and "проверено 12.10.2026" in html
+    for link in page.links + [img["src"] for img in page.images]:
+        target = link.split("#")[0]
+        if target and not link.startswith(("http://", "https://")):
+            assert (built / "site" / target).is_file(), link
+
+
+def test_every_page_links_to_the_charts(built):
+    for name in ("index.html", "data.html", "charts.html"):
+        html = (built / "site" / name).read_text(encoding="utf-8")
+        assert 'href="charts.html"' in html, name
+    assert 'href="charts.html" aria-current="page"' in (built / "site" / "charts.html").read_text(encoding="utf-8")
+
+
+def test_catalog_without_prices_has_no_price_chart(catalog):
+    from pipeline.combine import Catalog
+    from pipeline.render import Renderer
+
+    tables = dict(catalog.tables, servers=catalog["servers"].with_columns(price_rub_month=pl.lit(None, pl.Int64)))
+    site = Renderer(Catalog(tables, catalog.constants)).render().site
+    assert [name for name in site if name.startswith("charts/")] == [next(n for n in site if "charts/memory." in n)]
+    assert 'id="chart-memory"' in site["charts.html"] and 'id="chart-price"' not in site["charts.html"]

@@ -1,0 +1,275 @@
+"""Downloads for analysts: every table read back from CSV, XLSX, Parquet, DuckDB and metadata.json equals the catalog."""
+
+import datetime as dt
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import duckdb
+import openpyxl
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from conftest import SOURCES, edit_csv
+from pipeline.__main__ import build
+from pipeline.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
+from pipeline.format import spreadsheet_safe
+from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
+
+POLARS_TYPES = {
+    "id": pl.String,
+    "str": pl.String,
+    "int": pl.Int64,
+    "float": pl.Float64,
+    "date": pl.Date,
+    "bool": pl.Boolean,
+}
+TABLES = [pytest.param(t, id=t.name) for t in ALL_TABLES]
+FORMULA = '=HYPERLINK("http://evil.example/x","y")'
+
+
+def data(built: Path) -> Path:
+    return built / "site" / "data"
+
+
+def schema(table: Table) -> dict:
+    return {f.name: POLARS_TYPES[f.type] for f in table.fields}
+
+
+def expected(catalog, table: Table, safe: bool = False) -> pl.DataFrame:
+    frame = catalog[table.name].select(table.columns)
+    return spreadsheet_safe_frame(frame, table) if safe else frame
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_csv_reads_back_with_polars_and_duckdb(built, catalog, table):
+    path = data(built) / f"{table.name}.csv"
+    raw = path.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf" + table.columns[0].encode())
+    want = expected(catalog, table, safe=True)
+    assert_frame_equal(pl.read_csv(path, schema=schema(table)), want)
+    columns = {f.name: DUCKDB_TYPES[f.type] for f in table.fields}
+    got = duckdb.sql(f"SELECT * FROM read_csv('{path}', header = true, columns = {columns})").pl()
+    assert_frame_equal(got, want)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_parquet_reads_back_with_polars_and_duckdb(built, catalog, table):
+    path = data(built) / f"{table.name}.parquet"
+    want = expected(catalog, table)
+    got = pl.read_parquet(path)
+    assert got.schema == schema(table)
+    assert_frame_equal(got, want)
+    assert_frame_equal(duckdb.sql(f"SELECT * FROM '{path}'").pl(), want)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_duckdb_file_holds_every_table(built, catalog, table):
+    con = duckdb.connect(str(data(built) / DATABASE), read_only=True)
+    try:
+        assert_frame_equal(
+            con.sql(f'SELECT * FROM "{table.name}"').pl(), expected(catalog, table), check_row_order=False
+        )
+        comments = dict(
+            con.execute(
+                "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = ?", [table.name]
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    assert all(comments[f.name].startswith(f.label_ru + ". ") for f in table.fields)
+
+
+def xlsx_value(field, value):
+    """What the catalog value should read back as from openpyxl."""
+    if value is not None and field.type == "date":
+        return dt.datetime.combine(value, dt.time())
+    if value is not None and field.type == "float":
+        # openpyxl writes 16 significant digits (Excel itself computes with 15).
+        return float(f"{value:.16g}")
+    return value
+
+
+def expected_format(field) -> str:
+    if field.type == "float" and field.unit == "ГБ":
+        return "#,##0.0"
+    if field.unit == "₽/мес":
+        return '#,##0" ₽"'
+    return {"int": "#,##0", "date": "dd.mm.yyyy"}.get(field.type, "General")
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_xlsx_reads_back_with_openpyxl(built, catalog, table):
+    wb = openpyxl.load_workbook(data(built) / f"{table.name}.xlsx")
+    assert wb.sheetnames == [table.name, DICTIONARY_SHEET]
+    ws = wb[table.name]
+    assert ws.freeze_panes == "A2"
+    rows = list(ws.iter_rows())
+    assert [c.value for c in rows[0]] == [f.label_ru for f in table.fields]
+    want = expected(catalog, table, safe=True)
+    assert len(rows) - 1 == want.height
+    for cells, row in zip(rows[1:], want.iter_rows(), strict=True):
+        assert [c.value for c in cells] == [xlsx_value(f, v) for f, v in zip(table.fields, row, strict=True)]
+        for cell, field, value in zip(cells, table.fields, row, strict=True):
+            if value is None:
+                continue
+            if field.type in ("str", "id"):
+                assert cell.data_type == "s"
+            elif field.type == "bool":
+                assert cell.data_type == "b"
+            else:
+                assert cell.data_type in ("n", "d") and cell.number_format == expected_format(field), field.name
+    words = [[c.value for c in r] for r in wb[DICTIONARY_SHEET].iter_rows()]
+    assert words[0] == ["Столбец", "Заголовок", "Тип", "Единица", "Обязателен", "Описание"]
+    assert [r[:2] for r in words[1:]] == [[f.name, f.label_ru] for f in table.fields]
+
+
+def test_xlsx_number_formats_of_the_derived_tables(built):
+    ws = openpyxl.load_workbook(data(built) / "server_fit.xlsx")["server_fit"]
+    header = [c.value for c in ws[1]]
+    row = {h: c for h, c in zip(header, ws[2], strict=True)}
+    assert row["Память, ГБ"].number_format == "#,##0.0"
+    assert isinstance(row["Память, ГБ"].value, float)
+    assert row["Серверов, шт."].number_format == "#,##0"
+    prices = [r[header.index("Цена сервера, ₽/мес")] for r in ws.iter_rows(min_row=2)]
+    assert {c.number_format for c in prices if c.value is not None} == {'#,##0" ₽"'}
+    assert all(isinstance(c.value, int) for c in prices if c.value is not None)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_metadata_describes_the_table(built, catalog, table):
+    path = data(built) / f"{table.name}.metadata.json"
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    assert list(meta) == [
+        "table",
+        "title_ru",
+        "description_ru",
+        "kind",
+        "primary_key",
+        "row_count",
+        "made_from",
+        "files",
+        "columns",
+        "sources",
+    ]
+    assert meta["table"] == table.name and meta["kind"] == table.kind and meta["title_ru"] == table.title_ru
+    assert meta["primary_key"] == list(table.primary_key)
+    assert meta["row_count"] == catalog[table.name].height
+    assert meta["files"] == {fmt: f"{table.name}.{fmt}" for fmt in ("csv", "xlsx", "parquet")}
+    for name in meta["files"].values():
+        assert (data(built) / name).is_file()
+    assert [c["name"] for c in meta["columns"]] == table.columns
+    for column, field in zip(meta["columns"], table.fields, strict=True):
+        assert column["label_ru"] == field.label_ru != ""
+        assert column["type"] == field.type and column["required"] == field.required
+        assert column["unit"] == (field.unit or None) and column["allowed"] == list(field.allowed)
+        assert column["description_ru"] == field.description_ru
+    references = {r["reference_id"]: r for r in catalog["references"].iter_rows(named=True)}
+    assert meta["sources"], table.name
+    for source in meta["sources"]:
+        ref = references[source["id"]]
+        assert source == {
+            "id": ref["reference_id"],
+            "title": ref["title"],
+            "url": ref["url"],
+            "checked_on": ref["checked_on"].isoformat(),
+        }
+    ids = [s["id"] for s in meta["sources"]]
+    assert ids == sorted(ids)
+    if "reference_id" in table.columns:
+        assert set(ids) == set(catalog[table.name]["reference_id"].drop_nulls())
+
+
+def test_derived_tables_name_the_sources_of_their_inputs(built, catalog):
+    def ids(name):
+        return {
+            s["id"] for s in json.loads((data(built) / f"{name}.metadata.json").read_text(encoding="utf-8"))["sources"]
+        }
+
+    anchors = set(catalog["memory_anchors"]["reference_id"])
+    assert anchors | set(catalog["models"]["reference_id"]) | set(catalog["methods"]["reference_id"]) <= ids(
+        "estimates"
+    )
+    assert ids("estimates") | set(catalog["gpus"]["reference_id"]) == ids("gpu_fit")
+    assert ids("estimates") | set(catalog["servers"]["reference_id"]) | set(catalog["gpus"]["reference_id"]) == ids(
+        "server_fit"
+    )
+    assert ids("legacy_offer_jobs") == set(catalog["legacy_offers"]["reference_id"])
+
+
+def test_every_download_is_linked_from_the_data_page(built):
+    html = (built / "site" / "data.html").read_text(encoding="utf-8")
+    for table in ALL_TABLES:
+        for ext in ("csv", "xlsx", "parquet", "metadata.json"):
+            assert f'href="data/{table.name}.{ext}"' in html, (table.name, ext)
+        for field in table.fields:
+            assert f"<td>{field.label_ru}</td>" in html, field.name
+    assert 'href="data/gpu-finetune.duckdb"' in html
+
+
+def test_every_field_has_a_russian_label():
+    for table in ALL_TABLES:
+        labels = [f.label_ru for f in table.fields]
+        assert all(labels) and len(set(labels)) == len(labels), table.name
+
+
+@pytest.mark.parametrize("text", ["=1+1", "+7 499", "-5", "@SUM(A1)", "\tx", "\rx", "H100", "", None, "'=x"])
+def test_vectorised_neutralising_matches_spreadsheet_safe(text):
+    table = TABLES_BY_NAME["references"]
+    frame = pl.DataFrame({"title": [text]}, schema={"title": pl.String})
+    got = spreadsheet_safe_frame(frame, Table("t", "", "", (table.field("title"),), ("title",)))
+    assert got["title"].to_list() == [spreadsheet_safe(text)]
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile-downloads")
+    sources = root / "sources"
+    shutil.copytree(SOURCES, sources)
+    edit_csv(
+        sources / "gpus.csv",
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition,RTX PRO 6000,",
+        f'NVIDIA RTX PRO 6000 Blackwell Server Edition,"{FORMULA.replace(chr(34), chr(34) * 2)}",',
+    )
+    build(sources, root / "output")
+    return data(root / "output")
+
+
+def test_formula_becomes_a_string_in_xlsx_and_numbers_stay_numbers(hostile):
+    ws = openpyxl.load_workbook(hostile / "gpus.xlsx")["gpus"]
+    header = [c.value for c in ws[1]]
+    row = next(r for r in ws.iter_rows(min_row=2) if r[0].value == "rtx-pro-6000")
+    cell = row[header.index("Краткое название")]
+    assert cell.value == "'" + FORMULA and cell.data_type == "s"
+    memory = row[header.index("Память, ГБ")]
+    assert memory.value == 96.0 and memory.data_type == "n" and memory.number_format == "#,##0.0"
+    # No formula anywhere in the workbook's XML.
+    with zipfile.ZipFile(hostile / "gpus.xlsx") as z:
+        assert all(b"<f>" not in z.read(n) for n in z.namelist())
+
+
+def test_formula_is_neutralised_in_csv_but_kept_in_parquet(hostile):
+    csv = pl.read_csv(hostile / "gpus.csv", schema=schema(TABLES_BY_NAME["gpus"])).filter(
+        pl.col("gpu_id") == "rtx-pro-6000"
+    )
+    assert csv["short_name"].to_list() == ["'" + FORMULA] and csv["memory_gb"].to_list() == [96.0]
+    parquet = pl.read_parquet(hostile / "gpus.parquet").filter(pl.col("gpu_id") == "rtx-pro-6000")
+    assert parquet["short_name"].to_list() == [FORMULA]
+
+
+def test_downloads_are_byte_identical_across_builds(built, catalog, tmp_path):
+    build(SOURCES, tmp_path / "again")
+    again = data(tmp_path / "again")
+    names = sorted(p.name for p in data(built).iterdir() if p.name != DATABASE)
+    assert names == sorted(p.name for p in again.iterdir() if p.name != DATABASE)
+    assert len([n for n in names if n.endswith(".xlsx")]) == len(ALL_TABLES)
+    for name in names:
+        assert (again / name).read_bytes() == (data(built) / name).read_bytes(), name
+    # The workbook's own dates are the latest date in the data, not the time of the build.
+    latest = max(catalog["references"]["checked_on"].max(), catalog["servers"]["price_checked_on"].max())
+    with zipfile.ZipFile(again / "server_fit.xlsx") as z:
+        assert {i.date_time for i in z.infolist()} == {(latest.year, latest.month, latest.day, 0, 0, 0)}
+    props = openpyxl.load_workbook(again / "server_fit.xlsx").properties
+    assert props.created == props.modified == dt.datetime.combine(latest, dt.time())

@@ -1,0 +1,93 @@
+"""Entity and comparison pages: one per model, method, GPU and server, with the catalog's figures."""
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from pipeline import format as fmt
+
+
+def text(path: Path) -> str:
+    return path.read_text(encoding="utf-8").replace("\xa0", " ")
+
+
+def cells(html: str) -> list[str]:
+    return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", html, flags=re.S)]
+
+
+def test_one_page_per_entity(built, catalog):
+    site = built / "site"
+    for kind, key in (("models", "model_id"), ("methods", "method_id"), ("gpus", "gpu_id"), ("servers", "server_id")):
+        pages = sorted(p.stem for p in (site / kind).glob("*.html") if p.name != "index.html")
+        assert pages == sorted(catalog[kind][key].to_list()), kind
+        index = text(site / kind / "index.html")
+        assert 'class="sortable"' in index
+        for entity_id in pages:
+            assert f'href="{entity_id}.html"' in index or f'href="../{kind}/{entity_id}.html"' in index, entity_id
+
+
+def test_model_page_figures(built, catalog):
+    html = text(built / "site" / "models" / "llama-3-1-8b.html")
+    e = catalog["estimates"].filter(pl.col("model_id") == "llama-3-1-8b").sort("method_id")
+    for row in e.iter_rows(named=True):
+        low, high = (
+            fmt.gb(row["memory_low_gb"]).replace("\xa0", " "),
+            fmt.gb(row["memory_high_gb"]).replace("\xa0", " "),
+        )
+        assert f'<td class="num">{fmt.gb(row["memory_gb"])}</td><td class="num">{low}…{high}</td>' in html
+    full = e.filter(pl.col("method_id") == "full_amp").row(0, named=True)
+    assert full["theoretical_min_gb"] == 8.03 * 16
+    assert f'<td class="num">{fmt.gb(full["theoretical_min_gb"])}</td>' in html
+    fit = catalog["gpu_fit"].filter(
+        (pl.col("model_id") == "llama-3-1-8b") & (pl.col("gpu_id") == "h200-sxm") & (pl.col("method_id") == "full_amp")
+    )
+    cards, high = fit.select("cards", "cards_high").row(0)
+    assert (cards, high) == (1, 2)
+    assert 'href="../gpus/h200-sxm.html">H200</a>' in html
+    assert 'href="../methods/lora.html">LoRA</a>' in html
+    # The cheapest fitting option per method: full fine-tuning of 8.03 B needs 137.7 GB, 206.5 at +50 %.
+    assert "2 × H100 80GB (XFUSION) — 585 000 ₽/мес" in html
+    assert "2 шт. «2 × H100 80GB (XFUSION)» — 1 170 000 ₽/мес" in html
+
+
+def test_moe_and_extrapolated_model(built):
+    html = text(built / "site" / "models" / "deepseek-v3.html")
+    assert "MoE: активных на токен — 37 млрд" in html
+    assert "* — размер больше наибольшего опорного (70 млрд)" in html
+    assert "экстраполяция (выше опорных размеров)" in html
+
+
+def test_gpu_page_summary(built, catalog):
+    html = text(built / "site" / "gpus" / "h200-sxm.html")
+    fit = catalog["gpu_fit"].filter((pl.col("gpu_id") == "h200-sxm") & (pl.col("method_id") == "lora"))
+    on_one = fit.filter(pl.col("cards") <= 1).join(catalog["models"], on="model_id").sort("params_b")
+    assert on_one.height == 22  # LoRA of 46.7 B (Mixtral 8x7B) needs 104 GB; 70 B needs 160 GB, over 141
+    row = cells(html.split('id="fits"')[1].split("</table>")[0])
+    lora = row[row.index("LoRA") : row.index("LoRA") + 5]
+    assert lora[1] == f"22 мод., до {on_one['short_name'][-1]}"
+    assert on_one["short_name"][-1] == "Mixtral 8x7B"
+    assert "Карт: 8" in html
+
+
+def test_server_page_facts(built):
+    html = text(built / "site" / "servers" / "esc8000a-8x-h100.html")
+    facts = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", html))
+    assert facts["Видеопамять, ГБ"] == "640"
+    assert facts["Цена, ₽/мес"] == "2 373 300"
+    assert facts["₽/мес за 1 ГБ видеопамяти"] == "3 708"  # 2 373 300 / 640 = 3 708.3
+    assert facts["Связь карт"] == "только PCIe"
+    assert 'href="../gpus/h100-pcie.html"' in facts["Карта"]
+    unpriced = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", text(built / "site" / "servers" / "hgx-b300-8x.html")))
+    assert unpriced["Цена, ₽/мес"] == "по запросу" and "₽/мес за 1 ГБ видеопамяти" not in unpriced
+
+
+def test_comparison_pages(built, catalog):
+    site = built / "site"
+    matrix = text(site / "compare" / "server-fit.html")
+    assert matrix.count("<tr>") == catalog["servers"].height + 1
+    assert "70 млрд, полное (1 200, до 1 800)" in matrix
+    for method_id in catalog["methods"]["method_id"]:
+        page = text(site / "compare" / f"gpu-cards-{method_id}.html")
+        assert page.count("<tr>") == catalog["models"].height + 1
+    assert "9 / 13" in text(site / "compare" / "gpu-cards-full_amp.html")

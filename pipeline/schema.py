@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import polars as pl
+
 # Ids become URLs and file names; DESIGN.md's method ids use "_", so it is
 # allowed beside "-". Both are safe in paths and URLs.
 ID_PATTERN = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
@@ -20,6 +22,16 @@ DUCKDB_TYPES = {
     "float": "DOUBLE",
     "date": "DATE",
     "bool": "BOOLEAN",
+}
+
+# The same types in polars, for reading the downloads back.
+POLARS_TYPES = {
+    "id": pl.String,
+    "str": pl.String,
+    "int": pl.Int64,
+    "float": pl.Float64,
+    "date": pl.Date,
+    "bool": pl.Boolean,
 }
 
 # Text forms a cell must match before it is cast (checked by GX on the raw strings).

@@ -11,6 +11,15 @@ os.environ["SOURCE_DATE_EPOCH"] = "1795910400"  # 2026-11-29
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"
 
+# The rules' constants as in sources/constants.csv, for tests on small inline catalogs.
+RULE_CONSTANTS = {
+    "range_low_factor": 0.7,
+    "range_high_factor": 1.5,
+    "adamw_weight_bytes": 2,
+    "adamw_grad_bytes": 2,
+    "adamw_optimizer_bytes": 12,
+}
+
 
 @pytest.fixture
 def sources(tmp_path: Path) -> Path:

@@ -11,16 +11,7 @@ import duckdb
 import polars as pl
 
 from conftest import ROOT, edit_csv
-from pipeline.schema import ALL_TABLES, DERIVED_TABLES, SOURCE_TABLES
-
-POLARS_TYPES = {
-    "id": pl.String,
-    "str": pl.String,
-    "int": pl.Int64,
-    "float": pl.Float64,
-    "date": pl.Date,
-    "bool": pl.Boolean,
-}
+from pipeline.schema import ALL_TABLES, DERIVED_TABLES, POLARS_TYPES, SOURCE_TABLES
 
 
 def run_build(*args: str) -> subprocess.CompletedProcess:

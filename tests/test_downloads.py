@@ -16,16 +16,8 @@ from conftest import SOURCES, edit_csv
 from pipeline.__main__ import build
 from pipeline.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
 from pipeline.format import spreadsheet_safe
-from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
+from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, POLARS_TYPES, TABLES_BY_NAME, Table
 
-POLARS_TYPES = {
-    "id": pl.String,
-    "str": pl.String,
-    "int": pl.Int64,
-    "float": pl.Float64,
-    "date": pl.Date,
-    "bool": pl.Boolean,
-}
 TABLES = [pytest.param(t, id=t.name) for t in ALL_TABLES]
 FORMULA = '=HYPERLINK("http://evil.example/x","y")'
 

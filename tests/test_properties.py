@@ -14,15 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import RULE_CONSTANTS as CONSTANTS
 from pipeline import estimate
 
-CONSTANTS = {
-    "range_low_factor": 0.7,
-    "range_high_factor": 1.5,
-    "adamw_weight_bytes": 2,
-    "adamw_grad_bytes": 2,
-    "adamw_optimizer_bytes": 12,
-}
 # The code shrinks every ratio by one part in 1e9 before ceil (estimate.RELATIVE_TOLERANCE). So:
 # within 1e-9 (relative, at least 1e-9 absolute) of a boundary either answer is right, but a
 # figure that is a short decimal (945, 94.5, 768) up to float noise must count as that decimal.

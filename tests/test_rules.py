@@ -3,16 +3,9 @@
 import polars as pl
 import pytest
 
+from conftest import RULE_CONSTANTS as CONSTANTS
 from pipeline import estimate
 from pipeline.format import gb
-
-CONSTANTS = {
-    "range_low_factor": 0.7,
-    "range_high_factor": 1.5,
-    "adamw_weight_bytes": 2,
-    "adamw_grad_bytes": 2,
-    "adamw_optimizer_bytes": 12,
-}
 
 
 def small_estimates(sizes: list[float]) -> pl.DataFrame:

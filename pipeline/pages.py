@@ -9,7 +9,25 @@ import polars as pl
 
 from pipeline import estimate
 from pipeline import format as fmt
+from pipeline.problems import Problem
 from pipeline.tables import Link, Tables, TableView, _unique
+
+
+def config_problems(tables: Tables, site: dict) -> list[Problem]:
+    """Ids in site_templates/site.toml that the catalog does not have."""
+    shown = "site_templates/site.toml"
+    methods, models = set(tables.c["methods"]["method_id"]), set(tables.c["models"]["model_id"])
+    out = [
+        Problem(shown, 0, "index_methods", m, "no such method in methods.csv")
+        for m in site["index_methods"]
+        if m not in methods
+    ]
+    for model_id, method_id in site["compare_tasks"]:
+        if model_id not in models:
+            out.append(Problem(shown, 0, "compare_tasks", model_id, "no such model in models.csv"))
+        if method_id not in methods:
+            out.append(Problem(shown, 0, "compare_tasks", method_id, "no such method in methods.csv"))
+    return out
 
 
 class EntityTables:

@@ -19,7 +19,7 @@ from markupsafe import Markup, escape
 from pipeline import calculator, charts
 from pipeline import format as fmt
 from pipeline.combine import Catalog
-from pipeline.pages import EntityTables
+from pipeline.pages import EntityTables, config_problems
 from pipeline.problems import Problem
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
 from pipeline.tables import Link, Tables, TableView
@@ -101,6 +101,9 @@ class Renderer:
         self.labels = load_labels(templates)
         self.site_config = tomllib.loads((templates / "site.toml").read_text(encoding="utf-8"))
         self.tables = Tables(catalog, self.labels)
+        problems = config_problems(self.tables, self.site_config)
+        if problems:
+            raise TemplateError(problems)
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
         self.html_env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
@@ -376,6 +379,14 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            sources=[
+                self.tables.reference(r)
+                for r in dict.fromkeys(
+                    self.catalog["memory_anchors"]["reference_id"].to_list()
+                    + self.catalog["servers"]["reference_id"].to_list()
+                    + self.catalog["gpus"]["reference_id"].to_list()
+                )
+            ],
         )
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all

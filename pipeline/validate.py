@@ -142,7 +142,16 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
 def table_checks(table: Table, today: dt.date) -> list[Check]:
     import great_expectations.expectations as gxe
 
-    checks = [c for f in table.fields for c in field_checks(table, f, today)]
+    checks = [
+        Check(
+            table.name,
+            "",
+            "raw",
+            gxe.ExpectTableColumnsToMatchSet(column_set=[LINE, *table.columns], exact_match=True),
+            "the header has exactly the declared columns, in any order",
+        )
+    ]
+    checks += [c for f in table.fields for c in field_checks(table, f, today)]
     if len(table.primary_key) > 1 and all(table.field(k).required for k in table.primary_key):
         checks.append(
             Check(

@@ -135,3 +135,19 @@ def test_new_gpu_row_appears_in_results(tmp_path, sources):
 def test_source_tables_are_all_published(built):
     names = {p.stem for p in (built / "site" / "data").glob("*.csv")}
     assert names == {t.name for t in SOURCE_TABLES} | {t.name for t in DERIVED_TABLES}
+
+
+def test_template_ids_missing_from_the_catalog_stop_the_build_without_a_traceback(tmp_path, sources):
+    # An editor deletes a model that an article and the comparison page use.
+    path = sources / "models.csv"
+    path.write_text(
+        "".join(
+            line for line in path.read_text(encoding="utf-8").splitlines(True) if not line.startswith("generic-32b,")
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "output"
+    failed = run_build("--sources", str(sources), "--out", str(out))
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert 'site_templates/site.toml: compare_tasks = "generic-32b": no such model in models.csv' in failed.stderr
+    assert not out.exists()

@@ -31,3 +31,29 @@ browser-tools:
 lint:
     ruff check pipeline tests
     ruff format --check pipeline tests
+
+# Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick)
+bench *ARGS:
+    python bench/run.py {{ARGS}}
+
+# Serve output/site on http://127.0.0.1:8000, rebuild on every change of sources/ or site_templates/, reload the page
+serve *ARGS:
+    python -m pipeline serve {{ARGS}}
+
+# What this build changes against the published one (exit code 0 nothing, 1 changes, 2 error)
+[no-exit-message]
+diff *ARGS:
+    python -m pipeline diff {{ARGS}}
+
+# Record output/ as the published build in published/ (or $PUBLISHED_DIR), which `just diff` compares with
+publish:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    dest="${PUBLISHED_DIR:-published}"
+    [ -d output/site ] || { echo "output/site is missing: run just build first" >&2; exit 2; }
+    rm -rf "$dest.new" "$dest.old"
+    cp -a output "$dest.new"
+    if [ -d "$dest" ]; then mv -T "$dest" "$dest.old"; fi
+    mv -T "$dest.new" "$dest"
+    rm -rf "$dest.old"
+    echo "published: $dest"

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.problems import DataError, format_report
+from pipeline.problems import DataError, TemplateError, format_report
 
 EXIT_INVALID_DATA = 2
 
@@ -32,22 +32,71 @@ def load_and_validate(sources: Path):
     return con, validation
 
 
-def build(sources: Path, out: Path, base_url: str = "/") -> dict:
-    """The whole pipeline; returns counts for the summary line."""
+def load_validated_before(sources: Path):
+    """Load sources that an earlier build already validated (unchanged since): no GX run."""
+    from pipeline.load import connect, create_core_tables, read_sources
+
+    frames, problems, _ = read_sources(sources)
+    if problems:
+        raise DataError(problems)
+    con = connect(frames)
+    create_core_tables(con)
+    return con
+
+
+def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress=None) -> dict:
+    """The whole pipeline; returns counts and stage times for the summary line.
+
+    A build whose inputs (sources, templates, code, base URL, build date) are unchanged
+    since the build in `out` is skipped; one with unchanged sources and code reuses that
+    build's validation.
+    """
+    from pipeline import fingerprint
+
+    say = progress or (lambda stage, seconds: None)
+    started = time.perf_counter()
+    inputs = fingerprint.inputs(sources, base_url)
+    if not force and fingerprint.is_current(out, inputs):
+        fingerprint.remove_stale(out.resolve())
+        return {"unchanged": True, "seconds": {"check": time.perf_counter() - started}}
+
     from pipeline.combine import combine
     from pipeline.publish import publish
     from pipeline.render import Renderer
+    from pipeline.validate import Validation
 
-    con, validation = load_and_validate(sources)
-    catalog = combine(con)
-    rendered = Renderer(catalog, validation, base_url=base_url).render()
-    publish(out, rendered, catalog)
-    pages = sum(1 for name in rendered.site if name.endswith(".html"))
+    seconds = {"imports": time.perf_counter() - started}
+    say("imports", seconds["imports"])
+    previous = fingerprint.read_state(out)
+    same = all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date"))
+    tick = time.perf_counter()
+    if same and "validation" in previous and not force:
+        con, validation = load_validated_before(sources), Validation.from_dict(previous["validation"])
+        seconds["load (validation reused)"] = time.perf_counter() - tick
+    else:
+        con, validation = load_and_validate(sources)
+        seconds["load and validate"] = time.perf_counter() - tick
+    say(*list(seconds.items())[-1])
+
+    def timed(stage: str, run):
+        tick = time.perf_counter()
+        result = run()
+        seconds[stage] = time.perf_counter() - tick
+        say(stage, seconds[stage])
+        return result
+
+    catalog = timed("compute", lambda: combine(con))
+    rendered = timed("render", lambda: Renderer(catalog, validation, base_url=base_url).render())
+    state = {"inputs": inputs, "validation": validation.to_dict()}
+    counts = timed("write", lambda: publish(out, rendered, catalog, state))
     return {
+        "unchanged": False,
         "warnings": validation.warnings,
-        "pages": pages,
+        "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
+        "files": counts,
+        "seconds": seconds,
     }
 
 
@@ -74,13 +123,38 @@ def main(argv: list[str] | None = None) -> int:
         help="where the site will be served, e.g. https://example.org/gpu/ (default: $SITE_BASE_URL or /); "
         "used for canonical links, Open Graph, sitemap.xml, robots.txt and 404.html — other links are relative",
     )
+    b.add_argument("--force", action="store_true", help="rebuild everything even if nothing changed")
+    b.add_argument("--quiet", action="store_true", help="print only problems, warnings and the summary line")
     c = commands.add_parser("check", help="validate the sources only; write nothing")
     c.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
+    s = commands.add_parser("serve", help="serve the site on 127.0.0.1, rebuild on every change, reload the page")
+    s.add_argument(
+        "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
+    )
+    s.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
+    s.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000; 0 picks a free one)")
+    s.add_argument("--quiet", action="store_true", help="print only rebuilds and problems, no stage times")
+    d = commands.add_parser("diff", help="what this build changes compared with the published one")
+    d.add_argument("--out", type=Path, default=Path("output"), help="this build's output folder (default: output)")
+    d.add_argument(
+        "--against",
+        type=Path,
+        default=Path(os.environ.get("PUBLISHED_DIR", "published")),
+        help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
+    )
+    d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
     args = parser.parse_args(argv)
 
-    from pipeline.render import TemplateError
+    if args.command == "serve":
+        from pipeline.serve import serve
+
+        return serve(args.sources, args.out, args.port, os.environ.get("SITE_BASE_URL", "/"), quiet=args.quiet)
+    if args.command == "diff":
+        from pipeline.diff import run
+
+        return run(args.out, args.against, as_json=args.json)
 
     started = time.perf_counter()
     try:
@@ -89,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
             print_warnings(validation.warnings)
             print(f"{args.sources}: all {len(validation.checks)} checks passed")
             return 0
-        summary = build(args.sources, args.out, args.base_url)
-        print_warnings(summary["warnings"])
+
+        def progress(stage: str, seconds: float) -> None:
+            if not args.quiet:
+                print(f"  {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
+
+        summary = build(args.sources, args.out, args.base_url, force=args.force, progress=progress)
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)
         print(
@@ -98,10 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID_DATA
+    if summary["unchanged"]:
+        print(f"Nothing changed since the last build of {args.out}; {time.perf_counter() - started:.2f} s")
+        return 0
+    print_warnings(summary["warnings"])
     rows = ", ".join(f"{name} {n}" for name, n in summary["rows"].items())
+    files = summary["files"]
     print(
         f"Built {args.out}/site ({summary['pages']} pages) and {args.out}/markdown ({summary['markdown']} articles); "
-        f"rows: {rows}; {time.perf_counter() - started:.1f} s"
+        f"rows: {rows}; files: {files['written']} written, {files['kept']} unchanged; "
+        f"{time.perf_counter() - started:.1f} s"
     )
     return 0
 

@@ -29,6 +29,8 @@ from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
 DICTIONARY_SHEET = "Словарь"
+# A sheet holds 1,048,576 rows, one of them the header: a larger table is offered as CSV and Parquet only.
+EXCEL_MAX_ROWS = 1_048_575
 
 # What each table without a reference_id column of its own is made from (combine.py):
 # its sources are the references of those tables.
@@ -47,8 +49,8 @@ DATE_FORMAT = "dd.mm.yyyy"
 MAX_WIDTH = 60
 
 
-def file_names(table: Table) -> dict[str, str]:
-    return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS}
+def file_names(table: Table, rows: int) -> dict[str, str]:
+    return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
 def write_downloads(data_dir: Path, catalog: Catalog) -> None:
@@ -60,7 +62,8 @@ def write_downloads(data_dir: Path, catalog: Catalog) -> None:
         frame = catalog[table.name].select(table.columns)
         safe = spreadsheet_safe_frame(frame, table)
         safe.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
-        (data_dir / f"{table.name}.xlsx").write_bytes(xlsx_bytes(table, safe, stamp))
+        if frame.height <= EXCEL_MAX_ROWS:
+            (data_dir / f"{table.name}.xlsx").write_bytes(xlsx_bytes(table, safe, stamp))
         frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
         metadata = table_metadata(table, catalog)
         text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"
@@ -219,7 +222,7 @@ def table_metadata(table: Table, catalog: Catalog) -> dict:
         "primary_key": list(table.primary_key),
         "row_count": catalog[table.name].height,
         "made_from": list(MADE_FROM.get(table.name, ())),
-        "files": file_names(table),
+        "files": file_names(table, catalog[table.name].height),
         "columns": [
             {
                 "name": f.name,

@@ -32,6 +32,14 @@ class DataError(Exception):
         self.problems = sorted(set(problems))
 
 
+class TemplateError(Exception):
+    """An article template refers to something the catalog does not have."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__(f"{len(problems)} problem(s) in the templates")
+        self.problems = problems
+
+
 def format_report(problems: list[Problem]) -> str:
     """The problems grouped by file, one line each, then a count."""
     by_file: dict[str, list[Problem]] = defaultdict(list)

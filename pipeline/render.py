@@ -19,8 +19,9 @@ from markupsafe import Markup, escape
 from pipeline import calculator, charts
 from pipeline import format as fmt
 from pipeline.combine import Catalog
+from pipeline.downloads import EXCEL_MAX_ROWS
 from pipeline.pages import EntityTables, config_problems
-from pipeline.problems import Problem
+from pipeline.problems import Problem, TemplateError
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
 from pipeline.tables import Link, Tables, TableView
 from pipeline.validate import Validation
@@ -45,14 +46,6 @@ class Rendered:
 
     site: dict[str, str | bytes]
     markdown: dict[str, str]
-
-
-class TemplateError(Exception):
-    """An article template refers to something the catalog does not have."""
-
-    def __init__(self, problems: list[Problem]):
-        super().__init__(f"{len(problems)} problem(s) in the templates")
-        self.problems = problems
 
 
 def load_labels(templates: Path = TEMPLATES) -> dict:
@@ -365,6 +358,7 @@ class Renderer:
             "data.html",
             tables=self.data_tables(),
             type_names=TYPE_NAMES_RU,
+            excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
         )
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
@@ -398,4 +392,12 @@ class Renderer:
         return self.page("404.html", "404.html", root=self.base_url)
 
     def data_tables(self) -> list[dict]:
-        return [{"table": t, "rows": self.catalog[t.name].height, "kind": t.kind} for t in ALL_TABLES]
+        return [
+            {
+                "table": t,
+                "rows": self.catalog[t.name].height,
+                "kind": t.kind,
+                "xlsx": self.catalog[t.name].height <= EXCEL_MAX_ROWS,
+            }
+            for t in ALL_TABLES
+        ]

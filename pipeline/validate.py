@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from pipeline.fingerprint import build_date
 from pipeline.load import LINE, display_path
 from pipeline.problems import Problem
 from pipeline.schema import (
@@ -60,13 +61,21 @@ class Validation:
     checks: list[CheckResult] = field(default_factory=list)
     build_date: dt.date = dt.date(1970, 1, 1)
 
+    def to_dict(self) -> dict:
+        """What a later build of the same sources reuses instead of validating again."""
+        return {
+            "warnings": [asdict(w) for w in self.warnings],
+            "checks": [asdict(c) for c in self.checks],
+            "build_date": self.build_date.isoformat(),
+        }
 
-def build_date() -> dt.date:
-    """The date the build is made for: SOURCE_DATE_EPOCH when set (reproducible builds), else today (UTC)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch:
-        return dt.datetime.fromtimestamp(int(epoch), dt.UTC).date()
-    return dt.datetime.now(dt.UTC).date()
+    @classmethod
+    def from_dict(cls, data: dict) -> Validation:
+        return cls(
+            warnings=[Problem(**w) for w in data["warnings"]],
+            checks=[CheckResult(**c) for c in data["checks"]],
+            build_date=dt.date.fromisoformat(data["build_date"]),
+        )
 
 
 def _num(x: float) -> str:

@@ -26,7 +26,7 @@ def test_every_recipe_has_a_description():
 
 
 def test_every_cli_option_is_in_readme():
-    for command in ("build", "check"):
+    for command in ("build", "check", "serve", "diff"):
         help_text = subprocess.run(
             [sys.executable, "-m", "pipeline", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout

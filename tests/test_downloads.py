@@ -265,3 +265,15 @@ def test_downloads_are_byte_identical_across_builds(built, catalog, tmp_path):
         assert {i.date_time for i in z.infolist()} == {(latest.year, latest.month, latest.day, 0, 0, 0)}
     props = openpyxl.load_workbook(again / "server_fit.xlsx").properties
     assert props.created == props.modified == dt.datetime.combine(latest, dt.time())
+
+
+def test_tables_beyond_excel_rows_get_no_xlsx(tmp_path, catalog, monkeypatch):
+    from pipeline import downloads
+
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 2000)  # server_fit has 1 860 rows, gpu_fit 2 790
+    downloads.write_downloads(tmp_path, catalog)
+    assert (tmp_path / "server_fit.xlsx").is_file()
+    assert not (tmp_path / "gpu_fit.xlsx").exists()
+    assert (tmp_path / "gpu_fit.csv").is_file() and (tmp_path / "gpu_fit.parquet").is_file()
+    meta = json.loads((tmp_path / "gpu_fit.metadata.json").read_text(encoding="utf-8"))
+    assert meta["files"] == {"csv": "gpu_fit.csv", "parquet": "gpu_fit.parquet"}

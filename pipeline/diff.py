@@ -1,0 +1,285 @@
+"""What a build changes compared with the last published one, in the editor's terms.
+
+Two output folders are compared through their downloads (site/data/<table>.csv, read
+with the schema registry): changed values by entity, added and removed rows; then the
+pages and files whose content differs. The report is Russian (it is read by editors);
+its words live here because it is terminal output, not site text.
+
+Exit codes of `python -m pipeline diff`: 0 nothing changed, 1 something changed, 2 error.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+from pipeline import format as fmt
+from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
+
+EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 2
+DATABASE = "gpu-finetune.duckdb"
+# Files that list or stamp the whole build: they change whenever anything does.
+IGNORED = {"manifest.json"}
+
+# The column that names an entity of each table for a reader; other tables are named by their key.
+NAME_COLUMNS = {
+    "references": "title",
+    "methods": "name_ru",
+    "models": "display_name",
+    "gpus": "name",
+    "servers": "display_name",
+}
+# The entity of each source table, for the added/removed lists.
+NOUNS = {
+    "references": "Источник",
+    "constants": "Константа",
+    "methods": "Способ дообучения",
+    "memory_anchors": "Опорная точка памяти",
+    "models": "Модель",
+    "gpus": "Карта",
+    "servers": "Сервер",
+    "legacy_gpu_counts": "Строка прежней таблицы числа карт",
+    "legacy_offers": "Прежняя рекомендация",
+    "legacy_offer_jobs": "Задача прежней рекомендации",
+}
+WORDS = {
+    "title": "Изменения сборки {new} по сравнению с {old}",
+    "nothing": "Изменений нет.",
+    "values": "Изменённые значения",
+    "added": "Добавлено",
+    "removed": "Удалено",
+    "derived": "Расчётные таблицы",
+    "derived_changed": "изменено строк {n}",
+    "derived_added": "добавлено {n}",
+    "derived_removed": "удалено {n}",
+    "derived_columns": " (столбцы: {columns})",
+    "pages": "Страницы с изменённым содержимым",
+    "downloads": "Загрузки с изменённым содержимым",
+    "markdown": "Статьи для CMS с изменённым содержимым",
+    "other": "Другие изменённые файлы",
+    "new_file": " (новый)",
+    "gone_file": " (удалён)",
+    "empty": "пусто",
+    "true": "да",
+    "false": "нет",
+    "missing": "нет папки {path}: {hint}",
+    "hint_out": "сначала соберите сайт (just build)",
+    "hint_against": "опубликованной сборки ещё нет (just publish)",
+}
+
+
+def read_table(out: Path, table: Table) -> dict[tuple, dict[str, str]] | None:
+    """Rows of a download keyed by primary key, values as the CSV's text; None if the file is absent."""
+    path = out / "site" / "data" / table.file
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {tuple(row[k] for k in table.primary_key): row for row in rows}
+
+
+def _unformula(text: str) -> str:
+    # Downloads prefix formula-like text with "'" (OWASP); the editor typed it without.
+    return text[1:] if text.startswith("'") and text[1:].startswith(fmt.FORMULA_PREFIXES) else text
+
+
+def show(field: Field, text: str) -> str:
+    """A cell as the site shows it (Russian number format), without its unit."""
+    if text == "":
+        return WORDS["empty"]
+    if field.type == "int":
+        return fmt.integer(int(text))
+    if field.type == "float":
+        return fmt.gb(float(text)) if field.unit == "ГБ" else fmt.number(float(text), 6)
+    if field.type == "date":
+        return fmt.date(dt.date.fromisoformat(text))
+    if field.type == "bool":
+        return WORDS[text]
+    if field.type == "str":
+        return f"«{_unformula(text)}»"
+    return text
+
+
+def label(field: Field) -> str:
+    """The column's Russian label without its unit ("Цена, ₽/мес" -> "Цена"): the unit follows the values."""
+    text = field.label_ru or field.name
+    return text.removesuffix(f", {field.unit}") if field.unit else text
+
+
+class Names:
+    """Readable names of entities, from both builds (the new name wins)."""
+
+    def __init__(self, new: dict[str, dict], old: dict[str, dict]):
+        self.names: dict[tuple[str, str], str] = {}
+        for tables in (old, new):
+            for name, column in NAME_COLUMNS.items():
+                for key, row in (tables.get(name) or {}).items():
+                    self.names[(name, key[0])] = _unformula(row[column])
+
+    def entity(self, table: Table, key: tuple) -> str:
+        """A row's entity: its name, or its key with ids replaced by names and numbers formatted."""
+        if table.name in NAME_COLUMNS:
+            return self.names.get((table.name, key[0]), key[0])
+        parts = []
+        for column, value in zip(table.primary_key, key, strict=True):
+            field = table.field(column)
+            target = field.references.split(".")[0] if field.references else table.name
+            if (target, value) in self.names:
+                parts.append(self.names[(target, value)])
+            elif field.type in ("int", "float"):
+                parts.append(f"{show(field, value)} {field.unit}".strip())
+            else:
+                parts.append(value)
+        return ", ".join(parts)
+
+
+def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:
+    added = [k for k in new if k not in old]
+    removed = [k for k in old if k not in new]
+    columns = [f for f in table.fields if f.name not in table.primary_key]
+    values = []
+    for key in (k for k in new if k in old):
+        for field in columns:
+            before, after = old[key].get(field.name, ""), new[key].get(field.name, "")
+            if before == after:
+                continue
+            entity = names.entity(table, key)
+            unit = f" {field.unit}" if field.unit else ""
+            values.append(
+                {
+                    "table": table.name,
+                    "key": list(key),
+                    "column": field.name,
+                    "old": before,
+                    "new": after,
+                    "text": f"{label(field)} {entity}: {show(field, before)} → {show(field, after)}{unit}",
+                }
+            )
+
+    def listed(keys: list[tuple], tables: dict) -> list[dict]:
+        noun = NOUNS.get(table.name, table.title_ru)
+        out = []
+        for key in keys:
+            entity = names.entity(table, key)
+            shown = entity if entity == ", ".join(key) else f"{entity} ({', '.join(key)})"
+            out.append({"table": table.name, "key": list(key), "text": f"{noun}: {shown}"})
+        return out
+
+    return {"values": values, "added": listed(added, new), "removed": listed(removed, old)}
+
+
+def _files(root: Path) -> dict[str, Path]:
+    if not root.is_dir():
+        return {}
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() and p.name not in IGNORED}
+
+
+def _database_rows(path: Path) -> dict[str, list] | None:
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
+        return {t: con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall() for t in tables}
+    finally:
+        con.close()
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.name == DATABASE:  # its header holds a random id: compare what it holds
+        return _database_rows(a) == _database_rows(b)
+    return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+
+
+def compare_files(new_root: Path, old_root: Path) -> dict[str, list[str]]:
+    """Paths (relative to the roots) whose content differs; a new or gone file counts too."""
+    new, old = _files(new_root), _files(old_root)
+    return {
+        "changed": [p for p in new if p in old and not _same(new[p], old[p])],
+        "added": [p for p in new if p not in old],
+        "removed": [p for p in old if p not in new],
+    }
+
+
+def diff(new_out: Path, old_out: Path) -> dict:
+    """Everything that differs between two output folders (new build, published build)."""
+    new_tables = {t.name: read_table(new_out, t) for t in ALL_TABLES}
+    old_tables = {t.name: read_table(old_out, t) for t in ALL_TABLES}
+    names = Names(new_tables, old_tables)
+    report: dict = {"new": str(new_out), "old": str(old_out), "values": [], "added": [], "removed": [], "derived": []}
+    for table in ALL_TABLES:
+        new, old = new_tables[table.name] or {}, old_tables[table.name] or {}
+        found = compare_table(table, new, old, names)
+        if table.kind == "source":
+            for part in ("values", "added", "removed"):
+                report[part] += found[part]
+        elif any(found.values()):
+            columns = {v["column"] for v in found["values"]}
+            report["derived"].append(
+                {
+                    "table": table.name,
+                    "changed": len({tuple(v["key"]) for v in found["values"]}),
+                    "added": len(found["added"]),
+                    "removed": len(found["removed"]),
+                    "columns": [f.name for f in table.fields if f.name in columns],
+                }
+            )
+    site = compare_files(new_out / "site", old_out / "site")
+    report["markdown"] = compare_files(new_out / "markdown", old_out / "markdown")
+    report["pages"] = {part: [p for p in paths if p.endswith(".html")] for part, paths in site.items()}
+    report["downloads"] = {part: [p for p in paths if p.startswith("data/")] for part, paths in site.items()}
+    report["other"] = {
+        part: [p for p in paths if not p.endswith(".html") and not p.startswith("data/")]
+        for part, paths in site.items()
+    }
+    report["changed"] = any(report[part] for part in ("values", "added", "removed", "derived")) or any(
+        paths for part in ("pages", "downloads", "markdown", "other") for paths in report[part].values()
+    )
+    return report
+
+
+def format_text(report: dict) -> str:
+    """The report for an editor, in Russian."""
+    lines = [WORDS["title"].format(new=report["new"], old=report["old"])]
+    if not report["changed"]:
+        return "\n".join([*lines, WORDS["nothing"]])
+    for part in ("values", "added", "removed"):
+        if report[part]:
+            lines += ["", f"{WORDS[part]} ({len(report[part])}):"] + [f"  {item['text']}" for item in report[part]]
+    if report["derived"]:
+        lines += ["", f"{WORDS['derived']}:"]
+        for item in report["derived"]:
+            table = TABLES_BY_NAME[item["table"]]
+            parts = ("changed", "added", "removed")
+            line = f"{table.title_ru}: " + ", ".join(
+                WORDS[f"derived_{part}"].format(n=item[part]) for part in parts if item[part]
+            )
+            if item["columns"]:
+                line += WORDS["derived_columns"].format(
+                    columns=", ".join(label(table.field(c)) for c in item["columns"])
+                )
+            lines.append(f"  {line}")
+    for part in ("pages", "downloads", "markdown", "other"):
+        files = report[part]
+        shown = (
+            files["changed"]
+            + [p + WORDS["new_file"] for p in files["added"]]
+            + [p + WORDS["gone_file"] for p in files["removed"]]
+        )
+        if shown:
+            lines += ["", f"{WORDS[part]} ({len(shown)}):"] + [f"  {p}" for p in shown]
+    return "\n".join(lines)
+
+
+def run(out: Path, against: Path, as_json: bool = False) -> int:
+    """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 2 a folder is missing."""
+    for path, hint in ((out, "hint_out"), (against, "hint_against")):
+        if not (path / "site").is_dir():
+            print(WORDS["missing"].format(path=path / "site", hint=WORDS[hint]), file=sys.stderr)
+            return EXIT_ERROR
+    report = diff(out, against)
+    print(json.dumps(report, ensure_ascii=False, indent=1) if as_json else format_text(report))
+    return EXIT_CHANGED if report["changed"] else EXIT_SAME

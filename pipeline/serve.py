@@ -1,0 +1,274 @@
+"""The editors' loop: serve OUT/site on 127.0.0.1, rebuild on every change, reload the open page.
+
+A watcher thread polls the sizes and modification times of sources/ and site_templates/
+and rebuilds in this (warm) process with pipeline.__main__.build. HTML is sent with a small
+script that polls /__status and reloads the page when a rebuild finishes; after a failed
+rebuild every page also gets a banner with the report, while the last good site stays in
+OUT/site (a failed build writes nothing). Both are added as the page is sent: the files on
+disk never contain them. Changes to pipeline/*.py need a restart.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from pipeline.problems import format_report
+
+STATUS_PATH = "/__status"
+POLL_SECONDS = 0.3
+TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
+
+# Serve mode only, never written to disk. `version` counts finished rebuilds, good or not.
+RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
+  var version = %d;
+  function poll() {
+    fetch("%s", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (s) {
+      if (s.version !== version) { location.reload(); } else { setTimeout(poll, 300); }
+    }).catch(function () { setTimeout(poll, 1000); });
+  }
+  setTimeout(poll, 300);
+})();</script>
+"""
+# The banner's words are Russian (editors read it); it exists only in serve mode.
+ERROR_BANNER = (
+    '<div id="pipeline-serve-error" role="alert" style="position:fixed;top:0;left:0;right:0;z-index:2147483647;'
+    "max-height:60vh;overflow:auto;margin:0;padding:1em;background:#fff0f0;color:#600;"
+    'border-bottom:3px solid #c00;font:14px/1.4 system-ui,sans-serif">'
+    "<strong>Сборка не прошла — показан последний удачный вариант сайта.</strong>"
+    '<pre style="white-space:pre-wrap;margin:.5em 0 0;font:13px/1.4 monospace">{report}</pre></div>\n'
+)
+NO_SITE = "<!doctype html><html lang=ru><meta charset=utf-8><title>Нет сайта</title><body><p>Сайт ещё не собран.</p></body></html>"
+
+
+def snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
+    """(mtime, size) of every file below the folders; editors' hidden and backup files are skipped."""
+    files = {}
+    for folder in folders:
+        for root, dirs, names in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+            for name in names:
+                if name.startswith(".") or name.endswith("~"):
+                    continue
+                path = os.path.join(root, name)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    continue
+                files[path] = (st.st_mtime_ns, st.st_size)
+    return files
+
+
+def inject(page: bytes, version: int, report: str | None) -> bytes:
+    """The page with the reload script (and the error banner) before </body>."""
+    snippet = RELOAD_SCRIPT % (version, STATUS_PATH)
+    if report is not None:
+        snippet = ERROR_BANNER.format(report=html.escape(report)) + snippet
+    text = page.decode("utf-8", errors="replace")
+    at = text.lower().rfind("</body>")
+    text = text[:at] + snippet + text[at:] if at >= 0 else text + snippet
+    return text.encode("utf-8")
+
+
+class Handler(SimpleHTTPRequestHandler):
+    editor: EditorLoop  # set by EditorLoop
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    def send_body(self, body: bytes, content_type: str, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_page(self, page: bytes, status: int = 200) -> None:
+        status_now = self.editor.status()
+        body = inject(page, status_now["version"], status_now["report"])
+        self.send_body(body, "text/html; charset=utf-8", status)
+
+    def do_GET(self) -> None:
+        url_path = urllib.parse.urlsplit(self.path).path
+        if url_path == STATUS_PATH:
+            body = json.dumps(self.editor.status(), ensure_ascii=False).encode("utf-8")
+            return self.send_body(body, "application/json; charset=utf-8")
+        path = Path(self.translate_path(self.path))
+        if path.is_dir():
+            if not url_path.endswith("/"):
+                return self.send_file()  # redirects to the slash form
+            path = path / "index.html"
+        if path.suffix == ".html" and path.is_file():
+            return self.send_page(path.read_bytes())
+        if not path.exists():
+            not_found = Path(self.directory) / "404.html"
+            return self.send_page(not_found.read_bytes() if not_found.is_file() else NO_SITE.encode(), 404)
+        return self.send_file()
+
+    def send_file(self) -> None:
+        """Anything but HTML, as http.server sends it."""
+        return super().do_HEAD() if self.command == "HEAD" else super().do_GET()
+
+    do_HEAD = do_GET
+
+
+class EditorLoop:
+    """The server and the watcher; start() builds once and starts both threads, stop() ends them."""
+
+    def __init__(
+        self,
+        sources: Path,
+        out: Path,
+        port: int = 8000,
+        base_url: str = "/",
+        quiet: bool = False,
+        watch: list[Path] | None = None,
+        interval: float = POLL_SECONDS,
+    ):
+        self.sources, self.out = Path(sources), Path(out).resolve()
+        self.base_url, self.quiet, self.interval = base_url, quiet, interval
+        self.watch = watch or [self.sources, TEMPLATES]
+        self.generation = 0  # successful rebuilds
+        self.version = 0  # finished rebuilds, good or failed: the pages reload when it changes
+        self.report: str | None = None  # the last rebuild's problems; None when it was good
+        self.building = False
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        handler = type("EditorHandler", (Handler,), {"editor": self})
+        self.server = ThreadingHTTPServer(
+            ("127.0.0.1", port), functools.partial(handler, directory=str(self.out / "site"))
+        )
+        self.threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def status(self) -> dict:
+        with self.lock:
+            return {
+                "generation": self.generation,
+                "version": self.version,
+                "ok": self.report is None,
+                "report": self.report,
+                "building": self.building,
+            }
+
+    def say(self, text: str, stream=sys.stdout) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=stream, flush=True)
+
+    def rebuild(self) -> bool:
+        """Build once in this process; on failure keep the last good site and remember the report."""
+        from pipeline.__main__ import build
+
+        def progress(stage: str, seconds: float) -> None:
+            if not self.quiet:
+                print(f"  {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
+
+        options = {"progress": progress} if "progress" in inspect.signature(build).parameters else {}
+        with self.lock:
+            self.building = True
+        started = time.perf_counter()
+        try:
+            summary = build(self.sources, self.out, self.base_url, **options)
+        except Exception as exc:  # the loop must survive any broken template or source
+            problems = getattr(exc, "problems", None)
+            if problems is not None:
+                report = format_report(problems)
+            else:
+                report = "".join(traceback.format_exception_only(exc)).strip()
+                traceback.print_exc()
+            with self.lock:
+                self.report, self.building = report, False
+                self.version += 1
+            print(report, file=sys.stderr)
+            self.say(f"the build stopped; still serving the last good {self.out / 'site'}", sys.stderr)
+            return False
+        with self.lock:
+            skipped = bool(summary.get("unchanged"))  # the site already matches these inputs
+            fixed = self.report is not None
+            if not skipped:
+                self.generation += 1
+            if not skipped or fixed:
+                self.version += 1
+            self.report, self.building = None, False
+        seconds = time.perf_counter() - started
+        if skipped:
+            self.say(
+                f"the site already matches the sources ({seconds:.1f} s)" + ("; open pages reload" if fixed else "")
+            )
+        else:
+            self.say(f"rebuilt in {seconds:.1f} s (generation {self.generation}); open pages reload")
+        return True
+
+    def watch_loop(self, seen: dict) -> None:
+        while not self.stopping.wait(self.interval):
+            now = snapshot(self.watch)
+            if now == seen:
+                continue
+            # An editor may save in several writes: wait until the files stop changing.
+            while not self.stopping.wait(0.1):
+                settled = snapshot(self.watch)
+                if settled == now:
+                    break
+                now = settled
+            if self.stopping.is_set():
+                return
+            changed = sorted(set(now.items()) ^ set(seen.items()))
+            names = sorted({os.path.basename(path) for path, _ in changed})
+            self.say("changed: " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+            seen = now
+            self.rebuild()
+
+    def start(self, build_first: bool = True) -> EditorLoop:
+        seen = snapshot(self.watch)  # taken before the build: edits made during it trigger another
+        if build_first:
+            self.rebuild()
+        for target, args in ((self.server.serve_forever, (0.1,)), (self.watch_loop, (seen,))):
+            thread = threading.Thread(target=target, args=args, daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+        for thread in self.threads:
+            thread.join()
+
+
+def serve(sources: Path, out: Path, port: int = 8000, base_url: str = "/", quiet: bool = False) -> int:
+    """`python -m pipeline serve`: build, serve, rebuild on change until Ctrl-C."""
+    try:
+        loop = EditorLoop(sources, out, port, base_url, quiet)
+    except OSError as exc:
+        print(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; choose another with --port", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly when killed, as on Ctrl-C
+    loop.start()
+    loop.say(f"serving {loop.out / 'site'} at {loop.url}; watching {sources}/ and site_templates/; Ctrl-C stops")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        loop.stop()
+    return 0

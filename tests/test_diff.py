@@ -1,0 +1,141 @@
+"""`python -m pipeline diff`: what a build changes against the published one, in the editor's terms."""
+
+import json
+import shutil
+
+import pytest
+
+from conftest import SOURCES, edit_csv
+from pipeline.__main__ import build, main
+from pipeline.diff import diff, format_text
+
+NBSP = "\u00a0"  # the group separator of Russian numbers, as on the site
+
+# The published build had one more GPU and a server with it; this build drops both,
+# changes a price and adds a model.
+EXTRA_GPU = "mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2300,4600,infinity-fabric,1075,oam,,amd-mi325x\n"
+EXTRA_SERVER = "mi355x-8x,8 × MI355X,AMD MI355X 8-GPU,mi355x,8,infinity-fabric,4100000,2026-10-12,catalog\n"
+NEW_MODEL = "phi-4-mini,Phi-4 Mini (3.8B),Phi-4 Mini,Phi,named,3.84,,MIT,hf-phi-4\n"
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """(published output, new output): two builds of edited copies of sources/."""
+    root = tmp_path_factory.mktemp("diff")
+    old_sources, new_sources = root / "old-sources", root / "new-sources"
+    shutil.copytree(SOURCES, old_sources)
+    shutil.copytree(SOURCES, new_sources)
+    with (old_sources / "gpus.csv").open("a", encoding="utf-8") as f:
+        f.write(EXTRA_GPU)
+    with (old_sources / "servers.csv").open("a", encoding="utf-8") as f:
+        f.write(EXTRA_SERVER)
+    edit_csv(new_sources / "servers.csv", ",8,pcie,2373300,", ",8,pcie,2450000,")
+    with (new_sources / "models.csv").open("a", encoding="utf-8") as f:
+        f.write(NEW_MODEL)
+    build(old_sources, root / "published")
+    build(new_sources, root / "output")
+    return root / "published", root / "output"
+
+
+def test_changed_values_by_entity(builds):
+    published, output = builds
+    report = diff(output, published)
+    price = f"Цена 8 × H100 80GB (ESC8000A): 2{NBSP}373{NBSP}300 → 2{NBSP}450{NBSP}000 ₽/мес"
+    assert [v["text"] for v in report["values"]] == [price]
+    assert report["values"][0] | {"text": ""} == {
+        "table": "servers",
+        "key": ["esc8000a-8x-h100"],
+        "column": "price_rub_month",
+        "old": "2373300",
+        "new": "2450000",
+        "text": "",
+    }
+
+
+def test_added_and_removed_entities(builds):
+    published, output = builds
+    report = diff(output, published)
+    assert [a["text"] for a in report["added"]] == ["Модель: Phi-4 Mini (3.8B) (phi-4-mini)"]
+    assert [r["text"] for r in report["removed"]] == [
+        "Карта: AMD Instinct MI355X (mi355x)",
+        "Сервер: 8 × MI355X (mi355x-8x)",
+    ]
+
+
+def test_derived_tables_are_summarised(builds):
+    published, output = builds
+    derived = {d["table"]: d for d in diff(output, published)["derived"]}
+    assert set(derived) == {"estimates", "gpu_fit", "server_fit"}
+    assert derived["estimates"]["added"] > 0 and derived["estimates"]["removed"] == 0
+    assert derived["gpu_fit"]["removed"] > 0  # the GPU's rows
+    assert derived["server_fit"]["columns"] == ["price_rub_month"]
+
+
+def test_changed_pages_and_downloads(builds):
+    published, output = builds
+    report = diff(output, published)
+    assert "servers/esc8000a-8x-h100.html" in report["pages"]["changed"]
+    assert "servers/index.html" in report["pages"]["changed"]
+    assert report["pages"]["added"] == ["models/phi-4-mini.html"]
+    assert report["pages"]["removed"] == ["gpus/mi355x.html", "servers/mi355x-8x.html"]
+    downloads = report["downloads"]["changed"]
+    for name in ("servers", "models", "gpus", "server_fit", "gpu_fit", "estimates"):
+        assert f"data/{name}.csv" in downloads
+    assert "data/methods.csv" not in downloads and "data/references.csv" not in downloads
+    assert "data/gpu-finetune.duckdb" in downloads  # compared by its tables, not its bytes
+
+
+def test_text_report_for_editors(builds):
+    published, output = builds
+    lines = format_text(diff(output, published)).splitlines()
+    assert lines[0] == f"Изменения сборки {output} по сравнению с {published}"
+    assert "Изменённые значения (1):" in lines
+    assert f"  Цена 8 × H100 80GB (ESC8000A): 2{NBSP}373{NBSP}300 → 2{NBSP}450{NBSP}000 ₽/мес" in lines
+    assert "Добавлено (1):" in lines and "  Модель: Phi-4 Mini (3.8B) (phi-4-mini)" in lines
+    assert "  Сервер: 8 × MI355X (mi355x-8x)" in lines
+    assert "  servers/esc8000a-8x-h100.html" in lines
+    assert "  models/phi-4-mini.html (новый)" in lines
+    assert "  gpus/mi355x.html (удалён)" in lines
+
+
+def test_exit_codes(builds, tmp_path, capsys):
+    published, output = builds
+    assert main(["diff", "--out", str(output), "--against", str(published)]) == 1
+    assert "Цена 8 × H100 80GB (ESC8000A)" in capsys.readouterr().out
+    assert main(["diff", "--out", str(output), "--against", str(output)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "Изменений нет."
+    assert main(["diff", "--out", str(output), "--against", str(tmp_path / "missing")]) == 2
+    assert "missing/site" in capsys.readouterr().err
+
+
+def test_json_for_tools(builds, capsys):
+    published, output = builds
+    assert main(["diff", "--out", str(output), "--against", str(published), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["changed"] is True
+    assert report["pages"]["added"] == ["models/phi-4-mini.html"]
+
+
+def test_database_is_compared_by_its_tables(builds, tmp_path):
+    """The DuckDB file's header holds a random id: a rewritten copy with the same tables is no change."""
+    import duckdb
+
+    _, output = builds
+    copy = tmp_path / "copy"
+    shutil.copytree(output, copy)
+    database = copy / "site" / "data" / "gpu-finetune.duckdb"
+    database.unlink()
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{output / 'site' / 'data' / 'gpu-finetune.duckdb'}' AS original (READ_ONLY)")
+    con.execute(f"ATTACH '{database}' AS rewritten")
+    con.execute("COPY FROM DATABASE original TO rewritten")
+    con.close()
+    assert database.read_bytes() != (output / "site" / "data" / "gpu-finetune.duckdb").read_bytes()
+    assert diff(copy, output)["changed"] is False
+
+
+def test_derived_summary_lines(builds):
+    published, output = builds
+    lines = format_text(diff(output, published)).splitlines()
+    assert "  Оценки памяти: добавлено 6" in lines
+    assert "  Серверы под задачу: изменено строк 186, добавлено 60, удалено 186 (столбцы: Цена сервера)" in lines

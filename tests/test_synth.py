@@ -1,0 +1,55 @@
+"""bench/synth.py writes source folders the real loader and validator accept, of the size asked for."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import synth  # noqa: E402
+
+
+def test_small_synthetic_catalog_passes_check_with_expected_counts(tmp_path):
+    counts = synth.generate(tmp_path, models=45, servers=17)
+    methods = pl.read_csv(REPO / "sources" / "methods.csv").height
+    gpus = pl.read_csv(REPO / "sources" / "gpus.csv").height
+    assert counts == {
+        "models": 45,
+        "methods": methods,
+        "gpus": gpus,
+        "servers": 17,
+        "estimates": 45 * methods,
+        "gpu_fit": 45 * methods * gpus,
+        "server_fit": 45 * methods * 17,
+    }
+    assert pl.read_csv(tmp_path / "models.csv").height == 45
+    assert pl.read_csv(tmp_path / "servers.csv").height == 17
+
+    check = subprocess.run(
+        [sys.executable, "-m", "pipeline", "check", "--sources", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+    assert "checks passed" in check.stdout
+
+
+def test_derived_row_counts_match_what_the_rules_compute(tmp_path):
+    from pipeline.__main__ import load_and_validate
+    from pipeline.combine import combine
+
+    counts = synth.generate(tmp_path, models=40, servers=12)
+    con, _ = load_and_validate(tmp_path)
+    catalog = combine(con)
+    assert {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")} == {
+        t: counts[t] for t in ("estimates", "gpu_fit", "server_fit")
+    }
+
+
+def test_rows_option_aims_at_the_server_fit_size(tmp_path):
+    counts = synth.generate_rows(tmp_path, 100_000)
+    assert 95_000 <= counts["server_fit"] <= 105_000

@@ -9,6 +9,7 @@ each chart with a text alternative and the data table beside it.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from html import escape
@@ -257,6 +258,7 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
     ), {"servers": rows}
 
 
+_SVG: dict[str, str] = {}
 _CLIP_ID = re.compile(r"\b(clip|gradient|pattern)(\d+)\b")
 
 
@@ -269,7 +271,10 @@ def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
     spec = chart.properties(description=description).to_dict()
     spec.pop("$schema", None)
     spec["datasets"] = datasets
-    svg = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
+    key = json.dumps(spec, sort_keys=True, default=str)
+    if key not in _SVG:  # a warm process (`just serve`) draws a chart again only when its data changed
+        _SVG[key] = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
+    svg = _SVG[key]
     # Vega numbers clip paths from a counter that lives as long as the process; renumber from 1
     # so that the same data gives the same bytes however many charts were drawn before.
     seen: dict[str, str] = {}

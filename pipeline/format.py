@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache
 
 from babel.dates import format_date
 from babel.numbers import format_decimal
@@ -16,6 +17,7 @@ def _rounded(value: float, places: int) -> Decimal:
     return Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
+@lru_cache(maxsize=65536)  # pages repeat the same figures thousands of times; Babel is the slow part
 def gb(value: float | None) -> str:
     """A memory figure: one decimal, a trailing ',0' dropped ("1 200", "6,9")."""
     if value is None:
@@ -23,6 +25,7 @@ def gb(value: float | None) -> str:
     return format_decimal(_rounded(value, 1), "#,##0.#", locale=LOCALE)
 
 
+@lru_cache(maxsize=65536)
 def number(value: float | None, places: int = 1) -> str:
     """Any other figure, up to `places` decimals, trailing zeros dropped."""
     if value is None:
@@ -30,6 +33,7 @@ def number(value: float | None, places: int = 1) -> str:
     return format_decimal(_rounded(value, places), "#,##0." + "#" * places if places else "#,##0", locale=LOCALE)
 
 
+@lru_cache(maxsize=65536)
 def integer(value: int | None) -> str:
     return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
 

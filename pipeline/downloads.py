@@ -53,6 +53,9 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
+_WORKBOOKS: dict[tuple, bytes] = {}
+
+
 def write_downloads(data_dir: Path, catalog: Catalog) -> None:
     """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -61,9 +64,15 @@ def write_downloads(data_dir: Path, catalog: Catalog) -> None:
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         safe = spreadsheet_safe_frame(frame, table)
-        safe.write_csv(data_dir / f"{table.name}.csv", include_bom=True, date_format="%Y-%m-%d")
+        csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
+        (data_dir / f"{table.name}.csv").write_text(csv, encoding="utf-8", newline="")
         if frame.height <= EXCEL_MAX_ROWS:
-            (data_dir / f"{table.name}.xlsx").write_bytes(xlsx_bytes(table, safe, stamp))
+            # openpyxl is the slow part of a rebuild: a warm process (`just serve`) keeps each
+            # workbook and writes it again only when its table's cells changed.
+            key = (table.name, csv, stamp)
+            if key not in _WORKBOOKS:
+                _WORKBOOKS[key] = xlsx_bytes(table, safe, stamp)
+            (data_dir / f"{table.name}.xlsx").write_bytes(_WORKBOOKS[key])
         frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
         metadata = table_metadata(table, catalog)
         text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"

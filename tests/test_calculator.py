@@ -502,3 +502,11 @@ def test_keyboard_only(page, site_server, expected):
     assert page.evaluate("document.getElementById('calc-time').open")
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "calc-tokens"
+
+
+def test_calculator_constants_are_required_by_validation():
+    # A constant the page reads but validation does not require would surface as a KeyError, not a report line.
+    from pipeline.calculator import CONSTANTS
+    from pipeline.schema import REQUIRED_CONSTANTS
+
+    assert set(CONSTANTS) <= set(REQUIRED_CONSTANTS)

@@ -413,11 +413,31 @@ def _hashed(name: str, svg: str) -> str:
     return f"charts/{name}.{hashlib.sha256(svg.encode()).hexdigest()[:10]}.svg"
 
 
+# Every table memory_chart reads, directly or through the estimate rules.
+MEMORY_CHART_TABLES = ("memory_anchors", "methods", "models", "gpus", "constants")
+_MEMORY_SVG: dict[str, str] = {}
+
+
+def _content_key(catalog: Catalog, tables: tuple[str, ...], *extra) -> str:
+    """A hash of the content of some catalog tables and of other inputs."""
+    digest = hashlib.sha256()
+    for name in tables:
+        digest.update(name.encode() + b"\0" + catalog[name].write_csv().encode() + b"\0")
+    digest.update(json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str).encode())
+    return digest.hexdigest()
+
+
 def pages(renderer: Renderer) -> dict[str, str | bytes]:
     """charts.html and its SVG files (content-hashed names), for Renderer.render()."""
     catalog, labels = renderer.catalog, renderer.labels
     alts = {"memory": memory_alt(catalog, labels)}
-    svgs = {"memory": to_svg(*memory_chart(catalog, labels), alts["memory"])}
+    # The memory chart does not depend on servers or prices: a warm process (`just serve`) reuses
+    # it until one of the tables it is drawn from changes (building it with Altair is the slow part).
+    key = _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alts["memory"])
+    if key not in _MEMORY_SVG:
+        _MEMORY_SVG.clear()
+        _MEMORY_SVG[key] = to_svg(*memory_chart(catalog, labels), alts["memory"])
+    svgs = {"memory": _MEMORY_SVG[key]}
     views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
     # A catalog where every price is "on request" has no price chart; the page leaves it out.
     if priced_servers(catalog).height:

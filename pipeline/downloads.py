@@ -16,15 +16,12 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
-from openpyxl import Workbook
-from openpyxl.cell import WriteOnlyCell
-from openpyxl.styles import Alignment, Font
-from openpyxl.utils import get_column_letter
-from openpyxl.writer.excel import ExcelWriter
+import xlsxwriter
 
 from pipeline.combine import Catalog
 from pipeline.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
+from pipeline.workers import split_map
 
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
@@ -39,6 +36,9 @@ MADE_FROM = {
     "estimates": ("memory_anchors", "models", "methods", "constants"),
     "gpu_fit": ("estimates", "gpus"),
     "server_fit": ("estimates", "servers", "gpus"),
+    "memory_breakdown": ("models", "methods", "constants", "estimates"),
+    "calibration_summary": ("calibration",),
+    "pretraining": ("models", "gpus", "servers", "legacy_gpu_counts", "constants"),
 }
 
 # Excel number formats; Excel shows them with the reader's locale ("1 200,0" in Russian).
@@ -60,19 +60,30 @@ def write_downloads(data_dir: Path, catalog: Catalog) -> None:
     """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file."""
     data_dir.mkdir(parents=True, exist_ok=True)
     stamp = data_date(catalog)
-    con = duckdb.connect(str(data_dir / DATABASE))
+    # The workbooks are the slow part of writing: a warm process (`just serve`) keeps each workbook
+    # and makes it again only when its table's cells changed; the new ones are made on two cores.
+    workbooks, missing = {}, {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         safe = spreadsheet_safe_frame(frame, table)
         csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
         (data_dir / f"{table.name}.csv").write_text(csv, encoding="utf-8", newline="")
         if frame.height <= EXCEL_MAX_ROWS:
-            # openpyxl is the slow part of a rebuild: a warm process (`just serve`) keeps each
-            # workbook and writes it again only when its table's cells changed.
-            key = (table.name, csv, stamp)
+            workbooks[table.name] = key = (table.name, csv, stamp)
             if key not in _WORKBOOKS:
-                _WORKBOOKS[key] = xlsx_bytes(table, safe, stamp)
-            (data_dir / f"{table.name}.xlsx").write_bytes(_WORKBOOKS[key])
+                missing[key] = (table, *sheet_inputs(table, safe), stamp)
+    weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
+    made = dict(zip(missing, split_map(_xlsx_job, list(missing.values()), weights), strict=True))
+    kept = {key: made[key] if key in made else _WORKBOOKS[key] for key in workbooks.values()}
+    _WORKBOOKS.clear()  # only this build's: an editing session does not pile up old workbooks
+    _WORKBOOKS.update(kept)
+    con = duckdb.connect(str(data_dir / DATABASE))
+    # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
+    con.execute("BEGIN TRANSACTION")
+    for table in ALL_TABLES:
+        frame = catalog[table.name].select(table.columns)
+        if table.name in workbooks:
+            (data_dir / f"{table.name}.xlsx").write_bytes(_WORKBOOKS[workbooks[table.name]])
         frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
         metadata = table_metadata(table, catalog)
         text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"
@@ -82,6 +93,7 @@ def write_downloads(data_dir: Path, catalog: Catalog) -> None:
         con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
         con.unregister("frame")
         _comment(con, table)
+    con.execute("COMMIT")
     con.close()
 
 
@@ -137,40 +149,64 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
 
 def xlsx_bytes(table: Table, frame: pl.DataFrame, stamp: dt.datetime) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
-    wb = Workbook(write_only=True)
-    wb.properties.creator = "gpu-finetune-reference"
-    wb.properties.title = table.title_ru
-    wb.properties.created = wb.properties.modified = stamp
+    return workbook_bytes(table, *sheet_inputs(table, frame), stamp)
 
-    ws = wb.create_sheet(table.name)
-    ws.freeze_panes = "A2"
-    for i, field in enumerate(table.fields, 1):
-        ws.column_dimensions[get_column_letter(i)].width = column_width(field, frame)
-    ws.auto_filter.ref = f"A1:{get_column_letter(len(table.fields))}{frame.height + 1}"
-    bold = Font(name="Calibri", size=11, bold=True)
-    ws.append([_text_cell(ws, f.label_ru or f.name, font=bold) for f in table.fields])
-    formats = [number_format(f) for f in table.fields]
-    texts = [f.type in ("str", "id") for f in table.fields]
-    for row in frame.iter_rows():
-        ws.append(
-            [None if v is None else _cell(ws, v, fmt, text) for v, fmt, text in zip(row, formats, texts, strict=True)]
-        )
 
-    words = wb.create_sheet(DICTIONARY_SHEET)
-    words.freeze_panes = "A2"
-    headers = ("Столбец", "Заголовок", "Тип", "Единица", "Обязателен", "Описание")
-    for letter, width in zip("ABCDEF", (24, 32, 20, 16, 12, 100), strict=True):
-        words.column_dimensions[letter].width = width
-    words.append([_text_cell(words, h, font=bold) for h in headers])
-    wrap = Alignment(wrap_text=True, vertical="top")
-    for f in table.fields:
-        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit, "да" if f.required else "нет", describe(f))
-        words.append([_text_cell(words, v, alignment=wrap) for v in values])
+def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], list[tuple]]:
+    """What a workbook needs from the frame: column widths and the rows (so no polars runs in a worker)."""
+    return [column_width(f, frame) for f in table.fields], frame.rows()
 
-    # ExcelWriter, not wb.save(): save() stamps docProps/core.xml with the current time.
+
+def _xlsx_job(job: tuple) -> bytes:
+    return workbook_bytes(*job)
+
+
+def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
+    """xlsx_bytes from the sheet's inputs."""
     buffer = io.BytesIO()
-    ExcelWriter(wb, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED)).save()
+    # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
+    wb = xlsxwriter.Workbook(buffer, {"in_memory": True})
+    wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
+    bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
+    ws = wb.add_worksheet(table.name)
+    ws.freeze_panes(1, 0)
+    for i, width in enumerate(widths):
+        ws.set_column(i, i, width)
+    ws.autofilter(0, 0, len(rows), len(table.fields) - 1)
+    for i, f in enumerate(table.fields):
+        ws.write_string(0, i, f.label_ru or f.name, bold)
+    formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
+    # One writer per column, chosen once: text is always a string cell (never a formula or a URL).
+    writers = [_column_writer(ws, f, formats.get(number_format(f))) for f in table.fields]
+    for r, row in enumerate(rows, 1):
+        for c, value in enumerate(row):
+            if value is not None:
+                writers[c](r, c, value)
+
+    words = wb.add_worksheet(DICTIONARY_SHEET)
+    words.freeze_panes(1, 0)
+    headers = ("Столбец", "Заголовок", "Тип", "Единица", "Обязателен", "Описание")
+    for i, width in enumerate((24, 32, 20, 16, 12, 100)):
+        words.set_column(i, i, width)
+    for i, h in enumerate(headers):
+        words.write_string(0, i, h, bold)
+    wrap = wb.add_format({"text_wrap": True, "valign": "top"})
+    for r, f in enumerate(table.fields, 1):
+        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit, "да" if f.required else "нет", describe(f))
+        for c, value in enumerate(values):
+            words.write_string(r, c, value, wrap)
+    wb.close()
     return _pinned_zip(buffer.getvalue(), stamp)
+
+
+def _column_writer(ws, field: Field, fmt):
+    if field.type in ("str", "id"):
+        return lambda r, c, v: ws.write_string(r, c, v)
+    if field.type == "bool":
+        return lambda r, c, v: ws.write_boolean(r, c, v)
+    if field.type == "date":
+        return lambda r, c, v: ws.write_datetime(r, c, v, fmt)
+    return lambda r, c, v: ws.write_number(r, c, v, fmt)
 
 
 def describe(field: Field) -> str:
@@ -182,28 +218,8 @@ def describe(field: Field) -> str:
     return text
 
 
-def _cell(ws, value, fmt: str | None, text: bool):
-    if text:
-        # A plain str is a string cell unless it looks like a formula or an error code.
-        return _text_cell(ws, value) if value.startswith(("=", "#")) else value
-    if fmt is None:
-        return value
-    cell = WriteOnlyCell(ws, value)
-    cell.number_format = fmt
-    return cell
-
-
-def _text_cell(ws, value: str, **style):
-    # Always a string cell: openpyxl would otherwise read "=..." as a formula and "#N/A" as an error.
-    cell = WriteOnlyCell(ws, value)
-    cell.data_type = "s"
-    for name, attr in style.items():
-        setattr(cell, name, attr)
-    return cell
-
-
 def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
-    """The same archive with every entry's timestamp set to `stamp` (openpyxl writes the current time)."""
+    """The same archive with every entry dated `stamp` (XlsxWriter dates them 1980-01-01)."""
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
@@ -270,6 +286,8 @@ def _quote(text: str) -> str:
 
 def _comment(con: duckdb.DuckDBPyConnection, table: Table) -> None:
     """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`)."""
-    con.execute(f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}')
-    for f in table.fields:
-        con.execute(f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f)}")}')
+    statements = [f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}']
+    statements += [
+        f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f)}")}' for f in table.fields
+    ]
+    con.execute(";\n".join(statements))  # one call: a call per statement cost more than the statements

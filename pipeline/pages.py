@@ -5,6 +5,8 @@ of the comparison) from site_templates/site.toml."""
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import polars as pl
 
 from pipeline import estimate
@@ -39,22 +41,61 @@ class EntityTables:
         self.basis_labels = labels["basis"]
         self.site = site
         self.anchor_refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()
-
-    def method_ids(self) -> list[str]:
-        return self.c["methods"].sort("sort_order")["method_id"].to_list()
-
-    def model_ids(self) -> list[str]:
-        return self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
-
-    def gpu_ids(self) -> list[str]:
-        return self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
-
-    def server_ids(self) -> list[str]:
-        return (
+        # Every page asks for these orders: each is computed once (copies are handed out).
+        self._methods = self.c["methods"].sort("sort_order")["method_id"].to_list()
+        self._models = self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
+        self._gpus = self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
+        self._servers = (
             estimate.server_memory(self.c["servers"], self.c["gpus"])
             .sort("server_memory_gb", "server_id")["server_id"]
             .to_list()
         )
+
+    def method_ids(self) -> list[str]:
+        return list(self._methods)
+
+    def model_ids(self) -> list[str]:
+        return list(self._models)
+
+    def gpu_ids(self) -> list[str]:
+        return list(self._gpus)
+
+    def server_ids(self) -> list[str]:
+        return list(self._servers)
+
+    @cached_property
+    def method_headers(self) -> list[str]:
+        return [self.method_header(me) for me in self._methods]
+
+    @cached_property
+    def server_cells(self) -> list[list]:
+        """The first cells of a server's row in a model page: link, memory, price."""
+        return [
+            [
+                self.t.server_link(s),
+                fmt.gb(self.t.server_memory_gb(s)),
+                self._price(self.t.server(s)["price_rub_month"]),
+            ]
+            for s in self._servers
+        ]
+
+    @cached_property
+    def gpu_cells(self) -> list[list]:
+        return [[self.t.gpu_link(g, "short_name"), fmt.gb(self.t.gpu(g)["memory_gb"])] for g in self._gpus]
+
+    @cached_property
+    def model_cells(self) -> list[list]:
+        """The first cells of a model's row in GPU and server pages: link, parameters."""
+        return [[self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)] for m in self._models]
+
+    @cached_property
+    def cheapest(self) -> dict[tuple[str, str], dict[str, dict]]:
+        """(model, method) -> basis -> the cheapest priced option (estimate.cheapest_options)."""
+        out: dict[tuple[str, str], dict[str, dict]] = {}
+        options = estimate.cheapest_options(self.c["estimates"], self.c["servers"], self.c["gpus"])
+        for o in options.iter_rows(named=True):
+            out.setdefault((o["model_id"], o["method_id"]), {})[o["basis"]] = o
+        return out
 
     def method_header(self, method_id: str) -> str:
         name = self.t.method(method_id)["short_name_ru"]
@@ -184,45 +225,34 @@ class EntityTables:
 
     def model_cards(self, model_id: str) -> TableView:
         L = self.L
-        methods = self.method_ids()
-        rows = [
-            [self.t.gpu_link(g, "short_name"), fmt.gb(self.t.gpu(g)["memory_gb"])]
-            + [f"{self.t.cards(model_id, me, g)} / {self.t.cards_high(model_id, me, g)}" for me in methods]
-            for g in self.gpu_ids()
-        ]
+        cards = self.t.cards_cells.table(self.t.gpu_grid.block(model_id, self._methods, self._gpus).T)
+        rows = [first + row for first, row in zip(self.gpu_cells, cards, strict=True)]
         return TableView(
-            [L["gpu"], L["memory"]] + [self.method_header(me) for me in methods],
+            [L["gpu"], L["memory"]] + self.method_headers,
             rows,
             _unique(self.anchor_refs + self.c["gpus"]["reference_id"].to_list()),
             ["gpu_fit"],
-            [False, True] + [True] * len(methods),
+            [False, True] + [True] * len(self._methods),
         )
 
     def model_servers(self, model_id: str) -> TableView:
         L = self.L
-        methods = self.method_ids()
-        rows = []
-        for s in self.server_ids():
-            server = self.t.server(s)
-            rows.append(
-                [self.t.server_link(s), fmt.gb(self.t.server_memory_gb(s)), self._price(server["price_rub_month"])]
-                + [self.t.fit_label(self.t.server_fit_row(model_id, me, s)) for me in methods]
-            )
+        fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
+        rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
         return TableView(
-            [L["server"], L["total_memory"], L["price"]] + [self.method_header(me) for me in methods],
+            [L["server"], L["total_memory"], L["price"]] + self.method_headers,
             rows,
             _unique(self.c["servers"]["reference_id"].to_list() + self.anchor_refs),
             ["server_fit"],
-            [False, True, True] + [False] * len(methods),
+            [False, True, True] + [False] * len(self._methods),
         )
 
     def model_cheapest(self, model_id: str) -> TableView:
         L = self.L
         rows = []
         for me in self.method_ids():
-            e = self.t.estimate(model_id, me)
-            options = estimate.cheapest_option(e["memory_gb"], e["memory_high_gb"], self.c["servers"], self.c["gpus"])
-            by_basis = {o["basis"]: o for o in options.iter_rows(named=True)}
+            self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
+            by_basis = self.cheapest.get((model_id, me), {})
             rows.append(
                 [self.t.method_link(me), self._option(by_basis.get("estimate")), self._option(by_basis.get("high"))]
             )
@@ -275,25 +305,22 @@ class EntityTables:
         """For each method and card count: how many catalog models fit, and the largest of them."""
         L = self.L
         counts = self.site["gpu_card_counts"]
-        fit = (
-            self.c["gpu_fit"]
-            .filter(pl.col("gpu_id") == gpu_id)
-            .join(self.c["models"].select("model_id", "params_b"), on="model_id")
-        )
+        # Rows by method, columns the models in model_ids() order (by size, then id): the largest
+        # model that fits in n cards is the last column whose count is at most n.
+        rows_of = self.t.gpu_grid.block(self._models, self._methods, gpu_id).T
+        cards = self.c["gpu_fit"]["cards"].to_numpy()[rows_of]
         rows = []
-        for me in self.method_ids():
+        for me, by_model in zip(self._methods, cards, strict=True):
             cells: list = [self.t.method_link(me)]
             for n in counts:
-                fitting = fit.filter((pl.col("method_id") == me) & (pl.col("cards") <= n)).sort("params_b", "model_id")
-                if fitting.height == 0:
+                fits = (by_model <= n).nonzero()[0]
+                if len(fits) == 0:
                     cells.append("—")
                 else:
-                    largest = fitting["model_id"][-1]
+                    largest = self._models[fits[-1]]
                     cells.append(
                         Link(
-                            L["fits_value"].format(
-                                n=fmt.integer(fitting.height), model=self.t.model(largest)["short_name"]
-                            ),
+                            L["fits_value"].format(n=fmt.integer(len(fits)), model=self.t.model(largest)["short_name"]),
                             f"models/{largest}.html",
                         )
                     )
@@ -308,36 +335,28 @@ class EntityTables:
 
     def gpu_models(self, gpu_id: str) -> TableView:
         L = self.L
-        methods = self.method_ids()
-        rows = [
-            [self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)]
-            + [f"{self.t.cards(m, me, gpu_id)} / {self.t.cards_high(m, me, gpu_id)}" for me in methods]
-            for m in self.model_ids()
-        ]
+        cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, self._methods, gpu_id))
+        rows = [first + row for first, row in zip(self.model_cells, cards, strict=True)]
         return TableView(
-            [L["model"], L["params"]] + [self.method_header(me) for me in methods],
+            [L["model"], L["params"]] + self.method_headers,
             rows,
             _unique(self.anchor_refs + [self.t.gpu(gpu_id)["reference_id"]]),
             ["gpu_fit"],
-            [False, True] + [True] * len(methods),
+            [False, True] + [True] * len(self._methods),
             sortable=True,
         )
 
     # -- server page --
     def server_jobs(self, server_id: str) -> TableView:
         L = self.L
-        methods = self.method_ids()
-        rows = [
-            [self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)]
-            + [self.t.fit_label(self.t.server_fit_row(m, me, server_id)) for me in methods]
-            for m in self.model_ids()
-        ]
+        fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
+        rows = [first + row for first, row in zip(self.model_cells, fits, strict=True)]
         return TableView(
-            [L["model"], L["params"]] + [self.method_header(me) for me in methods],
+            [L["model"], L["params"]] + self.method_headers,
             rows,
             _unique(self.anchor_refs + [self.t.server(server_id)["reference_id"]]),
             ["server_fit"],
-            [False, True] + [False] * len(methods),
+            [False, True] + [False] * len(self._methods),
             sortable=True,
         )
 
@@ -350,11 +369,8 @@ class EntityTables:
 
     def compare_gpu_cards(self, method_id: str) -> TableView:
         gpus = self.gpu_ids()
-        rows = [
-            [self.t.model_link(m, "short_name")]
-            + [f"{self.t.cards(m, method_id, g)} / {self.t.cards_high(m, method_id, g)}" for g in gpus]
-            for m in self.model_ids()
-        ]
+        cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, method_id, gpus))
+        rows = [[self.t.model_link(m, "short_name")] + row for m, row in zip(self._models, cards, strict=True)]
         return TableView(
             [self.L["model"]] + [self.t.gpu(g)["short_name"] for g in gpus],
             rows,

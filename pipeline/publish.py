@@ -125,36 +125,64 @@ def publish(out: Path, rendered: Rendered, catalog: Catalog, state: dict) -> Cou
     Files identical to the previous build's are hard-linked from it, so they keep their
     modification times; returns how many files were written and how many kept.
     """
+    return stage(out, rendered, catalog).swap(state)
+
+
+class Staging:
+    """A build written beside `out`: swap() finishes it and puts it in place, discard() drops it."""
+
+    def __init__(self, out: Path, folder: Path, hashes: dict[str, str], counts: Counter):
+        self.out, self.folder, self.hashes, self.counts = out, folder, hashes, counts
+
+    def swap(self, state: dict, late: dict[str, str | bytes] | None = None) -> Counter:
+        """Add the `late` site files (those that waited for validation), the manifest and the
+        build state, then put the folder in place of `out`."""
+        out, staging = self.out, self.folder
+        try:
+            counts = self.counts + write_tree(staging / "site", late or {}, out / "site", self.hashes)
+            write_manifest(staging / "site")
+            readme = (TEMPLATES / "output-README.md").read_bytes()
+            counts += write_tree(
+                staging, {"README.md": readme, STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, out, {}
+            )
+            staging.chmod(0o755)
+            _pause("swap")
+            if out.exists() and _exchange(staging, out):
+                _pause("cleanup")
+                shutil.rmtree(staging)  # now holds the previous build
+                return counts
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
+                os.replace(out, old / "previous")
+                os.replace(staging, out)
+                shutil.rmtree(old)
+            else:
+                os.replace(staging, out)
+            return counts
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stage(out: Path, rendered: Rendered, catalog: Catalog, skip: tuple[str, ...] = ()) -> Staging:
+    """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
+    files named in `skip` are left for Staging.swap()."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out)
     hashes = previous_hashes(out)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-{os.getpid()}-", dir=out.parent))
     try:
-        counts = write_tree(staging / "site", rendered.site, out / "site", hashes)
+        site = {rel: content for rel, content in rendered.site.items() if rel not in skip}
+        counts = write_tree(staging / "site", site, out / "site", hashes)
         _pause("staging")
         counts += write_tree(staging / "markdown", rendered.markdown, out / "markdown", {})
         write_downloads(staging / "site" / "data", catalog)
         counts += relink_unchanged(staging / "site" / "data", out / "site", hashes)
-        write_manifest(staging / "site")
-        readme = (TEMPLATES / "output-README.md").read_bytes()
-        counts += write_tree(
-            staging, {"README.md": readme, STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, out, {}
-        )
-        staging.chmod(0o755)
-        _pause("swap")
-        if out.exists() and _exchange(staging, out):
-            _pause("cleanup")
-            shutil.rmtree(staging)  # now holds the previous build
-            return counts
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
-            os.replace(out, old / "previous")
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
-        return counts
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    return Staging(out, staging, hashes, counts)

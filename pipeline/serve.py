@@ -2,7 +2,8 @@
 
 A watcher thread polls the sizes and modification times of sources/ and site_templates/
 and rebuilds in this (warm) process with pipeline.__main__.build. HTML is sent with a small
-script that polls /__status and reloads the page when a rebuild finishes; after a failed
+script that long-polls /__status (the answer comes as soon as a rebuild finishes) and
+reloads the page; after a failed
 rebuild every page also gets a banner with the report, while the last good site stays in
 OUT/site (a failed build writes nothing). Both are added as the page is sent: the files on
 disk never contain them. Changes to pipeline/*.py need a restart.
@@ -27,18 +28,25 @@ from pathlib import Path
 from pipeline.problems import format_report
 
 STATUS_PATH = "/__status"
-POLL_SECONDS = 0.3
+# How often the watcher looks at the folders (a few dozen stat calls) and how long files must
+# stay unchanged before a rebuild starts: an edit that arrives in several writes during a
+# rebuild only starts another one. An open page learns of a rebuild at once (long poll);
+# it waits at most LONG_POLL_SECONDS per request.
+POLL_SECONDS = 0.1
+SETTLE_SECONDS = 0.02
+LONG_POLL_SECONDS = 25.0
 TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
 
-# Serve mode only, never written to disk. `version` counts finished rebuilds, good or not.
+# Serve mode only, never written to disk. `version` counts finished rebuilds, good or not;
+# /__status?after=N answers when it is no longer N (or after LONG_POLL_SECONDS).
 RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
   var version = %d;
   function poll() {
-    fetch("%s", {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (s) {
-      if (s.version !== version) { location.reload(); } else { setTimeout(poll, 300); }
+    fetch("%s?after=" + version, {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (s) {
+      if (s.version !== version) { location.reload(); } else { poll(); }
     }).catch(function () { setTimeout(poll, 1000); });
   }
-  setTimeout(poll, 300);
+  poll();
 })();</script>
 """
 # The banner's words are Russian (editors read it); it exists only in serve mode.
@@ -105,9 +113,12 @@ class Handler(SimpleHTTPRequestHandler):
         self.send_body(body, "text/html; charset=utf-8", status)
 
     def do_GET(self) -> None:
-        url_path = urllib.parse.urlsplit(self.path).path
+        url = urllib.parse.urlsplit(self.path)
+        url_path = url.path
         if url_path == STATUS_PATH:
-            body = json.dumps(self.editor.status(), ensure_ascii=False).encode("utf-8")
+            after = urllib.parse.parse_qs(url.query).get("after", [""])[0]
+            status = self.editor.status(int(after) if after.isdigit() else None)
+            body = json.dumps(status, ensure_ascii=False).encode("utf-8")
             return self.send_body(body, "application/json; charset=utf-8")
         path = Path(self.translate_path(self.path))
         if path.is_dir():
@@ -148,7 +159,9 @@ class EditorLoop:
         self.version = 0  # finished rebuilds, good or failed: the pages reload when it changes
         self.report: str | None = None  # the last rebuild's problems; None when it was good
         self.building = False
+        self.last_seconds: dict | None = None  # the last rebuild's stage times
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # notified when `version` changes
         self.stopping = threading.Event()
         handler = type("EditorHandler", (Handler,), {"editor": self})
         self.server = ThreadingHTTPServer(
@@ -160,8 +173,13 @@ class EditorLoop:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/"
 
-    def status(self) -> dict:
+    def status(self, after: int | None = None) -> dict:
+        """The build's status; with `after`, once the version differs from it (long poll)."""
         with self.lock:
+            if after is not None:
+                self.changed.wait_for(
+                    lambda: self.version != after or self.stopping.is_set(), timeout=LONG_POLL_SECONDS
+                )
             return {
                 "generation": self.generation,
                 "version": self.version,
@@ -197,6 +215,7 @@ class EditorLoop:
             with self.lock:
                 self.report, self.building = report, False
                 self.version += 1
+                self.changed.notify_all()
             print(report, file=sys.stderr)
             self.say(f"the build stopped; still serving the last good {self.out / 'site'}", sys.stderr)
             return False
@@ -207,8 +226,10 @@ class EditorLoop:
                 self.generation += 1
             if not skipped or fixed:
                 self.version += 1
+                self.changed.notify_all()
             self.report, self.building = None, False
         seconds = time.perf_counter() - started
+        self.last_seconds = summary.get("seconds")
         if skipped:
             self.say(
                 f"the site already matches the sources ({seconds:.1f} s)" + ("; open pages reload" if fixed else "")
@@ -223,7 +244,7 @@ class EditorLoop:
             if now == seen:
                 continue
             # An editor may save in several writes: wait until the files stop changing.
-            while not self.stopping.wait(0.1):
+            while not self.stopping.wait(SETTLE_SECONDS):
                 settled = snapshot(self.watch)
                 if settled == now:
                     break
@@ -248,6 +269,8 @@ class EditorLoop:
 
     def stop(self) -> None:
         self.stopping.set()
+        with self.lock:
+            self.changed.notify_all()  # open long polls answer now
         self.server.shutdown()
         self.server.server_close()
         for thread in self.threads:

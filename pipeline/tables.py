@@ -8,7 +8,9 @@ the catalog, formatted by `pipeline.format`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
+import numpy as np
 import polars as pl
 
 from pipeline import estimate
@@ -55,12 +57,10 @@ class Tables:
             )
         }
         self._estimates = {(r["model_id"], r["method_id"]): r for r in catalog["estimates"].iter_rows(named=True)}
-        self._gpu_fit = {
-            (r["model_id"], r["method_id"], r["gpu_id"]): r for r in catalog["gpu_fit"].iter_rows(named=True)
-        }
-        self._server_fit = {
-            (r["model_id"], r["method_id"], r["server_id"]): r for r in catalog["server_fit"].iter_rows(named=True)
-        }
+        # The fit tables grow with models x servers (10^7 rows at scale): no Python object per row,
+        # only an array of row numbers by key; a row becomes a dict when a template asks for it.
+        self.gpu_grid = KeyGrid(catalog["gpu_fit"], ("model_id", "method_id", "gpu_id"))
+        self.server_grid = KeyGrid(catalog["server_fit"], ("model_id", "method_id", "server_id"))
         self.max_anchor_b = catalog["memory_anchors"]["params_b"].max()
 
     # -- lookups (each raises KeyError with the unknown id, which the renderer reports) --
@@ -83,10 +83,10 @@ class Tables:
         return self._estimates[(model_id, method_id)]
 
     def fit(self, model_id: str, method_id: str, gpu_id: str) -> dict:
-        return self._gpu_fit[(model_id, method_id, gpu_id)]
+        return self.gpu_grid.row(model_id, method_id, gpu_id)
 
     def server_fit_row(self, model_id: str, method_id: str, server_id: str) -> dict:
-        return self._server_fit[(model_id, method_id, server_id)]
+        return self.server_grid.row(model_id, method_id, server_id)
 
     def legacy_row(self, row_id: str) -> dict:
         rows = self.c["legacy_gpu_counts"].filter(pl.col("row_id") == row_id).to_dicts()
@@ -119,6 +119,21 @@ class Tables:
 
     def server_link(self, server_id: str) -> Link:
         return Link(self.server(server_id)["display_name"], f"servers/{server_id}.html")
+
+    # -- the cells of the fit tables, each distinct value formatted once --
+    @cached_property
+    def cards_cells(self) -> Cells:
+        """'cards / cards_high' of every gpu_fit row."""
+        return Cells.of(
+            self.c["gpu_fit"],
+            ("cards", "cards_high"),
+            lambda r: f"{fmt.integer(r['cards'])} / {fmt.integer(r['cards_high'])}",
+        )
+
+    @cached_property
+    def fit_cells(self) -> Cells:
+        """The fit label of every server_fit row."""
+        return Cells.of(self.c["server_fit"], ("fit", "servers_needed", "servers_needed_high"), self.fit_label)
 
     # -- inline figures for prose --
     def mem(self, model_id: str, method_id: str, which: str = "memory_gb") -> str:
@@ -267,7 +282,7 @@ class Tables:
         rows = []
         for s in servers:
             cells = [self.server_link(s), L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
-            cells += [self.fit_label(self._server_fit[(mo, me, s)]) for mo, me in tasks]
+            cells += [self.fit_label(self.server_fit_row(mo, me, s)) for mo, me in tasks]
             rows.append(cells)
         gpu_ids = [self.server(s)["gpu_id"] for s in servers]
         return TableView(
@@ -377,7 +392,7 @@ class Tables:
                 ests = [self.estimate(j["model_id"], j["method_id"]) for j in own.iter_rows(named=True)]
                 need = max(ests, key=lambda e: e["memory_gb"])
                 row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
-                row["article_fit"] = self._server_fit[(need["model_id"], need["method_id"], offer["server_id"])]
+                row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
                 options = estimate.cheapest_option(
                     row["memory_gb"], row["memory_high_gb"], self.c["servers"], self.c["gpus"]
                 ).iter_rows(named=True)
@@ -456,6 +471,63 @@ class Tables:
                 self.labels["common"]["extrapolation_note"].format(max_anchor=fmt.number(self.max_anchor_b))
             )
         return view
+
+
+class KeyGrid:
+    """Row numbers of a table laid out over the sorted values of its key columns (a dense array).
+
+    Looks rows up by key, and takes whole blocks of them (a page's table) at once.
+    """
+
+    def __init__(self, frame: pl.DataFrame, keys: tuple[str, ...]):
+        self.frame = frame
+        self.codes: list[dict[str, int]] = []
+        positions = []
+        for key in keys:
+            values = frame[key].unique().sort()
+            self.codes.append({v: i for i, v in enumerate(values.to_list())})
+            positions.append(frame[key].cast(pl.Enum(values)).to_physical().to_numpy())
+        self.grid = np.full([len(c) for c in self.codes], -1, dtype=np.int64 if frame.height >= 2**31 else np.int32)
+        self.grid[tuple(positions)] = np.arange(frame.height, dtype=self.grid.dtype)
+
+    def row(self, *ids: str) -> dict:
+        """One row as a dict; KeyError when the table has none with these ids."""
+        i = self.grid[tuple(codes[v] for codes, v in zip(self.codes, ids, strict=True))]
+        if i < 0:
+            raise KeyError(ids)
+        return self.frame.row(int(i), named=True)
+
+    def block(self, *ids: list[str] | str) -> np.ndarray:
+        """Row numbers for every combination of the ids given per key: a list, or one id (that axis dropped)."""
+        index: list = [
+            codes[i] if isinstance(i, str) else [codes[v] for v in i] for codes, i in zip(self.codes, ids, strict=True)
+        ]
+        axes = [k for k, i in enumerate(index) if isinstance(i, list)]
+        for k, spread in zip(axes, np.ix_(*(index[k] for k in axes)), strict=True):
+            index[k] = spread
+        rows = self.grid[tuple(index)]
+        if (rows < 0).any():
+            raise KeyError(ids)
+        return rows
+
+
+@dataclass(frozen=True)
+class Cells:
+    """A formatted column: per row an index into the texts of its distinct values."""
+
+    codes: np.ndarray
+    texts: list[str]
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, columns: tuple[str, ...], text) -> Cells:
+        distinct = frame.select(columns).unique().with_row_index("code")
+        codes = frame.select(columns).join(distinct, on=list(columns), how="left", maintain_order="left")["code"]
+        return cls(codes.to_numpy(), [text(r) for r in distinct.drop("code").iter_rows(named=True)])
+
+    def table(self, rows: np.ndarray) -> list[list[str]]:
+        """The texts of a 2-D block of row numbers, as rows of cells."""
+        texts = self.texts
+        return [[texts[c] for c in line] for line in self.codes[rows].tolist()]
 
 
 def _unique(items: list[str]) -> list[str]:

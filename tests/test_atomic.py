@@ -94,3 +94,42 @@ def test_two_builds_are_identical(builds, tmp_path):
     for rel in snapshots["a"]:
         if rel != DATABASE:
             assert (again / rel).read_bytes() == (root / "out-a" / rel).read_bytes(), rel
+
+
+def test_build_is_what_validating_first_gives(builds, tmp_path):
+    """Great Expectations runs while the build computes and renders: the output is that of
+    validating, then computing, rendering and publishing one after the other."""
+    from pipeline import fingerprint
+    from pipeline.__main__ import load_and_validate
+    from pipeline.combine import combine
+    from pipeline.publish import publish
+    from pipeline.render import Renderer
+
+    root, _, snapshots = builds
+    con, validation = load_and_validate(SOURCES)
+    catalog = combine(con)
+    state = {"inputs": fingerprint.inputs(SOURCES, "/"), "validation": validation.to_dict()}
+    publish(tmp_path / "sequential", Renderer(catalog, validation).render(), catalog, state)
+    assert snapshot(tmp_path / "sequential") == snapshots["a"]
+    assert "проверок" in (tmp_path / "sequential" / "site" / "quality.html").read_text(encoding="utf-8")
+
+
+def test_a_value_only_great_expectations_rejects_leaves_output_untouched(builds, tmp_path):
+    """The rejected price still computes and renders (GX runs meanwhile); nothing is published."""
+    from pipeline.__main__ import load_and_validate
+    from pipeline.problems import DataError, format_report
+
+    root, _, snapshots = builds
+    sources = tmp_path / "sources"
+    shutil.copytree(SOURCES, sources)
+    edit_csv(sources / "servers.csv", ",2373300,", ",-5,")
+    out = tmp_path / "output"
+    shutil.copytree(root / "out-a", out)
+    proc = start_build(sources, out)
+    assert proc.wait(timeout=300) == 2
+    with pytest.raises(DataError) as sequential:
+        load_and_validate(sources)
+    report = format_report(sequential.value.problems)
+    assert "price_rub_month" in report and report in proc.stderr.read()
+    assert snapshot(out) == snapshots["a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["output", "sources"]  # no staging folder left

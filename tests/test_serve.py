@@ -3,6 +3,7 @@
 import html
 import json
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -134,3 +135,18 @@ def test_open_page_reloads_in_a_browser(loop, browser):
         print(f"edit → page reloaded in the browser: {elapsed:.1f} s")
     finally:
         context.close()
+
+
+def test_status_answers_a_long_poll_when_the_version_changes(loop):
+    now = json.loads(fetch(loop.url + "__status"))
+    assert json.loads(fetch(loop.url + f"__status?after={now['version'] - 1}")) == now  # differs: at once
+    answers = []
+    waiting = threading.Thread(target=lambda: answers.append(loop.status(after=now["version"])))
+    waiting.start()
+    time.sleep(0.3)
+    assert answers == []  # still waiting for a rebuild
+    with loop.lock:
+        loop.version += 1
+        loop.changed.notify_all()
+    waiting.join(timeout=5)
+    assert answers and answers[0]["version"] == now["version"] + 1

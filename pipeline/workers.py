@@ -1,0 +1,106 @@
+"""Sharing CPU-bound work with one forked child, so that a build uses two cores.
+
+Great Expectations and XlsxWriter are pure Python (one core each under the GIL). `split_map`
+runs the items in this process and in a child made with fork(), which shares everything
+already loaded. Both take the next item from one pipe until none is left, so neither waits
+for the other. `start_map` forks the child at once and lets this process do other work
+before it joins in (a build validates while it renders). A child that fails in any way is
+not an error: whatever it did not deliver is computed here, so the result (and any
+exception) is exactly that of a plain loop.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Callable, Sequence
+
+# PIPELINE_WORKERS=1 keeps everything in this process (one core, e.g. to profile).
+WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
+_ITEM = struct.Struct("<I")  # one item number in the queue pipe; reads this small are atomic
+
+
+def split_map(function: Callable, items: Sequence, weights: Sequence[float] | None = None) -> list:
+    """[function(item) for item in items], shared with a forked child; heavier items (weights) start first."""
+    if weights and 2 * max(weights, default=0) >= sum(weights):
+        # The heaviest item takes as long as all the others together: a child would not finish sooner.
+        return [function(item) for item in items]
+    return start_map(function, items, weights)()
+
+
+def start_map(function: Callable, items: Sequence, weights: Sequence[float] | None = None) -> Callable[[], list]:
+    """split_map in two halves: a forked child starts on the items now, while this process does
+    other work; calling the returned function takes what the child has not begun, here, and
+    returns every result in item order. With one core (or one item) nothing runs until then.
+    """
+    items = list(items)
+    if len(items) < 2 or WORKERS < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return _once(lambda: [function(item) for item in items])
+    order = sorted(range(len(items)), key=lambda i: -(weights[i] if weights else 0))
+    queue_read, queue_write = os.pipe()
+    os.write(queue_write, b"".join(_ITEM.pack(i) for i in order))  # a few bytes: fits the pipe's buffer
+    os.close(queue_write)
+    answer_read, answer_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
+        # No garbage collection in the child: it would run the finalizers of objects the parent
+        # left behind (DuckDB or Arrow handles whose threads do not exist here) and crash.
+        gc.disable()
+        status = 1
+        try:
+            os.close(answer_read)
+            done = _take(function, items, queue_read)
+            with os.fdopen(answer_write, "wb") as pipe:
+                pipe.write(pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(answer_write)
+
+    def join() -> list:
+        try:
+            results = _take(function, items, queue_read)
+        finally:
+            os.close(queue_read)
+            with os.fdopen(answer_read, "rb") as pipe:
+                data = pipe.read()
+            _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) == 0:
+            try:
+                results.update(pickle.loads(data))
+            except Exception:  # a truncated answer: its items are computed below
+                pass
+        return [results[i] if i in results else function(items[i]) for i in range(len(items))]
+
+    return _once(join)
+
+
+def _once(function: Callable[[], list]) -> Callable[[], list]:
+    """function, run on the first call only; later calls give the same result or raise the same error."""
+    outcome: list = []
+
+    def call() -> list:
+        if not outcome:
+            try:
+                outcome.append((True, function()))
+            except BaseException as exc:
+                outcome.append((False, exc))
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    return call
+
+
+def _take(function: Callable, items: list, queue: int) -> dict[int, object]:
+    done = {}
+    while len(chunk := os.read(queue, _ITEM.size)) == _ITEM.size:
+        (i,) = _ITEM.unpack(chunk)
+        done[i] = function(items[i])
+    return done

@@ -1,0 +1,80 @@
+"""pipeline.workers.split_map: the same results as a plain loop, computed on two cores."""
+
+import os
+import time
+
+import pytest
+
+from pipeline import workers
+
+two_cores = pytest.mark.skipif((os.cpu_count() or 1) < 2 or workers.WORKERS < 2, reason="needs two cores")
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def square_and_pid(x: int) -> tuple[int, int]:
+    time.sleep(0.01)  # long enough for the child to start and take its share
+    return x * x, os.getpid()
+
+
+def test_same_results_as_a_loop_in_item_order():
+    items = list(range(40))
+    assert workers.split_map(square, items, weights=[i % 7 for i in items]) == [x * x for x in items]
+    assert workers.split_map(square, []) == []
+    assert workers.split_map(square, [3]) == [9]
+
+
+@two_cores
+def test_the_work_is_shared_with_a_child_process():
+    results = workers.split_map(square_and_pid, list(range(60)))
+    assert [r[0] for r in results] == [x * x for x in range(60)]
+    assert len({pid for _, pid in results}) == 2
+
+
+@two_cores
+def test_what_the_child_could_not_do_is_done_here():
+    parent = os.getpid()
+
+    def dies_in_child(x: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return x + 1
+
+    assert workers.split_map(dies_in_child, list(range(30))) == list(range(1, 31))
+
+
+def test_an_error_is_raised_as_by_a_loop():
+    def fails_on_seven(x: int) -> int:
+        if x == 7:
+            raise ValueError("seven")
+        return x
+
+    with pytest.raises(ValueError, match="seven"):
+        workers.split_map(fails_on_seven, list(range(20)))
+
+
+@two_cores
+def test_started_work_runs_in_the_child_while_this_process_does_something_else():
+    finish = workers.start_map(square_and_pid, list(range(20)))
+    time.sleep(1)  # the child takes every item meanwhile (20 × 0.01 s)
+    results = finish()
+    assert [r[0] for r in results] == [x * x for x in range(20)]
+    assert {pid for _, pid in results} == {next(pid for _, pid in results if pid != os.getpid())}
+    assert finish() is results  # asking again gives the same results
+
+
+def test_started_work_gives_the_results_and_errors_of_a_loop():
+    assert workers.start_map(square, list(range(30)))() == [x * x for x in range(30)]
+    assert workers.start_map(square, [])() == []
+
+    def fails_on_seven(x: int) -> int:
+        if x == 7:
+            raise ValueError("seven")
+        return x
+
+    finish = workers.start_map(fails_on_seven, list(range(20)))
+    for _ in range(2):  # the same error each time it is asked
+        with pytest.raises(ValueError, match="seven"):
+            finish()

@@ -57,3 +57,7 @@ publish:
     mv -T "$dest.new" "$dest"
     rm -rf "$dest.old"
     echo "published: $dest"
+
+# First-principles memory of one training setup: just estimate --model llama-3-1-8b --method lora (see --help)
+estimate *ARGS:
+    python -m pipeline estimate {{ARGS}}

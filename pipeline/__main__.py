@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline build [--sources DIR] [--out DIR]`, `python -m pipeline check`."""
+"""Command line: `python -m pipeline build|check|serve|diff|estimate` (`--help` on each)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,10 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
 
     A build whose inputs (sources, templates, code, base URL, build date) are unchanged
     since the build in `out` is skipped; one with unchanged sources and code reuses that
-    build's validation.
+    build's validation. Otherwise Great Expectations runs in a forked child while this
+    process computes, renders and writes the new build beside `out`; the build is put in
+    place (with its quality page, the one page that shows the checks) only once every check
+    has passed, so the result, the report and the exit code are those of validating first.
     """
     from pipeline import fingerprint
 
@@ -61,34 +64,78 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         return {"unchanged": True, "seconds": {"check": time.perf_counter() - started}}
 
     from pipeline.combine import combine
-    from pipeline.publish import publish
+    from pipeline.load import connect, create_core_tables, read_sources
+    from pipeline.publish import stage
     from pipeline.render import Renderer
-    from pipeline.validate import Validation
+    from pipeline.validate import Validation, start_validation
 
     seconds = {"imports": time.perf_counter() - started}
     say("imports", seconds["imports"])
     previous = fingerprint.read_state(out)
     same = all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date"))
-    tick = time.perf_counter()
-    if same and "validation" in previous and not force:
-        con, validation = load_validated_before(sources), Validation.from_dict(previous["validation"])
-        seconds["load (validation reused)"] = time.perf_counter() - tick
-    else:
-        con, validation = load_and_validate(sources)
-        seconds["load and validate"] = time.perf_counter() - tick
-    say(*list(seconds.items())[-1])
 
-    def timed(stage: str, run):
+    def timed(stage_name: str, run):
         tick = time.perf_counter()
         result = run()
-        seconds[stage] = time.perf_counter() - tick
-        say(stage, seconds[stage])
+        seconds[stage_name] = time.perf_counter() - tick
+        say(stage_name, seconds[stage_name])
         return result
 
-    catalog = timed("compute", lambda: combine(con))
-    rendered = timed("render", lambda: Renderer(catalog, validation, base_url=base_url).render())
-    state = {"inputs": inputs, "validation": validation.to_dict()}
-    counts = timed("write", lambda: publish(out, rendered, catalog, state))
+    def start_loading():
+        """load_and_validate, with the GX suites left running: (connection, validation so far, finish)."""
+        frames, problems, notices = read_sources(sources)
+        con = connect(frames)
+        early, finish_suites = start_validation(con, sources, list(frames))
+
+        def finish() -> Validation:
+            validation = finish_suites()
+            problems_all = problems + validation.problems
+            if problems_all:
+                raise DataError(problems_all)
+            validation.warnings = sorted(notices) + validation.warnings
+            return validation
+
+        if problems or early.problems:
+            finish()  # raises DataError with every problem, as load_and_validate does
+        try:
+            create_core_tables(con)  # strict casts: cells GX has yet to reject may fail here
+        except Exception:
+            finish()
+            raise
+        return con, Validation(warnings=sorted(notices) + early.warnings, build_date=early.build_date), finish
+
+    def render(renderer):
+        return renderer, renderer.render()
+
+    finish = None
+    if same and "validation" in previous and not force:
+        con = timed("load (validation reused)", lambda: load_validated_before(sources))
+        validation = Validation.from_dict(previous["validation"])
+    else:
+        con, validation, finish = timed("load, validation started", start_loading)
+    try:
+        catalog = timed("compute", lambda: combine(con))
+        renderer, rendered = timed("render", lambda: render(Renderer(catalog, validation, base_url=base_url)))
+        tick = time.perf_counter()
+        staging = stage(out, rendered, catalog, skip=("quality.html",))
+        writing = time.perf_counter() - tick
+    except Exception:
+        if finish is not None:
+            finish()  # problems in the sources are reported before what they broke downstream
+        raise
+    try:
+        if finish is not None:
+            validation = timed("validation (rest)", finish)
+            rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
+        state = {"inputs": inputs, "validation": validation.to_dict()}
+        late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
+        tick = time.perf_counter()
+        counts = staging.swap(state, late)
+        seconds["write"] = writing + time.perf_counter() - tick  # before and after the wait
+        say("write", seconds["write"])
+    except BaseException:
+        staging.discard()
+        raise
     return {
         "unchanged": False,
         "warnings": validation.warnings,
@@ -145,7 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
     )
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
+    from pipeline import estimate_command
+
+    estimate_command.add_parser(commands)
     args = parser.parse_args(argv)
+
+    if args.command == "estimate":
+        return estimate_command.run(args)
 
     if args.command == "serve":
         from pipeline.serve import serve

@@ -6,8 +6,12 @@ The page recomputes the rules of DESIGN.md in the browser, so every input of tho
 
 from __future__ import annotations
 
+import inspect
 import json
+from dataclasses import asdict
 
+from pipeline import memory
+from pipeline.architecture import architecture_from_row
 from pipeline.combine import Catalog
 from pipeline.estimate import RELATIVE_TOLERANCE, server_memory
 
@@ -23,6 +27,15 @@ CONSTANTS = (
     "hours_per_month",
 )
 
+# The first-principles estimator's constants (pipeline/memory.py), for the advanced mode.
+ESTIMATOR_CONSTANTS = (
+    *memory.CONSTANTS,
+    "forward_flops_per_param_token",
+    "train_flops_per_param_token",
+    "hours_per_month",
+    "default_utilization",
+)
+
 
 def _number(value):
     """Whole floats as ints, so that the JSON reads "70" rather than "70.0"."""
@@ -31,8 +44,41 @@ def _number(value):
     return value
 
 
+def _dense_references(models) -> list[str]:
+    """The models a custom size borrows its shape from, in the order memory.architecture_for_size
+    scans them; the page does the same."""
+    named = {}
+    for row in models.iter_rows(named=True):
+        arch = architecture_from_row(row)
+        if arch is not None:
+            named[row["model_id"]] = arch
+    return memory.shape_references(named)
+
+
+def estimator_data(catalog: Catalog) -> dict:
+    """What the advanced mode needs: every model's architecture (synthetic for the generic sizes,
+    as memory.model_architectures makes them), the estimator's options, Setup's defaults, constants."""
+    architectures = memory.model_architectures(catalog["models"])
+    return {
+        "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
+        "dense_references": _dense_references(catalog["models"]),
+        "options": {
+            "optimizers": list(memory.OPTIMIZERS),
+            "shardings": list(memory.SHARDINGS),
+            "offloads": list(memory.OFFLOADS),
+            "lora_targets": list(memory.LORA_TARGETS),
+            "optimizer_state_bytes": dict(memory.OPTIMIZER_STATE_BYTES),
+        },
+        "setup_defaults": asdict(memory.Setup()),
+        "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
+        # Byte widths of data types (units, not tunable constants) and GB, as memory.py has them.
+        "units": {"fp32": memory.FP32, "bf16": memory.BF16, "fp8": memory.FP8, "gb": _number(memory.GB)},
+        "min_gpus_limit": inspect.signature(memory.min_gpus).parameters["limit"].default,
+    }
+
+
 def calculator_data(catalog: Catalog) -> dict:
-    """Anchors, methods, models, GPUs, servers with prices and the rules' constants."""
+    """Anchors, methods, models, GPUs, servers with prices, the rules' constants and the estimator's data."""
     anchors = catalog["memory_anchors"].sort("method_id", "params_b")
     methods = catalog["methods"].sort("sort_order", "method_id")
     models = catalog["models"].sort("params_b", "model_id")
@@ -66,6 +112,7 @@ def calculator_data(catalog: Catalog) -> dict:
                 "name": r["short_name"],
                 "memory_gb": _number(r["memory_gb"]),
                 "bf16_dense_tflops": _number(r["bf16_dense_tflops"]),
+                "fp8_dense_tflops": _number(r["fp8_dense_tflops"]),
             }
             for r in gpus.iter_rows(named=True)
         ],
@@ -83,6 +130,7 @@ def calculator_data(catalog: Catalog) -> dict:
         "constants": {name: _number(catalog.constants[name]) for name in CONSTANTS},
         # Not a rule constant but the float tolerance of estimate.ceil_div, so that counts match at boundaries.
         "ceil_relative_tolerance": RELATIVE_TOLERANCE,
+        "estimator": estimator_data(catalog),
     }
 
 

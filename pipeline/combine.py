@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from pipeline import estimate
+from pipeline import calibration, estimate, memory, training
 from pipeline.schema import SOURCE_TABLES
 
 
@@ -30,4 +30,13 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     tables["estimates"] = estimates
     tables["gpu_fit"] = estimate.gpu_fit(estimates, tables["gpus"])
     tables["server_fit"] = estimate.server_fit(estimates, tables["servers"], tables["gpus"])
+    tables["memory_breakdown"] = memory.memory_breakdown_table(
+        tables["models"], tables["methods"], estimates, constants
+    )
+    calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)
+    tables["calibration"] = calibrated
+    tables["calibration_summary"] = calibration.summary(calibrated, constants["calibration_within"])
+    tables["pretraining"] = training.pretraining_table(
+        tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
+    )
     return Catalog(tables, constants)

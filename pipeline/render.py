@@ -7,7 +7,10 @@ to HTML (prose through `markdown`, tables through an autoescaped Jinja macro).
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import hashlib
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +19,12 @@ import jinja2
 import markdown
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts
+from pipeline import calculator, charts, estimator_pages
 from pipeline import format as fmt
 from pipeline.combine import Catalog
+from pipeline.comparison import Comparison
 from pipeline.downloads import EXCEL_MAX_ROWS
+from pipeline.estimator_pages import EstimatorTables
 from pipeline.pages import EntityTables, config_problems
 from pipeline.problems import Problem, TemplateError
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
@@ -79,6 +84,172 @@ def markdown_table(view: TableView, sources: str) -> str:
     return out + "\n\n" + sources
 
 
+_ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
+_ARTICLE_BODIES: dict[str, str] = {}
+
+
+def _inert(value):
+    return value if isinstance(value, Markup) else fmt.md_inline(value)
+
+
+# Every value an article prints is made inert Markdown (no links, emphasis or HTML from data);
+# only the tables, already escaped, pass as they are. Bodies are compiled once per content.
+_ARTICLE_ENV = jinja2.Environment(
+    loader=jinja2.FunctionLoader(lambda name: (_ARTICLE_BODIES[name], None, lambda: True)),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    finalize=_inert,
+    keep_trailing_newline=True,
+)
+
+
+def article_template(article: Article) -> jinja2.Template:
+    name = f"{article.slug}.{hashlib.sha256(article.body.encode()).hexdigest()}"
+    _ARTICLE_BODIES[name] = article.body
+    if _ARTICLE_ENV.bytecode_cache is None:
+        _ARTICLE_ENV.bytecode_cache = _bytecode_cache(_ARTICLE_ENV)
+    return _ARTICLE_ENV.get_template(name)
+
+
+def html_environment(templates: Path) -> jinja2.Environment:
+    """The page templates' environment, one per process: a warm process (`just serve`) compiles a
+    template again only when it changed, and compiled templates are kept on disk between processes
+    (Jinja's bytecode cache, in the system's temporary folder, keyed by each template's source)."""
+    if templates not in _ENVIRONMENTS:
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(templates),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
+        env.bytecode_cache = _bytecode_cache(env)
+        env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
+        env.filters.update(number=fmt.number)
+        _ENVIRONMENTS[templates] = env
+    return _ENVIRONMENTS[templates]
+
+
+def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
+    """Jinja's own per-user cache folder; the file names carry the environment's settings,
+    since the compiled code depends on them and Jinja keys its cache on the source only."""
+    settings = repr(
+        (env.autoescape, env.undefined, env.finalize, env.keep_trailing_newline, env.trim_blocks, env.lstrip_blocks)
+    )
+    tag = hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", settings).encode()).hexdigest()[:12]
+    try:
+        return jinja2.FileSystemBytecodeCache(pattern=f"__gpu_finetune_{tag}_%s.cache")
+    except RuntimeError:  # no safe temporary folder: templates are compiled in memory only
+        return None
+
+
+def plain_refs(refs: list[dict]) -> bool:
+    """Sources html_table can write: rows of the references table."""
+    return all(type(r) is dict and {"url", "title", "checked_on"} <= r.keys() for r in refs)
+
+
+class NotPlain(Exception):
+    """A table html_table does not write (a cell other than text or Link, a column without a numeric flag)."""
+
+
+_CELLS: dict[tuple[str, str], dict] = {}  # (root, opening tag) -> cell -> its HTML, across tables
+
+
+def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date) -> Markup:
+    """What partials/table.html's render_table writes (see Renderer.table_html); NotPlain if it cannot."""
+    root_ = escape(root)
+    num = [' class="num"' if n else "" for n in view.numeric]
+    width = len(num)
+    if len(view.headers) > width:
+        raise NotPlain
+    opens = ['<th scope="row">'] + [f"<td{n}>" for n in num[1:]]
+    closes = ["</th>"] + ["</td>"] * (width - 1)
+    # Columns repeat their texts (fit labels, card counts) and pages their first columns (links
+    # to every model or server): each cell's HTML is made once per process.
+    seen = [_CELLS.setdefault((root, tag), {}) for tag in opens]
+
+    def cell_html(i: int, cell) -> str:
+        if type(cell) is Link:
+            inner = f'<a href="{root_}{escape(cell.href)}">{escape(cell.text)}</a>'
+        elif type(cell) is str:
+            inner = escape(cell)
+        else:
+            raise NotPlain
+        html = seen[i][cell] = f"{opens[i]}{inner}{closes[i]}"
+        return html
+
+    parts = [
+        '\n<figure class="data-table">\n<div class="scroll"><table',
+        ' class="sortable"' if view.sortable else "",
+        ">\n<thead><tr>",
+        *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
+        "</tr></thead>\n<tbody>\n",
+    ]
+    for row in view.rows:
+        if len(row) > width:
+            raise NotPlain
+        line = ["<tr>"]
+        for i, cell in enumerate(row):
+            html = seen[i].get(cell)
+            # A text equal to a cached one may be of another type (Markup == str): check it.
+            ok = html is not None and (type(cell) is str or type(cell) is Link)
+            line.append(html if ok else cell_html(i, cell))
+        line.append("</tr>\n")
+        parts.append("".join(line))
+    parts.append("</tbody>\n</table></div>\n<figcaption>\n")
+    parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
+    C = labels["common"]
+    parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
+    shown = [
+        (f'<a href="{escape(r["url"])}">{escape(r["title"])}</a>' if r["url"] else str(escape(r["title"])))
+        + f", {escape(C['checked'])} {escape(date(r['checked_on']))}"
+        for r in refs
+    ]
+    parts.append("; ".join(shown) + f".\n{escape(C['download'])}: ")
+    parts.append(", ".join(f'<a href="{root_}data/{escape(n)}.csv">{escape(n)}.csv</a>' for n in view.downloads))
+    parts.append(".</p>\n</figcaption>\n</figure>")
+    return Markup("".join(parts))
+
+
+_VERIFIED: dict[str, bool] = {}
+
+
+def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
+    """True when html_table writes exactly what the render_table macro writes, on sample tables
+    with every kind of cell, flag and caption (checked once per version of the partial)."""
+    source, _, _ = env.loader.get_source(env, "partials/table.html")
+    key = source + repr(labels.get("common"))
+    if key not in _VERIFIED:
+        macro = env.get_template("partials/table.html").module
+        date = env.filters["date"]
+        tricky = "<b>\"A&B\" 'c'</b>"
+        link = Link(tricky, "models/a&b.html")
+        ref = {"url": "https://example.org/?a=1&b=<2>", "title": tricky, "checked_on": dt.date(2026, 1, 2)}
+        ref_no_url = {"url": None, "title": "Без ссылки", "checked_on": dt.date(2025, 12, 31)}
+        samples = [
+            (
+                TableView(
+                    ["h", tricky, "n"],
+                    [[link, "x", "1 200"], ["y", link, tricky]],
+                    ["r"],
+                    ["t", "u"],
+                    [False, False, True],
+                    [tricky, "note"],
+                    True,
+                ),
+                [ref, ref_no_url],
+                "../",
+            ),
+            (TableView([tricky], [[tricky]], ["r"], ["t"], [True]), [ref_no_url], ""),
+            (TableView(["a", "b"], [], [], [], [True, False]), [], "../../"),
+        ]
+        _VERIFIED[key] = all(
+            str(html_table(view, refs, labels, root, date))
+            == str(macro.render_table(view=view, refs=refs, labels=labels, root=root))
+            for view, refs, root in samples
+        )
+    return _VERIFIED[key]
+
+
 class Renderer:
     def __init__(
         self,
@@ -98,13 +269,10 @@ class Renderer:
         if problems:
             raise TemplateError(problems)
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
-        self.html_env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(templates),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-        )
-        self.html_env.filters.update(gb=fmt.gb, integer=fmt.integer, date=fmt.date, number=fmt.number)
+        self.estimator = EstimatorTables(catalog, self.labels, self.tables)
+        self.comparison = Comparison(catalog, self.labels, self.tables, self.estimator)
+        self.html_env = html_environment(templates)
+        self.fast_tables = fast_tables_verified(self.html_env, self.labels)
         self.assets: dict[str, bytes] = {}
 
     def asset(self, filename: str) -> str:
@@ -136,24 +304,23 @@ class Renderer:
         views: dict[str, TableView] = {}
 
         def table(kind: str, **kwargs) -> Markup:
-            view = getattr(self.tables, f"{kind}_table")(**kwargs)
+            builder = next(
+                getattr(source, f"{kind}_table")
+                for source in (self.tables, self.estimator, self.comparison)
+                if hasattr(source, f"{kind}_table")
+            )
+            view = builder(**kwargs)
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))
             views[token] = view
             return Markup("\n\n" + token + "\n\n")
 
-        # Every value a template prints is made inert Markdown (no links, emphasis or HTML from data);
-        # only the tables, already escaped, pass as they are.
-        env = jinja2.Environment(
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            finalize=lambda v: v if isinstance(v, Markup) else fmt.md_inline(v),
-            keep_trailing_newline=True,
-        )
-        template = env.from_string(article.body)
+        template = article_template(article)
         try:
-            text = template.render(t=self.tables, table=table, fmt=fmt, labels=self.labels)
+            text = template.render(
+                t=self.tables, e=self.estimator, cmp=self.comparison, table=table, fmt=fmt, labels=self.labels
+            )
         except KeyError as exc:
             raise TemplateError(
                 [Problem(f"site_templates/articles/{article.slug}.md", 0, "", None, f"unknown id {exc}")]
@@ -163,23 +330,34 @@ class Renderer:
     def article_html(self, article: Article) -> str:
         text, views = self.render_article(article, "html")
         body = markdown.markdown(text, extensions=["tables", "sane_lists"], output_format="html")
-        macro = self.html_env.get_template("partials/table.html").module
         for token, view in views.items():
-            html = macro.render_table(view=view, refs=self.source_refs(view), labels=self.labels, root="")
-            body = body.replace(f"<p>{token}</p>", str(html))
+            body = body.replace(f"<p>{token}</p>", str(self.table_html(view, "")))
         return body
+
+    def table_html(self, view: TableView, root: str) -> Markup:
+        """A table as partials/table.html's render_table macro writes it.
+
+        Entity pages hold tens of thousands of cells, and a Jinja macro call per cell was most of
+        the rendering time: when the macro gives exactly what `html_table` gives for every kind of
+        cell (checked on sample tables whenever the partial changes), Python writes the tables.
+        """
+        refs = self.source_refs(view)
+        if self.fast_tables and plain_refs(refs):
+            try:
+                return html_table(view, refs, self.labels, root, self.html_env.filters["date"])
+            except NotPlain:
+                pass
+        macro = self.html_env.get_template("partials/table.html").module
+        return macro.render_table(view=view, refs=refs, labels=self.labels, root=root)
 
     def page(self, template: str, path: str, root: str | None = None, **context) -> str:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
         root = "../" * path.count("/") if root is None else root
         self.pages.append(path)
-        macro = self.html_env.get_template("partials/table.html").module
         return self.html_env.get_template(template).render(
             root=root,
             asset=lambda filename: root + self.asset(filename),
-            table=lambda view: macro.render_table(
-                view=view, refs=self.source_refs(view), labels=self.labels, root=root
-            ),
+            table=lambda view: self.table_html(view, root),
             nav=self.articles,
             labels=self.labels,
             path=path,
@@ -224,6 +402,8 @@ class Renderer:
                 cards=E.model_cards(m),
                 servers=E.model_servers(m),
                 cheapest=E.model_cheapest(m),
+                breakdown=self.estimator.bars(m),
+                breakdown_view=self.estimator.breakdown_table(m),
             )
         for me in E.method_ids():
             method = t.method(me)
@@ -368,6 +548,7 @@ class Renderer:
         site.update(self.entity_pages())
         site["404.html"] = self.not_found_page()
         site.update(charts.pages(self))
+        site.update(estimator_pages.pages(self))
         site["calculator.html"] = self.page(
             "calculator.html",
             "calculator.html",

@@ -170,6 +170,12 @@ MEMORY_ANCHORS = Table(
     ("method_id", "params_b"),
 )
 
+
+def _arch(name: str, description_ru: str, label_ru: str, unit: str = "измерений", min: float = 1) -> Field:
+    """An optional architecture column of models.csv: a whole number from the model's config.json."""
+    return Field(name, "int", description_ru, unit=unit, required=False, min=min, max=10_000_000, label_ru=label_ru)
+
+
 MODELS = Table(
     "models",
     "Модели",
@@ -201,6 +207,104 @@ MODELS = Table(
         ),
         Field("licence", "str", "Лицензия весов; пусто у условных размеров.", required=False, label_ru="Лицензия"),
         _ref(),
+        # Architecture from the model's config.json: all core columns (layers … qkv_bias) or none.
+        _arch("layers", "Число слоёв декодера (num_hidden_layers).", "Слоёв", unit="шт."),
+        _arch("hidden_size", "Размер скрытого состояния (hidden_size).", "Скрытый размер"),
+        _arch(
+            "intermediate_size",
+            "Ширина плотного MLP (intermediate_size; у ChatGLM — ffn_hidden_size).",
+            "Ширина MLP",
+        ),
+        _arch(
+            "attention_heads", "Число голов внимания для запросов (num_attention_heads).", "Голов внимания", unit="шт."
+        ),
+        _arch(
+            "kv_heads",
+            "Число голов ключей и значений (num_key_value_heads; равно attention_heads без GQA, 1 у MQA).",
+            "Голов ключей/значений",
+            unit="шт.",
+        ),
+        _arch(
+            "head_dim",
+            "Размер одной головы внимания (head_dim); у MLA — размер головы запроса и ключа "
+            "(qk_nope_head_dim + qk_rope_head_dim).",
+            "Размер головы",
+        ),
+        _arch("vocab_size", "Размер словаря (vocab_size): строк в таблице эмбеддингов.", "Словарь", unit="токенов"),
+        Field(
+            "tied_embeddings",
+            "bool",
+            "Выходной слой (LM head) использует веса входных эмбеддингов (tie_word_embeddings).",
+            required=False,
+            label_ru="Общие эмбеддинги",
+        ),
+        Field(
+            "mlp_kind",
+            "str",
+            "Устройство MLP: gated — SwiGLU/GeGLU, три матрицы (gate, up, down); plain — две матрицы (up, down).",
+            required=False,
+            allowed=("gated", "plain"),
+            label_ru="Вид MLP",
+        ),
+        Field(
+            "qkv_bias",
+            "bool",
+            "У проекций запросов, ключей и значений есть смещения (bias).",
+            required=False,
+            label_ru="Смещения QKV",
+        ),
+        _arch(
+            "experts", "MoE: число маршрутизируемых экспертов в слое; пусто у плотных моделей.", "Экспертов", unit="шт."
+        ),
+        _arch(
+            "experts_per_token",
+            "MoE: сколько маршрутизируемых экспертов работает на токен (num_experts_per_tok).",
+            "Экспертов на токен",
+            unit="шт.",
+        ),
+        _arch(
+            "shared_experts",
+            "MoE: общие эксперты, работающие на каждом токене (n_shared_experts); пусто — нет.",
+            "Общих экспертов",
+            unit="шт.",
+            min=0,
+        ),
+        _arch("moe_intermediate_size", "MoE: ширина MLP одного эксперта (moe_intermediate_size).", "Ширина эксперта"),
+        _arch(
+            "dense_layers",
+            "MoE: число первых слоёв с плотным MLP вместо экспертов (у DeepSeek first_k_dense_replace = 3); пусто — 0.",
+            "Плотных слоёв",
+            unit="шт.",
+            min=0,
+        ),
+        Field(
+            "attention_kind",
+            "str",
+            "Вид внимания: mha — обычное многоголовое (в том числе GQA и MQA), mla — латентное внимание DeepSeek; "
+            "пусто — mha.",
+            required=False,
+            allowed=("mha", "mla"),
+            label_ru="Вид внимания",
+        ),
+        _arch("q_lora_rank", "MLA: ранг сжатия запроса (q_lora_rank).", "Ранг запроса MLA"),
+        _arch("kv_lora_rank", "MLA: ранг сжатия ключей и значений (kv_lora_rank).", "Ранг KV MLA"),
+        _arch(
+            "qk_rope_head_dim", "MLA: часть головы запроса и ключа с RoPE (qk_rope_head_dim).", "RoPE-часть головы MLA"
+        ),
+        _arch(
+            "qk_nope_head_dim",
+            "MLA: часть головы запроса и ключа без RoPE (qk_nope_head_dim).",
+            "Часть головы без RoPE MLA",
+        ),
+        _arch("v_head_dim", "MLA: размер головы значений (v_head_dim).", "Размер головы значений MLA"),
+        Field(
+            "arch_reference_id",
+            "id",
+            "Источник архитектуры (config.json модели): строка из таблицы references; пусто без архитектуры.",
+            required=False,
+            references="references.reference_id",
+            label_ru="Источник архитектуры",
+        ),
     ),
     ("model_id",),
 )
@@ -385,6 +489,187 @@ LEGACY_OFFER_JOBS = Table(
     ("offer_id", "model_id", "method_id"),
 )
 
+# Techniques a measured row may use that the first-principles estimator does not model.
+EXTRA_TECHNIQUES = (
+    "torch_compile",
+    "optimizer_in_backward",
+    "activation_offloading",
+    "unsloth_kernels",
+    "dora",
+    "ia3",
+    "prompt_tuning",
+    "double_quant",
+    "lora_dropout",
+    "unknown_lengths",
+)
+# Adapters without a rank: their rows leave lora_rank and lora_targets empty although the method is lora.
+RANKLESS_ADAPTERS = ("ia3", "prompt_tuning")
+_TECHNIQUE = f"(?:{'|'.join(EXTRA_TECHNIQUES)})"
+
+MEASUREMENTS = Table(
+    "measurements",
+    "Измерения пиковой памяти",
+    "Опубликованные измерения пиковой видеопамяти при дообучении с их конфигурацией: "
+    "по ним проверяются оценки справочника.",
+    (
+        Field("measurement_id", "id", "Идентификатор измерения.", label_ru="Код измерения"),
+        Field(
+            "anchor_row",
+            "int",
+            "Номер строки в проверочном наборе (раздел 6 справочного файла estimator-anchors.md); "
+            "пусто у измерений из обсуждений LLaMA-Factory (раздел 1.3).",
+            required=False,
+            min=1,
+            max=1000,
+            label_ru="Строка набора",
+        ),
+        Field("model_id", "id", "Модель.", references="models.model_id", label_ru="Код модели"),
+        Field("method_id", "id", "Способ дообучения.", references="methods.method_id", label_ru="Код способа"),
+        Field(
+            "optimizer",
+            "str",
+            "Оптимизатор: adamw — AdamW с 32-битными состояниями, adamw_8bit — 8-битный AdamW, sgd — SGD с моментом.",
+            allowed=("adamw", "adamw_8bit", "sgd"),
+            label_ru="Оптимизатор",
+        ),
+        Field(
+            "seq_len",
+            "int",
+            "Длина последовательности, на которой достигнут пик: длина упаковки или заявленная "
+            "максимальная (самая длинная) длина.",
+            unit="токенов",
+            min=1,
+            max=10_000_000,
+            label_ru="Длина последовательности, токенов",
+        ),
+        Field(
+            "micro_batch",
+            "int",
+            "Последовательностей в одном проходе на карту.",
+            min=1,
+            max=100_000,
+            label_ru="Микробатч",
+        ),
+        Field(
+            "grad_accum",
+            "int",
+            "Шагов накопления градиента (память не растёт, растёт эффективный батч).",
+            min=1,
+            max=100_000,
+            label_ru="Накопление градиента",
+        ),
+        Field("gpus", "int", "Число карт в запуске.", unit="шт.", min=1, max=100_000, label_ru="Карт, шт."),
+        Field(
+            "sharding",
+            "str",
+            "Распределение состояний по картам: ddp — без шардирования (и одна карта), zero1/zero2/zero3 — "
+            "ступени ZeRO (FSDP с полным шардированием = zero3).",
+            allowed=("ddp", "zero1", "zero2", "zero3"),
+            label_ru="Шардирование",
+        ),
+        Field(
+            "offload",
+            "str",
+            "Выгрузка в память CPU: none — нет, optimizer — состояния оптимизатора, full — оптимизатор и веса.",
+            allowed=("none", "optimizer", "full"),
+            label_ru="Выгрузка на CPU",
+        ),
+        Field("grad_checkpointing", "bool", "Контрольные точки активаций (пересчёт).", label_ru="Контрольные точки"),
+        Field(
+            "flash_attention",
+            "bool",
+            "Внимание без квадратичной по длине матрицы: FlashAttention-2, flash-ядро PyTorch SDPA, Unsloth.",
+            label_ru="Flash-внимание",
+        ),
+        Field(
+            "lora_rank",
+            "int",
+            "Ранг LoRA; пусто у полного дообучения и у адаптеров без ранга (IA3, prompt tuning).",
+            required=False,
+            min=1,
+            max=65_536,
+            label_ru="Ранг LoRA",
+        ),
+        Field(
+            "lora_targets",
+            "str",
+            "Слои с LoRA: qv — только q и v, attention — все проекции внимания, all — все линейные слои; "
+            "пусто у полного дообучения и у адаптеров без ранга.",
+            required=False,
+            allowed=("qv", "attention", "all"),
+            label_ru="Слои LoRA",
+        ),
+        Field(
+            "chunked_loss",
+            "bool",
+            "Выходной слой и кросс-энтропия считаются по кускам, без полного буфера логитов.",
+            label_ru="Потери по кускам",
+        ),
+        Field(
+            "extra_techniques",
+            "str",
+            "Особенности запуска через запятую: "
+            + ", ".join(EXTRA_TECHNIQUES)
+            + ". double_quant и lora_dropout оценка учитывает; unknown_lengths — длина примеров неизвестна "
+            "(seq_len — только верхняя граница); с остальными строка показывается, но не входит в сводку "
+            "точности. Пусто — таких нет.",
+            required=False,
+            pattern=f"^{_TECHNIQUE}(?:,{_TECHNIQUE})*$",
+            pattern_rule="must be a comma-separated list (no spaces) of: " + ", ".join(EXTRA_TECHNIQUES),
+            label_ru="Прочие приёмы",
+        ),
+        Field(
+            "gpu_id",
+            "id",
+            "Карта, на которой мерили; пусто, если источник её не называет.",
+            required=False,
+            references="gpus.gpu_id",
+            label_ru="Код карты",
+        ),
+        Field(
+            "outcome",
+            "str",
+            "Итог: value — пик измерен, oom — не хватило памяти.",
+            allowed=("value", "oom"),
+            label_ru="Итог",
+        ),
+        Field(
+            "measured_value",
+            "float",
+            "Пиковая память на одну карту, как в источнике; пусто при oom.",
+            unit="ГБ или ГиБ (measured_unit)",
+            required=False,
+            min=0.01,
+            max=100_000,
+            label_ru="Пик памяти",
+        ),
+        Field(
+            "measured_unit",
+            "str",
+            "Единица, как её пишет источник: GB (10^9 байт) или GiB (2^30 байт); если не пишет — GB, и это сказано в примечании.",
+            allowed=("GB", "GiB"),
+            label_ru="Единица",
+        ),
+        Field(
+            "metric",
+            "str",
+            "Что измерено: allocated — max_memory_allocated, reserved — max_memory_reserved, reserved_delta — прирост "
+            "reserved от старта, active — пик active_bytes, nvidia_smi — по nvidia-smi, unknown — не указано.",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            label_ru="Метрика",
+        ),
+        Field(
+            "note_ru",
+            "str",
+            "Что сказано в источнике и какие значения приняты по предположению.",
+            max_length=800,
+            label_ru="Примечание",
+        ),
+        _ref(),
+    ),
+    ("measurement_id",),
+)
+
 SOURCE_TABLES: tuple[Table, ...] = (
     REFERENCES,
     CONSTANTS,
@@ -396,6 +681,7 @@ SOURCE_TABLES: tuple[Table, ...] = (
     LEGACY_GPU_COUNTS,
     LEGACY_OFFERS,
     LEGACY_OFFER_JOBS,
+    MEASUREMENTS,
 )
 
 ESTIMATES = Table(
@@ -508,8 +794,252 @@ SERVER_FIT = Table(
     kind="derived",
 )
 
-DERIVED_TABLES: tuple[Table, ...] = (ESTIMATES, GPU_FIT, SERVER_FIT)
+
+def _part(name: str, what: str, label: str) -> Field:
+    return Field(f"{name}_gb", "float", what, unit="ГБ", label_ru=f"{label}, ГБ")
+
+
+def _setup_fields() -> tuple[Field, ...]:
+    """The training setup columns shared by the estimator's tables."""
+    return (
+        Field("optimizer", "str", "Оптимизатор.", allowed=("adamw", "adamw_8bit", "sgd"), label_ru="Оптимизатор"),
+        Field("seq_len", "int", "Длина последовательности.", unit="токенов", label_ru="Длина, токенов"),
+        Field("micro_batch", "int", "Последовательностей на карту за шаг.", unit="шт.", label_ru="Микробатч"),
+        Field("gpus", "int", "Карт в обучении.", unit="шт.", label_ru="Карт"),
+        Field(
+            "sharding",
+            "str",
+            "Разделение между картами: ddp — нет; zero1 — состояния оптимизатора; zero2 — и градиенты; "
+            "zero3 (FSDP) — и веса.",
+            allowed=("ddp", "zero1", "zero2", "zero3"),
+            label_ru="Шардирование",
+        ),
+        Field("grad_checkpointing", "bool", "Контрольные точки активаций (пересчёт).", label_ru="Контрольные точки"),
+        Field("flash_attention", "bool", "Внимание в стиле FlashAttention.", label_ru="FlashAttention"),
+    )
+
+
+MEMORY_BREAKDOWN = Table(
+    "memory_breakdown",
+    "Память по составляющим",
+    "Оценка из первых принципов для каждой модели и способа в типовой постановке: "
+    "из чего складывается память одной карты.",
+    (
+        Field("model_id", "id", "Модель.", references="models.model_id", label_ru="Код модели"),
+        Field("method_id", "id", "Способ дообучения.", references="methods.method_id", label_ru="Код способа"),
+        *_setup_fields(),
+        Field("lora_rank", "int", "Ранг LoRA; пусто для полного дообучения.", required=False, label_ru="Ранг LoRA"),
+        Field(
+            "lora_targets",
+            "str",
+            "Слои с адаптером: qv, attention (все проекции внимания), all (все линейные); пусто для полного.",
+            required=False,
+            allowed=("qv", "attention", "all"),
+            label_ru="Слои LoRA",
+        ),
+        Field("trainable_params", "float", "Обучаемых параметров.", unit="шт.", label_ru="Обучаемых параметров"),
+        _part("weights", "Веса модели на карте (16 бит, сжатые для QLoRA, с адаптером).", "Веса"),
+        _part("gradients", "Градиенты обучаемых параметров.", "Градиенты"),
+        _part("optimizer", "Состояния оптимизатора (со 32-битной копией весов при смешанной точности).", "Оптимизатор"),
+        _part("activations", "Активации, сохранённые для обратного прохода.", "Активации"),
+        _part("logits", "Логиты выходного слоя и буферы функции потерь.", "Логиты и потери"),
+        _part("overhead", "Контекст CUDA и кэш распределителя памяти.", "Накладные расходы"),
+        _part("total", "Всего на одну карту.", "Всего на карту"),
+        _part("table_rule", "Оценка по опорной таблице для сравнения.", "Оценка по таблице"),
+    ),
+    ("model_id", "method_id"),
+    kind="derived",
+)
+
+_ESTIMATOR_NAMES = {
+    "first_principles": "из первых принципов",
+    "table_rule": "по опорной таблице",
+    "rule_of_thumb": "по правилу прежней статьи",
+    "deepspeed": "по формуле DeepSpeed (только состояния модели)",
+}
+
+CALIBRATION = Table(
+    "calibration",
+    "Точность оценок: измерения",
+    "Для каждого опубликованного измерения пиковой памяти: измеренное значение, прогноз каждого способа "
+    "оценки и его ошибка.",
+    (
+        Field("measurement_id", "id", "Измерение.", references="measurements.measurement_id", label_ru="Измерение"),
+        Field("model_id", "id", "Модель.", references="models.model_id", label_ru="Код модели"),
+        Field("method_id", "id", "Способ дообучения.", references="methods.method_id", label_ru="Код способа"),
+        Field(
+            "gpu_id",
+            "id",
+            "Карта измерения; пусто, если не указана.",
+            references="gpus.gpu_id",
+            required=False,
+            label_ru="Карта",
+        ),
+        Field("gpu_memory_gb", "float", "Память карты.", unit="ГБ", required=False, label_ru="Память карты, ГБ"),
+        Field("outcome", "str", "value — измерено; oom — не поместилось.", allowed=("value", "oom"), label_ru="Итог"),
+        Field(
+            "metric",
+            "str",
+            "Что измерено: allocated/active — тензоры; reserved, reserved_delta — с кэшем распределителя; "
+            "nvidia_smi, unknown — вся занятая память карты.",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            label_ru="Метрика",
+        ),
+        Field("measured_value", "float", "Значение, как в источнике.", required=False, label_ru="Измерено"),
+        Field("measured_unit", "str", "Единица источника.", allowed=("GB", "GiB"), label_ru="Единица"),
+        Field("measured_gb", "float", "Измерено, в ГБ (10⁹ байт).", unit="ГБ", required=False, label_ru="Измерено, ГБ"),
+        *(
+            f
+            for key, name in _ESTIMATOR_NAMES.items()
+            for f in (
+                Field(
+                    f"{key}_gb",
+                    "float",
+                    f"Прогноз {name}; пусто, если способ здесь неприменим.",
+                    unit="ГБ",
+                    required=False,
+                    label_ru=f"Прогноз {name}, ГБ",
+                ),
+                Field(
+                    f"{key}_error",
+                    "float",
+                    f"Ошибка прогноза {name}: (прогноз − измерение) / измерение.",
+                    unit="доля",
+                    required=False,
+                    label_ru=f"Ошибка {name}",
+                ),
+            )
+        ),
+        Field(
+            "predicts_oom",
+            "bool",
+            "Для строк oom: больше ли прогноз из первых принципов памяти карты.",
+            required=False,
+            label_ru="Прогноз OOM",
+        ),
+        Field("in_summary", "bool", "Входит ли строка в сводку точности.", label_ru="В сводке"),
+        Field(
+            "excluded_because",
+            "str",
+            "Почему строка не в сводке: oom — нет числа; unmodelled — приёмы, которые оценка не моделирует; "
+            "unknown_lengths — длина последовательностей неизвестна.",
+            required=False,
+            label_ru="Не в сводке, потому что",
+        ),
+        _ref(),
+    ),
+    ("measurement_id",),
+    kind="derived",
+)
+
+CALIBRATION_SUMMARY = Table(
+    "calibration_summary",
+    "Точность оценок: сводка",
+    "Для каждого способа оценки по строкам сводки: число строк, медианная абсолютная ошибка, доля в пределах ±25 %.",
+    (
+        Field("estimator", "id", "Способ оценки.", allowed=tuple(_ESTIMATOR_NAMES), label_ru="Способ оценки"),
+        Field("sort_order", "int", "Порядок на странице.", label_ru="Порядок"),
+        Field("rows", "int", "Строк с прогнозом.", unit="шт.", label_ru="Строк"),
+        Field(
+            "median_abs_error", "float", "Медиана |ошибки|.", unit="доля", required=False, label_ru="Медиана |ошибки|"
+        ),
+        Field(
+            "within_25",
+            "float",
+            "Доля строк с |ошибкой| не больше calibration_within (25 %).",
+            unit="доля",
+            required=False,
+            label_ru="В ±25 %",
+        ),
+        Field(
+            "median_error",
+            "float",
+            "Медиана ошибки со знаком: меньше нуля — занижает.",
+            unit="доля",
+            required=False,
+            label_ru="Медиана ошибки",
+        ),
+    ),
+    ("estimator",),
+    kind="derived",
+)
+
+PRETRAINING = Table(
+    "pretraining",
+    "Предобучение: черновой план",
+    "Предобучение с нуля: токенов 20 на параметр (по умолчанию), смешанная точность, ZeRO-3 и контрольные "
+    "точки; сколько карт нужно по памяти и чтобы уложиться в срок, и во что это обойдётся. Черновая оценка.",
+    (
+        Field("model_id", "id", "Модель.", references="models.model_id", label_ru="Код модели"),
+        Field("gpu_id", "id", "Карта.", references="gpus.gpu_id", label_ru="Карта"),
+        Field("tokens", "float", "Токенов обучения.", unit="шт.", label_ru="Токенов"),
+        Field("flops", "float", "Вычислений на всё обучение.", unit="FLOP", label_ru="FLOP"),
+        Field("target_days", "float", "Желаемый срок.", unit="дней", label_ru="Срок, дней"),
+        Field("utilization", "float", "Доля пиковой производительности.", unit="доля", label_ru="Загрузка"),
+        Field(
+            "cards_for_memory",
+            "int",
+            "Наименьшее число карт, на которых помещаются веса, градиенты и состояния (ZeRO-3).",
+            unit="шт.",
+            required=False,
+            label_ru="Карт по памяти",
+        ),
+        Field("cards_for_time", "int", "Карт, чтобы уложиться в срок.", unit="шт.", label_ru="Карт по сроку"),
+        Field("cards", "int", "Итого карт: большее из двух.", unit="шт.", required=False, label_ru="Карт"),
+        Field(
+            "memory_per_card_gb",
+            "float",
+            "Память одной карты при этом числе карт.",
+            unit="ГБ",
+            required=False,
+            label_ru="Память на карту, ГБ",
+        ),
+        Field("days", "float", "Срок при этом числе карт.", unit="дней", required=False, label_ru="Дней"),
+        Field(
+            "server_id",
+            "id",
+            "Сервер каталога с этими картами.",
+            references="servers.server_id",
+            required=False,
+            label_ru="Сервер",
+        ),
+        Field("servers", "int", "Серверов.", unit="шт.", required=False, label_ru="Серверов"),
+        Field("cost_rub", "float", "Аренда на весь срок.", unit="₽", required=False, label_ru="Стоимость, ₽"),
+        Field("seed_cards_text", "str", "Карт в таблице прежней статьи.", required=False, label_ru="В прежней статье"),
+    ),
+    ("model_id", "gpu_id"),
+    kind="derived",
+)
+
+DERIVED_TABLES: tuple[Table, ...] = (
+    ESTIMATES,
+    GPU_FIT,
+    SERVER_FIT,
+    MEMORY_BREAKDOWN,
+    CALIBRATION,
+    CALIBRATION_SUMMARY,
+    PRETRAINING,
+)
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
+
+# Constants the first-principles estimator (pipeline/memory.py) reads.
+ESTIMATOR_CONSTANTS = (
+    "activation_bytes",
+    "norm_input_bytes",
+    "eager_attention_score_bytes",
+    "logits_bytes",
+    "logits_chunked_bytes",
+    "dropout_mask_bytes",
+    "quant_block_size",
+    "quant_scale_bytes",
+    "double_quant_scale_bytes",
+    "double_quant_block_size",
+    "adapter_bytes",
+    "zero3_gather_bytes_per_param",
+    "offload_cpu_buffer_factor",
+    "cuda_context_gb",
+    "allocator_reserve_factor",
+)
 
 # Constants the rules read from sources/constants.csv; each must be present.
 REQUIRED_CONSTANTS = (
@@ -525,6 +1055,22 @@ REQUIRED_CONSTANTS = (
     "stale_after_days",
     "default_utilization",
     "hours_per_month",
+    # The first-principles estimator, its pages and the comparison article.
+    *ESTIMATOR_CONSTANTS,
+    "forward_flops_per_param_token",
+    "tokens_per_param",
+    "pretraining_target_days",
+    "typical_seq_len",
+    "typical_micro_batch",
+    "typical_grad_checkpointing",
+    "typical_lora_rank",
+    "legacy_lora_bytes_per_param",
+    "legacy_qlora_7b_gb",
+    "legacy_qlora_13b_gb",
+    "legacy_qlora_70b_gb",
+    "legacy_fp8_memory_factor",
+    "comparison_accumulation_steps",
+    "calibration_within",
 )
 
 # Which server interconnect a GPU of each form factor can have.

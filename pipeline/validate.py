@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from pipeline import architecture
 from pipeline.fingerprint import build_date
 from pipeline.load import LINE, display_path
 from pipeline.problems import Problem
 from pipeline.schema import (
     DUCKDB_TYPES,
     HIDDEN_CHARACTERS,
+    RANKLESS_ADAPTERS,
     REQUIRED_CONSTANTS,
     SERVER_INTERCONNECTS,
     SOURCE_TABLES,
@@ -30,6 +33,7 @@ from pipeline.schema import (
     Field,
     Table,
 )
+from pipeline.workers import start_map
 
 
 @dataclass(frozen=True)
@@ -229,33 +233,57 @@ _OUTCOMES: dict[tuple, tuple[list[Problem], list[CheckResult]]] = {}
 
 def run_expectations(con, sources_dir: Path, names: list[str], today: dt.date, out: Validation) -> None:
     """Run the generated GX suites on each loaded table; every failing cell becomes a Problem."""
+    start_expectations(con, sources_dir, names, today)(out)
+
+
+def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date) -> Callable[[Validation], None]:
+    """run_expectations in two halves: the suites start in a forked child now; calling the result
+    waits for them and adds their outcomes to a Validation, in table order."""
+    keys, jobs = [], {}
     for name in names:
         table = TABLES_BY_NAME[name]
         shown = display_path(sources_dir, table)
         cells = con.sql(f"SELECT * FROM raw_{name}").fetchall()
-        key = (name, shown, today, tuple(cells))
+        keys.append(key := (name, shown, today, tuple(cells)))
         if key not in _OUTCOMES:
-            _OUTCOMES[key] = _run_suites(con, table, shown, today)
-        problems, checks = _OUTCOMES[key]
-        out.problems.extend(problems)
-        out.checks.extend(checks)
+            for on in ("raw", "typed"):
+                jobs[key, on] = (table, on, shown, today, con.sql(f"SELECT * FROM {on}_{name}").df())
+                if _CONTEXT:  # a warm process makes each suite once; the child inherits it
+                    _definition(table, on, today)
+    # GX is pure Python: the suites are shared between two cores (pipeline.workers).
+    weights = [len(job[0].fields) * (1 + len(job[4]) / 2000) for job in jobs.values()]
+    finish = start_map(_run_suite, list(jobs.values()), weights)
+
+    def collect(out: Validation) -> None:
+        found = dict(zip(jobs, finish(), strict=True))
+        for key in dict.fromkeys(key for key, _ in jobs):
+            _OUTCOMES[key] = tuple(found[key, "raw"][i] + found[key, "typed"][i] for i in (0, 1))
+        for key in keys:
+            problems, checks = _OUTCOMES[key]
+            out.problems.extend(problems)
+            out.checks.extend(checks)
+
+    return collect
 
 
-def _run_suites(con, table: Table, shown: str, today: dt.date) -> tuple[list[Problem], list[CheckResult]]:
+def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
+    table, on, shown, today, frame = job
     problems, checks = [], []
-    for on in ("raw", "typed"):
-        definition, by_id = _definition(table, on, today)
-        frame = con.sql(f"SELECT * FROM {on}_{table.name}").df()
+    definition, by_id = _definition(table, on, today)
+    # Every expectation runs on every row either way; BOOLEAN_ONLY skips collecting the failing
+    # rows, which is half of GX's time. A suite with a failure runs again to name them.
+    result = definition.run(batch_parameters={"dataframe": frame}, result_format={"result_format": "BOOLEAN_ONLY"})
+    if not result.success:
         result = definition.run(
             batch_parameters={"dataframe": frame},
             result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]},
         )
-        # GX does not keep the suite's order in its results: match them by expectation id.
-        for outcome in result.results:
-            check = by_id[outcome.expectation_config.id]
-            found = [] if outcome.success else _explain(check, outcome, shown)
-            problems.extend(found)
-            checks.append(CheckResult(table.name, check.column, check.rule, "Great Expectations", len(found)))
+    # GX does not keep the suite's order in its results: match them by expectation id.
+    for outcome in result.results:
+        check = by_id[outcome.expectation_config.id]
+        found = [] if outcome.success else _explain(check, outcome, shown)
+        problems.extend(found)
+        checks.append(CheckResult(table.name, check.column, check.rule, "Great Expectations", len(found)))
     return problems, checks
 
 
@@ -404,6 +432,88 @@ def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> Non
     _sql_rule(out, con, sources_dir, "models", "MoE active parameters do not exceed the total", rows)
 
 
+# How far the parameter count computed from a model's architecture may be from its stated one.
+PARAMS_TOLERANCE = 0.02
+
+
+def architecture_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """The architecture columns of models.csv hang together and give the stated parameter counts.
+
+    The count is Python (pipeline/architecture.py), so these rules run over the typed rows
+    in Python and report in the same form as the SQL rules.
+    """
+    if "models" not in names:
+        return
+    shown = display_path(sources_dir, TABLES_BY_NAME["models"])
+    raw = _rows(con, "raw_models")
+    typed = {r[LINE]: r for r in _rows(con, "typed_models")}
+    core = [*architecture.CORE_COLUMNS, "arch_reference_id"]
+    mla = list(architecture.MLA_COLUMNS)
+    found: dict[str, list] = {"complete": [], "moe": [], "mla": [], "count": []}
+    for r in raw:
+        line, t = r[LINE], typed[r[LINE]]
+        filled = [c for c in core if r[c] is not None]
+        if filled and len(filled) < len(core):
+            rule = "the architecture columns go together: fill all of " + ", ".join(core) + " or none"
+            found["complete"] += [(line, c, None, rule) for c in core if r[c] is None]
+        moe = found["moe"]
+        if (r["experts"] is None) != (r["experts_per_token"] is None):
+            empty = "experts" if r["experts"] is None else "experts_per_token"
+            moe.append((line, empty, None, "experts and experts_per_token go together: fill both or neither"))
+        elif t["experts"] is not None and (t["experts_per_token"] or 0) > t["experts"]:
+            rule = f"more experts per token than experts ({t['experts']})"
+            moe.append((line, "experts_per_token", r["experts_per_token"], rule))
+        if r["experts"] is not None and r["moe_intermediate_size"] is None:
+            moe.append((line, "moe_intermediate_size", None, "a MoE model (experts filled) needs the expert width"))
+        for c in ("moe_intermediate_size", "shared_experts", "dense_layers"):
+            if r[c] is not None and r["experts"] is None and r["experts_per_token"] is None:
+                moe.append((line, c, r[c], "only for MoE models: fill experts and experts_per_token too"))
+        if r["attention_kind"] == "mla":
+            rule = "MLA attention needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim"
+            found["mla"] += [(line, c, None, rule) for c in mla[1:] if r[c] is None]
+        else:
+            found["mla"] += [(line, c, r[c], "only for attention_kind mla") for c in mla if r[c] is not None]
+        if len(filled) == len(core) and not any(p[0] == line for rows in found.values() for p in rows):
+            found["count"] += _count_problems(line, t)
+    rules = {
+        "complete": "architecture columns are all filled or all empty",
+        "moe": "MoE columns are consistent (experts with experts_per_token, no more per token than experts)",
+        "mla": "MLA columns are filled exactly when attention_kind is mla",
+        "count": f"parameters computed from the architecture agree with params_b and active_params_b "
+        f"within {PARAMS_TOLERANCE:.0%}",
+    }
+    for key, description in rules.items():
+        problems = [Problem(shown, line, col, value, rule) for line, col, value, rule in found[key]]
+        out.problems.extend(problems)
+        out.checks.append(CheckResult("models", "", description, "Python", len(problems)))
+
+
+def _rows(con, view: str) -> list[dict]:
+    result = con.sql(f"SELECT * FROM {view} ORDER BY {LINE}")
+    return [dict(zip(result.columns, row, strict=True)) for row in result.fetchall()]
+
+
+def _count_problems(line: int, row: dict) -> list[tuple]:
+    """params_b and active_params_b against the counts computed from the row's architecture."""
+    if any(row[c] is None for c in architecture.CORE_COLUMNS):
+        return []  # a cell that did not cast is already reported
+    counts = architecture.parameter_counts(architecture.architecture_from_row(row))
+    out = []
+    for column, computed in (("params_b", counts.total), ("active_params_b", counts.active)):
+        stated = row[column]
+        if stated is None or abs(computed / 1e9 - stated) <= PARAMS_TOLERANCE * stated:
+            continue
+        if column == "active_params_b" and row["params_b"] is not None and stated > row["params_b"]:
+            continue  # already reported by model_rules: active above the total
+        off = (computed / 1e9 - stated) / stated
+        rule = (
+            f"the architecture gives {computed / 1e9:.4g} B ({computed} parameters), {off:+.1%} from the stated "
+            f"{_num(stated)} B; they must agree within {PARAMS_TOLERANCE:.0%}"
+        )
+        out.append((line, column, _num(stated), rule))
+    return out
+
+
 def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     if not {"servers", "gpus"} <= names:
         return
@@ -434,6 +544,64 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
     _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
 
 
+def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """A peak is given exactly for measured rows, LoRA settings exactly for LoRA methods, and a peak fits its GPU."""
+    if "measurements" not in names:
+        return
+    rows = con.sql(
+        f"""SELECT {LINE}, 'measured_value', measured_value,
+                   CASE WHEN outcome = 'value' THEN 'outcome is value: the measured peak is required'
+                        ELSE 'outcome is oom: leave the measured peak empty' END
+            FROM raw_measurements
+            WHERE (outcome = 'value' AND measured_value IS NULL) OR (outcome = 'oom' AND measured_value IS NOT NULL)
+            ORDER BY 1"""
+    ).fetchall()
+    _sql_rule(out, con, sources_dir, "measurements", "a measured peak is given exactly when the outcome is value", rows)
+    if "methods" in names:
+        # IA3 and prompt tuning run as "lora" (a frozen 16-bit base) but have no rank or target layers.
+        rankless = " OR ".join(
+            f"list_contains(string_split(coalesce(r.extra_techniques, ''), ','), '{a}')" for a in RANKLESS_ADAPTERS
+        )
+        rows = []
+        for column in ("lora_rank", "lora_targets"):
+            rows += con.sql(
+                f"""SELECT * FROM (
+                      SELECT r.{LINE}, '{column}', r.{column},
+                             CASE WHEN m.family = 'full'
+                                    THEN 'method ' || r.method_id || ' is full fine-tuning: leave {column} empty'
+                                  WHEN {rankless}
+                                    THEN '{" and ".join(RANKLESS_ADAPTERS)} adapters have no rank: leave {column} empty'
+                                  ELSE 'method ' || r.method_id || ' is LoRA/QLoRA: {column} is required' END AS rule,
+                             m.family IN ('lora', 'qlora') AND NOT ({rankless}) AS needed
+                      FROM raw_measurements r JOIN raw_methods m USING (method_id))
+                    WHERE needed <> ({column} IS NOT NULL)"""
+            ).fetchall()
+        rows = sorted((line, col, value, rule) for line, col, value, rule, _ in rows)
+        _sql_rule(
+            out, con, sources_dir, "measurements", "lora_rank and lora_targets are set exactly for LoRA/QLoRA", rows
+        )
+    if "gpus" in names:
+        found = con.sql(
+            f"""SELECT {LINE}, measured_value, measured_unit, gpu_id, memory_gb, peak_gb FROM (
+                  SELECT r.*, g.memory_gb,
+                         r.measured_value * CASE r.measured_unit WHEN 'GiB' THEN {2**30 / 1e9} ELSE 1 END AS peak_gb
+                  FROM typed_measurements r JOIN typed_gpus g USING (gpu_id))
+                WHERE peak_gb > memory_gb ORDER BY 1"""
+        ).fetchall()
+        rows = [
+            (
+                line,
+                "measured_value",
+                _num(value),
+                f"peak {_num(value)} {unit}"
+                + (f" = {peak:.1f} GB" if unit == "GiB" else "")
+                + f" is more than the memory of one {gpu} ({_num(memory)} GB)",
+            )
+            for line, value, unit, gpu, memory, peak in found
+        ]
+        _sql_rule(out, con, sources_dir, "measurements", "a measured peak fits in the memory of its GPU", rows)
+
+
 def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:
     """Problems that do not stop the build: stale checks, servers without a price."""
     if not {"constants", "references", "servers"} <= names:
@@ -461,11 +629,45 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
 
 def validate(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> Validation:
     """All problems in the loaded tables (per-table expectations and cross-table rules), warnings and checks."""
+    return start_validation(con, sources_dir, names)[1]()
+
+
+def start_validation(
+    con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]
+) -> tuple[Validation, Callable[[], Validation]]:
+    """validate() in two halves, so that a build can compute and render meanwhile.
+
+    Great Expectations starts in a forked child; the cross-table rules and the warnings run
+    here. Returns what is known now (the rules' problems and checks, the warnings) and a
+    function that waits for the suites and returns exactly what validate() returns.
+    """
     today = build_date()
-    out = Validation(build_date=today)
     loaded = set(names)
-    run_expectations(con, sources_dir, names, today, out)
-    for rule in (castable, foreign_keys, anchor_rules, model_rules, server_rules, constant_rules):
-        rule(con, sources_dir, loaded, out)
-    out.warnings = warnings(con, sources_dir, loaded, today)
-    return out
+    expectations = start_expectations(con, sources_dir, names, today)
+    early = Validation(build_date=today)
+    try:
+        for rule in (
+            castable,
+            foreign_keys,
+            anchor_rules,
+            model_rules,
+            architecture_rules,
+            server_rules,
+            constant_rules,
+            measurement_rules,
+        ):
+            rule(con, sources_dir, loaded, early)
+        early.warnings = warnings(con, sources_dir, loaded, today)
+    except BaseException:
+        expectations(Validation())  # ran first in validate(): its error, if any, is the one raised
+        raise
+
+    def finish() -> Validation:
+        out = Validation(build_date=today)
+        expectations(out)
+        out.problems += early.problems
+        out.checks += early.checks
+        out.warnings = list(early.warnings)
+        return out
+
+    return early, finish

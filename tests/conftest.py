@@ -6,7 +6,7 @@ import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
-os.environ["SOURCE_DATE_EPOCH"] = "1795910400"  # 2026-11-29
+os.environ["SOURCE_DATE_EPOCH"] = "1795996800"  # 2026-11-30
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"
@@ -95,3 +95,13 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+def serious_axe_violations(page) -> list[dict]:
+    """axe-core's serious and critical violations on the page as it is now (id and a few targets)."""
+    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    violations = page.evaluate(
+        """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
+            .map(v => ({id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))"""
+    )
+    return [v for v in violations if v["impact"] in ("serious", "critical")]

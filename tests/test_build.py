@@ -32,7 +32,11 @@ def test_output_contract(built):
     site = built / "site"
     for page in ("index.html", "finetune-memory.html", "gpu-count.html", "data.html", "sources.html"):
         assert (site / page).is_file(), page
-    assert sorted(p.name for p in (built / "markdown").iterdir()) == ["finetune-memory.md", "gpu-count.md"]
+    assert sorted(p.name for p in (built / "markdown").iterdir()) == [
+        "finetune-memory.md",
+        "gpu-count.md",
+        "method-comparison.md",
+    ]
     assert (site / "data" / "gpu-finetune.duckdb").is_file()
     for table in ALL_TABLES:
         header = (site / "data" / f"{table.name}.csv").read_text(encoding="utf-8-sig").splitlines()[0]
@@ -73,7 +77,7 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     out = tmp_path / "output"
     ok = run_build("--sources", str(sources), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    assert "Built" in ok.stdout and "server_fit 1860" in ok.stdout
+    assert "Built" in ok.stdout and "server_fit 2280" in ok.stdout
     before = snapshot(out)
     edit_csv(sources / "servers.csv", ",h200-sxm,8,nvswitch,", ",h300,8,nvswitch,")
     failed = run_build("--sources", str(sources), "--out", str(out))

@@ -4,14 +4,16 @@ import html
 import json
 import math
 import re
+from dataclasses import asdict, replace
 from urllib.parse import parse_qsl, urlencode
 
 import polars as pl
 import pytest
 
-from pipeline import estimate
+from pipeline import estimate, memory, training
 from pipeline import format as fmt
-from pipeline.calculator import CONSTANTS, calculator_data, calculator_json
+from pipeline.architecture import parameter_counts
+from pipeline.calculator import CONSTANTS, ESTIMATOR_CONSTANTS, calculator_data, calculator_json
 
 # Custom sizes (B): below, on, between and above the anchors (7, 14, 30, 70) and the seed's sizes.
 SIZES = [0.5, 3.3, 7, 8, 10.5, 12.5, 14, 22, 30, 32, 50, 70, 84, 100, 235, 405]
@@ -79,7 +81,7 @@ def test_anchor_sizes_are_data(catalog):
 def test_page_has_labels_noscript_and_the_time_block(built):
     page = (built / "site" / "calculator.html").read_text(encoding="utf-8")
     ids = re.findall(r'<(?:input|select)[^>]* id="([^"]+)"', page)
-    assert len(ids) == 9
+    assert len(ids) == 9 + 16  # the table rule's fields, the advanced switch and the 15 Setup fields
     for field_id in ids:
         assert f'<label for="{field_id}">' in page, field_id
     assert "<noscript>" in page
@@ -510,3 +512,594 @@ def test_calculator_constants_are_required_by_validation():
     from pipeline.schema import REQUIRED_CONSTANTS
 
     assert set(CONSTANTS) <= set(REQUIRED_CONSTANTS)
+
+
+# ---- the advanced mode: the first-principles estimator (pipeline/memory.py) in the browser ----
+
+
+def test_data_carries_the_estimator(catalog):
+    data = calculator_data(catalog)["estimator"]
+    archs = memory.model_architectures(catalog["models"])
+    assert set(data["architectures"]) == set(catalog["models"]["model_id"]) == set(archs)
+    assert data["architectures"]["llama-3-1-8b"]["layers"] == 32
+    assert data["architectures"]["generic-70b"] == asdict(archs["generic-70b"])  # synthetic, as Python shapes it
+    assert data["constants"] == {name: catalog.constants[name] for name in ESTIMATOR_CONSTANTS}
+    assert set(memory.CONSTANTS) <= set(data["constants"])
+    assert data["setup_defaults"] == asdict(memory.Setup())
+    assert data["options"]["optimizers"] == list(memory.OPTIMIZERS)
+    assert data["options"]["optimizer_state_bytes"] == memory.OPTIMIZER_STATE_BYTES
+    assert "deepseek-v3" not in data["dense_references"] and "llama-3-1-405b" in data["dense_references"]
+    gpus = {g["id"]: g for g in calculator_data(catalog)["gpus"]}
+    assert gpus["h100-sxm"]["fp8_dense_tflops"] == 1979 and gpus["a100-80gb"]["fp8_dense_tflops"] is None
+
+
+def custom_key(size) -> str:
+    return f"custom:{float(size):g}"
+
+
+@pytest.fixture(scope="module")
+def architectures(catalog):
+    """Every catalog model's architecture and the custom sizes', exactly as memory.model_architectures makes them."""
+    sizes = sorted({float(s) for s in SIZES} | {float(c["params"]) for c in ADVANCED_CASES if c["model"] == "custom"})
+    custom = pl.DataFrame({"model_id": [custom_key(s) for s in sizes], "params_b": sizes})
+    models = pl.concat([catalog["models"], custom], how="diagonal_relaxed")
+    return memory.model_architectures(models)
+
+
+SETUP_FIELDS = {name: type(value) for name, value in asdict(memory.Setup()).items()}
+
+
+def setup_of(case: dict) -> memory.Setup:
+    """The Setup a URL case describes; the fields the page hides for the method keep their defaults."""
+    values = {}
+    full = case["method"].startswith("full")
+    for name, kind in SETUP_FIELDS.items():
+        if name not in case:
+            continue
+        if (name in ("lora_rank", "lora_targets", "lora_dropout") and full) or (name == "fp8" and not full):
+            continue
+        if name == "double_quant" and not case["method"].startswith("qlora"):
+            continue
+        values[name] = case[name] == "1" if kind is bool else kind(case[name])
+    return memory.Setup(**values)
+
+
+def python_advanced(catalog, architectures, expected, case: dict) -> dict:
+    """What the advanced mode must show for a URL case, computed by pipeline/memory.py and pipeline/training.py."""
+    key = model_key(case)
+    arch = architectures[key]
+    setup = setup_of(case)
+    c = catalog.constants
+    problems = setup.problems()
+    if problems:
+        return {"problems": problems}
+    breakdown = memory.estimate(arch, setup, c)
+    gpus = {r["gpu_id"]: r for r in catalog["gpus"].iter_rows(named=True)}
+
+    def no_fp8(gpu):
+        return setup.fp8 and gpu["fp8_dense_tflops"] is None
+
+    gpu_fit = {
+        g["gpu_id"]: {
+            "fits": not no_fp8(g) and memory.fits(breakdown, g["memory_gb"]),
+            "min_gpus": None if no_fp8(g) else memory.min_gpus(arch, setup, c, g["memory_gb"]),
+        }
+        for g in gpus.values()
+    }
+    servers = []
+    for s in estimate.server_memory(catalog["servers"], catalog["gpus"]).iter_rows(named=True):
+        gpu = gpus[s["gpu_id"]]
+        per_card = memory.estimate(arch, replace(setup, gpus=s["gpu_count"]), c)
+        if not no_fp8(gpu) and memory.fits(per_card, gpu["memory_gb"]):
+            servers.append((s, per_card.total))
+    servers.sort(
+        key=lambda r: (
+            r[0]["price_rub_month"] is None,
+            r[0]["price_rub_month"] or 0,
+            r[0]["server_memory_gb"],
+            r[0]["server_id"],
+        )
+    )
+    out = {
+        "_no_fp8": {g for g, row in gpus.items() if no_fp8(row)},
+        "problems": [],
+        "breakdown": {**asdict(breakdown), "total": breakdown.total},
+        "gpus": gpu_fit,
+        "servers": [[s["server_id"], total] for s, total in servers],
+        "table_memory": expected[(key, case["method"])]["_row"]["memory_gb"],
+        "flops_per_token": memory.training_flops_per_token(parameter_counts(arch).active, setup, c),
+        "layers": arch.layers,
+    }
+    if "tokens" in case and ("gpu" in case or "server" in case):
+        server_rows = {r["server_id"]: r for r in catalog["servers"].iter_rows(named=True)}
+        server = server_rows.get(case.get("server"))
+        gpu = gpus[server["gpu_id"]] if server else gpus[case["gpu"]]
+        cards = math.ceil(float(case["cards"])) if "cards" in case else setup.gpus
+        tokens = float(case["tokens"]) * 1e6 * float(case.get("epochs", "1"))
+        flops = training.training_flops(arch, setup, tokens, c)
+        utilization = float(case["util"]) / 100 if "util" in case else c["default_utilization"]
+        plan = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
+        out |= {"cards": cards, "flops": flops, "hours": plan.hours, "cost": plan.cost_rub}
+    return out
+
+
+def close(shown, want, path="") -> list[str]:
+    """Where two JSON-like values differ, numbers compared with a relative tolerance of 1e-9."""
+    if isinstance(want, dict) and isinstance(shown, dict):
+        if set(shown) != set(want):
+            return [f"{path}: keys {sorted(set(shown) ^ set(want))}"]
+        return [d for k in want for d in close(shown[k], want[k], f"{path}.{k}")]
+    if isinstance(want, (list, tuple)) and isinstance(shown, list):
+        if len(shown) != len(want):
+            return [f"{path}: {shown} != {want}"]
+        return [d for i, (a, b) in enumerate(zip(shown, want, strict=True)) for d in close(a, b, f"{path}[{i}]")]
+    if isinstance(want, bool) or want is None or isinstance(want, str):
+        return [] if shown == want else [f"{path}: {shown!r} != {want!r}"]
+    if isinstance(shown, bool) or not isinstance(shown, (int, float)):
+        return [f"{path}: {shown!r} != {want!r}"]
+    return [] if math.isclose(shown, want, rel_tol=1e-9, abs_tol=0) else [f"{path}: {shown!r} != {want!r}"]
+
+
+READ_ADVANCED = """() => {
+  const result = document.getElementById("adv-result");
+  const shown = (el) => el !== null && el.closest("[hidden]") === null;
+  const cells = (selector, key, cell) => Object.fromEntries(
+    [...document.querySelectorAll(selector)].map((r) => [r.dataset[key], r.querySelector(`[data-cell="${cell}"]`).textContent]));
+  return {
+    raw: result.dataset.raw ? JSON.parse(result.dataset.raw) : null,
+    visible: shown(document.getElementById("adv-output")),
+    problems: shown(document.getElementById("adv-problems"))
+      ? [...document.querySelectorAll("#adv-problem-list li")].map((li) => li.textContent) : [],
+    total: document.getElementById("adv-total").textContent,
+    parts: cells("#adv-parts tbody tr", "part", "gb"),
+    bar: [...document.querySelectorAll("#adv-bar [data-part]")].map((s) => [s.dataset.part, s.textContent]),
+    cpu: shown(document.getElementById("adv-cpu-row")) ? document.getElementById("adv-cpu").textContent : null,
+    fits: cells("#adv-gpus tbody tr", "gpu", "fits"),
+    min_gpus: cells("#adv-gpus tbody tr", "gpu", "min_gpus"),
+    servers: shown(document.getElementById("adv-servers"))
+      ? [...document.querySelectorAll("#adv-servers tbody tr")].map((r) => [r.dataset.server, r.querySelector('[data-cell="per_card"]').textContent]) : [],
+    hours: shown(document.getElementById("time-output")) ? document.getElementById("out-hours").textContent : null,
+    cost: shown(document.getElementById("out-cost-row")) ? document.getElementById("out-cost").textContent : null,
+  };
+}"""
+
+# Python's Setup.problems() messages -> the page's codes (the page words them in Russian).
+PROBLEM_CODES = [
+    (r"^(seq_len|micro_batch|grad_accum|gpus|lora_rank) = .*must be at least 1$", "min_{0}"),
+    (r"^offload needs ZeRO sharding", "offload_ddp"),
+    (r"^offloading the weights", "offload_full"),
+    (r"^LoRA dropout applies", "dropout_full"),
+    (r"^double quantisation applies", "double_quant_qlora"),
+    (r"^FP8 training applies", "fp8_full"),
+]
+
+
+def problem_code(message: str) -> str:
+    for pattern, code in PROBLEM_CODES:
+        if found := re.match(pattern, message):
+            return code.format(*found.groups())
+    raise AssertionError(f"no page text for Setup.problems() message {message!r}")
+
+
+def displayed(text: dict, want: dict) -> dict:
+    """The texts the page shows for Python's raw figures, formatted by pipeline/format.py."""
+    parts = want["breakdown"]
+    no_fp8 = want["_no_fp8"]
+    return {
+        "total": fmt.gb(parts["total"] / memory.GB),
+        "parts": {k: fmt.gb(parts[k] / memory.GB) for k in memory.BREAKDOWN_COLUMNS},
+        "bar": [
+            [k, text["bar_segment"].format(gb=fmt.gb(parts[k] / memory.GB))]
+            for k in memory.BREAKDOWN_COLUMNS
+            if parts[k] > 0
+        ],
+        "cpu": fmt.gb(parts["cpu"] / memory.GB) if parts["cpu"] else None,
+        "fits": {
+            g: text["no_fp8"] if g in no_fp8 else text["yes"] if f["fits"] else text["no"]
+            for g, f in want["gpus"].items()
+        },
+        "min_gpus": {
+            g: text["no_fp8"] if g in no_fp8 else text["never"] if f["min_gpus"] is None else fmt.integer(f["min_gpus"])
+            for g, f in want["gpus"].items()
+        },
+        "servers": [[s, fmt.gb(total / memory.GB)] for s, total in want["servers"]],
+        "hours": fmt.number(want["hours"], 1) if "hours" in want else None,
+        "cost": fmt.number(want["cost"], 0) if want.get("cost") is not None else None,
+    }
+
+
+# ~40 setups covering every option: optimizers, ZeRO 1/2/3 on N cards, offload, checkpointing, FlashAttention,
+# chunked loss, LoRA rank and targets, dropout, FP8, custom sizes, MoE and MLA models; some with the time block.
+ADVANCED_CASES = [
+    {"model": "llama-3-1-8b", "method": "full_amp", "gpu": "h100-sxm", "tokens": "100"},
+    {"model": "llama-3-1-8b", "method": "full_amp", "optimizer": "adamw_8bit"},
+    {"model": "llama-3-1-8b", "method": "full_bf16", "optimizer": "sgd"},
+    {"model": "llama-3-1-70b", "method": "full_amp", "sharding": "zero1", "gpus": "8"},
+    {"model": "llama-3-1-70b", "method": "full_amp", "sharding": "zero2", "gpus": "8", "grad_checkpointing": "1"},
+    {
+        "model": "llama-3-1-70b",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "16",
+        "grad_checkpointing": "1",
+        "server": "hgx-h200-8x",
+        "tokens": "100",
+    },
+    {"model": "qwen3-30b-a3b", "method": "full_bf16", "sharding": "zero3", "gpus": "4", "offload": "optimizer"},
+    {
+        "model": "deepseek-v3",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "64",
+        "offload": "full",
+        "grad_checkpointing": "1",
+    },
+    {"model": "deepseek-v3", "method": "qlora_4bit", "lora_targets": "attention", "lora_rank": "64"},
+    {
+        "model": "deepseek-v3",
+        "method": "lora",
+        "lora_targets": "qv",
+        "lora_rank": "8",
+        "flash_attention": "0",
+        "seq_len": "1024",
+    },
+    {"model": "mixtral-8x7b", "method": "qlora_4bit", "lora_rank": "8", "lora_dropout": "1", "double_quant": "1"},
+    {"model": "mixtral-8x22b", "method": "lora", "sharding": "zero3", "gpus": "8", "grad_checkpointing": "1"},
+    {"model": "custom", "params": "3.3", "method": "full_amp", "flash_attention": "0", "seq_len": "4096"},
+    {
+        "model": "custom",
+        "params": "100",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "32",
+        "fp8": "1",
+        "grad_checkpointing": "1",
+        "gpu": "h100-sxm",
+        "tokens": "1000",
+    },
+    {
+        "model": "custom",
+        "params": "100",
+        "method": "qlora_2bit",
+        "lora_targets": "qv",
+        "lora_rank": "8",
+        "double_quant": "1",
+    },
+    {"model": "custom", "params": "3.3", "method": "lora", "chunked_loss": "1", "micro_batch": "8"},
+    {
+        "model": "qwen2-5-7b",
+        "method": "qlora_8bit",
+        "lora_rank": "64",
+        "lora_targets": "attention",
+        "lora_dropout": "1",
+        "micro_batch": "4",
+        "grad_accum": "16",
+    },
+    {"model": "phi-1-5", "method": "full_amp", "flash_attention": "0", "micro_batch": "2"},
+    {"model": "phi-1-5", "method": "lora", "lora_dropout": "1", "gpu": "rtx-4090", "tokens": "5", "epochs": "3"},
+    {"model": "gemma-2-9b", "method": "full_amp", "fp8": "1", "chunked_loss": "1"},
+    {
+        "model": "gemma-2-27b",
+        "method": "full_bf16",
+        "sharding": "zero2",
+        "gpus": "4",
+        "offload": "optimizer",
+        "optimizer": "sgd",
+    },
+    {"model": "generic-70b", "method": "lora", "sharding": "zero3", "gpus": "4", "offload": "full"},
+    {
+        "model": "generic-7b",
+        "method": "full_amp",
+        "sharding": "zero1",
+        "gpus": "2",
+        "offload": "optimizer",
+        "optimizer": "adamw_8bit",
+    },
+    {
+        "model": "llama-3-1-405b",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "128",
+        "grad_checkpointing": "1",
+        "chunked_loss": "1",
+        "fp8": "1",
+        "server": "hgx-b200-8x",
+        "tokens": "500",
+        "util": "35",
+    },
+    {
+        "model": "llama-3-1-405b",
+        "method": "qlora_4bit",
+        "grad_checkpointing": "1",
+        "server": "hgx-h200-8x",
+        "tokens": "50",
+        "epochs": "2",
+    },
+    {
+        "model": "qwen3-235b-a22b",
+        "method": "lora",
+        "sharding": "zero3",
+        "gpus": "8",
+        "grad_checkpointing": "1",
+        "server": "hgx-b300-8x",
+        "tokens": "100",
+    },
+    {"model": "qwen3-235b-a22b", "method": "full_amp", "sharding": "zero3", "offload": "optimizer", "gpus": "32"},
+    {"model": "llama-3-2-1b", "method": "full_amp", "seq_len": "8192", "micro_batch": "4", "flash_attention": "0"},
+    {"model": "llama-3-2-1b", "method": "qlora_4bit", "chunked_loss": "1", "lora_rank": "8", "lora_targets": "qv"},
+    {"model": "custom", "params": "0.5", "method": "full_bf16", "optimizer": "adamw_8bit"},
+    {
+        "model": "custom",
+        "params": "405",
+        "method": "qlora_4bit",
+        "sharding": "zero3",
+        "gpus": "8",
+        "grad_checkpointing": "1",
+    },
+    {
+        "model": "falcon-40b",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "8",
+        "grad_checkpointing": "1",
+        "optimizer": "sgd",
+    },
+    {
+        "model": "glm-4-9b-chat",
+        "method": "lora",
+        "lora_rank": "64",
+        "grad_checkpointing": "1",
+        "grad_accum": "8",
+        "gpus": "2",
+    },
+    {
+        "model": "mistral-7b",
+        "method": "full_bf16",
+        "fp8": "1",
+        "grad_checkpointing": "1",
+        "gpu": "a100-80gb",
+        "tokens": "10",
+        "cards": "4",
+    },
+    {
+        "model": "llama-3-1-8b",
+        "method": "qlora_8bit",
+        "optimizer": "sgd",
+        "grad_checkpointing": "1",
+        "flash_attention": "0",
+        "seq_len": "512",
+    },
+    {
+        "model": "deepseek-r1",
+        "method": "full_bf16",
+        "sharding": "zero3",
+        "gpus": "256",
+        "grad_checkpointing": "1",
+        "offload": "optimizer",
+    },
+    {
+        "model": "qwen3-30b-a3b",
+        "method": "qlora_4bit",
+        "lora_targets": "attention",
+        "lora_rank": "8",
+        "chunked_loss": "1",
+        "gpu": "l40s",
+        "tokens": "20",
+    },
+    {
+        "model": "llama-3-1-70b",
+        "method": "lora",
+        "sharding": "zero2",
+        "gpus": "2",
+        "offload": "optimizer",
+        "optimizer": "adamw_8bit",
+    },
+    {"model": "stablelm-alpha-3b", "method": "full_amp", "chunked_loss": "1", "flash_attention": "0"},
+    {
+        "model": "custom",
+        "params": "12.5",
+        "method": "full_amp",
+        "sharding": "zero3",
+        "gpus": "4",
+        "offload": "full",
+        "grad_checkpointing": "1",
+        "server": "esc8000a-4x-h100",
+        "tokens": "100",
+    },
+    {"model": "qwen2-5-0-5b", "method": "qlora_2bit", "micro_batch": "16", "seq_len": "4096", "lora_rank": "64"},
+]
+
+
+def test_advanced_cases_cover_every_option(architectures):
+    seen = {name: {c.get(name, str(getattr(memory.Setup(), name))) for c in ADVANCED_CASES} for name in SETUP_FIELDS}
+    assert seen["method"] >= set(memory.METHODS)
+    assert seen["optimizer"] >= set(memory.OPTIMIZERS)
+    assert seen["sharding"] >= set(memory.SHARDINGS)
+    assert seen["offload"] >= set(memory.OFFLOADS)
+    assert seen["lora_targets"] >= set(memory.LORA_TARGETS)
+    assert {"8", "64"} <= seen["lora_rank"]
+    for flag in ("grad_checkpointing", "flash_attention", "chunked_loss", "lora_dropout", "double_quant", "fp8"):
+        assert {"1", "0"} <= {c.get(flag, "1" if getattr(memory.Setup(), flag) else "0") for c in ADVANCED_CASES}, flag
+    assert {"3.3", "100"} <= {c["params"] for c in ADVANCED_CASES if c["model"] == "custom"}
+    kinds = {architectures[model_key(c)].attention_kind for c in ADVANCED_CASES}
+    assert kinds == {"mha", "mla"}
+    assert any(architectures[model_key(c)].is_moe for c in ADVANCED_CASES)
+    assert all(not setup_of(c).problems() for c in ADVANCED_CASES)
+    assert len(ADVANCED_CASES) >= 40
+
+
+def read_advanced(page) -> dict:
+    return page.evaluate(READ_ADVANCED)
+
+
+def advanced_mismatches(catalog, architectures, expected, text, case, shown) -> list:
+    want = python_advanced(catalog, architectures, expected, case)
+    public_want = {k: v for k, v in want.items() if not k.startswith("_")}
+    found = close(shown["raw"], public_want, "raw")
+    if not found:
+        figures = displayed(text, want)
+        found = [f"{k}: {shown[k]!r} != {v!r}" for k, v in figures.items() if shown[k] != v]
+    return [(case, found)] if found else []
+
+
+def test_advanced_parity_every_model_and_method(page, site_server, catalog, built, architectures, expected):
+    """Every catalog model x every method with Setup's defaults: the breakdown, fits, servers equal Python's."""
+    text = page_text(built)
+    open_calculator(page, site_server, {"advanced": "1"})
+    methods = catalog["methods"].sort("sort_order")["method_id"].to_list()
+    mismatches, compared = [], 0
+    for model_id in catalog["models"]["model_id"].to_list():
+        page.select_option("#calc-model", model_id)
+        for method_id in methods:
+            page.select_option("#calc-method", method_id)
+            case = {"model": model_id, "method": method_id}
+            mismatches += advanced_mismatches(catalog, architectures, expected, text, case, read_advanced(page))
+            compared += 1
+    assert mismatches == []
+    assert compared == catalog["models"].height * len(methods)
+
+
+def test_advanced_parity_varied_setups(page, site_server, catalog, built, architectures, expected):
+    """Each setup loaded from a shared URL: the inputs come back, every figure equals Python's."""
+    text = page_text(built)
+    mismatches = []
+    for case in ADVANCED_CASES:
+        open_calculator(page, site_server, {"advanced": "1", **case})
+        for name, value in case.items():
+            selector = f"[name={name}]"
+            if name in SETUP_FIELDS and SETUP_FIELDS[name] is bool:
+                assert page.is_checked(selector) == (value == "1"), (case, name)
+            else:
+                assert page.input_value(selector).replace(",", ".") == value, (case, name)
+        shown = read_advanced(page)
+        assert shown["visible"] and shown["problems"] == [], case
+        mismatches += advanced_mismatches(catalog, architectures, expected, text, case, shown)
+        if "tokens" in case:
+            assert shown["hours"] is not None, case
+    assert mismatches == []
+
+
+def test_custom_sizes_take_the_shape_python_gives(page, site_server, catalog, built, architectures, expected):
+    """A custom size gets memory.model_architectures' synthetic architecture: same layers, same figures."""
+    text = page_text(built)
+    open_calculator(page, site_server, {"advanced": "1", "model": "custom", "method": "full_amp"})
+    mismatches = []
+    for size in SIZES:
+        page.fill("#calc-params", str(size))
+        shown = read_advanced(page)
+        case = {"model": "custom", "params": str(size), "method": "full_amp"}
+        mismatches += advanced_mismatches(catalog, architectures, expected, text, case, shown)
+    assert mismatches == []
+
+
+INVALID_CASES = [
+    {"model": "llama-3-1-8b", "method": "full_amp", "offload": "optimizer"},
+    {"model": "llama-3-1-8b", "method": "full_amp", "sharding": "zero2", "gpus": "4", "offload": "full"},
+    {"model": "llama-3-1-8b", "method": "lora", "gpus": "0", "seq_len": "0"},
+]
+
+
+def test_invalid_combination_shows_the_message(page, site_server, catalog, built, architectures, expected):
+    text = page_text(built)
+    for case in INVALID_CASES:
+        open_calculator(page, site_server, {"advanced": "1", **case})
+        shown = read_advanced(page)
+        codes = [problem_code(m) for m in setup_of(case).problems()]
+        assert codes and shown["raw"] == {"problems": codes}, case
+        assert shown["problems"] == [text[c] for c in codes]
+        assert not shown["visible"]
+    open_calculator(page, site_server, {"advanced": "1", "model": "llama-3-1-8b", "method": "lora"})
+    page.fill("#calc-micro-batch", "2,5")
+    shown = read_advanced(page)
+    assert shown["problems"] == [text["not_integer"].format(label="Микробатч, последовательностей")]
+    assert page.get_attribute("#calc-micro-batch", "aria-invalid") == "true"
+    page.fill("#calc-micro-batch", "2")
+    assert read_advanced(page)["visible"]
+
+
+def test_advanced_inputs_live_in_the_url(page, site_server):
+    open_calculator(page, site_server)
+    assert page.is_hidden("#calc-advanced")
+    page.select_option("#calc-model", "qwen3-32b")
+    page.select_option("#calc-method", "full_amp")
+    page.check("#calc-adv")
+    assert page.is_visible("#calc-advanced") and page.is_visible("#calc-fp8")
+    for lora_only in ("#calc-lora-rank", "#calc-lora-targets", "#calc-lora-dropout", "#calc-double-quant"):
+        assert page.is_hidden(lora_only), lora_only
+    page.select_option("#calc-sharding", "zero3")
+    page.fill("#calc-gpus", "8")
+    page.fill("#calc-seq-len", "4 096")
+    page.check("#calc-grad-checkpointing")
+    page.uncheck("#calc-flash-attention")
+    page.select_option("#calc-optimizer", "adamw_8bit")
+    page.check("#calc-fp8")
+    search = page.evaluate("window.location.search")
+    assert dict(parse_qsl(search.lstrip("?"))) == {
+        "model": "qwen3-32b",
+        "method": "full_amp",
+        "advanced": "1",
+        "optimizer": "adamw_8bit",
+        "seq_len": "4096",
+        "gpus": "8",
+        "sharding": "zero3",
+        "grad_checkpointing": "1",
+        "flash_attention": "0",
+        "fp8": "1",
+        "epochs": "1",
+        "util": "40",
+    }
+    before = read_advanced(page)
+    page.goto("about:blank")
+    page.goto(site_server + "calculator.html" + search)
+    page.wait_for_selector("#calc[data-ready='true']")
+    assert read_advanced(page) == before
+    page.uncheck("#calc-adv")
+    assert page.is_hidden("#adv-result")
+    assert "advanced" not in dict(parse_qsl(page.evaluate("window.location.search").lstrip("?")))
+
+
+def test_advanced_mode_by_keyboard(page, site_server):
+    open_calculator(page, site_server, {"model": "llama-3-1-8b", "method": "lora"})
+    page.focus("#calc-server")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "calc-adv"
+    page.keyboard.press("Space")
+    assert page.is_checked("#calc-adv") and page.is_visible("#adv-result")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "calc-optimizer"
+    page.keyboard.press("End")
+    assert page.input_value("#calc-optimizer") == "sgd"
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "calc-grad-checkpointing":
+            break
+    page.keyboard.press("Space")
+    assert page.is_checked("#calc-grad-checkpointing")
+    assert "grad_checkpointing=1" in page.evaluate("window.location.search")
+
+
+ADVANCED_SHOT = {
+    "advanced": "1",
+    "model": "deepseek-v3",
+    "method": "full_amp",
+    "sharding": "zero3",
+    "gpus": "64",
+    "offload": "optimizer",
+    "grad_checkpointing": "1",
+    "server": "hgx-b200-8x",
+    "tokens": "100",
+}
+
+
+def test_advanced_mode_fits_a_phone_and_passes_axe(browser, site_server):
+    from conftest import serious_axe_violations
+
+    context = browser.new_context(viewport={"width": 390, "height": 844}, locale="ru-RU")
+    page = context.new_page()
+    for query in (ADVANCED_SHOT, {**ADVANCED_SHOT, "sharding": "ddp"}):  # numbers, then the message
+        open_calculator(page, site_server, query)
+        page.click("#calc-time summary")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, query
+        violations = serious_axe_violations(page)
+        assert violations == [], violations
+    context.close()

@@ -3,6 +3,7 @@
 import json
 import shutil
 
+import polars as pl
 import pytest
 
 from conftest import SOURCES, edit_csv
@@ -15,7 +16,7 @@ NBSP = "\u00a0"  # the group separator of Russian numbers, as on the site
 # changes a price and adds a model.
 EXTRA_GPU = "mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2300,4600,infinity-fabric,1075,oam,,amd-mi325x\n"
 EXTRA_SERVER = "mi355x-8x,8 × MI355X,AMD MI355X 8-GPU,mi355x,8,infinity-fabric,4100000,2026-10-12,catalog\n"
-NEW_MODEL = "phi-4-mini,Phi-4 Mini (3.8B),Phi-4 Mini,Phi,named,3.84,,MIT,hf-phi-4\n"
+NEW_MODEL = "phi-4-mini,Phi-4 Mini (3.8B),Phi-4 Mini,Phi,named,3.84,,MIT,hf-phi-4" + "," * 22 + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,8 @@ def test_added_and_removed_entities(builds):
 def test_derived_tables_are_summarised(builds):
     published, output = builds
     derived = {d["table"]: d for d in diff(output, published)["derived"]}
-    assert set(derived) == {"estimates", "gpu_fit", "server_fit"}
+    # A new model and a removed GPU; a new price changes the pretraining costs.
+    assert set(derived) == {"estimates", "gpu_fit", "server_fit", "memory_breakdown", "pretraining"}
     assert derived["estimates"]["added"] > 0 and derived["estimates"]["removed"] == 0
     assert derived["gpu_fit"]["removed"] > 0  # the GPU's rows
     assert derived["server_fit"]["columns"] == ["price_rub_month"]
@@ -138,4 +140,13 @@ def test_derived_summary_lines(builds):
     published, output = builds
     lines = format_text(diff(output, published)).splitlines()
     assert "  Оценки памяти: добавлено 6" in lines
-    assert "  Серверы под задачу: изменено строк 186, добавлено 60, удалено 186 (столбцы: Цена сервера)" in lines
+    # Every model x method row of the repriced server changes, the removed server's rows go, the new
+    # model adds a row per method and server.
+    old = pl.read_csv(published / "site" / "data" / "server_fit.csv")
+    per_server = old.filter(pl.col("server_id") == "esc8000a-8x-h100").height
+    added = 6 * (old["server_id"].n_unique() - 1)
+    assert per_server == old.filter(pl.col("server_id") == "mi355x-8x").height == 6 * 38
+    assert (
+        f"  Серверы под задачу: изменено строк {per_server}, добавлено {added}, удалено {per_server} "
+        "(столбцы: Цена сервера)"
+    ) in lines

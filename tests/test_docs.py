@@ -5,6 +5,8 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from pipeline.comparison import Comparison
+from pipeline.estimator_pages import EstimatorTables
 from pipeline.schema import SOURCE_TABLES
 from pipeline.tables import Tables
 
@@ -26,7 +28,7 @@ def test_every_recipe_has_a_description():
 
 
 def test_every_cli_option_is_in_readme():
-    for command in ("build", "check", "serve", "diff"):
+    for command in ("build", "check", "serve", "diff", "estimate"):
         help_text = subprocess.run(
             [sys.executable, "-m", "pipeline", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout
@@ -51,5 +53,7 @@ def test_every_template_table_is_documented():
     guide = (ROOT / "site_templates" / "README.md").read_text(encoding="utf-8")
     kinds = [name[: -len("_table")] for name in dir(Tables) if name.endswith("_table") and not name.startswith("_")]
     assert len(kinds) == 9
-    for kind in kinds:
-        assert f'table("{kind}"' in guide, kind
+    for builders in (Tables, EstimatorTables, Comparison):
+        for name in dir(builders):
+            if name.endswith("_table") and not name.startswith("_"):
+                assert f'table("{name.removesuffix("_table")}"' in guide, name

@@ -60,9 +60,10 @@ def test_unknown_gpu_in_server(sources):
         ),
         (
             "gpus.csv",
-            "l40s,NVIDIA L40S",
-            "L40S,NVIDIA L40S",
-            "gpus.csv:12: gpu_id = \"L40S\": ids use lowercase latin letters and digits, joined by '-' or '_'",
+            # a card no other table refers to (servers.csv and measurements.csv name l40s and others)
+            "rtx-5090,NVIDIA GeForce RTX 5090",
+            "RTX-5090,NVIDIA GeForce RTX 5090",
+            "gpus.csv:14: gpu_id = \"RTX-5090\": ids use lowercase latin letters and digits, joined by '-' or '_'",
         ),
         (
             "servers.csv",
@@ -80,7 +81,7 @@ def test_unknown_gpu_in_server(sources):
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,2099-01-01,",
-            'servers.csv:2: price_checked_on = "2099-01-01": is in the future (the build date is 2026-11-29)',
+            'servers.csv:2: price_checked_on = "2099-01-01": is in the future (the build date is 2026-11-30)',
         ),
         (
             "servers.csv",

@@ -157,9 +157,331 @@ export function trainingCost(data, hours, server, servers) {
   return (hours / data.constants.hours_per_month) * server.price_rub_month * servers;
 }
 
+// ---- the first-principles estimator (advanced mode): pipeline/architecture.py and pipeline/memory.py ----
+// Ported line by line, so that every part agrees with Python's to the last bits of a float.
+
+const QV = new Set(["q", "v", "q_a", "q_b", "kv_a", "kv_b"]);
+
+const linear = (name, group, inFeatures, outFeatures, count) => ({ name, group, inFeatures, outFeatures, count });
+const linearParams = (x) => x.inFeatures * x.outFeatures * x.count;
+const isMoe = (a) => a.experts > 0;
+
+function attentionLinears(a) {
+  const n = a.layers;
+  if (a.attention_kind === "mla") {
+    const qkHead = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const query = a.q_lora_rank
+      ? [linear("q_a", "attention", a.hidden, a.q_lora_rank, n), linear("q_b", "attention", a.q_lora_rank, a.heads * qkHead, n)]
+      : [linear("q", "attention", a.hidden, a.heads * qkHead, n)];
+    return [
+      ...query,
+      linear("kv_a", "attention", a.hidden, a.kv_lora_rank + a.qk_rope_head_dim, n),
+      linear("kv_b", "attention", a.kv_lora_rank, a.heads * (a.qk_nope_head_dim + a.v_head_dim), n),
+      linear("o", "attention", a.heads * a.v_head_dim, a.hidden, n),
+    ];
+  }
+  const qOut = a.heads * a.head_dim;
+  const kvOut = a.kv_heads * a.head_dim;
+  return [
+    linear("q", "attention", a.hidden, qOut, n),
+    linear("k", "attention", a.hidden, kvOut, n),
+    linear("v", "attention", a.hidden, kvOut, n),
+    linear("o", "attention", qOut, a.hidden, n),
+  ];
+}
+
+function mlpLinears(prefix, group, hidden, width, gated, count) {
+  if (count === 0) return [];
+  const out = gated ? [linear(`${prefix}gate`, group, hidden, width, count)] : [];
+  return [...out, linear(`${prefix}up`, group, hidden, width, count), linear(`${prefix}down`, group, width, hidden, count)];
+}
+
+export function linearLayers(a) {
+  const denseCount = isMoe(a) ? a.dense_layers : a.layers;
+  let out = [...attentionLinears(a), ...mlpLinears("", "mlp", a.hidden, a.intermediate, a.gated_mlp, denseCount)];
+  if (isMoe(a)) {
+    const moe = a.layers - a.dense_layers;
+    out = [
+      ...out,
+      ...mlpLinears("shared_", "mlp", a.hidden, a.moe_intermediate, a.gated_mlp, moe * a.shared_experts),
+      ...mlpLinears("", "expert", a.hidden, a.moe_intermediate, a.gated_mlp, moe * a.experts),
+      linear("router", "router", a.hidden, a.experts, moe),
+    ];
+  }
+  return out;
+}
+
+const sum = (values) => values.reduce((total, v) => total + v, 0);
+
+const countsCache = new WeakMap();
+
+// architecture.parameter_counts; integers well below 2^53, so exact as in Python.
+export function parameterCounts(a) {
+  if (countsCache.has(a)) return countsCache.get(a);
+  const linears = linearLayers(a);
+  const embedding = a.vocab * a.hidden;
+  const lmHead = a.tied_embeddings ? 0 : embedding;
+  const bias = !a.qkv_bias || a.attention_kind === "mla" ? 0 : a.layers * (a.heads + 2 * a.kv_heads) * a.head_dim;
+  const attention = sum(linears.filter((x) => x.group === "attention").map(linearParams)) + bias;
+  const mlp = sum(linears.filter((x) => x.group !== "attention").map(linearParams));
+  let perLayerNorms = 2 * a.hidden;
+  if (a.attention_kind === "mla") perLayerNorms += a.q_lora_rank + a.kv_lora_rank;
+  const norms = a.layers * perLayerNorms + a.hidden;
+  const total = embedding + lmHead + attention + mlp + norms;
+  const routed = sum(linears.filter((x) => x.group === "expert").map(linearParams));
+  const idle = isMoe(a) ? routed - Math.floor(routed / a.experts) * a.experts_per_token : 0;
+  const largest = Math.max(embedding, lmHead, ...linears.map((x) => x.inFeatures * x.outFeatures));
+  const counts = { embedding, lmHead, attention, mlp, norms, total, active: total - idle, largest };
+  countsCache.set(a, counts);
+  return counts;
+}
+
+export function loraTrainableParams(a, rank, targets) {
+  const groups = { attention: ["attention"], all: ["attention", "mlp", "expert"] };
+  const chosen = linearLayers(a).filter((x) => (targets === "qv" ? QV.has(x.name) : groups[targets].includes(x.group)));
+  return sum(chosen.map((x) => rank * (x.inFeatures + x.outFeatures) * x.count));
+}
+
+// architecture.synthetic_architecture: the reference's shape, only the number of layers changes.
+export function syntheticArchitecture(paramsB, reference) {
+  const dense = { ...reference, experts: 0, experts_per_token: 0, shared_experts: 0, moe_intermediate: 0, dense_layers: 0, layers: 1 };
+  const totalOf = (layers) => parameterCounts({ ...dense, layers }).total;
+  const one = totalOf(1);
+  const perLayer = totalOf(2) - one;
+  const target = paramsB * 1e9;
+  const guess = (target - (one - perLayer)) / perLayer;
+  const candidates = [...new Set([Math.max(1, Math.floor(guess)), Math.max(1, Math.ceil(guess))])].sort((x, y) => x - y);
+  let layers = candidates[0];
+  for (const n of candidates.slice(1)) if (Math.abs(totalOf(n) - target) < Math.abs(totalOf(layers) - target)) layers = n;
+  return { ...dense, layers };
+}
+
+// The shape memory.model_architectures gives a model without a config: the named dense model nearest in size.
+export function customArchitecture(data, paramsB) {
+  const est = data.estimator;
+  const size = paramsB * 1e9;
+  let best = null;
+  for (const id of est.dense_references) {
+    const arch = est.architectures[id];
+    const total = parameterCounts(arch).total;
+    const key = [Math.abs(Math.log(total / size)), total];
+    if (best === null || compareKeys(key, best.key) < 0) best = { arch, key };
+  }
+  return best && syntheticArchitecture(paramsB, best.arch);
+}
+
+const isFull = (setup) => setup.method.startsWith("full");
+const baseBits = (setup) => (setup.method.startsWith("qlora") ? Number(setup.method.split("_")[1].replace(/bit$/, "")) : 16);
+
+// memory.Setup.problems, as codes (the page has the Russian text of each).
+export function setupProblems(data, setup) {
+  const o = data.estimator.options;
+  const found = [];
+  const allowed = {
+    method: data.methods.map((m) => m.id),
+    optimizer: o.optimizers,
+    sharding: o.shardings,
+    offload: o.offloads,
+    lora_targets: o.lora_targets,
+  };
+  for (const [name, values] of Object.entries(allowed)) if (!values.includes(setup[name])) found.push(`unknown_${name}`);
+  const counts = ["seq_len", "micro_batch", "grad_accum", "gpus", ...(isFull(setup) ? [] : ["lora_rank"])];
+  for (const name of counts) if (setup[name] < 1) found.push(`min_${name}`);
+  if (setup.offload !== "none" && setup.sharding === "ddp") found.push("offload_ddp");
+  if (setup.offload === "full" && setup.sharding !== "zero3") found.push("offload_full");
+  if (setup.double_quant && !setup.method.startsWith("qlora")) found.push("double_quant_qlora");
+  if (setup.lora_dropout && isFull(setup)) found.push("dropout_full");
+  if (setup.fp8 && !isFull(setup)) found.push("fp8_full");
+  return found;
+}
+
+function widths(a) {
+  if (a.attention_kind === "mla") {
+    const qk = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim);
+    return [qk, qk, a.heads * a.v_head_dim, a.heads * a.v_head_dim];
+  }
+  const q = a.heads * a.head_dim;
+  const kv = a.kv_heads * a.head_dim;
+  return [q, kv, kv, q];
+}
+
+const mlpWidth = (a, moeLayer) => (moeLayer ? (a.experts_per_token + a.shared_experts) * a.moe_intermediate : a.intermediate);
+
+export function layerActivationBytes(a, setup, c, units, moeLayer) {
+  const act = c.activation_bytes;
+  const h = a.hidden;
+  const [q, k, v, oIn] = widths(a);
+  const mlp = mlpWidth(a, moeLayer);
+  let linearInputs = act * (h + oIn);
+  let kept = 2 * c.norm_input_bytes * h + act * (q + k + v);
+  if (isFull(setup)) {
+    linearInputs += act * (h + mlp);
+    kept += act * (a.gated_mlp ? 3 : 1) * mlp;
+  } else {
+    kept += act * (a.gated_mlp ? 3 : 1) * mlp;
+    if (setup.lora_targets === "all") linearInputs += act * (h + mlp);
+    if (setup.lora_dropout) {
+      const perInput = act + c.dropout_mask_bytes;
+      const up = (a.gated_mlp ? 2 : 1) * h;
+      const adapted = { qv: 2 * h, attention: 3 * h + oIn, all: 3 * h + oIn + up + mlp };
+      kept += perInput * adapted[setup.lora_targets];
+    }
+  }
+  if (moeLayer) kept += act * h * a.experts_per_token;
+  if (setup.fp8) linearInputs /= act / units.fp8;
+  let total = kept + linearInputs;
+  if (!setup.flash_attention) total += c.eager_attention_score_bytes * a.heads * setup.seq_len;
+  return total;
+}
+
+export function activationBytes(a, setup, c, units) {
+  const tokens = setup.seq_len * setup.micro_batch;
+  const moeLayers = isMoe(a) ? a.layers - a.dense_layers : 0;
+  const dense = layerActivationBytes(a, setup, c, units, false);
+  const moe = moeLayers ? layerActivationBytes(a, setup, c, units, true) : 0;
+  if (!setup.grad_checkpointing) return tokens * ((a.layers - moeLayers) * dense + moeLayers * moe);
+  return tokens * (a.layers * c.activation_bytes * a.hidden + Math.max(dense, moe));
+}
+
+export function logitsBytes(a, setup, c) {
+  const perElement = setup.chunked_loss ? c.logits_chunked_bytes : c.logits_bytes;
+  return setup.seq_len * setup.micro_batch * a.vocab * perElement;
+}
+
+// memory.quant_constant_bytes: quantisation scales per weight, with or without double quantisation.
+function quantConstantBytes(setup, c) {
+  if (setup.double_quant) {
+    return c.double_quant_scale_bytes / c.quant_block_size + c.quant_scale_bytes / (c.quant_block_size * c.double_quant_block_size);
+  }
+  return c.quant_scale_bytes / c.quant_block_size;
+}
+
+// memory.estimate: bytes per GPU of each part of the peak, and what is offloaded to RAM.
+export function estimateBreakdown(data, a, setup) {
+  const c = data.estimator.constants;
+  const units = data.estimator.units;
+  const stateBytes = data.estimator.options.optimizer_state_bytes;
+  const counts = parameterCounts(a);
+  const total = counts.total;
+  const linearParamsTotal = counts.attention + counts.mlp;
+  const n = setup.gpus;
+  const shardOptimizer = ["zero1", "zero2", "zero3"].includes(setup.sharding);
+  const shardGradients = ["zero2", "zero3"].includes(setup.sharding);
+  const shardWeights = setup.sharding === "zero3";
+  let trainable;
+  let weights;
+  let gradients;
+  let optimizer;
+  let gather;
+  if (isFull(setup)) {
+    trainable = total;
+    weights = units.bf16 * total;
+    gradients = units.bf16 * total;
+    if (setup.method === "full_amp") optimizer = (units.fp32 + stateBytes[setup.optimizer]) * total;
+    else optimizer = (stateBytes[setup.optimizer] / 2) * total;
+    if (setup.fp8) weights += units.fp8 * linearParamsTotal;
+    gather = c.zero3_gather_bytes_per_param * counts.largest;
+  } else {
+    trainable = loraTrainableParams(a, setup.lora_rank, setup.lora_targets);
+    const bits = baseBits(setup);
+    let base;
+    if (bits === 16) base = units.bf16 * total;
+    else {
+      const perWeight = bits / 8 + quantConstantBytes(setup, c);
+      base = perWeight * linearParamsTotal + units.bf16 * (total - linearParamsTotal);
+    }
+    weights = base + c.adapter_bytes * trainable;
+    gradients = c.adapter_bytes * trainable;
+    optimizer = stateBytes[setup.optimizer] * trainable;
+    gather = units.bf16 * counts.largest;
+  }
+  let cpu = 0;
+  if (setup.offload !== "none") {
+    cpu += optimizer + units.fp32 * trainable;
+    optimizer = 0;
+  }
+  if (setup.offload === "full") {
+    cpu += weights;
+    weights = 0;
+  }
+  cpu *= c.offload_cpu_buffer_factor;
+  if (shardOptimizer) optimizer /= n;
+  if (shardGradients) gradients /= n;
+  if (shardWeights) weights = weights / n + gather;
+  else if (setup.offload === "full") weights = gather;
+  const activations = activationBytes(a, setup, c, units);
+  const logits = logitsBytes(a, setup, c);
+  const tensors = weights + gradients + optimizer + activations + logits;
+  const context = c.cuda_context_gb * units.gb;
+  const overhead = context + c.allocator_reserve_factor * tensors;
+  return {
+    weights,
+    gradients,
+    optimizer,
+    activations,
+    logits,
+    overhead,
+    cpu,
+    trainable_params: trainable,
+    context,
+    total: tensors + overhead,
+  };
+}
+
+const fitsCard = (data, breakdown, memoryGb) => breakdown.total <= memoryGb * data.estimator.units.gb;
+
+// memory.min_gpus: fewest cards the setup fits on with its sharding, or null.
+export function minGpus(data, a, setup, memoryGb) {
+  const at = (gpus) => fitsCard(data, estimateBreakdown(data, a, { ...setup, gpus }), memoryGb);
+  if (setup.sharding === "ddp") return at(1) ? 1 : null;
+  let low = 1;
+  let high = data.estimator.min_gpus_limit;
+  if (!at(high)) return null;
+  while (low < high) {
+    const mid = Math.floor((low + high) / 2);
+    if (at(mid)) high = mid;
+    else low = mid + 1;
+  }
+  return low;
+}
+
+// memory.training_flops_per_token: 2P forward, 4P backward (2P for a frozen base), +2P with checkpointing.
+export function trainingFlopsPerToken(data, paramsActive, setup) {
+  const c = data.estimator.constants;
+  const forward = c.forward_flops_per_param_token;
+  let backward = c.train_flops_per_param_token - forward;
+  if (!isFull(setup)) backward /= 2;
+  const recompute = setup.grad_checkpointing ? forward : 0;
+  return paramsActive * (forward + backward + recompute);
+}
+
+// training.peak_tflops and training.plan.
+export const peakTflops = (gpu, fp8) => (fp8 && gpu.fp8_dense_tflops ? gpu.fp8_dense_tflops : gpu.bf16_dense_tflops);
+
+export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
+  const hours = flops / (cards * peakTflops(gpu, fp8) * 1e12 * utilization) / 3600;
+  if (!server) return { hours, servers: null, cost: null };
+  const servers = Math.ceil(cards / server.gpu_count);
+  const price = server.price_rub_month;
+  const cost = price === null ? null : ((hours * price) / data.estimator.constants.hours_per_month) * servers;
+  return { hours, servers, cost };
+}
+
 // ---- the page ----
 
 const FIELDS = ["model", "params", "method", "gpu", "server", "tokens", "epochs", "util", "cards"];
+// The advanced mode's fields, named as memory.Setup's (method is the shared one above).
+const COUNT_FIELDS = ["seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank"];
+const SELECT_FIELDS = { optimizer: "optimizers", sharding: "shardings", offload: "offloads", lora_targets: "lora_targets" };
+const CHECK_FIELDS = ["grad_checkpointing", "flash_attention", "chunked_loss", "lora_dropout", "double_quant", "fp8"];
+const LORA_FIELDS = ["lora_rank", "lora_targets", "lora_dropout"];
+const PARTS = ["weights", "gradients", "optimizer", "activations", "logits", "overhead"];
+
+// A whole number of at least 0 as typed ("2 048" too); null otherwise.
+export function parseCount(text) {
+  const cleaned = String(text ?? "").replace(/[\s\u00a0\u202f]/g, "");
+  return /^\d+$/.test(cleaned) ? Number(cleaned) : null;
+}
 
 const fill = (template, slots) => template.replace(/\{(\w+)\}/g, (_, key) => slots[key] ?? "");
 
@@ -190,6 +512,18 @@ function setup(form, data, text) {
       .append(element("option", { value: model.id }, fill(text.model_option, { name: model.name, params: formatGb(model.params_b) })));
   }
   modelSelect.append(...groups.values());
+  const est = data.estimator;
+  for (const [name, list] of Object.entries(SELECT_FIELDS)) {
+    field(name).append(...est.options[list].map((id) => element("option", { value: id }, text[`${name}_${id}`])));
+  }
+  const defaults = est.setup_defaults;
+  for (const name of COUNT_FIELDS) field(name).value = String(defaults[name]);
+  for (const name of Object.keys(SELECT_FIELDS)) field(name).value = defaults[name];
+  for (const name of CHECK_FIELDS) field(name).checked = defaults[name];
+  $("adv-fp8-gpus").textContent = data.gpus
+    .filter((g) => g.fp8_dense_tflops !== null)
+    .map((g) => g.name)
+    .join(", ");
   field("method").append(...data.methods.map((m) => element("option", { value: m.id }, m.name)));
   field("gpu").append(
     element("option", { value: "" }, text.gpu_any),
@@ -219,6 +553,22 @@ function setup(form, data, text) {
     }
   }
   if (query.has("tokens") || query.has("cards")) $("calc-time").open = true;
+  field("advanced").checked = query.get("advanced") === "1";
+  for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
+    const value = query.get(name);
+    const input = field(name);
+    if (value === null) continue;
+    if (input.tagName !== "SELECT" || [...input.options].some((o) => o.value === value)) input.value = value;
+  }
+  for (const name of CHECK_FIELDS) {
+    if (query.get(name) === "1" || query.get(name) === "0") field(name).checked = query.get(name) === "1";
+  }
+
+  const isFullMethod = () => field("method").value.startsWith("full");
+  // Fields that do not apply to the chosen method are hidden, keep the defaults and stay out of the URL.
+  const isQloraMethod = () => field("method").value.startsWith("qlora");
+  const applies = (name) =>
+    LORA_FIELDS.includes(name) ? !isFullMethod() : name === "fp8" ? isFullMethod() : name === "double_quant" ? isQloraMethod() : true;
 
   function saveState() {
     const state = new URLSearchParams();
@@ -232,6 +582,18 @@ function setup(form, data, text) {
       }
       if (value) state.set(name, value);
     }
+    if (field("advanced").checked) {
+      state.set("advanced", "1");
+      for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
+        const value = field(name).value.trim();
+        const count = COUNT_FIELDS.includes(name) ? parseCount(value) : null;
+        const shown = count === null ? value : String(count);
+        if (applies(name) && shown !== String(defaults[name])) state.set(name, shown);
+      }
+      for (const name of CHECK_FIELDS) {
+        if (applies(name) && field(name).checked !== defaults[name]) state.set(name, field(name).checked ? "1" : "0");
+      }
+    }
     const search = state.toString();
     window.history.replaceState(null, "", search ? `?${search}` : window.location.pathname);
   }
@@ -239,6 +601,170 @@ function setup(form, data, text) {
   function paramsB() {
     if (modelSelect.value !== "custom") return modelById.get(modelSelect.value).params_b;
     return parsePositive(field("params").value);
+  }
+
+  // The advanced inputs as a memory.Setup; the labels of fields that are not whole numbers.
+  function readSetup() {
+    const values = { method: field("method").value };
+    const invalid = [];
+    for (const name of COUNT_FIELDS) {
+      const count = applies(name) ? parseCount(field(name).value) : defaults[name];
+      field(name).setAttribute("aria-invalid", String(count === null));
+      if (count === null) invalid.push(field(name).labels[0].textContent);
+      values[name] = count;
+    }
+    for (const name of Object.keys(SELECT_FIELDS)) values[name] = applies(name) ? field(name).value : defaults[name];
+    for (const name of CHECK_FIELDS) values[name] = applies(name) ? field(name).checked : defaults[name];
+    return { setup: values, invalid };
+  }
+
+  function architectureOf(p) {
+    if (modelSelect.value === "custom") return customArchitecture(data, p);
+    return est.architectures[modelSelect.value];
+  }
+
+  // The advanced mode's outputs; returns what the time block needs, or null when there are no numbers.
+  function renderAdvanced(p, tableEstimate) {
+    const on = field("advanced").checked;
+    $("calc-advanced").hidden = !on;
+    $("adv-result").hidden = !on || p === null;
+    $("time-advanced-help").hidden = !on;
+    $("calc-cards-help").textContent = on ? text.time_cards_advanced : text.time_cards_auto;
+    for (const node of form.querySelectorAll(".calc-lora")) node.hidden = isFullMethod();
+    $("calc-fp8").closest(".calc-field").hidden = !isFullMethod();
+    $("calc-double-quant").closest(".calc-field").hidden = !isQloraMethod();
+    const result = $("adv-result");
+    if (!on || p === null) {
+      delete result.dataset.raw;
+      return null;
+    }
+    const { setup, invalid } = readSetup();
+    const problems = invalid.length ? [] : setupProblems(data, setup);
+    const messages = [...invalid.map((label) => fill(text.not_integer, { label })), ...problems.map((code) => text[code])];
+    $("adv-problem-list").replaceChildren(...messages.map((m) => element("li", {}, m)));
+    $("adv-problems").hidden = messages.length === 0;
+    $("adv-output").hidden = messages.length > 0;
+    const batch = invalid.length ? null : setup.micro_batch * setup.grad_accum * setup.gpus;
+    $("adv-batch").textContent =
+      batch === null
+        ? ""
+        : fill(text.effective_batch, {
+            micro: formatInteger(setup.micro_batch),
+            accum: formatInteger(setup.grad_accum),
+            gpus: formatInteger(setup.gpus),
+            batch: formatInteger(batch),
+            seq: formatInteger(setup.seq_len),
+            tokens: formatInteger(batch * setup.seq_len),
+          });
+    if (messages.length) {
+      result.dataset.raw = JSON.stringify({ problems: invalid.length ? ["not_integer"] : problems });
+      return null;
+    }
+
+    const arch = architectureOf(p);
+    if (!arch) {
+      // No model of the catalog has a published architecture to shape a custom size from.
+      $("adv-output").hidden = true;
+      return null;
+    }
+    const gb = est.units.gb;
+    const breakdown = estimateBreakdown(data, arch, setup);
+    $("adv-total").textContent = formatGb(breakdown.total / gb);
+    $("adv-total-cell").textContent = formatGb(breakdown.total / gb);
+    $("adv-bar").replaceChildren(
+      ...PARTS.filter((part) => breakdown[part] > 0).map((part) => {
+        const label = fill(text.bar_label, { name: text[`part_${part}`], gb: formatGb(breakdown[part] / gb) });
+        const segment = element("div", { class: `adv-segment adv-${part}`, title: label, "data-part": part });
+        segment.style.width = `${(breakdown[part] / breakdown.total) * 100}%`;
+        segment.append(element("span", {}, fill(text.bar_segment, { gb: formatGb(breakdown[part] / gb) })));
+        return segment;
+      }),
+    );
+    $("adv-parts").tBodies[0].replaceChildren(
+      ...PARTS.map((part) => {
+        const row = element("tr", { "data-part": part });
+        const name = element("th", { scope: "row" });
+        name.append(element("span", { class: `adv-swatch adv-${part}`, "aria-hidden": "true" }), text[`part_${part}`]);
+        row.append(
+          name,
+          element("td", { class: "num", "data-cell": "gb" }, formatGb(breakdown[part] / gb)),
+          element("td", { class: "num" }, formatNumber((breakdown[part] / breakdown.total) * 100, 0)),
+        );
+        return row;
+      }),
+    );
+    $("adv-cpu-row").hidden = breakdown.cpu === 0;
+    $("adv-cpu").textContent = formatGb(breakdown.cpu / gb);
+    $("adv-trainable").textContent = fill(text.trainable, { count: formatNumber(breakdown.trainable_params / 1e6, 1) });
+    $("adv-table-rule").textContent = fill(text.table_rule, {
+      memory: formatGb(tableEstimate.memory),
+      low: formatGb(tableEstimate.low),
+      high: formatGb(tableEstimate.high),
+    });
+
+    // GPUs: fits at the chosen number of cards, and the fewest cards (memory.min_gpus); FP8 needs a card with FP8.
+    const noFp8 = (g) => setup.fp8 && g.fp8_dense_tflops === null;
+    const gpus = {};
+    $("adv-gpus-count").textContent = formatInteger(setup.gpus);
+    $("adv-gpus").tBodies[0].replaceChildren(
+      ...data.gpus.map((g) => {
+        const fits = !noFp8(g) && fitsCard(data, breakdown, g.memory_gb);
+        const fewest = noFp8(g) ? null : minGpus(data, arch, setup, g.memory_gb);
+        gpus[g.id] = { fits, min_gpus: fewest };
+        const row = element("tr", { "data-gpu": g.id });
+        row.append(
+          element("th", { scope: "row" }, g.name),
+          element("td", { class: "num" }, formatGb(g.memory_gb)),
+          element("td", { "data-cell": "fits" }, noFp8(g) ? text.no_fp8 : fits ? text.yes : text.no),
+          element("td", { class: "num", "data-cell": "min_gpus" }, fewest === null ? (noFp8(g) ? text.no_fp8 : text.never) : formatInteger(fewest)),
+        );
+        return row;
+      }),
+    );
+
+    // Servers: k cards of a GPU fit when the setup on k cards fits one card.
+    const fitting = [];
+    for (const server of data.servers) {
+      const g = gpuById.get(server.gpu_id);
+      if (noFp8(g)) continue;
+      const perCard = estimateBreakdown(data, arch, { ...setup, gpus: server.gpu_count });
+      if (fitsCard(data, perCard, g.memory_gb)) fitting.push({ server, gpu: g, perCard });
+    }
+    const priced = (r) => r.server.price_rub_month !== null;
+    fitting.sort(
+      (a, b) =>
+        priced(b) - priced(a) ||
+        (a.server.price_rub_month ?? 0) - (b.server.price_rub_month ?? 0) ||
+        a.server.server_memory_gb - b.server.server_memory_gb ||
+        (a.server.id < b.server.id ? -1 : a.server.id > b.server.id ? 1 : 0),
+    );
+    $("adv-servers").tBodies[0].replaceChildren(
+      ...fitting.map((r) => {
+        const row = element("tr", { "data-server": r.server.id });
+        row.append(
+          element("th", { scope: "row" }, r.server.name),
+          element("td", {}, fill(text.server_cards, { count: formatInteger(r.server.gpu_count), gpu: r.gpu.name })),
+          element("td", { class: "num", "data-cell": "per_card" }, formatGb(r.perCard.total / gb)),
+          element("td", { class: "num" }, price(r.server)),
+        );
+        return row;
+      }),
+    );
+    $("adv-servers-wrap").hidden = fitting.length === 0;
+    $("adv-servers-none").hidden = fitting.length > 0;
+
+    const flopsPerToken = trainingFlopsPerToken(data, parameterCounts(arch).active, setup);
+    const raw = {
+      problems: [],
+      breakdown,
+      gpus,
+      servers: fitting.map((r) => [r.server.id, r.perCard.total]),
+      table_memory: tableEstimate.memory,
+      flops_per_token: flopsPerToken,
+      layers: arch.layers,
+    };
+    result.dataset.raw = JSON.stringify(raw);
+    return { setup, flopsPerToken, raw };
   }
 
   function render() {
@@ -254,7 +780,8 @@ function setup(form, data, text) {
     const gpu = gpuById.get(field("gpu").value) ?? null;
     const server = serverById.get(field("server").value) ?? null;
     if (p === null) {
-      renderTime(null, null, gpu, server);
+      renderAdvanced(null, null);
+      renderTime(null, null, gpu, server, null);
       return;
     }
     const est = estimate(data, p, field("method").value);
@@ -340,21 +867,41 @@ function setup(form, data, text) {
         fit: shown,
       });
     }
-    renderTime(p, est, gpu, server);
+    renderTime(p, est, gpu, server, renderAdvanced(p, est));
   }
 
   // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.
-  function renderTime(p, est, gpu, server) {
+  function renderTime(p, est, gpu, server, advanced) {
     const tokensM = parsePositive(field("tokens").value);
     const epochs = parsePositive(field("epochs").value);
     const utilPct = parsePositive(field("util").value);
     const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
     const timeGpu = server ? gpuById.get(server.gpu_id) : gpu;
-    const ready = p !== null && tokensM !== null && epochs !== null && timeGpu;
+    const advancedOn = field("advanced").checked;
+    const ready = p !== null && tokensM !== null && epochs !== null && timeGpu && (!advancedOn || advanced !== null);
     $("time-empty").hidden = Boolean(ready);
     $("time-output").hidden = !ready;
     if (!ready) return;
     const typedCards = parsePositive(field("cards").value);
+    $("out-fp8-gpu").hidden = !(advancedOn && advanced.setup.fp8 && timeGpu.fp8_dense_tflops === null);
+    $("out-fp8-gpu").textContent = fill(text.fp8_gpu_missing, { name: timeGpu.name });
+    if (advancedOn) {
+      // training.plan with memory.training_flops_per_token, on the setup's cards unless typed.
+      const cards = typedCards === null ? advanced.setup.gpus : Math.ceil(typedCards);
+      const flops = advanced.flopsPerToken * (tokensM * 1e6 * epochs);
+      const plan = draftPlan(data, flops, timeGpu, cards, utilization, advanced.setup.fp8, server);
+      $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
+      $("out-hours").textContent = formatNumber(plan.hours, 1);
+      $("out-cost-row").hidden = plan.cost === null;
+      $("out-cost-na").hidden = plan.cost !== null;
+      if (plan.cost !== null) {
+        $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(plan.servers), name: server.name });
+        $("out-cost").textContent = formatNumber(plan.cost, 0);
+      }
+      const result = $("adv-result");
+      result.dataset.raw = JSON.stringify({ ...advanced.raw, cards, flops, hours: plan.hours, cost: plan.cost });
+      return;
+    }
     const autoCards = server ? server.gpu_count * serverFit(server, est).count : gpuFit(timeGpu, est).cards;
     const cards = typedCards === null ? autoCards : Math.ceil(typedCards);
     const hours = trainingHours(data, p, tokensM, epochs, cards, timeGpu, utilization);
@@ -383,7 +930,8 @@ function setup(form, data, text) {
   form.dataset.ready = "true";
 }
 
-const form = document.getElementById("calc");
+// Outside a browser (a test importing the functions) there is no page to set up.
+const form = globalThis.document?.getElementById("calc");
 if (form) {
   const text = JSON.parse(document.getElementById("calc-text").textContent);
   try {

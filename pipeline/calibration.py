@@ -1,0 +1,212 @@
+"""How far each way of estimating memory is from published measurements.
+
+Four estimators predict the peak of every measured setup in `measurements.csv`:
+the first-principles estimator (`memory.py`), the anchor-table rule (DESIGN.md rules
+1-2), the earlier article's rule of thumb, and DeepSpeed's model-states formula (full
+fine-tuning only). Each prediction is compared with what the measurement counts:
+tensors for "allocated"/"active", the allocator's reservation for "reserved", the whole
+card for nvidia-smi or an unnamed metric. Everything is in GB (10^9 bytes); GiB figures
+are converted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from statistics import median
+
+import polars as pl
+
+from pipeline import memory
+
+ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")
+
+UNIT_BYTES = {"GB": memory.GB, "GiB": memory.GIB}
+
+# Which part of the breakdown each metric measures.
+METRIC_PART = {
+    "allocated": "tensors",
+    "active": "tensors",
+    "reserved": "reserved",
+    "reserved_delta": "reserved",
+    "nvidia_smi": "total",
+    "unknown": "total",
+}
+
+SETUP_COLUMNS = (
+    "method_id",
+    "optimizer",
+    "seq_len",
+    "micro_batch",
+    "grad_accum",
+    "gpus",
+    "sharding",
+    "offload",
+    "grad_checkpointing",
+    "flash_attention",
+    "lora_rank",
+    "lora_targets",
+    "chunked_loss",
+)
+
+
+# Techniques of extra_techniques the estimator models, as the Setup field they set.
+MODELLED_TECHNIQUES = {"double_quant": "double_quant", "lora_dropout": "lora_dropout"}
+
+
+# The examples were shorter than seq_len by an unknown amount: no setup to estimate.
+UNKNOWN_LENGTHS = "unknown_lengths"
+
+
+def techniques(row: Mapping[str, object]) -> list[str]:
+    return [t for t in (row.get("extra_techniques") or "").split(",") if t]
+
+
+def setup_from_row(row: Mapping[str, object]) -> memory.Setup:
+    """The estimator's Setup of a measurements.csv row (empty LoRA cells keep the defaults)."""
+    values = {k: row[k] for k in SETUP_COLUMNS if row.get(k) is not None}
+    values["method"] = values.pop("method_id")
+    for technique in techniques(row):
+        if technique in MODELLED_TECHNIQUES:
+            values[MODELLED_TECHNIQUES[technique]] = True
+    return memory.Setup(**values)
+
+
+def rule_of_thumb_gb(params_b: float, method_id: str, constants: Mapping[str, float]) -> float | None:
+    """The earlier article's rule: full = 10 bytes per parameter, LoRA = 16-bit weights, QLoRA 4-bit
+    from its three worked examples (7B, 13B, 70B; linear between them, proportional outside).
+    It states nothing for 8- and 2-bit QLoRA."""
+    if method_id.startswith("full"):
+        return params_b * constants["legacy_full_bytes_per_param"]
+    if method_id == "lora":
+        return params_b * constants["legacy_lora_bytes_per_param"]
+    if method_id != "qlora_4bit":
+        return None
+    points = [(7.0, constants["legacy_qlora_7b_gb"]), (13.0, constants["legacy_qlora_13b_gb"])]
+    points.append((70.0, constants["legacy_qlora_70b_gb"]))
+    if params_b <= points[0][0]:
+        return points[0][1] * params_b / points[0][0]
+    if params_b >= points[-1][0]:
+        return points[-1][1] * params_b / points[-1][0]
+    for (b0, m0), (b1, m1) in zip(points, points[1:], strict=False):
+        if b0 <= params_b <= b1:
+            return m0 + (m1 - m0) * (params_b - b0) / (b1 - b0)
+    raise AssertionError("unreachable: points cover every size")
+
+
+def _error(predicted: float | None, measured: float | None) -> float | None:
+    if predicted is None or measured is None:
+        return None
+    return (predicted - measured) / measured
+
+
+def calibration(
+    measurements: pl.DataFrame,
+    models: pl.DataFrame,
+    estimates: pl.DataFrame,
+    gpus: pl.DataFrame,
+    constants: Mapping[str, float],
+) -> pl.DataFrame:
+    """One row per measurement: the measured peak and each estimator's prediction and error, in GB."""
+    archs = memory.model_architectures(models)
+    params = dict(models.select("model_id", "params_b").iter_rows())
+    table = {(m, k): v for m, k, v in estimates.select("model_id", "method_id", "memory_gb").iter_rows()}
+    gpu_gb = dict(gpus.select("gpu_id", "memory_gb").iter_rows())
+    rows = []
+    for row in measurements.sort("measurement_id").iter_rows(named=True):
+        setup = setup_from_row(row)
+        arch = archs.get(row["model_id"])
+        measured = None
+        if row["outcome"] == "value":
+            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]] / memory.GB
+        predicted = {}
+        if arch is not None:
+            parts = memory.estimate(arch, setup, constants).gb()
+            predicted["first_principles"] = parts[METRIC_PART[row["metric"]]]
+            states = memory.deepspeed_model_states(arch, setup)
+            predicted["deepspeed"] = None if states is None else states / memory.GB
+            total_gb = parts["total"]
+        else:
+            predicted["first_principles"] = predicted["deepspeed"] = total_gb = None
+        predicted["table_rule"] = table.get((row["model_id"], row["method_id"]))
+        predicted["rule_of_thumb"] = rule_of_thumb_gb(params[row["model_id"]], row["method_id"], constants)
+        reasons = []
+        if row["outcome"] != "value":
+            reasons.append("oom")
+        if any(t not in MODELLED_TECHNIQUES and t != UNKNOWN_LENGTHS for t in techniques(row)):
+            reasons.append("unmodelled")
+        if UNKNOWN_LENGTHS in techniques(row):
+            reasons.append(UNKNOWN_LENGTHS)
+        if arch is None:
+            reasons.append("no_architecture")
+        out = {
+            "measurement_id": row["measurement_id"],
+            "model_id": row["model_id"],
+            "method_id": row["method_id"],
+            "gpu_id": row["gpu_id"],
+            "gpu_memory_gb": gpu_gb.get(row["gpu_id"]),
+            "outcome": row["outcome"],
+            "metric": row["metric"],
+            "measured_value": row["measured_value"],
+            "measured_unit": row["measured_unit"],
+            "measured_gb": measured,
+        }
+        for name in ESTIMATORS:
+            out[f"{name}_gb"] = predicted[name]
+            out[f"{name}_error"] = _error(predicted[name], measured)
+        # An out-of-memory row is predicted right when the whole peak exceeds the card.
+        oom = row["outcome"] == "oom" and total_gb is not None and out["gpu_memory_gb"] is not None
+        out["predicts_oom"] = (total_gb > out["gpu_memory_gb"]) if oom else None
+        out["in_summary"] = not reasons
+        out["excluded_because"] = ",".join(reasons) or None
+        out["reference_id"] = row["reference_id"]
+        rows.append(out)
+    return pl.DataFrame(rows, schema=CALIBRATION_SCHEMA)
+
+
+CALIBRATION_SCHEMA = {
+    "measurement_id": pl.String,
+    "model_id": pl.String,
+    "method_id": pl.String,
+    "gpu_id": pl.String,
+    "gpu_memory_gb": pl.Float64,
+    "outcome": pl.String,
+    "metric": pl.String,
+    "measured_value": pl.Float64,
+    "measured_unit": pl.String,
+    "measured_gb": pl.Float64,
+    **{f"{name}_{kind}": pl.Float64 for name in ESTIMATORS for kind in ("gb", "error")},
+    "predicts_oom": pl.Boolean,
+    "in_summary": pl.Boolean,
+    "excluded_because": pl.String,
+    "reference_id": pl.String,
+}
+
+
+def summary(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
+    """Per estimator, over the rows in the summary it has a prediction for: count, median absolute
+    percentage error, share within ±`within` (the issue's ±25 %), median signed error (bias)."""
+    rows = []
+    used = calibrated.filter(pl.col("in_summary"))
+    for order, name in enumerate(ESTIMATORS, start=1):
+        errors = [e for e in used[f"{name}_error"].to_list() if e is not None]
+        rows.append(
+            {
+                "estimator": name,
+                "sort_order": order,
+                "rows": len(errors),
+                "median_abs_error": median(abs(e) for e in errors) if errors else None,
+                "within_25": sum(abs(e) <= within for e in errors) / len(errors) if errors else None,
+                "median_error": median(errors) if errors else None,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "estimator": pl.String,
+            "sort_order": pl.Int64,
+            "rows": pl.Int64,
+            "median_abs_error": pl.Float64,
+            "within_25": pl.Float64,
+            "median_error": pl.Float64,
+        },
+    )

@@ -1,0 +1,339 @@
+"""The first-principles estimator on the site: breakdown bars on model pages, the accuracy page
+("Точность оценок") and the pretraining page.
+
+Tables and figures come from the catalog's derived tables (memory_breakdown, calibration,
+calibration_summary, pretraining); Russian words from labels.toml [estimator].
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import polars as pl
+
+from pipeline import calibration
+from pipeline import format as fmt
+from pipeline.combine import Catalog
+from pipeline.memory import BREAKDOWN_COLUMNS, CONSTANTS
+from pipeline.tables import Tables, TableView
+
+BAR_WIDTH = 100.0  # the bars' scale in SVG user units (percent of the widest bar)
+
+
+def percent(share: float | None) -> str:
+    return "" if share is None else fmt.number(share * 100, 0)
+
+
+def signed_percent(share: float | None) -> str:
+    if share is None:
+        return ""
+    text = fmt.number(abs(share) * 100, 0)
+    return text if text == "0" else ("+" if share > 0 else "−") + text
+
+
+class EstimatorTables:
+    """Table builders and inline figures of the estimator, for pages and article templates (`e`)."""
+
+    def __init__(self, catalog: Catalog, labels: dict, tables: Tables):
+        self.c, self.t, self.L = catalog, tables, labels["estimator"]
+        self._summary = {r["estimator"]: r for r in catalog["calibration_summary"].iter_rows(named=True)}
+        self._breakdown = {
+            (r["model_id"], r["method_id"]): r for r in catalog["memory_breakdown"].iter_rows(named=True)
+        }
+        self._measurements = {r["measurement_id"]: r for r in catalog["measurements"].iter_rows(named=True)}
+
+    # -- inline figures --
+    def median_error(self, estimator: str) -> str:
+        return percent(self._summary[estimator]["median_abs_error"])
+
+    def within_25(self, estimator: str) -> str:
+        return percent(self._summary[estimator]["within_25"])
+
+    def bias(self, estimator: str) -> str:
+        return signed_percent(self._summary[estimator]["median_error"])
+
+    def rows_used(self, estimator: str = "first_principles") -> str:
+        return fmt.integer(self._summary[estimator]["rows"])
+
+    def measurements_count(self) -> str:
+        return fmt.integer(self.c["calibration"].height)
+
+    def breakdown(self, model_id: str, method_id: str) -> dict:
+        return self._breakdown[(model_id, method_id)]
+
+    def part(self, model_id: str, method_id: str, part: str) -> str:
+        return fmt.gb(self._breakdown[(model_id, method_id)][f"{part}_gb"])
+
+    # -- shared wording --
+    def estimator_name(self, estimator: str) -> str:
+        return self.L[f"estimator_{estimator}"]
+
+    def setup_text(self, row: dict) -> str:
+        """A measurement's or a typical setup's training setup in a few Russian words."""
+        L = self.L
+        extra = ""
+        if row.get("grad_checkpointing"):
+            extra += L["setup_gc"]
+        if row.get("flash_attention") is False:
+            extra += L["setup_eager"]
+        if row.get("chunked_loss"):
+            extra += L["setup_chunked"]
+        if row.get("lora_rank") is not None and row.get("lora_targets"):
+            extra += L["setup_lora"].format(rank=row["lora_rank"], targets=L[f"targets_{row['lora_targets']}"])
+        if row.get("optimizer") and row["optimizer"] != "adamw":
+            extra += L["setup_optimizer"].format(optimizer=L[f"optimizer_{row['optimizer']}"])
+        techniques = calibration.techniques(row)
+        if "double_quant" in techniques:
+            extra += L["setup_double_quant"]
+        if "lora_dropout" in techniques:
+            extra += L["setup_dropout"]
+        return L["setup_text"].format(
+            seq=fmt.integer(row["seq_len"]),
+            batch=fmt.integer(row["micro_batch"]),
+            gpus=fmt.integer(row["gpus"]),
+            sharding=L[f"sharding_{row['sharding']}"],
+            extra=extra,
+        )
+
+    # -- tables --
+    def summary_table(self) -> TableView:
+        L = self.L
+        rows = [
+            [
+                self.estimator_name(r["estimator"]),
+                fmt.integer(r["rows"]),
+                percent(r["median_abs_error"]),
+                percent(r["within_25"]),
+                signed_percent(r["median_error"]),
+            ]
+            for r in self.c["calibration_summary"].sort("sort_order").iter_rows(named=True)
+        ]
+        refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
+        return TableView(
+            [
+                L["estimator"],
+                L["rows"],
+                L["median_abs_error"],
+                L["within_25"].format(within=percent(self.c.constants["calibration_within"])),
+                L["median_error"],
+            ],
+            rows,
+            refs,
+            ["calibration_summary", "calibration", "measurements"],
+            [False, True, True, True, True],
+        )
+
+    def _prediction(self, row: dict, estimator: str) -> str:
+        value = row[f"{estimator}_gb"]
+        if value is None:
+            return "—"
+        error = row[f"{estimator}_error"]
+        return fmt.gb(value) if error is None else f"{fmt.gb(value)} ({signed_percent(error)} %)"
+
+    def _status(self, row: dict) -> str:
+        L = self.L
+        if row["in_summary"]:
+            return L["yes"]
+        reasons = []
+        for reason in (row["excluded_because"] or "").split(","):
+            if reason == "unmodelled":
+                measurement = self._measurements[row["measurement_id"]]
+                names = [
+                    t
+                    for t in calibration.techniques(measurement)
+                    if t not in calibration.MODELLED_TECHNIQUES and t != calibration.UNKNOWN_LENGTHS
+                ]
+                reasons.append(L["excluded_unmodelled"].format(techniques=", ".join(names)))
+            elif reason == "oom":
+                verdict = {True: L["oom_predicted"], False: L["oom_missed"]}.get(row["predicts_oom"], "")
+                reasons.append(L["excluded_oom"] + (f"; {verdict}" if verdict else ""))
+            elif reason:
+                reasons.append(L[f"excluded_{reason}"])
+        return "; ".join(reasons)
+
+    def calibration_table(self) -> TableView:
+        L = self.L
+        rows = []
+        for row in self.c["calibration"].iter_rows(named=True):
+            m = self._measurements[row["measurement_id"]]
+            measured = (
+                L["oom"]
+                if row["outcome"] == "oom"
+                else f"{fmt.number(row['measured_value'], 2)} {row['measured_unit']}"
+            )
+            rows.append(
+                [
+                    self.t.model_link(row["model_id"], "short_name"),
+                    self.t.method(row["method_id"])["short_name_ru"],
+                    self.setup_text(m),
+                    self.t.gpu_link(row["gpu_id"], "short_name") if row["gpu_id"] else "—",
+                    L[f"metric_{row['metric']}"],
+                    measured,
+                    fmt.gb(row["measured_gb"]),
+                    *(self._prediction(row, e) for e in calibration.ESTIMATORS),
+                    self._status(row),
+                ]
+            )
+        headers = [
+            L["model"],
+            L["method"],
+            L["setup"],
+            L["gpu"],
+            L["metric"],
+            L["measured"],
+            L["measured_gb"],
+            *(L["predicted"].format(estimator=self.estimator_name(e)) for e in calibration.ESTIMATORS),
+            L["in_summary"],
+        ]
+        refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
+        return TableView(
+            headers,
+            rows,
+            refs,
+            ["calibration", "measurements"],
+            [False] * 5 + [True] * 6 + [False],
+            sortable=True,
+        )
+
+    def breakdown_table(self, model_id: str) -> TableView:
+        L = self.L
+        rows = []
+        for method_id in self._method_order():
+            r = self._breakdown[(model_id, method_id)]
+            rows.append(
+                [
+                    self.t.method_link(method_id, "short_name_ru"),
+                    *(fmt.gb(r[f"{p}_gb"]) for p in BREAKDOWN_COLUMNS),
+                    fmt.gb(r["total_gb"]),
+                    fmt.gb(r["table_rule_gb"]),
+                ]
+            )
+        headers = [
+            L["method"],
+            *(L["gb"].format(part=L[f"part_{p}"]) for p in BREAKDOWN_COLUMNS),
+            L["total"],
+            L["table_rule"],
+        ]
+        refs = self._constant_refs() + [self.t.model(model_id)["reference_id"]]
+        return TableView(
+            headers, rows, list(dict.fromkeys(refs)), ["memory_breakdown", "constants"], [False] + [True] * 8
+        )
+
+    def pretraining_table(self) -> TableView:
+        L = self.L
+        rows = []
+        for r in self.c["pretraining"].iter_rows(named=True):
+            rows.append(
+                [
+                    self.t.model_link(r["model_id"], "short_name"),
+                    self.t.gpu_link(r["gpu_id"], "short_name"),
+                    fmt.number(r["tokens"] / 1e9, 0),
+                    fmt.integer(r["cards_for_memory"]) if r["cards_for_memory"] is not None else "—",
+                    fmt.integer(r["cards_for_time"]),
+                    fmt.gb(r["memory_per_card_gb"]),
+                    fmt.number(r["days"], 1),
+                    fmt.integer(r["servers"]) if r["servers"] is not None else "—",
+                    fmt.number(r["cost_rub"] / 1e6, 1) if r["cost_rub"] is not None else "—",
+                    r["seed_cards_text"],
+                ]
+            )
+        first = self.c["pretraining"].row(0, named=True)
+        headers = [
+            L["pretrain_model"],
+            L["pretrain_gpu"],
+            L["pretrain_tokens"],
+            L["pretrain_cards_memory"],
+            L["pretrain_cards_time"].format(days=fmt.number(first["target_days"], 0)),
+            L["pretrain_memory"],
+            L["pretrain_days"],
+            L["pretrain_servers"],
+            L["pretrain_cost"],
+            L["pretrain_seed"],
+        ]
+        refs = self._constant_refs() + self.c["servers"]["reference_id"].to_list()
+        refs += self.c["legacy_gpu_counts"]["reference_id"].to_list()
+        return TableView(
+            headers,
+            rows,
+            list(dict.fromkeys(refs)),
+            ["pretraining", "constants", "legacy_gpu_counts"],
+            [False, False] + [True] * 7 + [False],
+        )
+
+    # -- the stacked bars of a model page --
+    def bars(self, model_id: str) -> dict:
+        """Per method, each part's share of the widest bar (SVG units) and its GB, for the model page."""
+        L = self.L
+        rows = [self._breakdown[(model_id, m)] for m in self._method_order()]
+        widest = max(r["total_gb"] for r in rows)
+        bars = []
+        for r in rows:
+            x, parts = 0.0, []
+            for p in BREAKDOWN_COLUMNS:
+                width = r[f"{p}_gb"] / widest * BAR_WIDTH
+                parts.append({"part": p, "x": x, "width": width, "gb": fmt.gb(r[f"{p}_gb"]), "label": L[f"part_{p}"]})
+                x += width
+            bars.append(
+                {
+                    "method": self.t.method(r["method_id"])["short_name_ru"],
+                    "method_id": r["method_id"],
+                    "parts": parts,
+                    "total": fmt.gb(r["total_gb"]),
+                    "table_rule": fmt.gb(r["table_rule_gb"]),
+                }
+            )
+        legend = [{"part": p, "label": L[f"part_{p}"]} for p in BREAKDOWN_COLUMNS]
+        typical = rows[0]
+        lora = next(r for r in rows if r["lora_rank"] is not None)
+        query = urlencode(
+            {
+                "model": model_id,
+                "advanced": 1,
+                "seq_len": typical["seq_len"],
+                "micro_batch": typical["micro_batch"],
+                "grad_checkpointing": int(typical["grad_checkpointing"]),
+                "lora_rank": lora["lora_rank"],
+            }
+        )
+        return {
+            "bars": bars,
+            "legend": legend,
+            "setup": self.setup_text(typical | {"lora_rank": None}),
+            "calculator_query": query,
+        }
+
+    def _method_order(self) -> list[str]:
+        return self.c["methods"].sort("sort_order")["method_id"].to_list()
+
+    def _constant_refs(self) -> list[str]:
+        ids = (
+            "activation_bytes",
+            "logits_bytes",
+            "quant_block_size",
+            "zero3_gather_bytes_per_param",
+            "cuda_context_gb",
+        )
+        constants = self.c["constants"].filter(pl.col("constant_id").is_in(ids))
+        return constants["reference_id"].unique(maintain_order=True).to_list()
+
+
+def pages(renderer) -> dict[str, str]:
+    """accuracy.html and pretraining.html."""
+    e = renderer.estimator
+    constants = renderer.catalog["constants"].sort("constant_id")
+    estimator_constants = [
+        r
+        for r in constants.iter_rows(named=True)
+        if r["constant_id"] in (*CONSTANTS, "forward_flops_per_param_token", "train_flops_per_param_token")
+    ]
+    return {
+        "accuracy.html": renderer.page(
+            "accuracy.html",
+            "accuracy.html",
+            e=e,
+            summary=e.summary_table(),
+            rows=e.calibration_table(),
+            constants=estimator_constants,
+        ),
+        "pretraining.html": renderer.page("pretraining.html", "pretraining.html", e=e, view=e.pretraining_table()),
+    }

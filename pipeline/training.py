@@ -1,0 +1,177 @@
+"""Draft training time and cost (DESIGN.md rule 8) and pretraining plans.
+
+Pure functions. Time = compute / (cards x peak dense TFLOP/s x utilisation); the
+utilisation is always the reader's input (default from constants.csv). Cost = hours x
+the server's monthly price / hours in a month, per server used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from pipeline import memory
+from pipeline.architecture import Architecture, parameter_counts
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Time and cost of one run on `cards` GPUs (`servers` servers, when a server is chosen)."""
+
+    flops: float
+    cards: int
+    hours: float
+    servers: int | None = None
+    cost_rub: float | None = None
+
+
+def training_flops(arch: Architecture, setup: memory.Setup, tokens: float, c: Mapping[str, float]) -> float:
+    """Compute of training on `tokens` tokens (tokens x epochs): per-token FLOPs of the active parameters."""
+    active = parameter_counts(arch).active
+    return memory.training_flops_per_token(active, setup, c) * tokens
+
+
+def peak_tflops(gpu: Mapping[str, object], fp8: bool) -> float:
+    """Dense peak of one card: FP8 when training in FP8 and the card has it, BF16 otherwise."""
+    if fp8 and gpu.get("fp8_dense_tflops"):
+        return float(gpu["fp8_dense_tflops"])
+    return float(gpu["bf16_dense_tflops"])
+
+
+def plan(
+    flops: float,
+    gpu: Mapping[str, object],
+    cards: int,
+    utilization: float,
+    c: Mapping[str, float],
+    fp8: bool = False,
+    server: Mapping[str, object] | None = None,
+) -> Plan:
+    """Hours on `cards` cards of `gpu`; with a server, the servers needed and the rent for those hours."""
+    hours = memory.training_hours(flops, cards, peak_tflops(gpu, fp8), utilization)
+    if server is None:
+        return Plan(flops, cards, hours)
+    servers = math.ceil(cards / server["gpu_count"])
+    price = server.get("price_rub_month")
+    cost = None if price is None else hours * price / c["hours_per_month"] * servers
+    return Plan(flops, cards, hours, servers, cost)
+
+
+@dataclass(frozen=True)
+class Pretraining:
+    """A pretraining run: how many cards memory needs, how many the deadline needs, and what it costs."""
+
+    tokens: float
+    flops: float
+    cards_for_memory: int | None  # fewest cards the model states fit on with ZeRO-3
+    cards_for_time: int  # fewest cards that finish within the target duration
+    cards: int | None  # the larger of the two
+    memory_per_card_gb: float | None
+    hours: float | None
+    servers: int | None
+    cost_rub: float | None
+
+
+def pretraining(
+    arch: Architecture,
+    gpu: Mapping[str, object],
+    c: Mapping[str, float],
+    days: float,
+    utilization: float,
+    tokens_per_param: float | None = None,
+    setup: memory.Setup | None = None,
+    server: Mapping[str, object] | None = None,
+) -> Pretraining:
+    """Plan pretraining from scratch: tokens = tokens_per_param x parameters (20, Chinchilla, by default).
+
+    The memory side assumes full mixed-precision training sharded with ZeRO-3 and
+    checkpointing (the usual way to pretrain at scale); the time side needs the cards that
+    do the compute within `days`.
+    """
+    setup = setup or memory.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
+    counts = parameter_counts(arch)
+    tokens = (tokens_per_param or c["tokens_per_param"]) * counts.total
+    flops = memory.training_flops_per_token(counts.active, setup, c) * tokens
+    tflops = peak_tflops(gpu, setup.fp8)
+    for_time = memory.cards_for_duration(flops, days * 24, tflops, utilization)
+    for_memory = memory.min_gpus(arch, setup, c, float(gpu["memory_gb"]))
+    if for_memory is None:
+        return Pretraining(tokens, flops, None, for_time, None, None, None, None, None)
+    cards = max(for_memory, for_time)
+    per_card = memory.estimate(arch, replace(setup, gpus=cards), c).total / memory.GB
+    result = plan(flops, gpu, cards, utilization, c, setup.fp8, server)
+    return Pretraining(
+        tokens, flops, for_memory, for_time, cards, per_card, result.hours, result.servers, result.cost_rub
+    )
+
+
+# Seed 000's pretraining rows: its "H100 80GB" and "H200 141GB" columns are the catalog's ESC8000A cards.
+PRETRAINING_GPUS = {"h100-pcie": "h100_cards_text", "h200-nvl": "h200_cards_text"}
+
+
+def pretraining_table(
+    models: pl.DataFrame,
+    gpus: pl.DataFrame,
+    servers: pl.DataFrame,
+    legacy_gpu_counts: pl.DataFrame,
+    c: Mapping[str, float],
+) -> pl.DataFrame:
+    """The `pretraining` table: seed 000's pretraining rows (7B, 13B, 70B on H100 and H200) recomputed
+    with the stated assumptions, costed on the largest priced catalog server with that card."""
+    archs = memory.model_architectures(models)
+    seed = legacy_gpu_counts.filter(pl.col("method_id").is_null())
+    gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
+    rows = []
+    for row in seed.sort("sort_order").iter_rows(named=True):
+        for gpu_id, seed_column in PRETRAINING_GPUS.items():
+            gpu = gpu_rows[gpu_id]
+            priced = servers.filter((pl.col("gpu_id") == gpu_id) & pl.col("price_rub_month").is_not_null())
+            server = (
+                priced.sort("gpu_count", "server_id", descending=[True, False]).row(0, named=True)
+                if priced.height
+                else None
+            )
+            days, utilization = c["pretraining_target_days"], c["default_utilization"]
+            p = pretraining(archs[row["model_id"]], gpu, c, days, utilization, server=server)
+            rows.append(
+                {
+                    "model_id": row["model_id"],
+                    "gpu_id": gpu_id,
+                    "tokens": p.tokens,
+                    "flops": p.flops,
+                    "target_days": days,
+                    "utilization": utilization,
+                    "cards_for_memory": p.cards_for_memory,
+                    "cards_for_time": p.cards_for_time,
+                    "cards": p.cards,
+                    "memory_per_card_gb": p.memory_per_card_gb,
+                    "days": None if p.hours is None else p.hours / 24,
+                    "server_id": None if server is None else server["server_id"],
+                    "servers": p.servers,
+                    "cost_rub": p.cost_rub,
+                    "seed_cards_text": row[seed_column],
+                }
+            )
+    return pl.DataFrame(rows, schema=PRETRAINING_SCHEMA)
+
+
+PRETRAINING_SCHEMA = {
+    "model_id": pl.String,
+    "gpu_id": pl.String,
+    "tokens": pl.Float64,
+    "flops": pl.Float64,
+    "target_days": pl.Float64,
+    "utilization": pl.Float64,
+    "cards_for_memory": pl.Int64,
+    "cards_for_time": pl.Int64,
+    "cards": pl.Int64,
+    "memory_per_card_gb": pl.Float64,
+    "days": pl.Float64,
+    "server_id": pl.String,
+    "servers": pl.Int64,
+    "cost_rub": pl.Float64,
+    "seed_cards_text": pl.String,
+}

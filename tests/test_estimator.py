@@ -1,0 +1,227 @@
+"""The estimator beyond its formulas: calibration, draft time and cost, pretraining, the CLI, the pages."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from statistics import median
+
+import polars as pl
+import pytest
+
+from pipeline import calibration, memory, training
+from tests.test_memory import LLAMA3_8B, P
+from tests.test_memory import C as TEST_CONSTANTS
+
+ROOT = Path(__file__).resolve().parent.parent
+C = TEST_CONSTANTS | {
+    "hours_per_month": 720,
+    "legacy_full_bytes_per_param": 10,
+    "legacy_lora_bytes_per_param": 2,
+    "legacy_qlora_7b_gb": 12,
+    "legacy_qlora_13b_gb": 19,
+    "legacy_qlora_70b_gb": 75,
+}
+H100 = {"gpu_id": "h100-sxm", "bf16_dense_tflops": 989, "fp8_dense_tflops": 1979, "memory_gb": 80}
+
+
+def test_rule_of_thumb_follows_the_earlier_article():
+    assert calibration.rule_of_thumb_gb(7, "full_amp", C) == 70
+    assert calibration.rule_of_thumb_gb(7, "lora", C) == 14
+    assert calibration.rule_of_thumb_gb(13, "qlora_4bit", C) == 19
+    assert calibration.rule_of_thumb_gb(41.5, "qlora_4bit", C) == 19 + (75 - 19) * (41.5 - 13) / (70 - 13)
+    assert calibration.rule_of_thumb_gb(3.5, "qlora_4bit", C) == 6  # proportional below the smallest example
+    assert calibration.rule_of_thumb_gb(140, "qlora_4bit", C) == 150
+    assert calibration.rule_of_thumb_gb(7, "qlora_8bit", C) is None
+
+
+def test_summary_statistics():
+    frame = pl.DataFrame(
+        {
+            "in_summary": [True, True, True, False],
+            **{f"{e}_error": [0.1, -0.3, 0.2, 5.0] for e in calibration.ESTIMATORS},
+        }
+    )
+    row = calibration.summary(frame, 0.25).row(0, named=True)
+    assert row["rows"] == 3
+    assert row["median_abs_error"] == 0.2
+    assert row["within_25"] == 2 / 3
+    assert row["median_error"] == 0.1
+
+
+def test_training_time_and_cost():
+    flops = training.training_flops(LLAMA3_8B, memory.Setup(), 1e9, C)
+    assert flops == 6 * P * 1e9
+    server = {"gpu_count": 8, "price_rub_month": 2_373_300}
+    plan = training.plan(flops, H100, 16, 0.4, C, server=server)
+    hours = 6 * P * 1e9 / (16 * 989e12 * 0.4) / 3600
+    assert plan.hours == pytest.approx(hours, rel=1e-12)
+    assert plan.servers == 2
+    assert plan.cost_rub == pytest.approx(hours * 2_373_300 / 720 * 2, rel=1e-12)
+    fp8 = training.plan(flops, H100, 16, 0.4, C, fp8=True)
+    assert fp8.hours == pytest.approx(hours * 989 / 1979, rel=1e-12)
+    lora = training.training_flops(LLAMA3_8B, memory.Setup(method="lora"), 1e9, C)
+    assert lora == 4 * P * 1e9
+
+
+def test_cards_for_duration_is_the_fewest_that_finish():
+    flops = 6 * P * 1e12
+    cards = memory.cards_for_duration(flops, 24 * 30, 989, 0.4)
+    assert cards == math.ceil(flops / (30 * 24 * 3600 * 989e12 * 0.4))
+    assert memory.training_hours(flops, cards, 989, 0.4) <= 24 * 30
+    assert memory.training_hours(flops, cards - 1, 989, 0.4) > 24 * 30
+
+
+def test_pretraining_plan_takes_the_larger_card_count(catalog_constants):
+    c = catalog_constants
+    p = training.pretraining(LLAMA3_8B, H100, c, days=30, utilization=0.4)
+    setup = memory.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
+    assert p.tokens == 20 * P
+    assert p.flops == 8 * P * 20 * P  # checkpointing: forward twice
+    assert p.cards_for_memory == memory.min_gpus(LLAMA3_8B, setup, c, 80)
+    assert p.cards_for_time == memory.cards_for_duration(p.flops, 30 * 24, 989, 0.4)
+    assert p.cards == max(p.cards_for_memory, p.cards_for_time)
+    expected = memory.estimate(LLAMA3_8B, replace(setup, gpus=p.cards), c).total / 1e9
+    assert p.memory_per_card_gb == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def catalog_constants():
+    import csv
+
+    return {r["constant_id"]: float(r["value"]) for r in csv.DictReader((ROOT / "sources/constants.csv").open())}
+
+
+# -- on the built site (the session's `built` fixture is the real catalog, built once) --
+
+
+def test_calibration_meets_the_target(built):
+    summary = pl.read_csv(built / "site/data/calibration_summary.csv")
+    rows = {r["estimator"]: r for r in summary.iter_rows(named=True)}
+    first, table = rows["first_principles"], rows["table_rule"]
+    assert first["rows"] >= 30
+    assert first["median_abs_error"] <= 0.20
+    assert first["median_abs_error"] < table["median_abs_error"]
+    assert first["rows"] == table["rows"]  # the same measurements for both
+
+
+def test_calibration_rows_recompute(built):
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None)
+    used = cal.filter(pl.col("in_summary"))
+    errors = ((used["first_principles_gb"] - used["measured_gb"]) / used["measured_gb"]).to_list()
+    assert used["first_principles_error"].to_list() == pytest.approx(errors, rel=1e-9)
+    summary = pl.read_csv(built / "site/data/calibration_summary.csv")
+    expected = median(abs(e) for e in errors)
+    assert summary.filter(pl.col("estimator") == "first_principles")["median_abs_error"][0] == pytest.approx(expected)
+    gib = cal.filter(pl.col("measured_unit") == "GiB").row(0, named=True)
+    assert gib["measured_gb"] == pytest.approx(gib["measured_value"] * 2**30 / 1e9)
+
+
+def test_accuracy_and_pretraining_pages(built):
+    page = (built / "site/accuracy.html").read_text(encoding="utf-8")
+    summary = pl.read_csv(built / "site/data/calibration_summary.csv")
+    first = summary.filter(pl.col("estimator") == "first_principles").row(0, named=True)
+    shown = f"{round(first['median_abs_error'] * 100)} %"
+    assert f"в среднем (медиана модуля ошибки) на {shown}" in page
+    assert "Точность оценок" in page and "calibration.csv" in page
+    pre = (built / "site/pretraining.html").read_text(encoding="utf-8")
+    assert "черновая оценка" in pre
+    table = pl.read_csv(built / "site/data/pretraining.csv")
+    assert table.height == 6 and set(table["gpu_id"]) == {"h100-pcie", "h200-nvl"}
+
+
+def test_model_page_has_breakdown_bars(built):
+    page = (built / "site/models/llama-3-1-8b.html").read_text(encoding="utf-8")
+    breakdown = pl.read_csv(built / "site/data/memory_breakdown.csv")
+    row = breakdown.filter((pl.col("model_id") == "llama-3-1-8b") & (pl.col("method_id") == "full_amp")).row(
+        0, named=True
+    )
+    total = f"{row['total_gb']:.1f}".replace(".", ",")
+    assert f"{total} ГБ</text>" in page
+    assert page.count('class="part-optimizer"') == 6  # one optimizer segment per method
+    assert "calculator.html?model=llama-3-1-8b&amp;advanced=1" in page
+
+
+# -- the command line --
+
+
+def estimate_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "estimate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            "GX_ANALYTICS_ENABLED": "False",
+            "PATH": "/usr/bin:/bin",
+            "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"],
+        },
+    )
+
+
+def test_cli_json_matches_the_estimator(catalog_constants):
+    run = estimate_cli(
+        "--model", "llama-3-1-8b", "--seq-len", "4096", "--micro-batch", "2", "--gpus", "8",
+        "--sharding", "zero3", "--grad-checkpointing", "--json",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    setup = memory.Setup(seq_len=4096, micro_batch=2, gpus=8, sharding="zero3", grad_checkpointing=True)
+    expected = memory.estimate(LLAMA3_8B_31(), setup, catalog_constants).gb()
+    assert out["per_gpu_gb"]["total"] == pytest.approx(expected["total"], rel=1e-12)
+    assert out["per_gpu_gb"]["weights"] == pytest.approx(expected["weights"], rel=1e-12)
+    assert out["effective_batch"] == 16
+    assert out["table_rule_gb"]["memory_gb"] > 0
+    h100 = next(g for g in out["gpus"] if g["gpu_id"] == "h100-sxm")
+    assert h100["cards"] == memory.min_gpus(LLAMA3_8B_31(), setup, catalog_constants, 80)
+
+
+def LLAMA3_8B_31():
+    """Llama 3.1 8B has Llama 3 8B's architecture (its config.json differs only in RoPE scaling)."""
+    return LLAMA3_8B
+
+
+def test_cli_text_report_and_draft_time():
+    run = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--tokens", "1e9", "--server", "xfusion-2x-h100")
+    assert run.returncode == 0, run.stderr
+    assert "optimizer states" in run.stdout and "Table rule" in run.stdout
+    assert "2 x h100-pcie" in run.stdout and "(a draft estimate)" in run.stdout
+
+
+def test_cli_rejects_impossible_setups_and_unknown_models():
+    bad = estimate_cli("--params-b", "7", "--offload", "optimizer")
+    assert bad.returncode == 2
+    assert "offload needs ZeRO sharding" in bad.stdout
+    unknown = estimate_cli("--model", "gpt-5")
+    assert unknown.returncode != 0 and "unknown model 'gpt-5'" in unknown.stderr
+
+
+def test_cli_help_explains_every_option():
+    run = estimate_cli("--help")
+    for option in (
+        "--model", "--params-b", "--method", "--seq-len", "--micro-batch", "--grad-accum", "--gpus", "--sharding",
+        "--offload", "--grad-checkpointing", "--flash-attention", "--lora-rank", "--lora-targets", "--optimizer",
+        "--json", "--tokens", "--utilization", "--server", "--fp8", "--chunked-loss", "--double-quant",
+    ):  # fmt: skip
+        assert option in run.stdout
+
+
+def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
+    run = estimate_cli("--model", "llama-3-1-70b", "--gpus", "16", "--sharding", "zero3", "--json")
+    assert run.returncode == 0, run.stderr
+    servers = {s["server_id"]: s for s in json.loads(run.stdout)["servers"]}
+    models = pl.read_csv(ROOT / "sources/models.csv", infer_schema_length=None)
+    arch = memory.model_architectures(models)["llama-3-1-70b"]
+    setup = memory.Setup(sharding="zero3")
+    h200 = servers["esc8000a-8x-h200"]
+    cards = memory.min_gpus(arch, setup, catalog_constants, 141)
+    assert h200["servers_needed"] == math.ceil(cards / 8) > 1  # 70B full does not fit on 8 cards
+    assert h200["gpus_in_job"] == 8 * h200["servers_needed"]
+    expected = memory.estimate(arch, replace(setup, gpus=h200["gpus_in_job"]), catalog_constants).total / 1e9
+    assert expected <= 141 < memory.estimate(arch, replace(setup, gpus=cards - 1), catalog_constants).total / 1e9
+    assert h200["per_gpu_gb"] == pytest.approx(expected, rel=1e-12)

@@ -14,6 +14,7 @@ StableLM-Alpha, Falcon, Gemma 2, Qwen3's QK-norm) differ from this by well under
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -205,6 +206,7 @@ def _norms(a: Architecture) -> int:
     return a.layers * per_layer + a.hidden
 
 
+@functools.lru_cache(maxsize=1024)  # the estimator asks for the same model's counts many times (min_gpus)
 def parameter_counts(arch: Architecture) -> ParameterCounts:
     """Exact parameter counts by part, the per-token active count of a MoE, and the largest module."""
     a = arch

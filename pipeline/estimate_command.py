@@ -261,7 +261,7 @@ def result(catalog, args) -> dict:
                 raise SystemExit(f"unknown server {args.server!r}")
             gpu = gpu_by_id[server["gpu_id"]]
         if gpu is not None:
-            flops = memory.training_flops_per_token(training.parameter_counts(arch).active, setup, c) * args.tokens
+            flops = training.training_flops(arch, setup, args.tokens, c)
             if server:  # every card of the servers the job needs (see the servers list)
                 entry = next(e for e in servers if e["server_id"] == server["server_id"])
                 cards = entry["gpus_in_job"] if entry["servers_needed"] else server["gpu_count"]

@@ -8,7 +8,7 @@ tensor by tensor, so that each byte has a reason. Every tunable number comes fro
 `constants.csv`; byte widths of data types are units, not constants.
 
 Pure functions: an `Architecture`, a `Setup` and the constants in, a `Breakdown` out.
-`breakdown_frame` runs the same function over a frame of setups.
+`memory_breakdown_table` runs it over every model x method of the catalog as a frame.
 """
 
 from __future__ import annotations
@@ -391,20 +391,6 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
 
 
 BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
-
-
-def breakdown_frame(
-    setups: pl.DataFrame, architectures: Mapping[str, Architecture], constants: Mapping[str, float]
-) -> pl.DataFrame:
-    """`estimate` over a frame with a `model_id` column and one column per `Setup` field; adds the parts in GB."""
-    fields = Setup.__dataclass_fields__
-    rows = []
-    for row in setups.iter_rows(named=True):
-        setup = Setup(**{k: row[k] for k in fields if k in row and row[k] is not None})
-        parts = estimate(architectures[row["model_id"]], setup, constants).gb()
-        rows.append({f"{k}_gb": parts[k] for k in (*BREAKDOWN_COLUMNS, "cpu", "tensors", "reserved", "total")})
-    schema = {f"{k}_gb": pl.Float64 for k in (*BREAKDOWN_COLUMNS, "cpu", "tensors", "reserved", "total")}
-    return pl.concat([setups, pl.DataFrame(rows, schema=schema)], how="horizontal")
 
 
 def typical_setup(method_id: str, c: Mapping[str, float]) -> Setup:

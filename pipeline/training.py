@@ -92,9 +92,8 @@ def pretraining(
     do the compute within `days`.
     """
     setup = setup or memory.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
-    counts = parameter_counts(arch)
-    tokens = (tokens_per_param or c["tokens_per_param"]) * counts.total
-    flops = memory.training_flops_per_token(counts.active, setup, c) * tokens
+    tokens = (tokens_per_param or c["tokens_per_param"]) * parameter_counts(arch).total
+    flops = training_flops(arch, setup, tokens, c)
     tflops = peak_tflops(gpu, setup.fp8)
     for_time = memory.cards_for_duration(flops, days * 24, tflops, utilization)
     for_memory = memory.min_gpus(arch, setup, c, float(gpu["memory_gb"]))

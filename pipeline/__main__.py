@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -64,6 +65,7 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         return {"unchanged": True, "seconds": {"check": time.perf_counter() - started}}
 
     from pipeline.combine import combine
+    from pipeline.downloads import start_workbooks
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.publish import stage
     from pipeline.render import Renderer
@@ -113,13 +115,18 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         validation = Validation.from_dict(previous["validation"])
     else:
         con, validation, finish = timed("load, validation started", start_loading)
+    workbooks = None
     try:
         catalog = timed("compute", lambda: combine(con))
+        workbooks = start_workbooks(catalog)  # made in a forked child while this process renders
         renderer, rendered = timed("render", lambda: render(Renderer(catalog, validation, base_url=base_url)))
         tick = time.perf_counter()
-        staging = stage(out, rendered, catalog, skip=("quality.html",))
+        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks)
         writing = time.perf_counter() - tick
     except Exception:
+        if workbooks is not None:
+            with contextlib.suppress(Exception):
+                workbooks()  # the child is waited for, not left behind (a warm process goes on)
         if finish is not None:
             finish()  # problems in the sources are reported before what they broke downstream
         raise

@@ -12,6 +12,7 @@ import datetime as dt
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -21,7 +22,7 @@ import xlsxwriter
 from pipeline.combine import Catalog
 from pipeline.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
-from pipeline.workers import split_map
+from pipeline.workers import start_map
 
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
@@ -56,34 +57,50 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
 _WORKBOOKS: dict[tuple, bytes] = {}
 
 
-def write_downloads(data_dir: Path, catalog: Catalog) -> None:
-    """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
+    """Start making the workbooks in a forked child while this process goes on (a build renders
+    meanwhile); the returned function gives every table's CSV text and XLSX bytes.
+
+    The workbooks are the slow part of writing: a warm process (`just serve`) keeps each workbook
+    and makes it again only when its table's cells changed; this process joins the child on the
+    ones not begun when it asks for them.
+    """
     stamp = data_date(catalog)
-    # The workbooks are the slow part of writing: a warm process (`just serve`) keeps each workbook
-    # and makes it again only when its table's cells changed; the new ones are made on two cores.
-    workbooks, missing = {}, {}
+    texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         safe = spreadsheet_safe_frame(frame, table)
-        csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
-        (data_dir / f"{table.name}.csv").write_text(csv, encoding="utf-8", newline="")
+        texts[table.name] = csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
         if frame.height <= EXCEL_MAX_ROWS:
             workbooks[table.name] = key = (table.name, csv, stamp)
             if key not in _WORKBOOKS:
                 missing[key] = (table, *sheet_inputs(table, safe), stamp)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
-    made = dict(zip(missing, split_map(_xlsx_job, list(missing.values()), weights), strict=True))
-    kept = {key: made[key] if key in made else _WORKBOOKS[key] for key in workbooks.values()}
-    _WORKBOOKS.clear()  # only this build's: an editing session does not pile up old workbooks
-    _WORKBOOKS.update(kept)
+    making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
+
+    def finish() -> tuple[dict[str, str], dict[str, bytes]]:
+        made = dict(zip(missing, making(), strict=True))
+        kept = {key: made[key] if key in made else _WORKBOOKS[key] for key in workbooks.values()}
+        _WORKBOOKS.clear()  # only this build's: an editing session does not pile up old workbooks
+        _WORKBOOKS.update(kept)
+        return texts, {name: kept[key] for name, key in workbooks.items()}
+
+    return finish
+
+
+def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:
+    """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file.
+    `workbooks`: what start_workbooks(catalog) returned, if the build started them early."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    texts, books = (workbooks or start_workbooks(catalog))()
     con = duckdb.connect(str(data_dir / DATABASE))
     # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
     con.execute("BEGIN TRANSACTION")
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        if table.name in workbooks:
-            (data_dir / f"{table.name}.xlsx").write_bytes(_WORKBOOKS[workbooks[table.name]])
+        (data_dir / f"{table.name}.csv").write_text(texts[table.name], encoding="utf-8", newline="")
+        if table.name in books:
+            (data_dir / f"{table.name}.xlsx").write_bytes(books[table.name])
         frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
         metadata = table_metadata(table, catalog)
         text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"

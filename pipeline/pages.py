@@ -29,6 +29,9 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
             out.append(Problem(shown, 0, "compare_tasks", model_id, "no such model in models.csv"))
         if method_id not in methods:
             out.append(Problem(shown, 0, "compare_tasks", method_id, "no such method in methods.csv"))
+    rows = site.get("table_page_rows")
+    if type(rows) is not int or rows < 10:
+        out.append(Problem(shown, 0, "table_page_rows", rows, "a whole number of table rows per page, at least 10"))
     return out
 
 

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.combine import Catalog
@@ -167,9 +168,11 @@ class Staging:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def stage(out: Path, rendered: Rendered, catalog: Catalog, skip: tuple[str, ...] = ()) -> Staging:
+def stage(
+    out: Path, rendered: Rendered, catalog: Catalog, skip: tuple[str, ...] = (), workbooks: Callable | None = None
+) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
-    files named in `skip` are left for Staging.swap()."""
+    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.write_downloads."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out)
@@ -180,7 +183,7 @@ def stage(out: Path, rendered: Rendered, catalog: Catalog, skip: tuple[str, ...]
         counts = write_tree(staging / "site", site, out / "site", hashes)
         _pause("staging")
         counts += write_tree(staging / "markdown", rendered.markdown, out / "markdown", {})
-        write_downloads(staging / "site" / "data", catalog)
+        write_downloads(staging / "site" / "data", catalog, workbooks)
         counts += relink_unchanged(staging / "site" / "data", out / "site", hashes)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

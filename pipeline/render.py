@@ -19,7 +19,7 @@ import jinja2
 import markdown
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages
+from pipeline import calculator, charts, estimator_pages, paging
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -269,19 +269,24 @@ class Renderer:
         if problems:
             raise TemplateError(problems)
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
+        self.page_rows = self.site_config["table_page_rows"]
         self.estimator = EstimatorTables(catalog, self.labels, self.tables)
         self.comparison = Comparison(catalog, self.labels, self.tables, self.estimator)
         self.html_env = html_environment(templates)
         self.fast_tables = fast_tables_verified(self.html_env, self.labels)
         self.assets: dict[str, bytes] = {}
+        self.asset_names: dict[str, str] = {}
 
     def asset(self, filename: str) -> str:
-        """A file of site_templates/static/, published under a content-hashed name (returned)."""
-        content = (self.templates / "static" / filename).read_bytes()
-        stem, _, ext = filename.rpartition(".")
-        name = f"{stem}.{hashlib.sha256(content).hexdigest()[:10]}.{ext}"
-        self.assets[name] = content
-        return name
+        """A file of site_templates/static/, published under a content-hashed name (returned).
+        Read once per build: every page asks for the stylesheet and the table script."""
+        if filename not in self.asset_names:
+            content = (self.templates / "static" / filename).read_bytes()
+            stem, _, ext = filename.rpartition(".")
+            name = f"{stem}.{hashlib.sha256(content).hexdigest()[:10]}.{ext}"
+            self.assets[name] = content
+            self.asset_names[filename] = name
+        return self.asset_names[filename]
 
     # -- sources line under each table --
     def source_refs(self, view: TableView) -> list[dict]:
@@ -334,7 +339,7 @@ class Renderer:
             body = body.replace(f"<p>{token}</p>", str(self.table_html(view, "")))
         return body
 
-    def table_html(self, view: TableView, root: str) -> Markup:
+    def _table_html(self, view: TableView, root: str) -> Markup:
         """A table as partials/table.html's render_table macro writes it.
 
         Entity pages hold tens of thousands of cells, and a Jinja macro call per cell was most of
@@ -349,6 +354,14 @@ class Renderer:
                 pass
         macro = self.html_env.get_template("partials/table.html").module
         return macro.render_table(view=view, refs=refs, labels=self.labels, root=root)
+
+    def table_html(self, view: TableView, root: str) -> Markup:
+        """A table (partials/table.html) and, when it is one page of a split table, its pager."""
+        html = self._table_html(view, root)
+        if view.pager is None:
+            return html
+        pager = self.html_env.get_template("partials/pager.html").module
+        return html + pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root)
 
     def page(self, template: str, path: str, root: str | None = None, **context) -> str:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
@@ -365,6 +378,22 @@ class Renderer:
             **context,
         )
 
+    def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
+        """One page into `out`; a table of the context longer than `table_page_rows` shows its first
+        rows there and the rest on continuation pages (pipeline.paging), also put into `out`."""
+        titles = self.labels["paging"]["tables"].get(template.removesuffix(".html"), {})
+        first, rest = dict(context), []
+        for key, view in context.items():
+            if isinstance(view, TableView) and len(view.rows) > self.page_rows:
+                parts = paging.split(view, self.page_rows, path, key, titles.get(key, context["heading"]))
+                first[key] = parts[0]
+                rest += parts[1:]
+        out[path] = self.page(template, path, **first)
+        parents = crumbs + [(path, context["heading"])]
+        for view in rest:
+            href = view.pager.hrefs[view.pager.current - 1]
+            out[href] = self.page("continued.html", href, heading=context["heading"], crumbs=parents, view=view)
+
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
         E, t, out = self.entities, self.tables, {}
@@ -375,18 +404,26 @@ class Renderer:
             ("gpus", E.gpus_index()),
             ("servers", E.servers_index()),
         ):
-            out[f"{kind}/index.html"] = self.page(
+            self.paged(
+                out,
                 "list.html",
                 f"{kind}/index.html",
+                [],
                 heading=kinds[kind]["title"],
                 description=kinds[kind]["description"],
                 view=view,
             )
 
         def entity(kind: str, entity_id: str, template: str, **context) -> None:
-            path = f"{kind}/{entity_id}.html"
-            out[path] = self.page(
-                template, path, section_href=f"{kind}/index.html", section_title=kinds[kind]["title"], **context
+            section = (f"{kind}/index.html", kinds[kind]["title"])
+            self.paged(
+                out,
+                template,
+                f"{kind}/{entity_id}.html",
+                [section],
+                section_href=section[0],
+                section_title=section[1],
+                **context,
             )
 
         for m in E.model_ids():
@@ -444,11 +481,14 @@ class Renderer:
                 jobs=E.server_jobs(s),
             )
         compare = self.labels["compare"]
+        comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
         out["compare/index.html"] = self.page("compare_index.html", "compare/index.html", methods=methods)
-        out["compare/server-fit.html"] = self.page(
+        self.paged(
+            out,
             "compare.html",
             "compare/server-fit.html",
+            comparisons,
             heading=compare["server_fit_title"],
             description=compare["server_fit_description"],
             view=E.compare_server_fit(),
@@ -456,9 +496,11 @@ class Renderer:
         )
         for href, name in methods:
             me = href.removeprefix("compare/gpu-cards-").removesuffix(".html")
-            out[href] = self.page(
+            self.paged(
+                out,
                 "compare.html",
                 href,
+                comparisons,
                 heading=compare["gpu_cards_title"].format(method=name),
                 description=compare["gpu_cards_description"].format(method=name),
                 view=E.compare_gpu_cards(me),

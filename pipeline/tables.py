@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -16,6 +17,9 @@ import polars as pl
 from pipeline import estimate
 from pipeline import format as fmt
 from pipeline.combine import Catalog
+
+if TYPE_CHECKING:
+    from pipeline.paging import Pager
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class TableView:
     numeric: list[bool] = field(default_factory=list)  # right-align these columns
     notes: list[str] = field(default_factory=list)
     sortable: bool = False
+    pager: Pager | None = None  # set on the pages of a table split by pipeline.paging
 
 
 class Tables:

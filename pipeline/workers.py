@@ -4,9 +4,10 @@ Great Expectations and XlsxWriter are pure Python (one core each under the GIL).
 runs the items in this process and in a child made with fork(), which shares everything
 already loaded. Both take the next item from one pipe until none is left, so neither waits
 for the other. `start_map` forks the child at once and lets this process do other work
-before it joins in (a build validates while it renders). A child that fails in any way is
-not an error: whatever it did not deliver is computed here, so the result (and any
-exception) is exactly that of a plain loop.
+before it joins in (a build validates, and makes its workbooks, while it renders). A child
+that fails in any way is not an error: whatever it did not deliver is computed here, so the
+result (and any exception) is exactly that of a plain loop. Only pure Python runs in a child:
+polars and DuckDB keep thread pools that a forked process does not have.
 """
 
 from __future__ import annotations
@@ -31,13 +32,18 @@ def split_map(function: Callable, items: Sequence, weights: Sequence[float] | No
     return start_map(function, items, weights)()
 
 
-def start_map(function: Callable, items: Sequence, weights: Sequence[float] | None = None) -> Callable[[], list]:
+def start_map(
+    function: Callable, items: Sequence, weights: Sequence[float] | None = None, alone: bool = False
+) -> Callable[[], list]:
     """split_map in two halves: a forked child starts on the items now, while this process does
     other work; calling the returned function takes what the child has not begun, here, and
-    returns every result in item order. With one core (or one item) nothing runs until then.
+    returns every result in item order. With one core nothing runs until then; with one item
+    neither, unless `alone`: then the child takes even a single item (this process has other
+    work to do meanwhile).
     """
     items = list(items)
-    if len(items) < 2 or WORKERS < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    few = len(items) < (1 if alone else 2)
+    if few or WORKERS < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
         return _once(lambda: [function(item) for item in items])
     order = sorted(range(len(items)), key=lambda i: -(weights[i] if weights else 0))
     queue_read, queue_write = os.pipe()

@@ -1,3 +1,4 @@
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -65,9 +66,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def site_server(built):
-    """The built site over http://127.0.0.1 (a free port), served by a background thread; yields the base URL."""
+@contextlib.contextmanager
+def serve_directory(directory: Path):
+    """`directory` over http://127.0.0.1 (a free port), served by a background thread; yields the base URL."""
     import functools
     import http.server
     import threading
@@ -76,12 +77,21 @@ def site_server(built):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=built / "site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=directory))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="session")
+def site_server(built):
+    """The built site over HTTP; yields the base URL."""
+    with serve_directory(built / "site") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

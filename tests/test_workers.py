@@ -78,3 +78,42 @@ def test_started_work_gives_the_results_and_errors_of_a_loop():
     for _ in range(2):  # the same error each time it is asked
         with pytest.raises(ValueError, match="seven"):
             finish()
+
+
+@two_cores
+def test_alone_a_single_item_runs_in_the_child():
+    finish = workers.start_map(square_and_pid, [6], alone=True)
+    time.sleep(0.5)
+    [(value, pid)] = finish()
+    assert value == 36 and pid != os.getpid()
+    [(_, here)] = workers.start_map(square_and_pid, [6])()  # without `alone`: here, when asked
+    assert here == os.getpid()
+
+
+def children() -> set[int]:
+    """This process's living child processes (Linux /proc)."""
+    found = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            found |= {int(pid) for pid in f.read().split()}
+    return found
+
+
+@two_cores
+def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
+    """The workbooks start in a child before rendering: a render that fails still waits for it
+    (a warm `just serve` process would otherwise pile up children)."""
+    from pipeline import downloads
+    from pipeline.__main__ import build
+    from pipeline.render import Renderer
+
+    def broken(self):
+        raise RuntimeError("a template bug")
+
+    monkeypatch.setattr(Renderer, "render", broken)
+    downloads._WORKBOOKS.clear()  # every workbook to make: the child has work
+    before = children()
+    with pytest.raises(RuntimeError, match="a template bug"):
+        build(sources, tmp_path / "output")
+    assert children() == before
+    assert not (tmp_path / "output").exists()

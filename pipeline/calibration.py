@@ -17,6 +17,7 @@ from statistics import median
 import polars as pl
 
 from pipeline import memory
+from pipeline.schema import CALIBRATION, CALIBRATION_SUMMARY
 
 ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")
 
@@ -160,26 +161,7 @@ def calibration(
         out["excluded_because"] = ",".join(reasons) or None
         out["reference_id"] = row["reference_id"]
         rows.append(out)
-    return pl.DataFrame(rows, schema=CALIBRATION_SCHEMA)
-
-
-CALIBRATION_SCHEMA = {
-    "measurement_id": pl.String,
-    "model_id": pl.String,
-    "method_id": pl.String,
-    "gpu_id": pl.String,
-    "gpu_memory_gb": pl.Float64,
-    "outcome": pl.String,
-    "metric": pl.String,
-    "measured_value": pl.Float64,
-    "measured_unit": pl.String,
-    "measured_gb": pl.Float64,
-    **{f"{name}_{kind}": pl.Float64 for name in ESTIMATORS for kind in ("gb", "error")},
-    "predicts_oom": pl.Boolean,
-    "in_summary": pl.Boolean,
-    "excluded_because": pl.String,
-    "reference_id": pl.String,
-}
+    return pl.DataFrame(rows, schema=CALIBRATION.polars_schema)
 
 
 def summary(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
@@ -199,14 +181,4 @@ def summary(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
                 "median_error": median(errors) if errors else None,
             }
         )
-    return pl.DataFrame(
-        rows,
-        schema={
-            "estimator": pl.String,
-            "sort_order": pl.Int64,
-            "rows": pl.Int64,
-            "median_abs_error": pl.Float64,
-            "within_25": pl.Float64,
-            "median_error": pl.Float64,
-        },
-    )
+    return pl.DataFrame(rows, schema=CALIBRATION_SUMMARY.polars_schema)

@@ -26,7 +26,7 @@ from pipeline.architecture import (
     parameter_counts,
     synthetic_architecture,
 )
-from pipeline.schema import ESTIMATOR_CONSTANTS
+from pipeline.schema import ESTIMATOR_CONSTANTS, MEMORY_BREAKDOWN
 
 GB = 1e9
 GIB = 2**30
@@ -435,21 +435,4 @@ def memory_breakdown_table(
                     "table_rule_gb": table[(model_id, method_id)],
                 }
             )
-    return pl.DataFrame(rows, schema=MEMORY_BREAKDOWN_SCHEMA)
-
-
-MEMORY_BREAKDOWN_SCHEMA = {
-    "model_id": pl.String,
-    "method_id": pl.String,
-    "optimizer": pl.String,
-    "seq_len": pl.Int64,
-    "micro_batch": pl.Int64,
-    "gpus": pl.Int64,
-    "sharding": pl.String,
-    "grad_checkpointing": pl.Boolean,
-    "flash_attention": pl.Boolean,
-    "lora_rank": pl.Int64,
-    "lora_targets": pl.String,
-    "trainable_params": pl.Float64,
-    **{f"{k}_gb": pl.Float64 for k in (*BREAKDOWN_COLUMNS, "total", "table_rule")},
-}
+    return pl.DataFrame(rows, schema=MEMORY_BREAKDOWN.polars_schema)

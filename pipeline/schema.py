@@ -87,6 +87,11 @@ class Table:
     def columns(self) -> list[str]:
         return [f.name for f in self.fields]
 
+    @property
+    def polars_schema(self) -> dict[str, pl.DataType]:
+        """The columns with their polars types: what a derived table's frame is built with."""
+        return {f.name: POLARS_TYPES[f.type] for f in self.fields}
+
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
 

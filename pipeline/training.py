@@ -15,6 +15,7 @@ import polars as pl
 
 from pipeline import memory
 from pipeline.architecture import Architecture, parameter_counts
+from pipeline.schema import PRETRAINING
 
 
 @dataclass(frozen=True)
@@ -154,23 +155,4 @@ def pretraining_table(
                     "seed_cards_text": row[seed_column],
                 }
             )
-    return pl.DataFrame(rows, schema=PRETRAINING_SCHEMA)
-
-
-PRETRAINING_SCHEMA = {
-    "model_id": pl.String,
-    "gpu_id": pl.String,
-    "tokens": pl.Float64,
-    "flops": pl.Float64,
-    "target_days": pl.Float64,
-    "utilization": pl.Float64,
-    "cards_for_memory": pl.Int64,
-    "cards_for_time": pl.Int64,
-    "cards": pl.Int64,
-    "memory_per_card_gb": pl.Float64,
-    "days": pl.Float64,
-    "server_id": pl.String,
-    "servers": pl.Int64,
-    "cost_rub": pl.Float64,
-    "seed_cards_text": pl.String,
-}
+    return pl.DataFrame(rows, schema=PRETRAINING.polars_schema)

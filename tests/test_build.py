@@ -11,7 +11,7 @@ import duckdb
 import polars as pl
 
 from conftest import ROOT, edit_csv
-from pipeline.schema import ALL_TABLES, DERIVED_TABLES, POLARS_TYPES, SOURCE_TABLES
+from pipeline.schema import ALL_TABLES, DERIVED_TABLES, SOURCE_TABLES
 
 
 def run_build(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +56,7 @@ def test_csv_downloads_load_back_with_declared_types(built, catalog):
     con = duckdb.connect()
     for table in ALL_TABLES:
         path = data / f"{table.name}.csv"
-        frame = pl.read_csv(path, schema={f.name: POLARS_TYPES[f.type] for f in table.fields})
+        frame = pl.read_csv(path, schema=table.polars_schema)
         assert frame.columns == table.columns
         assert frame.equals(catalog[table.name].select(table.columns)), table.name
         rel = con.read_csv(str(path))

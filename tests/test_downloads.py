@@ -16,7 +16,7 @@ from conftest import SOURCES, edit_csv
 from pipeline.__main__ import build
 from pipeline.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
 from pipeline.format import spreadsheet_safe
-from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, POLARS_TYPES, TABLES_BY_NAME, Table
+from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
 
 TABLES = [pytest.param(t, id=t.name) for t in ALL_TABLES]
 FORMULA = '=HYPERLINK("http://evil.example/x","y")'
@@ -24,10 +24,6 @@ FORMULA = '=HYPERLINK("http://evil.example/x","y")'
 
 def data(built: Path) -> Path:
     return built / "site" / "data"
-
-
-def schema(table: Table) -> dict:
-    return {f.name: POLARS_TYPES[f.type] for f in table.fields}
 
 
 def expected(catalog, table: Table, safe: bool = False) -> pl.DataFrame:
@@ -41,7 +37,7 @@ def test_csv_reads_back_with_polars_and_duckdb(built, catalog, table):
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf" + table.columns[0].encode())
     want = expected(catalog, table, safe=True)
-    assert_frame_equal(pl.read_csv(path, schema=schema(table)), want)
+    assert_frame_equal(pl.read_csv(path, schema=table.polars_schema), want)
     columns = {f.name: DUCKDB_TYPES[f.type] for f in table.fields}
     got = duckdb.sql(f"SELECT * FROM read_csv('{path}', header = true, columns = {columns})").pl()
     assert_frame_equal(got, want)
@@ -52,7 +48,7 @@ def test_parquet_reads_back_with_polars_and_duckdb(built, catalog, table):
     path = data(built) / f"{table.name}.parquet"
     want = expected(catalog, table)
     got = pl.read_parquet(path)
-    assert got.schema == schema(table)
+    assert got.schema == table.polars_schema
     assert_frame_equal(got, want)
     assert_frame_equal(duckdb.sql(f"SELECT * FROM '{path}'").pl(), want)
 
@@ -243,7 +239,7 @@ def test_formula_becomes_a_string_in_xlsx_and_numbers_stay_numbers(hostile):
 
 
 def test_formula_is_neutralised_in_csv_but_kept_in_parquet(hostile):
-    csv = pl.read_csv(hostile / "gpus.csv", schema=schema(TABLES_BY_NAME["gpus"])).filter(
+    csv = pl.read_csv(hostile / "gpus.csv", schema=TABLES_BY_NAME["gpus"].polars_schema).filter(
         pl.col("gpu_id") == "rtx-pro-6000"
     )
     assert csv["short_name"].to_list() == ["'" + FORMULA] and csv["memory_gb"].to_list() == [96.0]

@@ -180,20 +180,8 @@ def test_fp8_halves_linear_inputs_and_adds_fp8_weight_copies():
 
 
 def test_moe_layer_counts_routed_experts_only():
-    mixtral = Architecture(
-        layers=32,
-        hidden=4096,
-        intermediate=14336,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        vocab=32000,
-        tied_embeddings=False,
-        gated_mlp=True,
-        experts=8,
-        experts_per_token=2,
-        moe_intermediate=14336,
-    )
+    # Mixtral 8x7B: Llama 3 8B's layer shape with 8 experts of the same MLP width, 2 per token.
+    mixtral = replace(LLAMA3_8B, vocab=32000, experts=8, experts_per_token=2, moe_intermediate=14336)
     dense_layer = memory.layer_activation_bytes(LLAMA3_8B, BASE, C, moe_layer=False)
     moe_layer = memory.layer_activation_bytes(mixtral, BASE, C, moe_layer=True)
     # Two experts' MLP activations (4 x 2 x 14336 more than one) plus two token copies (2 x 2 x 4096).

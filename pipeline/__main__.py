@@ -9,9 +9,17 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.problems import DataError, TemplateError, format_report
+from pipeline.problems import DataError, Problem, TemplateError, format_report
 
-EXIT_INVALID_DATA = 2
+EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
+EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
+EXIT_CODES = """exit codes:
+  0  built, or nothing changed since the last build
+  1  an internal error (a bug: the traceback says where)
+  2  invalid sources or templates (a report names file, line, column, value and rule), or an
+     --out folder the build must not replace; nothing was written
+  3  an environment problem (full disk, read-only or immutable folder, missing permission);
+     the previous output was left as it was"""
 
 
 def load_and_validate(sources: Path):
@@ -38,6 +46,7 @@ def load_validated_before(sources: Path):
     from pipeline.load import connect, create_core_tables, read_sources
 
     frames, problems, _ = read_sources(sources)
+    problems += path_id_problems(frames, sources)
     if problems:
         raise DataError(problems)
     con = connect(frames)
@@ -45,7 +54,75 @@ def load_validated_before(sources: Path):
     return con
 
 
+ID_RULE = "ids use lowercase latin letters and digits, joined by '-' or '_'"
+
+
+def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
+    """Ids that would not be safe in a file name (the id rule, the length limit), found before
+    anything is written: pages are rendered and written while the Great Expectations suites,
+    which check the same rules, still run in a forked child."""
+    import polars as pl
+
+    from pipeline.load import LINE, display_path
+    from pipeline.schema import ID_PATTERN, SOURCE_TABLES
+
+    found = []
+    for table in SOURCE_TABLES:
+        frame = frames.get(table.name)
+        for field in table.fields if frame is not None else ():
+            if field.type != "id":
+                continue
+            column = pl.col(field.name)
+            bad = frame.filter(
+                column.is_not_null() & (~column.str.contains(ID_PATTERN) | (column.str.len_chars() > field.max_length))
+            )
+            for line, value in bad.select(LINE, field.name).iter_rows():
+                too_long = len(value) > field.max_length
+                rule = f"longer than {field.max_length} characters" if too_long else ID_RULE
+                found.append(Problem(display_path(sources, table), line, field.name, value, rule))
+    return found
+
+
+def _source_names(sources: Path) -> dict[str, str]:
+    """How reports name each source file (relative to the working directory) -> its name in `sources`."""
+    from pipeline.load import display_path
+    from pipeline.schema import SOURCE_TABLES
+
+    return {display_path(sources, table): table.file for table in SOURCE_TABLES}
+
+
+def published(validation, sources: Path):
+    """The validation as the site shows it (quality.html, data.html) and build-state.json keeps it:
+    source files named within the sources folder (`servers.csv`), never by a path of the build machine."""
+    import dataclasses
+
+    names = _source_names(sources)
+    return dataclasses.replace(
+        validation, warnings=[dataclasses.replace(w, file=names.get(w.file, w.file)) for w in validation.warnings]
+    )
+
+
+def shown(warnings: list[Problem], sources: Path) -> list[Problem]:
+    """Published warnings as the terminal shows them: source files named from the working directory."""
+    import dataclasses
+
+    names = {name: path for path, name in _source_names(sources).items()}
+    return [dataclasses.replace(w, file=names.get(w.file, w.file)) for w in warnings]
+
+
 def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress=None) -> dict:
+    """Build `sources` into `out` (see _build): the output folder is checked first (outdir.check_output,
+    outdir.writable), and the build holds the folder's lock, so that a second build of it waits."""
+    from pipeline import outdir
+
+    folder = outdir.check_output(out, sources)
+    outdir.writable(folder)
+    with outdir.locked(folder):
+        outdir.tidy(folder)
+        return _build(sources, folder, base_url, force, progress)
+
+
+def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress=None) -> dict:
     """The whole pipeline; returns counts and stage times for the summary line.
 
     A build whose inputs (sources, templates, code, base URL, build date) are unchanged
@@ -61,7 +138,6 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
     started = time.perf_counter()
     inputs = fingerprint.inputs(sources, base_url)
     if not force and fingerprint.is_current(out, inputs):
-        fingerprint.remove_stale(out.resolve())
         return {"unchanged": True, "seconds": {"check": time.perf_counter() - started}}
 
     from pipeline.combine import combine
@@ -97,8 +173,10 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
             validation.warnings = sorted(notices) + validation.warnings
             return validation
 
-        if problems or early.problems:
+        unsafe = path_id_problems(frames, sources)
+        if problems or early.problems or unsafe:
             finish()  # raises DataError with every problem, as load_and_validate does
+            raise DataError(unsafe)  # (the suites check ids too: not reached unless they disagree)
         try:
             create_core_tables(con)  # strict casts: cells GX has yet to reject may fail here
         except Exception:
@@ -115,13 +193,14 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         validation = Validation.from_dict(previous["validation"])
     else:
         con, validation, finish = timed("load, validation started", start_loading)
+        validation = published(validation, sources)
     workbooks = None
     try:
         catalog = timed("compute", lambda: combine(con))
         workbooks = start_workbooks(catalog)  # made in a forked child while this process renders
         renderer, rendered = timed("render", lambda: render(Renderer(catalog, validation, base_url=base_url)))
         tick = time.perf_counter()
-        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks)
+        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
         writing = time.perf_counter() - tick
     except Exception:
         if workbooks is not None:
@@ -132,7 +211,7 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         raise
     try:
         if finish is not None:
-            validation = timed("validation (rest)", finish)
+            validation = published(timed("validation (rest)", finish), sources)
             rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
         state = {"inputs": inputs, "validation": validation.to_dict()}
         late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
@@ -145,7 +224,8 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         raise
     return {
         "unchanged": False,
-        "warnings": validation.warnings,
+        "warnings": shown(validation.warnings, sources),
+        "leftover": staging.leftover,
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
@@ -163,10 +243,20 @@ def print_warnings(warnings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline", description="GPU fine-tuning reference: build the site."
+        prog="python -m pipeline",
+        description="GPU fine-tuning reference: build the site.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    b = commands.add_parser("build", help="validate sources/, compute every table and write output/")
+    b = commands.add_parser(
+        "build",
+        help="validate sources/, compute every table and write output/",
+        description="Validate the sources, compute every table and write the output folder. The folder is "
+        "replaced as a whole, so it must be absent, empty or an earlier build; one build per folder runs at a time.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     b.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
@@ -177,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
         help="where the site will be served, e.g. https://example.org/gpu/ (default: $SITE_BASE_URL or /); "
         "used for canonical links, Open Graph, sitemap.xml, robots.txt and 404.html — other links are relative",
     )
-    b.add_argument("--force", action="store_true", help="rebuild everything even if nothing changed")
+    b.add_argument(
+        "--force", action="store_true", help="rebuild everything and write every file anew, even if nothing changed"
+    )
     b.add_argument("--quiet", action="store_true", help="print only problems, warnings and the summary line")
     c = commands.add_parser("check", help="validate the sources only; write nothing")
     c.add_argument(
@@ -207,17 +299,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "estimate":
         return estimate_command.run(args)
 
-    if args.command == "serve":
-        from pipeline.serve import serve
-
-        return serve(args.sources, args.out, args.port, os.environ.get("SITE_BASE_URL", "/"), quiet=args.quiet)
     if args.command == "diff":
         from pipeline.diff import run
 
         return run(args.out, args.against, as_json=args.json)
 
     started = time.perf_counter()
+    out = getattr(args, "out", None)
     try:
+        if args.command == "serve":
+            from pipeline import outdir
+            from pipeline.serve import serve
+
+            outdir.writable(outdir.check_output(args.out, args.sources))
+            return serve(args.sources, args.out, args.port, os.environ.get("SITE_BASE_URL", "/"), quiet=args.quiet)
         if args.command == "check":
             _, validation = load_and_validate(args.sources)
             print_warnings(validation.warnings)
@@ -236,18 +331,62 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID_DATA
+    except Exception as exc:
+        from pipeline.outdir import OutputRefused
+        from pipeline.paths import UnsafePath
+
+        if isinstance(exc, OutputRefused):
+            print(f"Refused: {exc}.", file=sys.stderr)
+            return EXIT_INVALID_DATA
+        if isinstance(exc, UnsafePath):
+            print(f"The build stopped: {exc}; {out or 'nothing'} was left as it was.", file=sys.stderr)
+            return EXIT_INVALID_DATA
+        if isinstance(exc, OSError):
+            print(environment_message(exc, out), file=sys.stderr)
+            return EXIT_ENVIRONMENT
+        raise
+    except KeyboardInterrupt:
+        print(f"Interrupted; {out or 'nothing'} was left as it was.", file=sys.stderr)
+        return 130
     if summary["unchanged"]:
         print(f"Nothing changed since the last build of {args.out}; {time.perf_counter() - started:.2f} s")
         return 0
     print_warnings(summary["warnings"])
     rows = ", ".join(f"{name} {n}" for name, n in summary["rows"].items())
     files = summary["files"]
+    if summary.get("leftover"):
+        print(
+            f"warning: could not remove the previous build at {summary['leftover']}; the next build will",
+            file=sys.stderr,
+        )
     print(
         f"Built {args.out}/site ({summary['pages']} pages) and {args.out}/markdown ({summary['markdown']} articles); "
         f"rows: {rows}; files: {files['written']} written, {files['kept']} unchanged; "
         f"{time.perf_counter() - started:.1f} s"
     )
     return 0
+
+
+def environment_message(exc: OSError, out: Path | None) -> str:
+    """One line for a problem of the machine: what happened, where, what to do."""
+    import errno
+
+    where = exc.filename or (str(out) if out else "")
+    where = f" ({where}" + (f" -> {exc.filename2}" if exc.filename2 else "") + ")" if where else ""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        what, todo = "the disk is full", "free some space there (or choose another --out) and build again"
+    elif code == errno.EROFS:
+        what, todo = "the file system is read-only", "remount it read-write or choose another --out"
+    elif code in (errno.EACCES, errno.EPERM):
+        what = "no permission to write there" if "immutable" not in str(exc.strerror) else str(exc.strerror)
+        todo = "check the folder's owner, mode and flags (ls -ld, lsattr; chattr -i) or choose another --out"
+    elif code == errno.ENAMETOOLONG:
+        what, todo = "a file name is too long for this file system", "choose an --out with a shorter path"
+    else:
+        what, todo = (exc.strerror or str(exc)).rstrip("."), "fix that and build again"
+    kept = f"; {out} was left as it was" if out else ""
+    return f"Environment problem: {what}{where}: {todo}{kept}."
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ file but the DuckDB one is byte-identical across builds of the same sources.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import io
 import json
+import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -88,30 +90,65 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
     return finish
 
 
-def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:
-    """Every table as CSV, XLSX, Parquet and metadata.json, and all of them in one DuckDB file.
-    `workbooks`: what start_workbooks(catalog) returned, if the build started them early."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+def download_paths(catalog: Catalog) -> list[str]:
+    """The name of every download under site/data/ (known before any of them is made)."""
+    names = [DATABASE]
+    for table in ALL_TABLES:
+        names += [*file_names(table, catalog[table.name].height).values(), f"{table.name}.metadata.json"]
+    return names
+
+
+def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[str, bytes]:
+    """Every table as CSV, XLSX, Parquet and metadata.json, by name under site/data/ (all but the
+    DuckDB file, see write_database). `workbooks`: what start_workbooks(catalog) returned, if the
+    build started them early."""
     texts, books = (workbooks or start_workbooks(catalog))()
-    con = duckdb.connect(str(data_dir / DATABASE))
-    # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
-    con.execute("BEGIN TRANSACTION")
+    files: dict[str, bytes] = {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        (data_dir / f"{table.name}.csv").write_text(texts[table.name], encoding="utf-8", newline="")
+        files[f"{table.name}.csv"] = texts[table.name].encode("utf-8")
         if table.name in books:
-            (data_dir / f"{table.name}.xlsx").write_bytes(books[table.name])
-        frame.write_parquet(data_dir / f"{table.name}.parquet", compression="zstd", statistics=True)
+            files[f"{table.name}.xlsx"] = books[table.name]
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer, compression="zstd", statistics=True)
+        files[f"{table.name}.parquet"] = buffer.getvalue()
         metadata = table_metadata(table, catalog)
-        text = json.dumps(metadata, ensure_ascii=False, indent=2) + "\n"
-        (data_dir / f"{table.name}.metadata.json").write_text(text, encoding="utf-8", newline="\n")
-        con.execute(ddl(table))
-        con.register("frame", frame.to_arrow())
-        con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
-        con.unregister("frame")
-        _comment(con, table)
-    con.execute("COMMIT")
-    con.close()
+        files[f"{table.name}.metadata.json"] = (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    return files
+
+
+def write_database(path: Path, catalog: Catalog) -> None:
+    """All tables in one new DuckDB file at `path` (which safe_path gave; it must not exist).
+    DuckDB's own I/O errors (a full disk) are raised as OSError, like every other write."""
+    if os.path.lexists(path) or os.path.lexists(f"{path}.wal"):
+        raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
+    try:
+        con = duckdb.connect(str(path))
+        # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
+        con.execute("BEGIN TRANSACTION")
+        for table in ALL_TABLES:
+            frame = catalog[table.name].select(table.columns)
+            con.execute(ddl(table))
+            con.register("frame", frame.to_arrow())
+            con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
+            con.unregister("frame")
+            _comment(con, table)
+        con.execute("COMMIT")
+        con.close()
+    except duckdb.IOException as exc:
+        text = str(exc)
+        code = errno.ENOSPC if "No space left" in text else errno.EROFS if "Read-only" in text else errno.EIO
+        raise OSError(code, text.splitlines()[0] if text else os.strerror(code), str(path)) from exc
+
+
+def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:
+    """Every download into a new folder `data_dir`, each file through paths.write_file."""
+    from pipeline.paths import safe_path, write_file
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for name, content in download_files(catalog, workbooks).items():
+        write_file(data_dir, name, content)
+    write_database(safe_path(data_dir, DATABASE), catalog)
 
 
 def spreadsheet_safe_frame(frame: pl.DataFrame, table: Table) -> pl.DataFrame:

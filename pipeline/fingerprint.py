@@ -7,16 +7,19 @@ Expectations are loaded, which is what makes an unchanged rebuild instant.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 TEMPLATES = PACKAGE.parent / "site_templates"
 STATE = "build-state.json"  # in the output folder, beside site/ and markdown/
 MANIFEST = "manifest.json"  # in site/: every published file with its content hash
+# The DuckDB file's bytes differ in every build (its header holds a random id): its SHA-256 is kept
+# in this extended attribute of the file rather than in build-state.json, which stays byte-identical.
+DATABASE_XATTR = "user.gpu_finetune.sha256"
 
 
 def build_date() -> dt.date:
@@ -55,34 +58,75 @@ def read_state(out: Path) -> dict:
 
 
 def is_current(out: Path, fingerprint: dict[str, str]) -> bool:
-    """True when `out` is a complete build of exactly these inputs."""
+    """True when `out` is a complete, undamaged build of exactly these inputs."""
     state = read_state(out)
-    if state.get("inputs") != fingerprint:
+    return state.get("inputs") == fingerprint and intact(out, state)
+
+
+def intact(out: Path, state: dict) -> bool:
+    """Every file of the build in `out` is there with the bytes it was written with, and nothing else is.
+
+    site/manifest.json holds the hashes of the site's files; build-state.json's "files" those of
+    the others and the DuckDB file's own bytes (the manifest lists it by what it holds).
+    """
+    files, database = state.get("files"), state.get("database")
+    if not isinstance(files, dict) or not isinstance(database, str):
         return False
     try:
-        manifest = json.loads((out / "site" / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads((out / "site" / MANIFEST).read_text(encoding="utf-8"))["files"]
+        expected = {f"site/{rel}": digest for rel, digest in manifest.items()} | files
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-    return all((out / "site" / rel).is_file() for rel in manifest["files"])
+    found = _files(out)
+    if found is None or found != set(expected) | {STATE} or database not in expected:
+        return False
+    expected[database] = _database_digest(out / database)
+    for rel, digest in expected.items():
+        try:
+            with open(out / rel, "rb") as f:
+                if hashlib.file_digest(f, "sha256").hexdigest() != digest:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def _database_digest(path: Path) -> str | None:
+    """The SHA-256 the build recorded for its DuckDB file (DATABASE_XATTR); where the file system
+    keeps no extended attributes, the file's own hash (then only its presence is checked)."""
+    try:
+        return os.getxattr(path, DATABASE_XATTR).decode("ascii")
+    except AttributeError:  # no extended attributes in this Python (macOS)
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return None  # not recorded (a copy that dropped it): the build runs again
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _files(folder: Path, prefix: str = "") -> set[str] | None:
+    """Every regular file below `folder`, as relative paths; None if anything else is there (a link, a socket)."""
+    found: set[str] = set()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None
+    for entry in entries:
+        rel = prefix + entry.name
+        if entry.is_symlink():
+            return None
+        if entry.is_dir():
+            below = _files(Path(entry.path), rel + "/")
+            if below is None:
+                return None
+            found |= below
+        elif entry.is_file():
+            found.add(rel)
+        else:
+            return None
+    return found
 
 
 def file_hash(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
-
-
-def remove_stale(out: Path) -> None:
-    """Folders left by builds that were killed: removed once their process is gone."""
-    for path in out.parent.glob(f".{out.name}.*-*"):
-        pid = path.name.rsplit(".", 1)[-1].split("-")[1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

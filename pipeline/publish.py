@@ -1,191 +1,259 @@
-"""Stage 6, publishing: write a complete build beside output/ and swap it in atomically.
+"""Stage 6, publishing: write a complete build beside output/ and put it in place atomically.
 
-Nothing is written into output/ itself: a build goes to a fresh sibling folder,
-and only when every file is written does it replace output/ (an atomic exchange
-of the two folders where the kernel offers one).
+Nothing is written into output/ itself: a build goes to a fresh sibling folder, every file
+through pipeline.paths (so no name can lead outside it), and only when every file is written
+does it replace output/:
+- where the kernel can exchange two folders atomically (Linux's renameat2 RENAME_EXCHANGE),
+  the new folder and output/ trade places;
+- elsewhere (macOS, file systems without the exchange) output/ is a symbolic link to the build
+  folder beside it, and a new link replaces it in one rename. The first such build turns a real
+  output/ folder into the link: between its two renames output/ is missing, and a build killed
+  right there is put back by the next build (`outdir.tidy`).
+
+A file identical to the previous build's is hard-linked from it (it keeps its modification
+time), but only after its bytes were compared with what this build would write; the DuckDB file
+(whose bytes differ in every build) and, with `--force`, every file are written anew.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
+import hashlib
 import json
 import os
 import shutil
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.combine import Catalog
-from pipeline.downloads import DATABASE, write_downloads
-from pipeline.fingerprint import MANIFEST, STATE, file_hash, remove_stale
+from pipeline.downloads import DATABASE, download_files, download_paths, write_database
+from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
+from pipeline.outdir import GENERATOR, layout_target, side_name, target
+from pipeline.paths import link_verified, safe_path, write_file
 from pipeline.render import TEMPLATES, Rendered
 
-
-def _link_or_write(path: Path, content: bytes, old: Path | None) -> bool:
-    """Write `content` at `path`, or hard-link the previous build's identical file (kept: True)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if old is not None and old.is_file():
-        try:
-            os.link(old, path)
-        except OSError:
-            shutil.copy2(old, path)  # keeps the modification time
-        return True
-    path.write_bytes(content)
-    return False
+DATABASE_PATH = f"site/data/{DATABASE}"
 
 
-def write_tree(root: Path, files: dict[str, str | bytes], previous: Path, hashes: dict[str, str]) -> Counter:
-    """Write every file; one whose content the previous build already had is linked, not rewritten."""
+def write_tree(
+    root: Path, files: dict[str, str | bytes], previous: Path | None, hashes: dict[str, str] | None = None
+) -> Counter:
+    """Write every file below `root` (relative paths); one whose bytes the previous build's file
+    at the same path has is linked from `previous` instead (kept). Records each file's hash in `hashes`."""
     counts: Counter = Counter()
     for rel, content in sorted(files.items()):
         data = content if isinstance(content, bytes) else content.encode("utf-8")
-        old = previous / rel
-        same = hashes.get(rel) == file_hash(data) if hashes else old.is_file() and old.read_bytes() == data
-        counts["kept" if _link_or_write(root / rel, data, old if same else None) else "written"] += 1
+        if previous is not None and link_verified(previous, root, rel, data):
+            counts["kept"] += 1
+        else:
+            write_file(root, rel, data)
+            counts["written"] += 1
+        if hashes is not None:
+            hashes[rel] = file_hash(data)
     return counts
 
 
-def relink_unchanged(data_dir: Path, previous: Path, hashes: dict[str, str]) -> Counter:
-    """Downloads identical to the previous build's are replaced by links to them (their times stay).
-
-    The DuckDB file's header holds a random id, so it counts as unchanged when every other download is.
-    """
-    counts: Counter = Counter()
-    database = None
-    for path in sorted(data_dir.iterdir()):
-        rel = f"data/{path.name}"
-        if path.name == DATABASE:
-            database = path
-            continue
-        old = previous / rel
-        if hashes.get(rel) == file_hash(path.read_bytes()) and old.is_file():
-            path.unlink()
-            _link_or_write(path, b"", old)
-            counts["kept"] += 1
-        else:
-            counts["written"] += 1
-    if database is not None:
-        if counts["written"] == 0 and (previous / "data" / DATABASE).is_file():
-            database.unlink()
-            _link_or_write(database, b"", previous / "data" / DATABASE)
-            counts["kept"] += 1
-        else:
-            counts["written"] += 1
-    return counts
-
-
-def write_manifest(site: Path) -> None:
+def manifest_text(hashes: dict[str, str]) -> str:
     """site/manifest.json: every published file with its content hash, for a CDN sync.
 
     The DuckDB file's bytes carry a random id, so its entry hashes what it holds: the
     Parquet files of the same tables. Two builds of the same sources give the same manifest.
     """
-    files = {
-        str(p.relative_to(site)): file_hash(p.read_bytes())
-        for p in sorted(site.rglob("*"))
-        if p.is_file() and p.name not in (MANIFEST, DATABASE)
-    }
-    if (site / "data" / DATABASE).is_file():
+    files = {rel.removeprefix("site/"): h for rel, h in sorted(hashes.items()) if rel.startswith("site/")}
+    files.pop(MANIFEST, None)
+    if DATABASE_PATH in hashes:
         parquet = "".join(h for rel, h in files.items() if rel.startswith("data/") and rel.endswith(".parquet"))
-        files[f"data/{DATABASE}"] = file_hash(f"duckdb:{parquet}".encode())
-    text = json.dumps({"files": files}, indent=1, sort_keys=True) + "\n"
-    (site / MANIFEST).write_text(text, encoding="utf-8")
+        files[DATABASE_PATH.removeprefix("site/")] = file_hash(f"duckdb:{parquet}".encode())
+    return json.dumps({"files": files}, indent=1, sort_keys=True) + "\n"
 
 
-def previous_hashes(out: Path) -> dict[str, str]:
-    try:
-        return json.loads((out / "site" / MANIFEST).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError):
-        return {}
+def _file_digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False if unsupported."""
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE): True when done, False where the
+    system or the file system has no such call; any other failure (permissions, a read-only or
+    immutable folder) is raised as OSError."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         renameat2 = libc.renameat2
     except (OSError, AttributeError):
         return False
     at_fdcwd, rename_exchange = -100, 2
-    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
-    return result == 0
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
-def _pause(point: str) -> None:
-    """Test hook: stop at a named point so a test can kill the build there (PIPELINE_TEST_PAUSE=point)."""
-    if os.environ.get("PIPELINE_TEST_PAUSE") == point:
-        print(f"paused at {point}", flush=True)
-        time.sleep(600)
+_EXCHANGE: dict[int, bool] = {}  # by device: whether its file system exchanges folders
 
 
-def publish(out: Path, rendered: Rendered, catalog: Catalog, state: dict) -> Counter:
+def _exchange_works(folder: Path) -> bool:
+    """Whether folders in `folder` can be exchanged (tried once per file system, on two empty folders)."""
+    device = os.stat(folder).st_dev
+    if device not in _EXCHANGE:
+        a = Path(tempfile.mkdtemp(prefix=f".{folder.name}.probe-{os.getpid()}-", dir=folder))
+        b = Path(tempfile.mkdtemp(prefix=f".{folder.name}.probe-{os.getpid()}-", dir=folder))
+        try:
+            _EXCHANGE[device] = _exchange(a, b)
+        finally:
+            os.rmdir(a)
+            os.rmdir(b)
+    return _EXCHANGE[device]
+
+
+def _new_link(staging: Path, out: Path) -> Path:
+    """A symbolic link beside `out` to the build folder `staging` (relative: the two move together)."""
+    while True:
+        link = out.parent / f"{side_name(out, 'link')}{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            os.symlink(staging.name, link)
+            return link
+        except FileExistsError:
+            continue
+
+
+def put_in_place(staging: Path, out: Path) -> Path | None:
+    """Make the complete build in `staging` the one at `out` in one atomic step; returns the folder
+    that now holds the previous build (for the caller to remove), or None."""
+    current = layout_target(out)
+    if current is not None:  # output/ is a link: point a new one at this build
+        _switch_link(staging, out)
+        return current
+    if os.path.lexists(out):
+        if _exchange(staging, out):
+            return staging  # now holds the previous build
+        # No exchange here: output/ becomes a link (the one moment without it, see the docstring).
+        old = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'old')}{os.getpid()}-", dir=out.parent))
+        os.rmdir(old)
+        _switch_link(staging, out, move_aside=old)
+        return old
+    if _exchange_works(out.parent):
+        os.rename(staging, out)
+    else:
+        _switch_link(staging, out)
+    return None
+
+
+def _switch_link(staging: Path, out: Path, move_aside: Path | None = None) -> None:
+    """Point `out` at `staging` with one rename of a new link over it; with `move_aside`, the
+    folder now at `out` is first renamed there (and put back if the link cannot take its place)."""
+    link = _new_link(staging, out)
+    try:
+        if move_aside is not None:
+            os.rename(out, move_aside)
+            try:
+                os.replace(link, out)
+            except BaseException:
+                os.rename(move_aside, out)
+                raise
+        else:
+            os.replace(link, out)
+    finally:
+        if os.path.islink(link):
+            os.unlink(link)
+
+
+def publish(out: Path, rendered: Rendered, catalog: Catalog, state: dict, force: bool = False) -> Counter:
     """Write the whole build to a sibling folder, then put it in place of `out`.
 
     Files identical to the previous build's are hard-linked from it, so they keep their
     modification times; returns how many files were written and how many kept.
     """
-    return stage(out, rendered, catalog).swap(state)
+    return stage(out, rendered, catalog, force=force).swap(state)
 
 
 class Staging:
     """A build written beside `out`: swap() finishes it and puts it in place, discard() drops it."""
 
-    def __init__(self, out: Path, folder: Path, hashes: dict[str, str], counts: Counter):
-        self.out, self.folder, self.hashes, self.counts = out, folder, hashes, counts
+    def __init__(self, out: Path, folder: Path, previous: Path | None, hashes: dict[str, str], counts: Counter):
+        self.out, self.folder, self.previous, self.hashes, self.counts = out, folder, previous, hashes, counts
+        self.leftover: Path | None = None  # a previous build that could not be removed
 
     def swap(self, state: dict, late: dict[str, str | bytes] | None = None) -> Counter:
         """Add the `late` site files (those that waited for validation), the manifest and the
         build state, then put the folder in place of `out`."""
-        out, staging = self.out, self.folder
+        out, staging, hashes = self.out, self.folder, self.hashes
         try:
-            counts = self.counts + write_tree(staging / "site", late or {}, out / "site", self.hashes)
-            write_manifest(staging / "site")
+            counts = self.counts + write_tree(
+                staging, {f"site/{rel}": c for rel, c in (late or {}).items()}, self.previous, hashes
+            )
             readme = (TEMPLATES / "output-README.md").read_bytes()
             counts += write_tree(
-                staging, {"README.md": readme, STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, out, {}
+                staging, {f"site/{MANIFEST}": manifest_text(hashes), "README.md": readme}, self.previous, hashes
             )
+            outside = {rel: h for rel, h in hashes.items() if not rel.startswith("site/")}
+            outside[f"site/{MANIFEST}"] = hashes[f"site/{MANIFEST}"]
+            files = dict(sorted(outside.items()))
+            state = {"generator": GENERATOR, **state, "files": files, "database": DATABASE_PATH}
+            counts += write_tree(staging, {STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, self.previous)
             staging.chmod(0o755)
-            _pause("swap")
-            if out.exists() and _exchange(staging, out):
-                _pause("cleanup")
-                shutil.rmtree(staging)  # now holds the previous build
-                return counts
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-{os.getpid()}-", dir=out.parent))
-                os.replace(out, old / "previous")
-                os.replace(staging, out)
-                shutil.rmtree(old)
-            else:
-                os.replace(staging, out)
-            return counts
+            old = put_in_place(staging, out)
         except BaseException:
             self.discard()
             raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+            if os.path.lexists(old):
+                self.leftover = old  # the new build is in place; the next build removes it
+        return counts
 
     def discard(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder.is_dir() and not self.folder.is_symlink() and layout_target(self.out) != self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def stage(
-    out: Path, rendered: Rendered, catalog: Catalog, skip: tuple[str, ...] = (), workbooks: Callable | None = None
+    out: Path,
+    rendered: Rendered,
+    catalog: Catalog,
+    skip: tuple[str, ...] = (),
+    workbooks: Callable | None = None,
+    force: bool = False,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
-    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.write_downloads."""
-    out = out.resolve()
+    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.download_files.
+
+    Every path is checked before the first byte is written. With `force` nothing is taken
+    from the previous build."""
+    out = target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out)
-    hashes = previous_hashes(out)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-{os.getpid()}-", dir=out.parent))
+    previous = out if not force and out.is_dir() else None
+    files = {f"site/{rel}": content for rel, content in rendered.site.items() if rel not in skip}
+    files.update({f"markdown/{rel}": content for rel, content in rendered.markdown.items()})
+    data = [f"site/data/{name}" for name in download_paths(catalog)]
+    later = [f"site/{rel}" for rel in skip] + [f"site/{MANIFEST}", "README.md", STATE]
+    staging = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'build')}{os.getpid()}-", dir=out.parent))
     try:
-        site = {rel: content for rel, content in rendered.site.items() if rel not in skip}
-        counts = write_tree(staging / "site", site, out / "site", hashes)
-        _pause("staging")
-        counts += write_tree(staging / "markdown", rendered.markdown, out / "markdown", {})
-        write_downloads(staging / "site" / "data", catalog, workbooks)
-        counts += relink_unchanged(staging / "site" / "data", out / "site", hashes)
+        for rel in [*files, *data, *later]:
+            safe_path(staging, rel)  # UnsafePath before anything is written
+        hashes: dict[str, str] = {}
+        counts = write_tree(staging, files, previous, hashes)
+        downloads = {f"site/data/{name}": content for name, content in download_files(catalog, workbooks).items()}
+        assert sorted(downloads) == sorted(d for d in data if d != DATABASE_PATH), "download_paths is out of date"
+        counts += write_tree(staging, downloads, previous, hashes) + _write_database(staging, catalog, hashes)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return Staging(out, staging, hashes, counts)
+    return Staging(out, staging, previous, hashes, counts)
+
+
+def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str]) -> Counter:
+    """The DuckDB file, always written anew: its header holds a random id, so no build can tell by
+    its bytes that the previous build's file is what it would write. Its SHA-256 goes into an
+    extended attribute of the file (where the file system has them), for the no-change check."""
+    path = safe_path(staging, DATABASE_PATH)
+    write_database(path, catalog)
+    hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
+    with contextlib.suppress(AttributeError, OSError):  # no extended attributes here: see fingerprint.intact
+        os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
+    return Counter(written=1)

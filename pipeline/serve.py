@@ -25,6 +25,7 @@ import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from pipeline import outdir
 from pipeline.problems import format_report
 
 STATUS_PATH = "/__status"
@@ -152,7 +153,8 @@ class EditorLoop:
         watch: list[Path] | None = None,
         interval: float = POLL_SECONDS,
     ):
-        self.sources, self.out = Path(sources), Path(out).resolve()
+        # target(): output/ may be a link that each rebuild points at a new folder (pipeline.publish)
+        self.sources, self.out = Path(sources), outdir.target(Path(out))
         self.base_url, self.quiet, self.interval = base_url, quiet, interval
         self.watch = watch or [self.sources, TEMPLATES]
         self.generation = 0  # successful rebuilds

@@ -2,6 +2,7 @@
 build; two builds of the same sources are byte-identical."""
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -36,16 +37,25 @@ def database_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def start_build(sources: Path, out: Path, pause: str | None = None) -> subprocess.Popen:
-    env = dict(os.environ, PIPELINE_TEST_PAUSE=pause or "")
+FAULTS = ROOT / "tests" / "faults.py"
+
+
+def start_build(sources: Path, out: Path, *extra: str, faults: dict | None = None) -> subprocess.Popen:
+    """`python -m pipeline build` in a new process, with the faults of tests/faults.py injected."""
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "build", "--sources", str(sources), "--out", str(out)],
+        [sys.executable, str(FAULTS), json.dumps(faults or {}), "build", "--sources", str(sources), "--out", str(out)]
+        + list(extra),
         cwd=ROOT,
-        env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def beside(out: Path) -> list[str]:
+    """What is in the output's parent folder besides the output and its lock file."""
+    return sorted(p.name for p in out.parent.iterdir() if p.name not in (out.name, f".{out.name}.lock"))
 
 
 @pytest.fixture(scope="module")
@@ -69,19 +79,18 @@ def test_kill_at_any_point_leaves_a_complete_build(builds, tmp_path, point):
     root, changed, snapshots = builds
     out = tmp_path / "output"
     shutil.copytree(root / "out-a", out)
-    proc = start_build(changed, out, pause=point)
+    proc = start_build(changed, out, faults={"pause": point})
     assert proc.stdout.readline().strip() == f"paused at {point}"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     expected = snapshots["b"] if point == "cleanup" else snapshots["a"]
     assert snapshot(out) == expected
     # The next build clears what the killed one left beside output/ and completes.
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "output"]
-    assert leftovers, "the killed build should have left its staging folder"
+    assert beside(out), "the killed build should have left its staging folder"
     proc = start_build(changed, out)
     assert proc.wait(timeout=300) == 0, proc.stderr.read()
     assert snapshot(out) == snapshots["b"]
-    assert [p.name for p in tmp_path.iterdir()] == ["output"]
+    assert beside(out) == []
 
 
 def test_two_builds_are_identical(builds, tmp_path):
@@ -100,13 +109,14 @@ def test_build_is_what_validating_first_gives(builds, tmp_path):
     """Great Expectations runs while the build computes and renders: the output is that of
     validating, then computing, rendering and publishing one after the other."""
     from pipeline import fingerprint
-    from pipeline.__main__ import load_and_validate
+    from pipeline.__main__ import load_and_validate, published
     from pipeline.combine import combine
     from pipeline.publish import publish
     from pipeline.render import Renderer
 
     root, _, snapshots = builds
     con, validation = load_and_validate(SOURCES)
+    validation = published(validation, SOURCES)  # as the site names source files
     catalog = combine(con)
     state = {"inputs": fingerprint.inputs(SOURCES, "/"), "validation": validation.to_dict()}
     publish(tmp_path / "sequential", Renderer(catalog, validation).render(), catalog, state)
@@ -132,4 +142,174 @@ def test_a_value_only_great_expectations_rejects_leaves_output_untouched(builds,
     report = format_report(sequential.value.problems)
     assert "price_rub_month" in report and report in proc.stderr.read()
     assert snapshot(out) == snapshots["a"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["output", "sources"]  # no staging folder left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "output", "sources"]  # no staging folder
+
+
+@pytest.fixture(scope="module")
+def url_builds(builds, tmp_path_factory):
+    """Builds A (base URL /) and B (base URL /b/) of the same sources, so that B, built over A,
+    reuses A's validation (a few seconds a build): the pair for the many-kill tests below."""
+    root, _, snapshots = builds
+    b = tmp_path_factory.mktemp("url") / "output"
+    shutil.copytree(root / "out-a", b)
+    proc = start_build(SOURCES, b, "--base-url", "/b/")
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    assert snapshot(b) != snapshots["a"]
+    return root / "out-a", snapshots["a"], snapshot(b)
+
+
+def lay_out(a: Path, out: Path, layout: str) -> None:
+    """Build A at `out`: a real folder, or a link to a build folder beside it (the layout where
+    folders cannot be exchanged)."""
+    if layout == "folder":
+        shutil.copytree(a, out)
+    else:
+        shutil.copytree(a, out.parent / f".{out.name}.build-4194303-earlier")
+        (out).symlink_to(f".{out.name}.build-4194303-earlier")
+
+
+def beside_link(out: Path) -> list[str]:
+    """beside(), less the build folder the output links to."""
+    current = os.readlink(out) if out.is_symlink() else None
+    return [name for name in beside(out) if name != current]
+
+
+@pytest.mark.parametrize("layout", ["folder", "link"])
+def test_without_folder_exchange_a_kill_at_every_step_leaves_a_complete_build(url_builds, tmp_path, layout):
+    """Where folders cannot be exchanged atomically (forced here), output/ is a link switched in one
+    rename. A kill before or after each rename, link or removal beside output/ leaves a complete
+    build there, old or new; the one exception is the move from a real folder to the link, between
+    its two renames, and the next build puts the build back before anything else."""
+    a, old, new = url_builds
+    points, k = [], 1
+    while True:
+        case = tmp_path / f"before-{k}"
+        case.mkdir()
+        out = case / "output"
+        lay_out(a, out, layout)
+        proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True, "kill_before": k})
+        rc = proc.wait(timeout=300)
+        if rc == 0:  # fewer than k steps: the build went through
+            assert snapshot(out) == new and out.is_symlink() and beside_link(out) == []
+            break
+        assert rc == -signal.SIGKILL, proc.stderr.read()
+        points.append((f"before step {k}", out))
+        k += 1
+    case = tmp_path / "after-last"
+    case.mkdir()
+    out = case / "output"
+    lay_out(a, out, layout)
+    proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True, "kill_after": k - 1})
+    assert proc.wait(timeout=300) == -signal.SIGKILL
+    points.append(("after the last step", out))
+    assert len(points) == (6 if layout == "folder" else 4)
+
+    missing = []
+    for point, out in points:
+        if os.path.lexists(out):
+            assert snapshot(out) in (old, new), point
+        else:
+            missing.append(point)
+        # The next build (of B: nothing to do when B is in place) finds or puts back a complete
+        # build, and removes what the killed one left.
+        proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True})
+        assert proc.wait(timeout=300) == 0, (point, proc.stderr.read())
+        assert snapshot(out) == new and out.is_symlink(), point
+        assert beside_link(out) == [], point
+    # Moving from a folder to the link: output/ is renamed aside (step 3), then the link takes its
+    # name (step 4). A kill between the two is the only moment without output/.
+    assert missing == (["before step 4"] if layout == "folder" else [])
+
+
+def test_no_exchange_first_build_makes_the_link(tmp_path, monkeypatch):
+    """Where folders cannot be exchanged, a first build (no output/ yet) is put in place as a link."""
+    from pipeline import publish
+
+    monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(publish, "_EXCHANGE", {})
+    out = tmp_path / "output"
+    staging = tmp_path / ".output.build-1-x"
+    (staging / "site").mkdir(parents=True)
+    (staging / "site" / "index.html").write_text("new", encoding="utf-8")
+    assert publish.put_in_place(staging, out) is None
+    assert os.readlink(out) == ".output.build-1-x"
+    assert (out / "site" / "index.html").read_text(encoding="utf-8") == "new"
+    # The next build replaces the link with one to its own folder and hands back the previous one.
+    second = tmp_path / ".output.build-2-y"
+    (second / "site").mkdir(parents=True)
+    (second / "site" / "index.html").write_text("newer", encoding="utf-8")
+    assert publish.put_in_place(second, out) == staging
+    assert os.readlink(out) == ".output.build-2-y"
+    assert (out / "site" / "index.html").read_text(encoding="utf-8") == "newer"
+
+
+def test_two_builds_into_one_folder_take_turns(url_builds, tmp_path):
+    """A second build of the same output folder waits for the first (a lock beside the folder), then
+    builds on what the first published: the result is the second build, whole and undamaged."""
+    from pipeline import fingerprint
+
+    a, old, new = url_builds
+    out = tmp_path / "output"
+    shutil.copytree(a, out)
+    first = start_build(SOURCES, out, "--force", faults={"pause": "swap"})
+    assert first.stdout.readline().strip() == "paused at swap"  # complete beside output/, lock held
+    second = start_build(SOURCES, out, "--base-url", "/b/")
+    assert second.stderr.readline().strip() == (
+        f"another build of {out} is running (process {first.pid}); waiting for it to finish…"
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        second.wait(timeout=2)
+    assert snapshot(out) == old
+    first.stdin.write("\n")
+    first.stdin.flush()
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert second.wait(timeout=300) == 0, second.stderr.read()
+    assert snapshot(out) == new
+    state = fingerprint.read_state(out)
+    assert state["inputs"]["base_url"] == "/b/" and fingerprint.intact(out, state)
+    again = start_build(SOURCES, out, "--base-url", "/b/")
+    assert again.wait(timeout=300) == 0
+    assert again.stdout.read().startswith("Nothing changed")
+    assert beside(out) == []
+
+
+def test_serve_rebuild_waits_for_the_lock(url_builds, tmp_path, capfd):
+    """`serve` rebuilds under the same lock: while another process holds it, the rebuild waits."""
+    import threading
+
+    from pipeline.serve import EditorLoop
+
+    a, old, _ = url_builds
+    out = tmp_path / "output"
+    shutil.copytree(a, out)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from pipeline import outdir\n"
+            "with outdir.locked(outdir.target(Path(sys.argv[1]))):\n"
+            "    print('held', flush=True); sys.stdin.readline()",
+            str(out),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    loop = EditorLoop(SOURCES, out, port=0, quiet=True)
+    try:
+        results = []
+        rebuild = threading.Thread(target=lambda: results.append(loop.rebuild()))
+        rebuild.start()
+        rebuild.join(timeout=2)
+        assert rebuild.is_alive() and results == []
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=60) == 0
+        rebuild.join(timeout=120)
+        assert results == [True]
+    finally:
+        loop.server.server_close()
+    assert f"another build of {out} is running (process {holder.pid}); waiting" in capfd.readouterr().err
+    assert snapshot(out) == old  # the same inputs: nothing to rebuild

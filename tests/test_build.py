@@ -78,6 +78,13 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     ok = run_build("--sources", str(sources), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
     assert "Built" in ok.stdout and "server_fit 2280" in ok.stdout
+    # The sources lie outside the working directory: the site names their files within the
+    # sources folder, never by a path of the build machine.
+    quality = (out / "site" / "quality.html").read_text(encoding="utf-8")
+    assert "<code>servers.csv:7</code>" in quality and "sources/servers.csv" not in quality
+    leaked = [str(p) for p in out.rglob("*") if p.is_file() and str(tmp_path).encode() in p.read_bytes()]
+    assert leaked == []
+    assert f"{sources}/servers.csv:7: price_rub_month" in ok.stderr  # the terminal still says where the file is
     before = snapshot(out)
     edit_csv(sources / "servers.csv", ",h200-sxm,8,nvswitch,", ",h300,8,nvswitch,")
     failed = run_build("--sources", str(sources), "--out", str(out))
@@ -88,7 +95,8 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     )
     assert "Traceback" not in failed.stderr
     assert snapshot(out) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["output", "sources"]  # no staging folder left behind
+    # No staging folder left behind; the lock file beside the output stays (it is never removed).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "output", "sources"]
 
 
 def test_check_command(sources):

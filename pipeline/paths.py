@@ -1,0 +1,160 @@
+"""Where a build writes: one function turns a relative page path into a file path inside a root.
+
+Every file of a build (pages, continuation pages, charts, downloads, Markdown, CDN files, the
+manifest, the DuckDB file, the build state) is written through `write_file` (or linked through
+`link_verified`), and both go through `safe_path`: a name that is absolute, climbs out with
+`..`, holds a NUL or a control character, has an empty or over-long segment, or resolves through a
+symbolic link to somewhere outside the root is refused before anything is written.
+
+Kept free of heavy imports (only the standard library).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+NAME_MAX = 255  # bytes in one path segment (Linux, macOS)
+PATH_MAX = 4096  # bytes in a whole path (Linux)
+_CHUNK = 1 << 20
+
+
+class UnsafePath(ValueError):
+    """A relative path that would leave its root (or that no file system could hold)."""
+
+    def __init__(self, root: Path | str, rel: object, reason: str):
+        super().__init__(f"refused to write {rel!r} under {root}: {reason}")
+        self.root, self.rel, self.reason = root, rel, reason
+
+
+def check_relative(rel: object) -> list[str]:
+    """The segments of a relative path such as `gpus/h100-pcie.html`; UnsafePath if it is not one.
+
+    Only the text is looked at (no file system): absolute paths, `.` and `..`, empty segments,
+    backslashes, NUL and other control characters, and segments over NAME_MAX bytes are refused.
+    """
+    if not isinstance(rel, str) or not rel:
+        raise UnsafePath("", rel, "not a non-empty text path")
+    if rel.startswith("/"):
+        raise UnsafePath("", rel, "an absolute path")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
+        raise UnsafePath("", rel, "a NUL or control character in the name")
+    if "\\" in rel:
+        raise UnsafePath("", rel, "a backslash in the name")
+    parts = rel.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise UnsafePath("", rel, f"a {part!r} segment" if part else "an empty segment")
+        try:
+            size = len(part.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise UnsafePath("", rel, "a name that is not valid Unicode") from None
+        if size > NAME_MAX:
+            raise UnsafePath("", rel, f"a segment of {size} bytes (at most {NAME_MAX})")
+    return parts
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def safe_path(root: Path, rel: str) -> Path:
+    """`root / rel` when it stays inside `root`, else UnsafePath.
+
+    `rel` must pass check_relative; then the folder that will hold the file, with every symbolic
+    link resolved, must be `root` itself or below it, and the name must not be a symbolic link.
+    """
+    try:
+        check_relative(rel)
+    except UnsafePath as exc:
+        raise UnsafePath(root, rel, exc.reason) from None
+    path = Path(root) / rel
+    if len(os.fsencode(str(path))) >= PATH_MAX:
+        raise UnsafePath(root, rel, f"a path of over {PATH_MAX} bytes")
+    real_root = os.path.realpath(root)
+    if not _inside(os.path.realpath(path.parent), real_root):
+        raise UnsafePath(root, rel, "it resolves outside the folder (through a symbolic link)")
+    if path.is_symlink():
+        raise UnsafePath(root, rel, "the name is a symbolic link")
+    return path
+
+
+def _make_parents(root: Path, path: Path) -> None:
+    """The folders between `root` and `path`, each a real folder (never a symbolic link)."""
+    folder = Path(root)
+    for part in path.relative_to(root).parts[:-1]:
+        folder = folder / part
+        try:
+            os.mkdir(folder, 0o777)
+        except FileExistsError:
+            if folder.is_symlink() or not folder.is_dir():
+                raise UnsafePath(root, str(path.relative_to(root)), f"{part!r} is not a folder") from None
+
+
+def write_file(root: Path, rel: str, data: bytes | str) -> Path:
+    """Write a new file `rel` below `root` (which must not exist yet); returns its path.
+
+    The file is created with O_EXCL and O_NOFOLLOW: nothing already there, a symbolic link
+    included, is ever written through.
+    """
+    path = safe_path(root, rel)
+    content = data.encode("utf-8") if isinstance(data, str) else data
+    _make_parents(root, path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o666)
+    try:
+        view = memoryview(content)
+        while view:
+            written = os.write(fd, view[:_CHUNK])
+            view = view[written:]
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return path
+
+
+def existing_file(root: Path, rel: str) -> Path | None:
+    """`root / rel` when it is a regular file inside `root` (not a symbolic link), else None."""
+    try:
+        path = safe_path(root, rel)
+        st = os.lstat(path)
+    except (UnsafePath, OSError):
+        return None
+    return path if stat.S_ISREG(st.st_mode) else None
+
+
+def link_verified(old_root: Path, root: Path, rel: str, data: bytes) -> bool:
+    """Put the previous build's `old_root / rel` at `root / rel` (a hard link, so it keeps its
+    modification time) when its bytes are exactly `data`; False (nothing left behind) otherwise.
+
+    The content is read through the new link, so what is compared is what is published.
+    """
+    old = existing_file(old_root, rel)
+    if old is None or os.lstat(old).st_size != len(data):
+        return False
+    path = safe_path(root, rel)
+    _make_parents(root, path)
+    try:
+        os.link(old, path, follow_symlinks=False)
+    except OSError:
+        return False  # another file system, or links not allowed: the caller writes the file
+    try:
+        same = _same_bytes(path, data)
+    except OSError:
+        same = False
+    if not same:
+        os.unlink(path)
+    return same
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(len(data) + 1) == data
+    finally:
+        os.close(fd)

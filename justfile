@@ -52,7 +52,7 @@ publish:
     dest="${PUBLISHED_DIR:-published}"
     [ -d output/site ] || { echo "output/site is missing: run just build first" >&2; exit 2; }
     rm -rf "$dest.new" "$dest.old"
-    cp -a output "$dest.new"
+    cp -a output/. "$dest.new"  # the contents: output/ may be a link to the build folder
     if [ -d "$dest" ]; then mv -T "$dest" "$dest.old"; fi
     mv -T "$dest.new" "$dest"
     rm -rf "$dest.old"

@@ -216,7 +216,8 @@ def child_stages(sources: str, out: str) -> dict:
         (pipeline.render.Renderer, "render", "render"),
         (pipeline.publish, "stage", "write"),
         (pipeline.publish.Staging, "swap", "write"),
-        (pipeline.publish, "write_downloads", "write: of which downloads"),
+        (pipeline.publish, "download_files", "write: of which downloads"),
+        (pipeline.publish, "write_database", "write: of which downloads"),
     ):
         timed(owner, name, stage)
     started, children = time.perf_counter(), os.times()

@@ -108,9 +108,11 @@ def write_file(root: Path, rel: str, data: bytes | str) -> Path:
         while view:
             written = os.write(fd, view[:_CHUNK])
             view = view[written:]
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         os.unlink(path)
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # say which file
         raise
     os.close(fd)
     return path

@@ -104,7 +104,7 @@ def main() -> int:
         def refusing(function):
             def wrapper(*a, **k):
                 if near(*a):
-                    raise OSError(code, os.strerror(code), str(a[0]), str(a[1]) if len(a) > 1 else None)
+                    raise OSError(code, os.strerror(code), str(a[0]), None, str(a[1]) if len(a) > 1 else None)
                 return function(*a, **k)
 
             return wrapper

@@ -93,3 +93,80 @@ def test_template_change_reuses_validation(tmp_path):
     assert len(summary["warnings"]) == 5
     quality = (out / "site" / "quality.html").read_text(encoding="utf-8")
     assert "пройдена" in quality and "ошибок:" not in quality
+
+
+@pytest.fixture(scope="module")
+def base_build(tmp_path_factory):
+    """A build of the real sources and its files' hashes, to copy and damage."""
+    root = tmp_path_factory.mktemp("damage")
+    sources = root / "sources"
+    shutil.copytree(SOURCES, sources)
+    build(sources, root / "output")
+    return sources, root / "output", hashes(root / "output")
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "gpu-finetune.duckdb"
+    }
+
+
+def assert_manifest_right(out: Path) -> None:
+    from pipeline import fingerprint
+
+    site = out / "site"
+    manifest = json.loads((site / "manifest.json").read_text(encoding="utf-8"))["files"]
+    manifest.pop("data/gpu-finetune.duckdb")
+    for rel, digest in manifest.items():
+        assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == digest, rel
+    assert fingerprint.intact(out, fingerprint.read_state(out))
+
+
+def damage(out: Path) -> None:
+    page = out / "site" / "gpus" / "h100-pcie.html"
+    page.write_bytes(b"X" * page.stat().st_size)  # same size: only the bytes tell
+    (out / "markdown" / "gpu-count.md").write_text("CORRUPTED", encoding="utf-8")
+    csv = out / "site" / "data" / "gpus.csv"
+    csv.write_bytes(csv.read_bytes()[:100])
+    (out / "site" / "planted.html").write_text("not ours", encoding="utf-8")
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_damage_in_the_previous_build_is_repaired(base_build, tmp_path, force):
+    sources, built, expected = base_build
+    out = tmp_path / "output"
+    shutil.copytree(built, out)
+    assert build(sources, out)["unchanged"] is True  # an undamaged copy: nothing to do
+    damage(out)
+    inodes = {rel: st[1] for rel, st in stats(out).items()}
+    summary = build(sources, out, force=force)
+    assert summary["unchanged"] is False  # the no-change check read the files and found the damage
+    assert hashes(out) == expected
+    assert_manifest_right(out)
+    if force:  # every file written anew, none linked from the damaged build
+        assert summary["files"]["kept"] == 0
+        assert all(st[1] != inodes.get(rel) for rel, st in stats(out).items())
+    else:  # the three damaged files and the DuckDB file (always written); the rest linked
+        assert summary["files"]["written"] == 4
+        assert summary["files"]["kept"] == len(expected) + 1 - 4
+    assert build(sources, out)["unchanged"] is True
+
+
+def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
+    import duckdb
+
+    sources, built, _ = base_build
+    out = tmp_path / "output"
+    shutil.copytree(built, out)  # copy2 keeps the extended attribute with the file's hash
+    database = out / "site" / "data" / "gpu-finetune.duckdb"
+    data = bytearray(database.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    database.write_bytes(bytes(data))
+    summary = build(sources, out)
+    assert summary["unchanged"] is False
+    con = duckdb.connect(str(database), read_only=True)
+    assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2280,)
+    con.close()
+    assert build(sources, out)["unchanged"] is True

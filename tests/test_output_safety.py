@@ -1,0 +1,481 @@
+"""The build never writes outside its folder, never replaces a folder it does not own, and ends an
+environment failure with one line and exit code 3, leaving the previous output as it was."""
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from pipeline import outdir, publish
+from pipeline.paths import UnsafePath, check_relative, link_verified, safe_path, write_file
+
+FAULTS = ROOT / "tests" / "faults.py"
+
+
+def run(*args: str, cwd: Path = ROOT, faults: dict | None = None, env: dict | None = None):
+    command = [sys.executable, "-m", "pipeline", *args]
+    if faults is not None:
+        command = [sys.executable, str(FAULTS), json.dumps(faults), *args]
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+    )
+
+
+def tree(folder: Path) -> dict[str, str]:
+    """Every entry below `folder` (links by their target), files by their hash."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        rel = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            found[rel] = "dir"
+    return found
+
+
+def escaped(root: Path) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*escaped*"))
+
+
+# --- one function turns a relative path into a file path -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "/etc/passwd",
+        "../escaped.html",
+        "gpus/../../escaped.html",
+        "gpus/..",
+        "./index.html",
+        "gpus//index.html",
+        "gpus/",
+        "",
+        "a\\..\\escaped.html",
+        "gpus/a\0b.html",
+        "gpus/a\nb.html",
+        "x" * 256 + ".html",
+        "я" * 128 + ".html",  # 256 bytes in UTF-8
+    ],
+)
+def test_safe_path_refuses_names_that_leave_the_folder(tmp_path, rel):
+    with pytest.raises(UnsafePath):
+        safe_path(tmp_path, rel)
+    with pytest.raises(UnsafePath):
+        write_file(tmp_path, rel, b"x")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_safe_path_takes_ordinary_names(tmp_path):
+    for rel in ("index.html", "gpus/h100-pcie.html", "models/llama-3-1-8b/servers-2.html", "data/данные.csv"):
+        assert safe_path(tmp_path, rel) == tmp_path / rel
+        assert check_relative(rel) == rel.split("/")
+    assert len(check_relative("x" * 255)) == 1
+
+
+def test_safe_path_refuses_symbolic_links_out_of_the_folder(tmp_path):
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "gpus").symlink_to(elsewhere)
+    (root / "index.html").symlink_to(elsewhere / "escaped.html")
+    for rel in ("gpus/escaped.html", "gpus/x/escaped.html", "index.html"):
+        with pytest.raises(UnsafePath):
+            write_file(root, rel, b"x")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_safe_path_refuses_paths_longer_than_the_system_takes(tmp_path):
+    deep = "/".join(["d" * 200] * 21)  # 4 200 bytes
+    with pytest.raises(UnsafePath, match="4096"):
+        safe_path(tmp_path, deep + "/index.html")
+
+
+def test_write_file_never_writes_through_what_is_there(tmp_path):
+    target = tmp_path / "outside.html"
+    target.write_text("mine", encoding="utf-8")
+    (tmp_path / "root").mkdir()
+    write_file(tmp_path / "root", "index.html", "page")
+    with pytest.raises(FileExistsError):
+        write_file(tmp_path / "root", "index.html", "again")
+    assert (tmp_path / "root" / "index.html").read_text(encoding="utf-8") == "page"
+    assert target.read_text(encoding="utf-8") == "mine"
+
+
+def test_link_verified_reuses_only_identical_regular_files(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "gpus").mkdir(parents=True)
+    new.mkdir()
+    (old / "gpus" / "a.html").write_bytes(b"same")
+    (old / "gpus" / "b.html").write_bytes(b"damaged")
+    (old / "gpus" / "c.html").symlink_to(old / "gpus" / "a.html")
+    assert link_verified(old, new, "gpus/a.html", b"same") is True
+    assert os.stat(new / "gpus" / "a.html").st_ino == os.stat(old / "gpus" / "a.html").st_ino
+    assert link_verified(old, new, "gpus/b.html", b"correct") is False  # same size, other bytes
+    assert link_verified(old, new, "gpus/c.html", b"same") is False  # a link is never reused
+    assert link_verified(old, new, "../old/gpus/a.html", b"same") is False
+    assert sorted(p.name for p in (new / "gpus").iterdir()) == ["a.html"]
+
+
+# --- every writer goes through it -------------------------------------------------------------
+
+
+@pytest.fixture
+def small_render():
+    from pipeline.render import Rendered
+
+    return Rendered({"index.html": "<!doctype html>ok", "charts/memory.0123456789.svg": "<svg/>"}, {"a.md": "# a\n"})
+
+
+@pytest.mark.parametrize(
+    "kind, bad",
+    [
+        ("page", "gpus/../../../escaped.html"),
+        ("continuation page", "models/x/../../../../escaped/servers-2.html"),
+        ("chart", "charts/../../../escaped.svg"),
+        ("CDN file", "{root}/escaped-robots.txt"),
+        ("Markdown", "../../escaped.md"),
+        ("download", "../../../escaped.csv"),
+    ],
+)
+def test_every_writer_refuses_a_path_out_of_the_staging_folder(tmp_path, catalog, small_render, kind, bad, monkeypatch):
+    """Checked before the first byte is written: nothing of the build is left anywhere."""
+    bad = bad.format(root=tmp_path)
+    site, markdown = dict(small_render.site), dict(small_render.markdown)
+    if kind == "Markdown":
+        markdown[bad] = "# x\n"
+    elif kind == "download":
+        files, paths = publish.download_files, publish.download_paths
+        monkeypatch.setattr(publish, "download_paths", lambda c: [*paths(c), bad])
+        monkeypatch.setattr(publish, "download_files", lambda c, w=None: {**files(c, w), bad: b"x"})
+    else:
+        site[bad] = "x"
+    out = tmp_path / "output"
+    with pytest.raises(UnsafePath):
+        publish.stage(out, type(small_render)(site, markdown), catalog)
+    assert escaped(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("rel", ["site/manifest.json", "README.md", "build-state.json", "site/quality.html"])
+def test_late_files_refuse_a_planted_link(tmp_path, catalog, small_render, rel):
+    """The files written last (manifest, README, build state, the quality page) go through the same
+    function: a symbolic link planted in the staging folder is never written through."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("mine", encoding="utf-8")
+    out = tmp_path / "output"
+    staging = publish.stage(out, small_render, catalog, skip=("quality.html",))
+    (staging.folder / rel).symlink_to(target)
+    with pytest.raises(UnsafePath):
+        staging.swap({"inputs": {}}, {"quality.html": "q"})
+    assert target.read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.txt"]
+
+
+def test_database_writer_refuses_a_planted_link(tmp_path, catalog, small_render, monkeypatch):
+    target = tmp_path / "elsewhere.duckdb"
+    target.write_bytes(b"mine")
+    write_database = publish.write_database
+
+    def planted(path, catalog):
+        Path(path).symlink_to(target)
+        return write_database(path, catalog)
+
+    monkeypatch.setattr(publish, "write_database", planted)
+    with pytest.raises(FileExistsError):
+        publish.stage(tmp_path / "output", small_render, catalog)
+    assert target.read_bytes() == b"mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.duckdb"]
+
+
+def test_write_downloads_writes_through_the_same_function(tmp_path, catalog, monkeypatch):
+    from pipeline import downloads, paths
+
+    seen = []
+    real = paths.write_file
+    monkeypatch.setattr(paths, "write_file", lambda root, rel, data: seen.append(rel) or real(root, rel, data))
+    downloads.write_downloads(tmp_path / "data", catalog)
+    assert sorted(seen + [downloads.DATABASE]) == sorted(downloads.download_paths(catalog))
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == sorted(downloads.download_paths(catalog))
+
+
+# --- ids are checked before anything is written ---------------------------------------------
+
+
+def add_gpu(sources: Path, gpu_id: str) -> None:
+    with (sources / "gpus.csv").open("a", encoding="utf-8") as f:
+        f.write(f"{gpu_id},AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,infinity-fabric,1075,oam,,amd-mi325x\n")
+
+
+def test_path_id_problems_names_every_unsafe_id(tmp_path, sources):
+    from pipeline.__main__ import path_id_problems
+    from pipeline.load import read_sources
+
+    for gpu_id in ("../../escaped", "/tmp/escaped", "Upper", "a" * 201):
+        add_gpu(sources, gpu_id)
+    frames, _, _ = read_sources(sources)
+    found = [(p.line, p.column, p.value, p.rule) for p in path_id_problems(frames, sources)]
+    rule = "ids use lowercase latin letters and digits, joined by '-' or '_'"
+    assert found == [
+        (17, "gpu_id", "../../escaped", rule),
+        (18, "gpu_id", "/tmp/escaped", rule),
+        (19, "gpu_id", "Upper", rule),
+        (20, "gpu_id", "a" * 201, "longer than 200 characters"),
+    ]
+
+
+def test_traversal_ids_write_nothing_anywhere(tmp_path, sources, built):
+    """An id climbing out of the staging folder, to anywhere or over a page of the live output,
+    while the suites still run in their child: refused, and not one file is written."""
+    out = tmp_path / "output"
+    shutil.copytree(built, out)
+    before = tree(out)
+    add_gpu(sources, "../" * 20 + str(tmp_path).strip("/") + "/escaped")
+    add_gpu(sources, "../../../output/site/index")
+    failed = run("build", "--sources", str(sources), "--out", str(out))
+    assert failed.returncode == 2, failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert failed.stderr.count("ids use lowercase latin letters and digits") == 2
+    assert tree(out) == before
+    assert escaped(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "output", "sources"]
+
+
+def forge_validated(sources: Path, out: Path) -> None:
+    """A build state that says these sources were validated already (so no suite runs)."""
+    from pipeline import fingerprint
+
+    out.mkdir()
+    state = {
+        "generator": outdir.GENERATOR,
+        "inputs": fingerprint.inputs(sources, "/"),
+        "validation": {"warnings": [], "checks": [], "build_date": "2026-11-30"},
+    }
+    (out / "build-state.json").write_text(json.dumps(state), encoding="utf-8")
+
+
+def test_ids_are_checked_even_when_validation_is_reused(tmp_path, sources, monkeypatch):
+    from pipeline.__main__ import build
+    from pipeline.problems import DataError
+
+    add_gpu(sources, "../../escaped")
+    out = tmp_path / "output"
+    forge_validated(sources, out)
+    monkeypatch.setattr(publish, "stage", lambda *a, **k: pytest.fail("nothing may be written"))
+    with pytest.raises(DataError) as refused:
+        build(sources, out)
+    assert [(p.line, p.value) for p in refused.value.problems] == [(17, "../../escaped")]
+    assert escaped(tmp_path) == []
+
+
+def test_serve_rebuild_refuses_traversal_ids(tmp_path, sources):
+    from pipeline.serve import EditorLoop
+
+    add_gpu(sources, "../../escaped")
+    out = tmp_path / "output"
+    forge_validated(sources, out)
+    loop = EditorLoop(sources, out, port=0, quiet=True)
+    try:
+        assert loop.rebuild() is False
+    finally:
+        loop.server.server_close()
+    assert 'gpu_id = "../../escaped": ids use lowercase latin letters' in loop.report
+    assert escaped(tmp_path) == []
+
+
+# --- --out: only a folder the build owns -----------------------------------------------------
+
+
+def fake_clone(tmp_path: Path) -> Path:
+    clone = tmp_path / "clone"
+    for name in ("pipeline", "site_templates", "sources"):
+        shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (clone / ".git").mkdir()
+    (clone / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (clone / "README.md").write_text("the project\n", encoding="utf-8")
+    return clone
+
+
+def test_out_dot_in_a_clone_is_refused(tmp_path):
+    clone = fake_clone(tmp_path)
+    before = tree(clone)
+    refused = run("build", "--out", ".", cwd=clone)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("Refused: --out . is or contains the sources")
+    assert tree(clone) == before
+
+
+@pytest.mark.parametrize("which", ["sources", "site_templates", "repository", "inside sources", "parent of cwd"])
+def test_out_over_the_project_is_refused(tmp_path, sources, which):
+    out = {
+        "sources": sources,
+        "site_templates": ROOT / "site_templates",
+        "repository": ROOT,
+        "inside sources": sources / "out",
+        "parent of cwd": ROOT.parent,
+    }[which]
+    before = tree(sources)
+    refused = run("build", "--sources", str(sources), "--out", str(out))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.startswith(f"Refused: --out {out} is")
+    assert tree(sources) == before and not (sources / "out").exists()
+
+
+@pytest.mark.parametrize("what", ["home", "user files", "foreign state", "a file"])
+def test_out_over_a_folder_the_build_does_not_own_is_refused(tmp_path, what):
+    out = tmp_path / "target"
+    if what == "a file":
+        out.write_text("notes", encoding="utf-8")
+    else:
+        out.mkdir()
+        files = {
+            "home": {".bashrc": "export X=1\n", "notes.txt": "mine"},
+            "user files": {"report.docx": "mine", "site/index.html": "my own site"},
+            "foreign state": {"build-state.json": '{"inputs": {"other": 1}}'},
+        }[what]
+        for rel, text in files.items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(text, encoding="utf-8")
+    before = tree(tmp_path)
+    refused = run("build", "--out", str(out), env={"HOME": str(out)} if what == "home" else None)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith(f"Refused: --out {out} is")
+    assert tree(tmp_path) == before
+
+
+def test_serve_refuses_a_folder_it_does_not_own(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    refused = run("serve", "--out", str(out), "--port", "0")
+    assert refused.returncode == 2 and refused.stderr.startswith(f"Refused: --out {out} is not empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_folders_a_build_may_replace(tmp_path):
+    absent, empty, placeholder, earlier, legacy = (tmp_path / n for n in ("a", "e", "p", "b", "l"))
+    empty.mkdir()
+    placeholder.mkdir()
+    shutil.copy(ROOT / "site_templates" / "output-README.md", placeholder / "README.md")  # a fresh clone's output/
+    earlier.mkdir()
+    (earlier / "build-state.json").write_text(json.dumps({"generator": outdir.GENERATOR}), encoding="utf-8")
+    legacy.mkdir()  # made by a version without the marker
+    keys = ("sources", "templates", "code", "base_url", "build_date")
+    (legacy / "build-state.json").write_text(json.dumps({"inputs": dict.fromkeys(keys, "x")}), encoding="utf-8")
+    for folder in (absent, empty, placeholder, earlier, legacy):
+        assert outdir.check_output(folder) == folder
+    (placeholder / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(outdir.OutputRefused):
+        outdir.check_output(placeholder)
+
+
+# --- environment failures: one line, exit 3, the old output intact ---------------------------
+
+
+@pytest.fixture
+def previous(tmp_path, built):
+    """A copy of a build; the tests build the same sources with another base URL over it (the
+    validation is reused, so each build takes seconds)."""
+    out = tmp_path / "output"
+    shutil.copytree(built, out)
+    return out, tree(out)
+
+
+def assert_environment_failure(result, out: Path, before: dict, words: str) -> None:
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Environment problem: {words}") and last.endswith(f"{out} was left as it was."), last
+    assert tree(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == [".output.lock", "output"]
+
+
+def test_read_only_parent_fails_before_any_work(previous):
+    out, before = previous
+    faults = {"fail_open": {"under": str(out.parent), "errno": errno.EROFS}}
+    result = run("build", "--out", str(out), "--base-url", "/b/", faults=faults)
+    assert result.returncode == 3 and "imports:" not in result.stderr  # before the libraries are even loaded
+    message = result.stderr.strip()
+    assert message.startswith(f"Environment problem: the file system is read-only ({out.parent}/.output.probe-")
+    assert message.endswith(f"): remount it read-write or choose another --out; {out} was left as it was.")
+    assert tree(out) == before and sorted(p.name for p in out.parent.iterdir()) == ["output"]
+
+
+def test_disk_full_while_writing(previous):
+    out, before = previous
+    result = run(
+        "build",
+        "--out",
+        str(out),
+        "--base-url",
+        "/b/",
+        faults={"fail_write": {"after_bytes": 1_000_000, "errno": errno.ENOSPC}},
+    )
+    assert_environment_failure(result, out, before, "the disk is full (")
+
+
+def test_disk_full_in_the_database(previous):
+    out, before = previous
+    result = run("build", "--out", str(out), "--base-url", "/b/", faults={"duckdb_full": True})
+    assert_environment_failure(result, out, before, "the disk is full (")
+    assert "gpu-finetune.duckdb" in result.stderr
+
+
+def test_missing_permission_in_the_staging_folder(previous):
+    out, before = previous
+    result = run(
+        "build",
+        "--out",
+        str(out),
+        "--base-url",
+        "/b/",
+        faults={"fail_open": {"under": str(out.parent), "errno": errno.EACCES, "deeper": True}},
+    )
+    assert_environment_failure(result, out, before, "no permission to write there (")
+
+
+def test_output_that_cannot_be_renamed(previous):
+    out, before = previous
+    result = run("build", "--out", str(out), "--base-url", "/b/", faults={"fail_rename": {"errno": errno.EPERM}})
+    assert_environment_failure(result, out, before, "no permission to write there (")
+
+
+def chattr_works(path: Path) -> bool:
+    try:
+        return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def test_immutable_output_fails_before_any_work(previous):
+    out, before = previous
+    if not chattr_works(out):
+        pytest.skip("chattr +i is not available here (no CAP_LINUX_IMMUTABLE or no such flag on this file system)")
+    try:
+        result = run("build", "--out", str(out), "--base-url", "/b/")
+    finally:
+        subprocess.run(["chattr", "-i", str(out)], check=True)
+    assert result.returncode == 3 and "imports:" not in result.stderr
+    assert result.stderr.strip() == (
+        f"Environment problem: the folder is immutable or append-only (chattr -i / -a lifts it) ({out}): "
+        f"check the folder's owner, mode and flags (ls -ld, lsattr; chattr -i) or choose another --out; "
+        f"{out} was left as it was."
+    )
+    assert tree(out) == before
+
+
+def test_exit_codes_are_documented():
+    helped = run("build", "--help")
+    assert helped.returncode == 0
+    for line in ("0  built", "1  an internal error", "2  invalid sources", "3  an environment problem"):
+        assert line in helped.stdout
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "`3` an environment problem" in readme

@@ -135,10 +135,15 @@ def write_database(path: Path, catalog: Catalog) -> None:
             _comment(con, table)
         con.execute("COMMIT")
         con.close()
-    except duckdb.IOException as exc:
+    except duckdb.Error as exc:
+        # A full disk comes as an IOException or, at COMMIT, as a TransactionException that says so.
         text = str(exc)
-        code = errno.ENOSPC if "No space left" in text else errno.EROFS if "Read-only" in text else errno.EIO
-        raise OSError(code, text.splitlines()[0] if text else os.strerror(code), str(path)) from exc
+        io = isinstance(exc, duckdb.IOException) or "Could not write file" in text or "No space left" in text
+        if not io:
+            raise
+        codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
+        code = next((c for words, c in codes.items() if words in text), errno.EIO)
+        raise OSError(code, os.strerror(code), str(path)) from exc
 
 
 def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:

@@ -162,15 +162,15 @@ def writable(out: Path) -> None:
     """OSError now, before any work, when the build could not be written beside `out` or put in
     its place: the parent folder must take a new file, and `out` must not be immutable."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (out.parent, out):
+        if _immutable(folder):
+            raise OSError(errno.EPERM, "the folder is immutable or append-only (chattr -i / -a lifts it)", str(folder))
     probe = out.parent / f"{side_name(out, 'probe')}{os.getpid()}-x"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(probe)
     os.close(os.open(probe, flags, 0o600))
     os.unlink(probe)
-    for folder in (out, out.parent):
-        if _immutable(folder):
-            raise OSError(errno.EPERM, "the folder is immutable or append-only (chattr -i / -a lifts it)", str(folder))
 
 
 def _immutable(path: Path) -> bool:

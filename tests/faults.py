@@ -146,9 +146,11 @@ def main() -> int:
         class FullDuckDB:
             @staticmethod
             def connect(*a, **k):
-                raise duckdb.IOException(f'IO Error: Could not write file "{a[0]}": No space left on device')
+                raise duckdb.TransactionException(
+                    f'TransactionContext Error: Failed to commit: Could not write file "{a[0]}": No space left on device'
+                )
 
-            IOException = duckdb.IOException
+            Error, IOException = duckdb.Error, duckdb.IOException
 
         downloads.duckdb = FullDuckDB
 

@@ -448,6 +448,32 @@ def test_output_that_cannot_be_renamed(previous):
     assert_environment_failure(result, out, before, "no permission to write there (")
 
 
+def test_a_really_full_disk(tmp_path, built):
+    """The same on a real full file system (a small tmpfs, where this machine lets root mount one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"no tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        out = disk / "output"
+        shutil.copytree(built, out)
+        before = tree(out)
+        with open(disk / "filler", "wb") as f:
+            f.write(b"\0" * (shutil.disk_usage(disk).free - 2_000_000))  # 2 MB left
+        result = run("build", "--out", str(out), "--base-url", "/b/")
+        assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
+        assert (
+            result.stderr.strip()
+            .splitlines()[-1]
+            .startswith(f"Environment problem: the disk is full ({disk}/.output.build-")
+        )
+        assert tree(out) == before
+        assert sorted(p.name for p in disk.iterdir()) == [".output.lock", "filler", "output"]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def chattr_works(path: Path) -> bool:
     try:
         return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
@@ -455,17 +481,19 @@ def chattr_works(path: Path) -> bool:
         return False
 
 
-def test_immutable_output_fails_before_any_work(previous):
+@pytest.mark.parametrize("which", ["output", "its parent"])
+def test_immutable_folder_fails_before_any_work(previous, which):
     out, before = previous
-    if not chattr_works(out):
+    folder = out if which == "output" else out.parent
+    if not chattr_works(folder):
         pytest.skip("chattr +i is not available here (no CAP_LINUX_IMMUTABLE or no such flag on this file system)")
     try:
         result = run("build", "--out", str(out), "--base-url", "/b/")
     finally:
-        subprocess.run(["chattr", "-i", str(out)], check=True)
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
     assert result.returncode == 3 and "imports:" not in result.stderr
     assert result.stderr.strip() == (
-        f"Environment problem: the folder is immutable or append-only (chattr -i / -a lifts it) ({out}): "
+        f"Environment problem: the folder is immutable or append-only (chattr -i / -a lifts it) ({folder}): "
         f"check the folder's owner, mode and flags (ls -ld, lsattr; chattr -i) or choose another --out; "
         f"{out} was left as it was."
     )

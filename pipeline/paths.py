@@ -3,8 +3,8 @@
 Every file of a build (pages, continuation pages, charts, downloads, Markdown, CDN files, the
 manifest, the DuckDB file, the build state) is written through `write_file` (or linked through
 `link_verified`), and both go through `safe_path`: a name that is absolute, climbs out with
-`..`, holds a NUL or a control character, has an empty or over-long segment, or resolves through a
-symbolic link to somewhere outside the root is refused before anything is written.
+`..`, holds a NUL or a control character, has an empty or over-long segment, or would pass through
+a symbolic link (which could lead anywhere) is refused before anything is written.
 
 Kept free of heavy imports (only the standard library).
 """
@@ -12,6 +12,7 @@ Kept free of heavy imports (only the standard library).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -28,6 +29,9 @@ class UnsafePath(ValueError):
         self.root, self.rel, self.reason = root, rel, reason
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
 def check_relative(rel: object) -> list[str]:
     """The segments of a relative path such as `gpus/h100-pcie.html`; UnsafePath if it is not one.
 
@@ -38,58 +42,63 @@ def check_relative(rel: object) -> list[str]:
         raise UnsafePath("", rel, "not a non-empty text path")
     if rel.startswith("/"):
         raise UnsafePath("", rel, "an absolute path")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
-        raise UnsafePath("", rel, "a NUL or control character in the name")
-    if "\\" in rel:
-        raise UnsafePath("", rel, "a backslash in the name")
+    bad = _CONTROL.search(rel)
+    if bad:
+        raise UnsafePath("", rel, "a backslash in the name" if bad.group() == "\\" else "a NUL or control character")
     parts = rel.split("/")
     for part in parts:
         if part in ("", ".", ".."):
             raise UnsafePath("", rel, f"a {part!r} segment" if part else "an empty segment")
-        try:
-            size = len(part.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise UnsafePath("", rel, "a name that is not valid Unicode") from None
-        if size > NAME_MAX:
-            raise UnsafePath("", rel, f"a segment of {size} bytes (at most {NAME_MAX})")
+        if len(part) > NAME_MAX // 4:  # may be over NAME_MAX bytes in UTF-8
+            try:
+                size = len(part.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise UnsafePath("", rel, "a name that is not valid Unicode") from None
+            if size > NAME_MAX:
+                raise UnsafePath("", rel, f"a segment of {size} bytes (at most {NAME_MAX})")
     return parts
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def safe_path(root: Path, rel: str) -> Path:
     """`root / rel` when it stays inside `root`, else UnsafePath.
 
-    `rel` must pass check_relative; then the folder that will hold the file, with every symbolic
-    link resolved, must be `root` itself or below it, and the name must not be a symbolic link.
+    `rel` must pass check_relative (so it can only leave `root` through a symbolic link), and no
+    part of it that exists already — a folder on the way or the file itself — may be a symbolic
+    link (the build never makes one below its root) or, for a folder, anything but a folder.
     """
     try:
-        check_relative(rel)
+        parts = check_relative(rel)
     except UnsafePath as exc:
         raise UnsafePath(root, rel, exc.reason) from None
-    path = Path(root) / rel
-    if len(os.fsencode(str(path))) >= PATH_MAX:
-        raise UnsafePath(root, rel, f"a path of over {PATH_MAX} bytes")
-    real_root = os.path.realpath(root)
-    if not _inside(os.path.realpath(path.parent), real_root):
-        raise UnsafePath(root, rel, "it resolves outside the folder (through a symbolic link)")
-    if path.is_symlink():
-        raise UnsafePath(root, rel, "the name is a symbolic link")
-    return path
-
-
-def _make_parents(root: Path, path: Path) -> None:
-    """The folders between `root` and `path`, each a real folder (never a symbolic link)."""
-    folder = Path(root)
-    for part in path.relative_to(root).parts[:-1]:
-        folder = folder / part
+    base = os.fspath(root)
+    full = os.path.join(base, rel)
+    try:
+        if len(full.encode("utf-8")) >= PATH_MAX:
+            raise UnsafePath(root, rel, f"a path of over {PATH_MAX} bytes")
+    except UnicodeEncodeError:
+        raise UnsafePath(root, rel, "a name that is not valid Unicode") from None
+    current = base
+    for i, part in enumerate(parts):
+        current = f"{current}/{part}"
         try:
-            os.mkdir(folder, 0o777)
-        except FileExistsError:
-            if folder.is_symlink() or not folder.is_dir():
-                raise UnsafePath(root, str(path.relative_to(root)), f"{part!r} is not a folder") from None
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            break  # the rest is made by this build
+        except NotADirectoryError:
+            raise UnsafePath(root, rel, "a part of the path is a file, not a folder") from None
+        if stat.S_ISLNK(mode):
+            raise UnsafePath(root, rel, f"{'/'.join(parts[: i + 1])!r} is a symbolic link")
+        if i < len(parts) - 1 and not stat.S_ISDIR(mode):
+            raise UnsafePath(root, rel, f"{'/'.join(parts[: i + 1])!r} is not a folder")
+    return Path(full)
+
+
+def _make_parents(path: Path) -> None:
+    """The folders that will hold `path`: safe_path found every existing one a real folder, so
+    the missing ones are made below a real folder."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, exist_ok=True)
 
 
 def write_file(root: Path, rel: str, data: bytes | str) -> Path:
@@ -100,7 +109,7 @@ def write_file(root: Path, rel: str, data: bytes | str) -> Path:
     """
     path = safe_path(root, rel)
     content = data.encode("utf-8") if isinstance(data, str) else data
-    _make_parents(root, path)
+    _make_parents(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o666)
     try:
@@ -138,7 +147,7 @@ def link_verified(old_root: Path, root: Path, rel: str, data: bytes) -> bool:
     if old is None or os.lstat(old).st_size != len(data):
         return False
     path = safe_path(root, rel)
-    _make_parents(root, path)
+    _make_parents(path)
     try:
         os.link(old, path, follow_symlinks=False)
     except OSError:

@@ -135,8 +135,11 @@ def check_output(out: Path, sources: Path | None = None) -> Path:
                 f"--out {shown} is or contains {what} ({folder.resolve()}); a build replaces its output "
                 "folder entirely: choose a folder of its own, e.g. --out output"
             )
-    for what, folder in guarded:
-        if what in ("the sources", "the site templates") and _contains(folder.resolve(), real):
+    inside = [("the pipeline's code", PACKAGE), ("the site templates", TEMPLATES)]  # output/ sits in the repository
+    if sources is not None:
+        inside.insert(0, ("the sources", Path(sources)))
+    for what, folder in inside:
+        if _contains(folder.resolve(), real):
             raise OutputRefused(f"--out {shown} is inside {what} ({folder.resolve()}); choose a folder outside it")
     if not os.path.lexists(path):
         return path

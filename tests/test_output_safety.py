@@ -313,20 +313,23 @@ def test_out_dot_in_a_clone_is_refused(tmp_path):
     assert tree(clone) == before
 
 
-@pytest.mark.parametrize("which", ["sources", "site_templates", "repository", "inside sources", "parent of cwd"])
+@pytest.mark.parametrize(
+    "which", ["sources", "site_templates", "repository", "inside sources", "inside the code", "parent of cwd"]
+)
 def test_out_over_the_project_is_refused(tmp_path, sources, which):
     out = {
         "sources": sources,
         "site_templates": ROOT / "site_templates",
         "repository": ROOT,
         "inside sources": sources / "out",
+        "inside the code": ROOT / "pipeline" / "out",
         "parent of cwd": ROOT.parent,
     }[which]
     before = tree(sources)
     refused = run("build", "--sources", str(sources), "--out", str(out))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert refused.stderr.startswith(f"Refused: --out {out} is")
-    assert tree(sources) == before and not (sources / "out").exists()
+    assert tree(sources) == before and not (sources / "out").exists() and not (ROOT / "pipeline" / "out").exists()
 
 
 @pytest.mark.parametrize("what", ["home", "user files", "foreign state", "a file"])

@@ -145,7 +145,7 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
         raise
     return {
         "unchanged": False,
-        "warnings": validation.warnings,
+        "warnings": validation.warnings + rendered.warnings,  # the articles' removed markup too
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},

@@ -305,9 +305,10 @@ def _print(text: str, stream=None) -> None:
 def run(out: Path, against: Path, as_json: bool = False) -> int:
     """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 3 cannot compare."""
     for path, hint in ((out, "hint_out"), (against, "hint_against")):
-        if not (path / "site").is_dir():
-            _print(WORDS["missing"].format(path=path / "site", hint=WORDS[hint]), sys.stderr)
-            return EXIT_ERROR
+        for folder in (path / "site", path / "site" / "data"):  # a build has both
+            if not folder.is_dir():
+                _print(WORDS["missing"].format(path=folder, hint=WORDS[hint]), sys.stderr)
+                return EXIT_ERROR
     import duckdb  # the DuckDB files are compared by their tables
 
     try:

@@ -218,7 +218,15 @@ def article_template(article: Article) -> jinja2.Template:
 
 # Exceptions an article's template or a helper it calls can raise on a bad template (an unknown
 # id, a wrong argument, a refused attribute, endless recursion): reported against the article.
-ARTICLE_ERRORS = (jinja2.TemplateError, LookupError, TypeError, ValueError, ArithmeticError, RecursionError)
+ARTICLE_ERRORS = (
+    jinja2.TemplateError,
+    LookupError,
+    TypeError,
+    ValueError,
+    ArithmeticError,
+    RecursionError,
+    MemoryError,
+)
 
 
 def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callable[[int], int]]:
@@ -288,6 +296,8 @@ def article_problem(article: Article, exc: BaseException) -> Problem:
         rule = str(exc.message)
     elif isinstance(exc, RecursionError):
         rule = "a macro calls itself without end"
+    elif isinstance(exc, MemoryError):
+        rule = "the article makes a value too large for memory"
     else:
         rule = f"{type(exc).__name__}: {exc}"
     return Problem(article.file, article.line - 1 + line if line else 0, "", None, rule)

@@ -86,8 +86,9 @@ _WINDOW = 20_000  # the longest tag looked at from one "<"
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,99}")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _BACKSLASH = re.compile(r"\\([!-/:-@\[-`{-~])")
-# A link definition: [label]: destination (CommonMark "link reference definitions").
-_DEFINITION = re.compile(r"^ {0,3}\[(?:[^\[\]\\\n]|\\.)+\]:[ \t]*\n?[ \t]*(\S+)[^\n]*(?:\n|$)", re.M)
+# What follows the "]:" of a link definition, [label]: destination (CommonMark "link reference
+# definitions"), wherever it stands: in a list item or a quote it is a definition too.
+_DEFINITION = re.compile(r"\]:[ \t]*\n?[ \t]*(\S+)")
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,9 @@ def _tag(name: str, raw: str, selfclosing: str) -> tuple[str, list[str]]:
                 f'{attribute}="{short(value or "")}" removed from <{name}>: only http(s), mailto, tel and relative addresses'
             )
         elif attribute == "id" and not _ID.fullmatch(value or ""):
-            notes.append(f'id="{short(value or "")}" removed from <{name}>: an id is a latin letter, then letters or digits')
+            notes.append(
+                f'id="{short(value or "")}" removed from <{name}>: an id is a latin letter, then letters or digits'
+            )
         else:
             kept[attribute] = value
     attributes = "".join(f" {a}" if v is None else f' {a}="{_attribute_text(v)}"' for a, v in kept.items())
@@ -346,10 +349,13 @@ def _clean_links(text: str) -> tuple[str, list[Removed]]:
         passes.append(anchors)
     edits = []
     for m in _DEFINITION.finditer(text):
-        if not url_allowed(decoded_destination(m.group(1).strip("<>"))):
+        if not _escaped(text, m.start()) and not url_allowed(decoded_destination(m.group(1).strip("<>"))):
             shown = short(decoded_destination(m.group(1)))
-            removed.append(Removed(original(m.start()), f'link definition to "{shown}" removed'))
-            edits.append((m.start(), m.end(), ""))
+            opening = _link_start(text, m.start())
+            removed.append(
+                Removed(original(m.start() if opening is None else opening), f'link definition to "{shown}" removed')
+            )
+            edits.append((m.start(1), m.end(1), ""))
     return _replace(text, edits)[0], removed
 
 

@@ -111,6 +111,9 @@ def test_exit_codes(builds, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "Изменений нет."
     assert main(["diff", "--out", str(output), "--against", str(tmp_path / "missing")]) == 3
     assert "missing/site" in capsys.readouterr().err
+    (tmp_path / "not-a-build" / "site").mkdir(parents=True)  # a folder with site/ but no downloads
+    assert main(["diff", "--out", str(tmp_path / "not-a-build"), "--against", str(published)]) == 3
+    assert f"нет папки {tmp_path / 'not-a-build' / 'site' / 'data'}" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:  # 2 is the command line's own: a wrong option
         main(["diff", "--no-such-option"])
     assert usage.value.code == 2

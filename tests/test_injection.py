@@ -317,9 +317,9 @@ MARKUP = [
         'link to "javascript:alert(1)" removed: only http(s), mailto, tel and relative addresses',
     ),
     (
-        "[x][evil]\n\n[evil]: javascript:alert(1)",
-        "[x][evil]\n",
-        "<p>[x][evil]</p>",
+        "[x][evil]\n\n- [evil]: javascript:alert(1)",  # a definition inside a list item is one too
+        "[x][evil]\n\n- [evil]: ",
+        "<p>[x][evil]</p>\n<ul>\n<li>[evil]: </li>\n</ul>",
         'link definition to "javascript:alert(1)" removed',
     ),
     (

@@ -176,18 +176,26 @@ def _at(text: str, i: int) -> tuple[int, str, list[str]]:
         return m.end(), "", [f"<{name}> is not allowed in an article: the tag removed, its text kept"]
     if m := _AUTOLINK.match(text, i, end):
         if m.group(1).lower() in URL_SCHEMES:
-            return m.end(), m.group(), []
+            return m.end(), _explicit_link(m.group()[1:-1], m.group()[1:-1]), []
         return (
             m.end(),
             "",
             [f'link to "{short(m.group()[1:-1])}" removed: only http(s), mailto, tel and relative addresses'],
         )
     if m := _EMAIL.match(text, i, end):
-        return m.end(), m.group(), []
+        return m.end(), _explicit_link(m.group()[1:-1], "mailto:" + m.group()[1:-1]), []
     if re.match(r"</?[A-Za-z!?]", text[i : i + 2]):
         rest = text[i : text.find("\n", i) if "\n" in text[i:end] else end]
         return i + 1, "&lt;", [f'"{short(rest)}" is not a complete HTML tag: shown as text']
     return i + 1, "&lt;", []
+
+
+def _explicit_link(text: str, url: str) -> str:
+    """An autolink (<https://…>, <name@host>) as the same link in [text](url) form: inside a raw HTML
+    block an autolink is not one, and a browser would read "<https:/onclick=…>" as a tag."""
+    shown = "".join("\\" + c if c in "\\`*_[]|" else c for c in text)
+    shown = shown.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"[{shown}]({url.replace('(', '%28').replace(')', '%29')})"
 
 
 def _clean_html_parts(text: str) -> tuple[str, list[Removed], list[tuple[int, int]]]:
@@ -245,6 +253,28 @@ def _destination(text: str, i: int) -> tuple[str, int]:
             depth -= 1
         i += 1
     return text[start:i], i
+
+
+def _whole_destination(text: str, i: int) -> tuple[str, int | None]:
+    """Everything from text[i] (after "](") to the ")" that closes it, line breaks and spaces included,
+    as a laxer Markdown (Python-Markdown) reads a destination; and where that ")" ends (None: none
+    before a blank line). A browser drops the tabs and line breaks of an address: "j\navascript:"."""
+    depth, start = 0, i
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "\n" and text[i + 1 : i + 2] == "\n":
+            break
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                return text[start:i], i + 1
+            depth -= 1
+        i += 1
+    return text[start:i], None
 
 
 def _link_end(text: str, i: int) -> int | None:
@@ -308,10 +338,12 @@ def _bad_links(text: str) -> tuple[list[tuple[int, int, str]], list[Removed]]:
         if at < done or _escaped(text, at):
             continue
         raw, end = _destination(text, at + 2)
-        if url_allowed(decoded_destination(raw)):
+        whole, whole_end = _whole_destination(text, at + 2)
+        if url_allowed(decoded_destination(raw)) and url_allowed(decoded_destination(whole)):
             continue
-        shown = short(decoded_destination(raw))
-        opening, closing = _link_start(text, at), _link_end(text, end)
+        bad = raw if not url_allowed(decoded_destination(raw)) else whole
+        shown = short(decoded_destination(bad))
+        opening, closing = _link_start(text, at), _link_end(text, end) or whole_end
         if opening is None or closing is None or opening < done:
             edits.append((at, at, "\\"))
             removed.append(Removed(at, f'"{shown}" is not an allowed address: the link is shown as text'))
@@ -329,9 +361,9 @@ def _bad_links(text: str) -> tuple[list[tuple[int, int, str]], list[Removed]]:
     return edits, removed
 
 
-def _clean_links(text: str) -> tuple[str, list[Removed]]:
+def _clean_links(text: str) -> tuple[str, list[Removed], list[list[tuple[int, int]]]]:
     """Links, images and link definitions to a disallowed address: replaced by their text, or removed.
-    Offsets of what was removed are those of `text`."""
+    Offsets of what was removed are those of `text`; also the anchors of each pass of edits."""
     removed: list[Removed] = []
     passes: list[list[tuple[int, int]]] = []
 
@@ -356,15 +388,37 @@ def _clean_links(text: str) -> tuple[str, list[Removed]]:
                 Removed(original(m.start() if opening is None else opening), f'link definition to "{shown}" removed')
             )
             edits.append((m.start(1), m.end(1), ""))
-    return _replace(text, edits)[0], removed
+    text, anchors = _replace(text, edits)
+    return text, removed, passes + [anchors]
+
+
+MAX_PASSES = 8  # an edit can make a new construct ("<scr<script>ipt>"): clean until nothing changes
 
 
 def clean_markdown(text: str) -> tuple[str, list[Removed]]:
     """Article Markdown with only allowed raw HTML and link addresses; what was removed, by offset in `text`."""
-    cleaned, removed, anchors = _clean_html_parts(text)
-    cleaned, links = _clean_links(cleaned)
-    removed += [Removed(_back(anchors, item.offset), item.what) for item in links]
-    return cleaned, sorted(removed, key=lambda r: r.offset)
+    removed: list[Removed] = []
+    maps: list[list[tuple[int, int]]] = []  # the anchors of every pass of edits, first to last
+
+    def original(offset: int) -> int:
+        for anchors in reversed(maps):
+            offset = _back(anchors, offset)
+        return offset
+
+    for _ in range(MAX_PASSES):
+        cleaned, found, anchors = _clean_html_parts(text)
+        removed += [Removed(original(r.offset), r.what) for r in found]
+        maps.append(anchors)
+        cleaned, found, passes = _clean_links(cleaned)
+        removed += [Removed(original(r.offset), r.what) for r in found]
+        maps += passes
+        if cleaned == text:
+            break
+        text = cleaned
+    else:  # still changing: nothing of it may stay markup
+        text = re.sub(r"\](?=[(:])", r"\\]", text.replace("<", "&lt;"))
+        removed.append(Removed(0, "markup that kept changing as it was cleaned: shown as text"))
+    return text, sorted(removed, key=lambda r: r.offset)
 
 
 # --- HTML ----------------------------------------------------------------------------------------

@@ -233,16 +233,17 @@ def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callabl
     """template.render(context), and a function giving the template line that wrote a character of
     the result (for the editor: the line of a removed tag or link)."""
     gen = template.root_render_func(template.new_context(context))
-    literals = {id(c) for c in gen.gi_code.co_consts if type(c) is str}
+    code = gen.gi_code
+    literals = {id(c) for c in code.co_consts if type(c) is str}
     parts: list[str] = []
     starts: list[int] = []
-    code_lines: list[int] = []
+    offsets: list[int] = []  # of the yield in the compiled code: its line is looked up only when asked
     size = 0
     try:
         for chunk in gen:
             parts.append(chunk)
             starts.append(size)
-            code_lines.append(gen.gi_frame.f_lineno)
+            offsets.append(gen.gi_frame.f_lasti)
             size += len(chunk)
             if size > MAX_ARTICLE_CHARS:
                 raise SecurityError(f"the article is longer than {MAX_ARTICLE_CHARS} characters")
@@ -254,7 +255,8 @@ def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callabl
         k = bisect_right(starts, offset) - 1
         if k < 0:
             return 1
-        line = template.get_corresponding_lineno(code_lines[k])
+        code_line = list(code.co_positions())[offsets[k] // 2][0] or 1
+        line = template.get_corresponding_lineno(code_line)
         if id(parts[k]) not in literals:
             return line  # an expression's output: the line of the expression
         # Text of the template itself: find it in the source, at or after the nearest line Jinja knows.
@@ -470,6 +472,7 @@ class Renderer:
         self.assets: dict[str, bytes] = {}
         self.asset_names: dict[str, str] = {}
         self.article_warnings: set[Problem] = set()
+        self.article_helpers: dict[str, Helpers] = {}
 
     def asset(self, filename: str) -> str:
         """A file of site_templates/static/, published under a content-hashed name (returned).
@@ -516,8 +519,10 @@ class Renderer:
             views[token] = view
             return Markup("\n\n" + token + "\n\n")
 
-        context = {name: Helpers(name, source, ARTICLE_HELPERS[name]) for name, source in sources.items()}
-        context.update(fmt=Helpers("fmt", fmt, ARTICLE_HELPERS["fmt"]), table=table, labels=self.labels)
+        if not self.article_helpers:  # made once per renderer
+            helpers = {**sources, "fmt": fmt}
+            self.article_helpers = {name: Helpers(name, helpers[name], ARTICLE_HELPERS[name]) for name in helpers}
+        context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
             text, line_at = render_lines(article_template(article), context)
         except ARTICLE_ERRORS as exc:

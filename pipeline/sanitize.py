@@ -85,6 +85,9 @@ _EMAIL = re.compile(
 _WINDOW = 20_000  # the longest tag looked at from one "<"
 _ID = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,99}")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_C0_AND_SPACE = "".join(map(chr, range(33)))
+# A destination with nothing to parse (no spaces, parentheses, escapes or "<"), closed at once.
+_SIMPLE_DESTINATION = re.compile(r"([^\s()\\<]*)\)")
 _BACKSLASH = re.compile(r"\\([!-/:-@\[-`{-~])")
 # What follows the "]:" of a link definition, [label]: destination (CommonMark "link reference
 # definitions"), wherever it stands: in a list item or a quote it is a definition too.
@@ -107,7 +110,7 @@ def short(text: str) -> str:
 def url_allowed(url: str) -> bool:
     """An address as a browser reads it (tabs and line breaks dropped, leading spaces and controls
     skipped): http(s), mailto, tel, or relative (no scheme)."""
-    url = re.sub(r"[\t\n\r]", "", url).lstrip("".join(map(chr, range(33))))
+    url = url.replace("\t", "").replace("\n", "").replace("\r", "").lstrip(_C0_AND_SPACE)
     scheme = _SCHEME.match(url)
     return scheme is None or scheme.group(1).lower() in URL_SCHEMES
 
@@ -306,6 +309,8 @@ def _link_start(text: str, close: int) -> int | None:
 
 def decoded_destination(raw: str) -> str:
     """A Markdown link destination as a renderer passes it on: backslash escapes and entities resolved."""
+    if "\\" not in raw and "&" not in raw:
+        return raw
     return html.unescape(_BACKSLASH.sub(r"\1", raw))
 
 
@@ -337,6 +342,9 @@ def _bad_links(text: str) -> tuple[list[tuple[int, int, str]], list[Removed]]:
         at = m.start()
         if at < done or _escaped(text, at):
             continue
+        simple = _SIMPLE_DESTINATION.match(text, at + 2)
+        if simple and url_allowed(decoded_destination(simple.group(1))):
+            continue  # most links: no need to read them both ways
         raw, end = _destination(text, at + 2)
         whole, whole_end = _whole_destination(text, at + 2)
         if url_allowed(decoded_destination(raw)) and url_allowed(decoded_destination(whole)):

@@ -148,6 +148,8 @@ class Helpers:
         self._members = {m: getattr(source, m) for m in members}
 
     def __getattr__(self, attribute: str):
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)  # its own slots, before they are set
         try:
             return self._members[attribute]
         except KeyError:
@@ -250,12 +252,14 @@ def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callabl
     except Exception:
         template.environment.handle_exception()
     source = _ARTICLE_BODIES.get(template.name, ("", ""))[0]
+    positions: list[tuple] = []
 
     def line_at(offset: int) -> int:
         k = bisect_right(starts, offset) - 1
         if k < 0:
             return 1
-        code_line = list(code.co_positions())[offsets[k] // 2][0] or 1
+        positions[:] = positions or list(code.co_positions())  # (line, ...) per instruction
+        code_line = positions[offsets[k] // 2][0] or 1
         line = template.get_corresponding_lineno(code_line)
         if id(parts[k]) not in literals:
             return line  # an expression's output: the line of the expression
@@ -507,12 +511,12 @@ class Renderer:
         Raises TemplateError when the template fails or is refused by the sandbox."""
         views: dict[str, TableView] = {}
         sources = {"t": self.tables, "e": self.estimator, "cmp": self.comparison}
-        builders = {kind: (name, sources[name]) for name, kinds in ARTICLE_TABLES.items() for kind in kinds}
+        builders = {kind: sources[name] for name, kinds in ARTICLE_TABLES.items() for kind in kinds}
 
         def table(kind: str, **kwargs) -> Markup:
             if kind not in builders:
                 raise SecurityError(f'table("{kind}") is not an article table')
-            view = getattr(builders[kind][1], f"{kind}_table")(**kwargs)
+            view = getattr(builders[kind], f"{kind}_table")(**kwargs)
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))
@@ -769,6 +773,7 @@ class Renderer:
 
     def render(self) -> Rendered:
         self.articles = read_articles(self.templates)
+        self.article_warnings.clear()
         self.pages: list[str] = []
         site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}

@@ -241,7 +241,7 @@ class EditorServer(HTTPServer):
 
     def __init__(self, address, handler, workers: int = WORKERS, waiting: int = WAITING):
         super().__init__(address, handler)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="serve")
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{self.server_address[1]}")
         self.slots = threading.BoundedSemaphore(workers + waiting)
         self.long_polls = threading.BoundedSemaphore(min(LONG_POLLS, max(workers - 1, 1)))
 

@@ -40,7 +40,7 @@ bench *ARGS:
 serve *ARGS:
     python -m pipeline serve {{ARGS}}
 
-# What this build changes against the published one (exit code 0 nothing, 1 changes, 2 error)
+# What this build changes against the published one (exit code 0 nothing, 1 changes, 3 error)
 [no-exit-message]
 diff *ARGS:
     python -m pipeline diff {{ARGS}}

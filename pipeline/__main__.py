@@ -224,7 +224,7 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
         raise
     return {
         "unchanged": False,
-        "warnings": shown(validation.warnings, sources),
+        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
         "leftover": staging.leftover,
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
@@ -282,7 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
     s.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000; 0 picks a free one)")
     s.add_argument("--quiet", action="store_true", help="print only rebuilds and problems, no stage times")
-    d = commands.add_parser("diff", help="what this build changes compared with the published one")
+    d = commands.add_parser(
+        "diff",
+        help="what this build changes compared with the published one",
+        description="What this build changes compared with the published one, in the editor's terms. "
+        "Exit codes: 0 nothing changed, 1 something changed, 3 the folders could not be compared "
+        "(2: wrong options).",
+    )
     d.add_argument("--out", type=Path, default=Path("output"), help="this build's output folder (default: output)")
     d.add_argument(
         "--against",

@@ -5,21 +5,27 @@ with the schema registry): changed values by entity, added and removed rows; the
 pages and files whose content differs. The report is Russian (it is read by editors);
 its words live here because it is terminal output, not site text.
 
-Exit codes of `python -m pipeline diff`: 0 nothing changed, 1 something changed, 2 error.
+Exit codes of `python -m pipeline diff`: 0 nothing changed, 1 something changed, 3 the folders
+could not be compared (one is missing or is not a build, a file cannot be read). 2 stays the
+command line's own: argparse exits 2 on an unknown option. The report is printed in any locale:
+where the terminal's encoding has no Cyrillic, the text keeps its letters as \\u escapes and JSON is
+written in ASCII (both still readable by a tool), with a note on stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 
 from pipeline import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
 
-EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 2
+EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 3
 DATABASE = "gpu-finetune.duckdb"
 # Files that list or stamp the whole build: they change whenever anything does.
 IGNORED = {"manifest.json"}
@@ -68,6 +74,7 @@ WORDS = {
     "missing": "нет папки {path}: {hint}",
     "hint_out": "сначала соберите сайт (just build)",
     "hint_against": "опубликованной сборки ещё нет (just publish)",
+    "unreadable": "не удалось сравнить {out} и {against}: {error}",
 }
 
 
@@ -274,12 +281,53 @@ def format_text(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _encodable(text: str, stream) -> bool:
+    try:
+        text.encode(stream.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _print(text: str, stream=None) -> None:
+    """`text` on the stream, in its encoding; what it cannot show becomes \\u escapes, never an error."""
+    stream = stream or sys.stdout
+    if hasattr(stream, "reconfigure") and not _encodable(text, stream):
+        stream.reconfigure(errors="backslashreplace")
+    try:
+        print(text, file=stream)
+        stream.flush()
+    except BrokenPipeError:  # the reader stopped early (`diff | head`): the rest goes nowhere, quietly
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 def run(out: Path, against: Path, as_json: bool = False) -> int:
-    """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 2 a folder is missing."""
+    """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 3 cannot compare."""
     for path, hint in ((out, "hint_out"), (against, "hint_against")):
-        if not (path / "site").is_dir():
-            print(WORDS["missing"].format(path=path / "site", hint=WORDS[hint]), file=sys.stderr)
-            return EXIT_ERROR
-    report = diff(out, against)
-    print(json.dumps(report, ensure_ascii=False, indent=1) if as_json else format_text(report))
+        for folder in (path / "site", path / "site" / "data"):  # a build has both
+            if not folder.is_dir():
+                _print(WORDS["missing"].format(path=folder, hint=WORDS[hint]), sys.stderr)
+                return EXIT_ERROR
+    import duckdb  # the DuckDB files are compared by their tables
+
+    try:
+        report = diff(out, against)
+    except (OSError, ValueError, KeyError, csv.Error, duckdb.Error) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        _print(WORDS["unreadable"].format(out=out, against=against, error=error), sys.stderr)
+        return EXIT_ERROR
+    if as_json:
+        text = json.dumps(report, ensure_ascii=False, indent=1)
+        if not _encodable(text, sys.stdout):
+            text = json.dumps(report, ensure_ascii=True, indent=1)  # the same JSON, in ASCII
+    else:
+        text = format_text(report)
+    if not _encodable(text, sys.stdout):
+        print(
+            f"diff: the terminal's encoding ({sys.stdout.encoding}) has no Cyrillic letters; they are shown "
+            "as \\u escapes. For the text itself, use a UTF-8 locale (LANG=C.UTF-8) or PYTHONIOENCODING=utf-8.",
+            file=sys.stderr,
+        )
+    _print(text)
     return EXIT_CHANGED if report["changed"] else EXIT_SAME

@@ -74,9 +74,11 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
         safe = spreadsheet_safe_frame(frame, table)
         texts[table.name] = csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
         if frame.height <= EXCEL_MAX_ROWS:
-            workbooks[table.name] = key = (table.name, csv, stamp)
+            # The workbook holds the text as it is (a string cell is never a formula): keyed on the
+            # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
+            workbooks[table.name] = key = (table.name, csv, stamp, _typed_apostrophes(frame, table))
             if key not in _WORKBOOKS:
-                missing[key] = (table, *sheet_inputs(table, safe), stamp)
+                missing[key] = (table, *sheet_inputs(table, frame), stamp)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
@@ -156,8 +158,21 @@ def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None
     write_database(safe_path(data_dir, DATABASE), catalog)
 
 
+def _typed_apostrophes(frame: pl.DataFrame, table: Table) -> str:
+    """The frame as CSV when a text cell starts with "'" (its safe CSV could be that of another text), else ""."""
+    text = [f.name for f in table.fields if f.type in ("str", "id")]
+    if (
+        frame.height
+        and text
+        and frame.select(pl.any_horizontal(pl.col(c).str.starts_with("'").any() for c in text)).item()
+    ):
+        return frame.write_csv()
+    return ""
+
+
 def spreadsheet_safe_frame(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
-    """Text cells a spreadsheet would run as a formula get a leading ' (format.spreadsheet_safe, vectorised)."""
+    """Text cells a spreadsheet would run as a formula get a leading ' (format.spreadsheet_safe, vectorised).
+    Only the CSV downloads carry it: XLSX cells are typed, and Parquet and DuckDB keep the text as it is."""
     text = [f.name for f in table.fields if f.type in ("str", "id")]
     return frame.with_columns(
         pl.when(pl.any_horizontal(pl.col(c).str.starts_with(p) for p in FORMULA_PREFIXES))
@@ -235,7 +250,8 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     for i, f in enumerate(table.fields):
         ws.write_string(0, i, f.label_ru or f.name, bold)
     formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
-    # One writer per column, chosen once: text is always a string cell (never a formula or a URL).
+    # One writer per column, chosen once: text is always a string cell (never a formula or a URL),
+    # so it is written as it is, without the CSV's "'".
     writers = [_column_writer(ws, f, formats.get(number_format(f))) for f in table.fields]
     for r, row in enumerate(rows, 1):
         for c, value in enumerate(row):

@@ -12,14 +12,17 @@ import functools
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 import markdown
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging
+from pipeline import calculator, charts, estimator_pages, paging, sanitize
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -43,6 +46,11 @@ class Article:
     order: int
     nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
+    line: int = 1  # the line of the file where the body starts
+
+    @property
+    def file(self) -> str:
+        return f"site_templates/articles/{self.slug}.md"
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Rendered:
 
     site: dict[str, str | bytes]
     markdown: dict[str, str]
+    warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
 
 
 def load_labels(templates: Path = TEMPLATES) -> dict:
@@ -67,7 +76,10 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
         text = path.read_text(encoding="utf-8")
         _, head, body = text.split("---\n", 2)
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
-        articles.append(Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body))
+        first = head.count("\n") + 3  # the two "---" lines and the front matter come first
+        articles.append(
+            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body, first)
+        )
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
 
@@ -85,30 +97,216 @@ def markdown_table(view: TableView, sources: str) -> str:
 
 
 _ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
-_ARTICLE_BODIES: dict[str, str] = {}
+_ARTICLE_BODIES: dict[str, tuple[str, str]] = {}  # template name -> (body, file)
+
+# What an article may use (site_templates/README.md lists them): these members of its four helper
+# objects, the tables of table(kind, ...), and three of Jinja's globals. Nothing else of Python is
+# reachable: articles run in a sandbox, like any text an editor or a CMS may write.
+ARTICLE_HELPERS = {
+    "t": (
+        *("mem", "mem_low", "mem_high", "tmin", "cards", "cards_high", "percent", "anchor_sizes", "min_bytes"),
+        *("const", "max_anchor_b", "model", "method", "gpu", "server", "legacy_row", "server_fit_row"),
+    ),
+    "e": ("median_error", "within_25", "bias", "rows_used", "measurements_count", "part"),
+    "cmp": (
+        *("gb", "applies", "part", "cards", "ratio", "bytes_per_param", "fits", "advice", "advice_steps"),
+        *("measured", "predicted", "error", "error_abs", "seq_len", "link", "legacy_full_high_bytes"),
+        *("legacy_qlora_gb", "deepspeed_bytes_per_param", "within_percent", "gib_in_gb", "bytes_per_gb"),
+    ),
+    "fmt": ("gb", "number", "integer"),
+}
+ARTICLE_TABLES = {
+    "t": (
+        "methods",
+        "anchors",
+        "memory",
+        "min",
+        "cards",
+        "server_fit",
+        "rule_of_thumb",
+        "legacy_counts",
+        "legacy_offers",
+    ),
+    "e": ("summary", "calibration", "breakdown", "pretraining"),
+    "cmp": ("estimators", "setups", "parts", "measured", "advice"),
+}
+ARTICLE_GLOBALS = ("range", "dict", "namespace")
+# Filters whose result passes into the article as markup, unescaped: an article has no use for them.
+MARKUP_FILTERS = ("safe", "escape", "e", "forceescape", "urlize", "xmlattr", "tojson")
+MAX_ARTICLE_CHARS = 20_000_000  # a rendered article longer than this is refused
+MAX_REPEAT = 1_000_000  # the longest text or list `*` may make
+MAX_POWER_BITS = 65_536  # the largest integer `**` may make
+
+
+class Helpers:
+    """The documented members of one helper object (`t`, `e`, `cmp`, `fmt`), and nothing else of it."""
+
+    __slots__ = ("_name", "_members")
+
+    def __init__(self, name: str, source, members: tuple[str, ...]):
+        self._name = name
+        self._members = {m: getattr(source, m) for m in members}
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)  # its own slots, before they are set
+        try:
+            return self._members[attribute]
+        except KeyError:
+            raise AttributeError(attribute) from None
+
+
+class ArticleSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox (no attributes starting with "_", no Python internals, no changing of
+    lists or dicts), limited further to the helpers, with `*` and `**` kept from making huge values."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def getattr(self, obj, attribute: str):
+        if type(obj) is Helpers and attribute not in obj._members:
+            raise SecurityError(f'"{obj._name}.{attribute}" is not an article helper')
+        if isinstance(obj, jinja2.Undefined):
+            obj._fail_with_undefined_error()  # "'x' is undefined" says more than a refused attribute of it
+        return super().getattr(obj, attribute)
+
+    def is_safe_attribute(self, obj, attr: str, value) -> bool:
+        if type(obj) is Helpers:
+            return attr in obj._members
+        return super().is_safe_attribute(obj, attr, value)
+
+    def call_binop(self, context, operator: str, left, right):
+        if operator == "**" and type(left) is int and type(right) is int and right > 0:
+            if right * max(abs(left).bit_length() - 1, 0) > MAX_POWER_BITS:
+                raise SecurityError(f"{left} ** {right} is too large a number for an article")
+        if operator == "*":
+            for items, times in ((left, right), (right, left)):
+                if isinstance(items, str | list | tuple) and type(times) is int and len(items) * times > MAX_REPEAT:
+                    raise SecurityError(f"a repetition of {len(items) * times} items is too long for an article")
+        return super().call_binop(context, operator, left, right)
 
 
 def _inert(value):
     return value if isinstance(value, Markup) else fmt.md_inline(value)
 
 
+def _article_source(name: str):
+    if name not in _ARTICLE_BODIES:
+        return None  # an article includes, imports or extends no other file
+    body, file = _ARTICLE_BODIES[name]
+    return body, file, lambda: True
+
+
 # Every value an article prints is made inert Markdown (no links, emphasis or HTML from data);
 # only the tables, already escaped, pass as they are. Bodies are compiled once per content.
-_ARTICLE_ENV = jinja2.Environment(
-    loader=jinja2.FunctionLoader(lambda name: (_ARTICLE_BODIES[name], None, lambda: True)),
+_ARTICLE_ENV = ArticleSandbox(
+    loader=jinja2.FunctionLoader(_article_source),
     undefined=jinja2.StrictUndefined,
     autoescape=False,
     finalize=_inert,
     keep_trailing_newline=True,
 )
+_ARTICLE_ENV.globals = {name: _ARTICLE_ENV.globals[name] for name in ARTICLE_GLOBALS}
+for _name in MARKUP_FILTERS:
+    del _ARTICLE_ENV.filters[_name]
 
 
 def article_template(article: Article) -> jinja2.Template:
     name = f"{article.slug}.{hashlib.sha256(article.body.encode()).hexdigest()}"
-    _ARTICLE_BODIES[name] = article.body
+    _ARTICLE_BODIES[name] = (article.body, article.file)
     if _ARTICLE_ENV.bytecode_cache is None:
         _ARTICLE_ENV.bytecode_cache = _bytecode_cache(_ARTICLE_ENV)
     return _ARTICLE_ENV.get_template(name)
+
+
+# Exceptions an article's template or a helper it calls can raise on a bad template (an unknown
+# id, a wrong argument, a refused attribute, endless recursion): reported against the article.
+ARTICLE_ERRORS = (
+    jinja2.TemplateError,
+    LookupError,
+    TypeError,
+    ValueError,
+    ArithmeticError,
+    RecursionError,
+    MemoryError,
+)
+
+
+def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callable[[int], int]]:
+    """template.render(context), and a function giving the template line that wrote a character of
+    the result (for the editor: the line of a removed tag or link)."""
+    gen = template.root_render_func(template.new_context(context))
+    code = gen.gi_code
+    literals = {id(c) for c in code.co_consts if type(c) is str}
+    parts: list[str] = []
+    starts: list[int] = []
+    offsets: list[int] = []  # of the yield in the compiled code: its line is looked up only when asked
+    size = 0
+    try:
+        for chunk in gen:
+            parts.append(chunk)
+            starts.append(size)
+            offsets.append(gen.gi_frame.f_lasti)
+            size += len(chunk)
+            if size > MAX_ARTICLE_CHARS:
+                raise SecurityError(f"the article is longer than {MAX_ARTICLE_CHARS} characters")
+    except Exception:
+        template.environment.handle_exception()
+    source = _ARTICLE_BODIES.get(template.name, ("", ""))[0]
+    positions: list[tuple] = []
+
+    def line_at(offset: int) -> int:
+        k = bisect_right(starts, offset) - 1
+        if k < 0:
+            return 1
+        positions[:] = positions or list(code.co_positions())  # (line, ...) per instruction
+        code_line = positions[offsets[k] // 2][0] or 1
+        line = template.get_corresponding_lineno(code_line)
+        if id(parts[k]) not in literals:
+            return line  # an expression's output: the line of the expression
+        # Text of the template itself: find it in the source, at or after the nearest line Jinja knows.
+        within = offset - starts[k]
+        piece = parts[k][within : within + 40].split("\n")[0]
+        found = [source.count("\n", 0, m.start()) + 1 for m in re.finditer(re.escape(piece), source)] if piece else []
+        after = [n for n in found if n >= line]
+        if after or found:
+            return min(after) if after else found[-1]
+        return line + parts[k].count("\n", 0, within)
+
+    return "".join(parts), line_at
+
+
+def template_line(exc: BaseException, filename: str | None) -> int:
+    """The template line an exception was raised at (Jinja puts the template's lines into the traceback)."""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return exc.lineno or 0
+    line, tb = 0, exc.__traceback__
+    while tb is not None:
+        if filename and tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def article_problem(article: Article, exc: BaseException) -> Problem:
+    """An article's template error as the editor reads it: file, line, what was refused or is unknown."""
+    line = template_line(exc, article.file)
+    if isinstance(exc, SecurityError):
+        rule = f"refused: {exc} (an article may use only the helpers listed in site_templates/README.md)"
+    elif isinstance(exc, KeyError):
+        rule = f"unknown id {exc}"
+    elif isinstance(exc, jinja2.TemplateSyntaxError):
+        rule = f"template syntax: {exc.message}"
+    elif isinstance(exc, jinja2.TemplateNotFound):
+        rule = f"an article includes, imports or extends no other file ({exc.message})"
+    elif isinstance(exc, jinja2.TemplateError):
+        rule = str(exc.message)
+    elif isinstance(exc, RecursionError):
+        rule = "a macro calls itself without end"
+    elif isinstance(exc, MemoryError):
+        rule = "the article makes a value too large for memory"
+    else:
+        rule = f"{type(exc).__name__}: {exc}"
+    return Problem(article.file, article.line - 1 + line if line else 0, "", None, rule)
 
 
 def html_environment(templates: Path) -> jinja2.Environment:
@@ -134,6 +332,7 @@ def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
     since the compiled code depends on them and Jinja keys its cache on the source only."""
     settings = repr(
         (env.autoescape, env.undefined, env.finalize, env.keep_trailing_newline, env.trim_blocks, env.lstrip_blocks)
+        + (type(env).__qualname__, sorted(getattr(env, "intercepted_binops", ())), sorted(env.filters))
     )
     tag = hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", settings).encode()).hexdigest()[:12]
     try:
@@ -276,6 +475,8 @@ class Renderer:
         self.fast_tables = fast_tables_verified(self.html_env, self.labels)
         self.assets: dict[str, bytes] = {}
         self.asset_names: dict[str, str] = {}
+        self.article_warnings: set[Problem] = set()
+        self.article_helpers: dict[str, Helpers] = {}
 
     def asset(self, filename: str) -> str:
         """A file of site_templates/static/, published under a content-hashed name (returned).
@@ -305,38 +506,45 @@ class Renderer:
 
     # -- articles --
     def render_article(self, article: Article, mode: str) -> tuple[str, dict[str, TableView]]:
-        """The article body in Markdown; in html mode, tables are left as tokens to fill later."""
+        """The article body in Markdown, its raw HTML and links cleaned (sanitize.clean_markdown; what was
+        removed goes to self.article_warnings); in html mode, tables are left as tokens to fill later.
+        Raises TemplateError when the template fails or is refused by the sandbox."""
         views: dict[str, TableView] = {}
+        sources = {"t": self.tables, "e": self.estimator, "cmp": self.comparison}
+        builders = {kind: sources[name] for name, kinds in ARTICLE_TABLES.items() for kind in kinds}
 
         def table(kind: str, **kwargs) -> Markup:
-            builder = next(
-                getattr(source, f"{kind}_table")
-                for source in (self.tables, self.estimator, self.comparison)
-                if hasattr(source, f"{kind}_table")
-            )
-            view = builder(**kwargs)
+            if kind not in builders:
+                raise SecurityError(f'table("{kind}") is not an article table')
+            view = getattr(builders[kind], f"{kind}_table")(**kwargs)
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))
             views[token] = view
             return Markup("\n\n" + token + "\n\n")
 
-        template = article_template(article)
+        if not self.article_helpers:  # made once per renderer
+            helpers = {**sources, "fmt": fmt}
+            self.article_helpers = {name: Helpers(name, helpers[name], ARTICLE_HELPERS[name]) for name in helpers}
+        context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
-            text = template.render(
-                t=self.tables, e=self.estimator, cmp=self.comparison, table=table, fmt=fmt, labels=self.labels
+            text, line_at = render_lines(article_template(article), context)
+        except ARTICLE_ERRORS as exc:
+            raise TemplateError([article_problem(article, exc)]) from None
+        cleaned, removed = sanitize.clean_markdown(text)
+        for item in removed:
+            self.article_warnings.add(
+                Problem(article.file, article.line - 1 + line_at(item.offset), "", None, item.what)
             )
-        except KeyError as exc:
-            raise TemplateError(
-                [Problem(f"site_templates/articles/{article.slug}.md", 0, "", None, f"unknown id {exc}")]
-            ) from None
-        return text, views
+        return cleaned, views
 
     def article_html(self, article: Article) -> str:
         text, views = self.render_article(article, "html")
         body = markdown.markdown(text, extensions=["tables", "sane_lists"], output_format="html")
         for token, view in views.items():
             body = body.replace(f"<p>{token}</p>", str(self.table_html(view, "")))
+        body, removed = sanitize.clean_html(body)
+        self.article_warnings.update(Problem(article.file, 0, "", None, what) for what in removed)
         return body
 
     def _table_html(self, view: TableView, root: str) -> Markup:
@@ -565,15 +773,22 @@ class Renderer:
 
     def render(self) -> Rendered:
         self.articles = read_articles(self.templates)
+        self.article_warnings.clear()
         self.pages: list[str] = []
         site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}
-        for article in self.articles:
-            text, _ = self.render_article(article, "md")
-            md[f"{article.slug}.md"] = f"# {article.title}\n\n{text.strip()}\n"
-            site[f"{article.slug}.html"] = self.page(
-                "article.html", f"{article.slug}.html", article=article, body=Markup(self.article_html(article))
-            )
+        problems: list[Problem] = []
+        for article in self.articles:  # every article's problem at once
+            try:
+                text, _ = self.render_article(article, "md")
+                md[f"{article.slug}.md"] = f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n"
+                body = Markup(self.article_html(article))
+            except TemplateError as exc:
+                problems += exc.problems
+                continue
+            site[f"{article.slug}.html"] = self.page("article.html", f"{article.slug}.html", article=article, body=body)
+        if problems:
+            raise TemplateError(problems)
         site["index.html"] = self.page("index.html", "index.html", articles=self.articles)
         site["data.html"] = self.page(
             "data.html",
@@ -608,7 +823,7 @@ class Renderer:
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all
         site.update(self.assets)
-        return Rendered(site, md)
+        return Rendered(site, md, sorted(self.article_warnings))
 
     def not_found_page(self) -> str:
         """404.html is served at whatever path was asked for: its links start from the base URL."""

@@ -11,18 +11,21 @@ disk never contain them. Changes to pipeline/*.py need a restart.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import inspect
 import json
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import traceback
 import urllib.parse
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
 from pipeline import outdir
@@ -37,13 +40,27 @@ POLL_SECONDS = 0.1
 SETTLE_SECONDS = 0.02
 LONG_POLL_SECONDS = 25.0
 TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
+# The server: a fixed pool of worker threads, at most WAITING accepted connections queued for them
+# and BACKLOG more waiting in the kernel; at most LONG_POLLS workers wait in long polls (the others
+# keep serving pages), a further long poll is told to come back (503). A client that sends nothing
+# for REQUEST_TIMEOUT seconds is dropped.
+WORKERS = 32
+LONG_POLLS = 24
+WAITING = 512
+BACKLOG = 512
+REQUEST_TIMEOUT = 15
+MAX_URL_BYTES = 4096  # a longer request target is answered 414
+MAX_NAME_BYTES = 255  # the longest file name: a longer path segment is answered 414
 
 # Serve mode only, never written to disk. `version` counts finished rebuilds, good or not;
 # /__status?after=N answers when it is no longer N (or after LONG_POLL_SECONDS).
 RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
   var version = %d;
   function poll() {
-    fetch("%s?after=" + version, {cache: "no-store"}).then(function (r) { return r.json(); }).then(function (s) {
+    fetch("%s?after=" + version, {cache: "no-store"}).then(function (r) {
+      if (!r.ok) { throw r; }
+      return r.json();
+    }).then(function (s) {
       if (s.version !== version) { location.reload(); } else { poll(); }
     }).catch(function () { setTimeout(poll, 1000); });
   }
@@ -90,8 +107,40 @@ def inject(page: bytes, version: int, report: str | None) -> bytes:
     return text.encode("utf-8")
 
 
+def site_segments(url_path: str) -> tuple[list[str], tuple[int, str] | None]:
+    """The path of a request as segments below the site folder, or the answer to a path that cannot
+    name a file there: (400, why) for a NUL or a "..", (414, why) for a segment too long for a name."""
+    text = urllib.parse.unquote(url_path, errors="replace")
+    if "\x00" in text:
+        return [], (400, "В адресе есть нулевой байт.")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        return [], (400, "Адрес выходит за пределы сайта («..»).")
+    if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in parts):
+        return [], (414, f"Часть адреса длиннее {MAX_NAME_BYTES} байт.")
+    return parts, None
+
+
+def _kind(path: Path) -> str | None:
+    """ "dir", "file" or None (absent, or unreadable: served as missing)."""
+    try:
+        return "dir" if path.is_dir() else "file" if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:  # deleted or replaced since it was looked at (a rebuild), or unreadable
+        return None
+
+
 class Handler(SimpleHTTPRequestHandler):
+    """GET and HEAD of the site's files; every request gets an answer, never a traceback."""
+
     editor: EditorLoop  # set by EditorLoop
+    timeout = REQUEST_TIMEOUT
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-store")
@@ -100,10 +149,12 @@ class Handler(SimpleHTTPRequestHandler):
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
         pass
 
-    def send_body(self, body: bytes, content_type: str, status: int = 200) -> None:
+    def send_body(self, body: bytes, content_type: str, status: int = 200, headers: dict | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -113,31 +164,113 @@ class Handler(SimpleHTTPRequestHandler):
         body = inject(page, status_now["version"], status_now["report"])
         self.send_body(body, "text/html; charset=utf-8", status)
 
+    def refuse(self, status: int, why: str) -> None:
+        self.send_error(status, explain=why)
+
     def do_GET(self) -> None:
+        try:
+            self.answer()
+        except (ConnectionError, TimeoutError):  # the client went away
+            self.close_connection = True
+        except Exception as exc:  # one line in the log and a 500, never a traceback
+            print(f"serve: {self.command} {self.path[:200]!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            self.close_connection = True
+            with contextlib.suppress(Exception):
+                self.refuse(500, "Сервер не смог ответить на этот запрос.")
+
+    do_HEAD = do_GET
+
+    def answer(self) -> None:
+        if len(self.path.encode("utf-8", "replace")) > MAX_URL_BYTES:
+            return self.refuse(414, f"Адрес длиннее {MAX_URL_BYTES} байт.")
         url = urllib.parse.urlsplit(self.path)
-        url_path = url.path
-        if url_path == STATUS_PATH:
-            after = urllib.parse.parse_qs(url.query).get("after", [""])[0]
-            status = self.editor.status(int(after) if after.isdigit() else None)
-            body = json.dumps(status, ensure_ascii=False).encode("utf-8")
-            return self.send_body(body, "application/json; charset=utf-8")
-        path = Path(self.translate_path(self.path))
-        if path.is_dir():
-            if not url_path.endswith("/"):
+        if url.path == STATUS_PATH:
+            return self.send_status(url.query)
+        segments, problem = site_segments(url.path)
+        if problem is not None:
+            return self.refuse(*problem)
+        root = Path(self.directory)
+        path = root.joinpath(*segments)
+        kind = _kind(path)
+        if kind == "dir":
+            if not url.path.endswith("/"):
                 return self.send_file()  # redirects to the slash form
             path = path / "index.html"
-        if path.suffix == ".html" and path.is_file():
-            return self.send_page(path.read_bytes())
-        if not path.exists():
-            not_found = Path(self.directory) / "404.html"
-            return self.send_page(not_found.read_bytes() if not_found.is_file() else NO_SITE.encode(), 404)
+            kind = _kind(path)
+        if kind == "file" and path.suffix == ".html":
+            page = _read(path)
+            if page is not None:
+                return self.send_page(page)
+            kind = None
+        if kind is None:
+            not_found = _read(root / "404.html") if _kind(root / "404.html") == "file" else None
+            return self.send_page(not_found if not_found is not None else NO_SITE.encode(), 404)
         return self.send_file()
+
+    def send_status(self, query: str) -> None:
+        """/__status, or /__status?after=N: the build's status once its version is no longer N."""
+        try:
+            values = urllib.parse.parse_qs(query, keep_blank_values=True, max_num_fields=20)
+        except ValueError:
+            return self.refuse(400, "Слишком много параметров.")
+        after = values.get("after")
+        if after is not None and (len(after) != 1 or not re.fullmatch(r"[0-9]{1,18}", after[0])):
+            return self.refuse(400, "Параметр after — одно целое неотрицательное число.")
+        if after is None or self.command == "HEAD":
+            status = self.editor.status()
+        elif self.server.long_polls.acquire(blocking=False):
+            try:
+                status = self.editor.status(int(after[0]))
+            finally:
+                self.server.long_polls.release()
+        else:  # too many pages wait already: this one asks again in a moment (the reload script does)
+            return self.send_body(b"busy\n", "text/plain; charset=utf-8", 503, {"Retry-After": "1"})
+        body = json.dumps(status, ensure_ascii=False).encode("utf-8")
+        return self.send_body(body, "application/json; charset=utf-8")
 
     def send_file(self) -> None:
         """Anything but HTML, as http.server sends it."""
         return super().do_HEAD() if self.command == "HEAD" else super().do_GET()
 
-    do_HEAD = do_GET
+
+class EditorServer(HTTPServer):
+    """An HTTP server on a fixed pool of worker threads (ThreadingHTTPServer starts a thread per
+    request, without bound); a full queue makes the next connections wait in the kernel's backlog."""
+
+    request_queue_size = BACKLOG
+    daemon_threads = True
+
+    def __init__(self, address, handler, workers: int = WORKERS, waiting: int = WAITING):
+        super().__init__(address, handler)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{self.server_address[1]}")
+        self.slots = threading.BoundedSemaphore(workers + waiting)
+        self.long_polls = threading.BoundedSemaphore(min(LONG_POLLS, max(workers - 1, 1)))
+
+    def process_request(self, request, client_address) -> None:
+        self.slots.acquire()
+        try:
+            self.pool.submit(self._work, request, client_address)
+        except RuntimeError:  # the pool is shut down: the server is stopping
+            self.slots.release()
+            self.shutdown_request(request)
+
+    def _work(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, ConnectionError | TimeoutError):
+            print(f"serve: a request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=True)
 
 
 class EditorLoop:
@@ -166,9 +299,7 @@ class EditorLoop:
         self.changed = threading.Condition(self.lock)  # notified when `version` changes
         self.stopping = threading.Event()
         handler = type("EditorHandler", (Handler,), {"editor": self})
-        self.server = ThreadingHTTPServer(
-            ("127.0.0.1", port), functools.partial(handler, directory=str(self.out / "site"))
-        )
+        self.server = EditorServer(("127.0.0.1", port), functools.partial(handler, directory=str(self.out / "site")))
         self.threads: list[threading.Thread] = []
 
     @property
@@ -238,6 +369,8 @@ class EditorLoop:
             )
         else:
             self.say(f"rebuilt in {seconds:.1f} s (generation {self.generation}); open pages reload")
+            for warning in summary.get("warnings", []):
+                print(f"  {warning}", file=sys.stderr)
         return True
 
     def watch_loop(self, seen: dict) -> None:

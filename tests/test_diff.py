@@ -1,12 +1,15 @@
 """`python -m pipeline diff`: what a build changes against the published one, in the editor's terms."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import polars as pl
 import pytest
 
-from conftest import SOURCES, edit_csv
+from conftest import ROOT, SOURCES, edit_csv
 from pipeline.__main__ import build, main
 from pipeline.diff import diff, format_text
 
@@ -106,8 +109,88 @@ def test_exit_codes(builds, tmp_path, capsys):
     assert "Цена 8 × H100 80GB (ESC8000A)" in capsys.readouterr().out
     assert main(["diff", "--out", str(output), "--against", str(output)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "Изменений нет."
-    assert main(["diff", "--out", str(output), "--against", str(tmp_path / "missing")]) == 2
+    assert main(["diff", "--out", str(output), "--against", str(tmp_path / "missing")]) == 3
     assert "missing/site" in capsys.readouterr().err
+    (tmp_path / "not-a-build" / "site").mkdir(parents=True)  # a folder with site/ but no downloads
+    assert main(["diff", "--out", str(tmp_path / "not-a-build"), "--against", str(published)]) == 3
+    assert f"нет папки {tmp_path / 'not-a-build' / 'site' / 'data'}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # 2 is the command line's own: a wrong option
+        main(["diff", "--no-such-option"])
+    assert usage.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "damage, error",
+    [
+        (lambda p: p.write_text("not,a,models,table\n1,2,3,4\n", encoding="utf-8"), "KeyError: 'model_id'"),
+        (lambda p: p.write_bytes(b"model_id\n\xff\xfe\n"), "UnicodeDecodeError: 'utf-8' codec can't decode"),
+    ],
+)
+def test_an_unreadable_build_is_an_error_not_a_change(builds, tmp_path, capsys, damage, error):
+    published, output = builds
+    copy = tmp_path / "copy"
+    shutil.copytree(output, copy)
+    damage(copy / "site" / "data" / "models.csv")
+    assert main(["diff", "--out", str(copy), "--against", str(published)]) == 3
+    err = capsys.readouterr().err
+    assert f"не удалось сравнить {copy} и {published}: {error}" in err and "Traceback" not in err
+
+
+def run_diff(env: dict, *args: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIOENCODING", "PYTHONUTF8"))}
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "diff", *args], cwd=ROOT, env=base | env, capture_output=True, check=False
+    )
+
+
+# The C locale without Python's UTF-8 mode and locale coercion: stdout is ASCII, as on a terminal without Cyrillic.
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+
+def test_diff_prints_under_a_locale_without_cyrillic(builds):
+    published, output = builds
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.stdout.encoding)"],
+        env={k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONIOENCODING"))}
+        | ASCII_LOCALE,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.strip() == "ascii"
+    done = run_diff(ASCII_LOCALE, "--out", str(output), "--against", str(published))
+    assert done.returncode == 1, done.stderr
+    text = done.stdout.decode("ascii")  # nothing else in it
+    price = "\\u0426\\u0435\\u043d\\u0430 8 \\xd7 H100 80GB (ESC8000A): 2\\xa0373\\xa0300 \\u2192 2\\xa0450\\xa0000"
+    assert price in text
+    assert text.encode("ascii").decode("unicode_escape") == format_text(diff(output, published)) + "\n"
+    assert b"use a UTF-8 locale" in done.stderr and b"Traceback" not in done.stderr
+    # Latin-1 (LANG=en_US.ISO-8859-1): what it has is written as it is, Cyrillic as escapes.
+    latin = run_diff({"PYTHONIOENCODING": "iso8859-1"}, "--out", str(output), "--against", str(published))
+    assert latin.returncode == 1 and b"Traceback" not in latin.stderr
+    assert "\\u0426\\u0435\\u043d\\u0430 8 \xd7 H100" in latin.stdout.decode("latin-1")
+
+
+def test_json_under_a_locale_without_cyrillic_is_the_same_json(builds):
+    published, output = builds
+    done = run_diff(ASCII_LOCALE, "--out", str(output), "--against", str(published), "--json")
+    assert done.returncode == 1
+    assert json.loads(done.stdout.decode("ascii")) == json.loads(json.dumps(diff(output, published)))
+
+
+def test_a_reader_that_stops_early_is_no_error(builds):
+    """`diff | head -1`: the pipe closes before the report is written; no traceback, the exit code stands."""
+    published, output = builds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "diff", "--out", str(output), "--against", str(published)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 1
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
 
 
 def test_json_for_tools(builds, capsys):

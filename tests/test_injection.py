@@ -1,10 +1,16 @@
-"""Hostile cell values reach every output format inert: HTML, Markdown, CSV; unsafe ids never become paths."""
+"""Hostile cell values reach every output format inert: HTML, Markdown, CSV; unsafe ids never become paths.
+Article templates run in a sandbox, and their markup is held to an allow-list in the site and the CMS Markdown."""
 
 import csv
+import html as html_lib
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markupsafe import Markup
 
 from conftest import edit_csv
 from pipeline.__main__ import build, load_and_validate
@@ -128,3 +134,562 @@ def test_hostile_names_are_rejected(sources, name, rule):
         load_and_validate(sources)
     assert [p.rule for p in info.value.problems] == [rule]
     assert [p.line for p in info.value.problems] == [32]
+
+
+# --- Article templates: a sandbox for their Jinja, an allow-list for their markup ----------------------
+
+ARTICLE_LINE = 7  # the file line where a test article's body starts (after its front matter)
+REFUSED = " (an article may use only the helpers listed in site_templates/README.md)"
+
+
+@pytest.fixture(scope="module")
+def renderer(catalog):
+    from pipeline.render import Renderer
+
+    return Renderer(catalog)
+
+
+def hostile_article(body: str):
+    from pipeline.render import Article
+
+    return Article("hostile", "Статья", "Описание", 99, "Статья", body, ARTICLE_LINE)
+
+
+def render_hostile(renderer, body: str) -> tuple[str, str, list[str]]:
+    """(Markdown for the CMS, HTML body for the site, warnings) of an article with this body."""
+    renderer.article_warnings.clear()
+    article = hostile_article(body)
+    markdown, _ = renderer.render_article(article, "md")
+    html = renderer.article_html(article)
+    return markdown, html, sorted(str(w) for w in renderer.article_warnings)
+
+
+def refusal(renderer, body: str) -> list[str]:
+    from pipeline.problems import TemplateError
+
+    with pytest.raises(TemplateError) as info:
+        render_hostile(renderer, body)
+    return [str(p) for p in info.value.problems]
+
+
+def at(line: int, rule: str) -> str:
+    return f"site_templates/articles/hostile.md:{ARTICLE_LINE - 1 + line}: {rule}"
+
+
+SHELL = "{{ cycler.__init__.__globals__.os.system('touch %s') }}"
+
+
+def test_the_shell_command_article_runs_nothing(renderer, tmp_path):
+    marker = tmp_path / "SSTI-RAN"
+    assert refusal(renderer, "Текст.\n\n" + SHELL % marker + "\n") == [at(3, "'cycler' is undefined")]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "payload, rule",
+    [
+        (
+            "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+            "access to attribute '__class__' of 'str' object is unsafe.",
+        ),
+        ("{{ ().__class__.__base__ }}", "access to attribute '__class__' of 'tuple' object is unsafe."),
+        ("{{ labels.__class__.__mro__ }}", "access to attribute '__class__' of 'dict' object is unsafe."),
+        ("{{ t.mem.__self__ }}", "access to attribute '__self__' of 'method' object is unsafe."),
+        ("{{ t.mem.__func__.__globals__ }}", "access to attribute '__func__' of 'method' object is unsafe."),
+        ("{{ range.__globals__ }}", "access to attribute '__globals__' of 'function' object is unsafe."),
+        ("{{ table.__globals__ }}", "access to attribute '__globals__' of 'function' object is unsafe."),
+        ("{{ namespace.__init__.__globals__ }}", "access to attribute '__init__' of 'type' object is unsafe."),
+        ("{{ self.__init__.__globals__ }}", "access to attribute '__init__' of 'TemplateReference' object is unsafe."),
+        ("{% set s = 's' %}{{ s|attr('__class__') }}", "access to attribute '__class__' of 'str' object is unsafe."),
+        ("{{ '{0.__class__}'.format(1) }}", "access to attribute '__class__' of 'int' object is unsafe."),
+        ("{{ labels.update({}) }}", "access to attribute 'update' of 'dict' object is unsafe."),
+        ('{{ t.c["models"].write_csv("x.csv") }}', '"t.c" is not an article helper'),
+        ("{{ e.c }}", '"e.c" is not an article helper'),
+        ("{{ cmp.t }}", '"cmp.t" is not an article helper'),
+        ("{{ fmt.pl }}", '"fmt.pl" is not an article helper'),
+        ("{{ t._members }}", '"t._members" is not an article helper'),
+        ('{{ table("__class__") }}', 'table("__class__") is not an article table'),
+        ("{{ 'x' * 10**8 }}", "a repetition of 100000000 items is too long for an article"),
+        ("{{ 7 ** 999999 }}", "7 ** 999999 is too large a number for an article"),
+    ],
+)
+def test_sandbox_refuses_python_internals(renderer, payload, rule):
+    assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, f"refused: {rule}{REFUSED}")]
+
+
+@pytest.mark.parametrize(
+    "payload, rule",
+    [
+        ("{% include '/etc/passwd' %}", "an article includes, imports or extends no other file (/etc/passwd)"),
+        ("{% import 'layout.html' as x %}", "an article includes, imports or extends no other file (layout.html)"),
+        ("{{ 'x'|safe }}", "template syntax: No filter named 'safe'."),
+        ("{{ 'x'|e }}", "template syntax: No filter named 'e'."),
+        ("{{ lipsum.__globals__ }}", "'lipsum' is undefined"),
+        (
+            "{{ range(10**9)|list }}",
+            "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).",
+        ),
+        ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "a macro calls itself without end"),
+        ('{{ t.mem("no-such-model", "lora") }}', "unknown id ('no-such-model', 'lora')"),
+        (
+            '{{ table("memory", bogus=1) }}',
+            "TypeError: Tables.memory_table() got an unexpected keyword argument 'bogus'",
+        ),
+    ],
+)
+def test_other_template_errors_name_file_and_line(renderer, payload, rule):
+    assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, rule)]
+
+
+def test_a_sandbox_escape_stops_the_build_with_exit_2(built, tmp_path, monkeypatch, capsys):
+    """Through the command line: exit 2, the article's file and line, the previous output untouched."""
+    from conftest import SOURCES
+    from pipeline import render
+    from pipeline.__main__ import main
+
+    out = tmp_path / "output"
+    shutil.copytree(built, out)  # the same sources: the build reuses their validation
+    before = sorted((p.relative_to(out), p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    marker = tmp_path / "SSTI-RAN"
+    real = render.read_articles
+    monkeypatch.setattr(render, "read_articles", lambda t: real(t) + [hostile_article(SHELL % marker + "\n")])
+    code = main(["build", "--sources", str(SOURCES), "--out", str(out), "--base-url", "/other/", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert at(1, "'cycler' is undefined") in err and "Traceback" not in err
+    assert not marker.exists()
+    assert sorted((p.relative_to(out), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
+
+
+# Each payload, what the Markdown for the CMS and the site's HTML keep of it, and the warning.
+MARKUP = [
+    (
+        "До <script>alert(1)</script> после",
+        "До  после",
+        "<p>До  после</p>",
+        '<script> removed with its content: "<script>alert(1)</script>"',
+    ),
+    (
+        '<img src="gpu.png" alt="GPU" onerror="alert(1)">',
+        '<img src="gpu.png" alt="GPU">',
+        '<p><img src="gpu.png" alt="GPU"></p>',
+        'attribute onerror="alert(1)" removed from <img>',
+    ),
+    (
+        "<img src=x onerror=alert(1)>",
+        '<img src="x">',
+        '<p><img src="x"></p>',
+        'attribute onerror="alert(1)" removed from <img>',
+    ),
+    (
+        "[нажмите](javascript:alert(1))",
+        "нажмите",
+        "<p>нажмите</p>",
+        'link to "javascript:alert(1)" removed, its text kept: only http(s), mailto, tel and relative',
+    ),
+    (
+        "[нажмите](JaVaScRiPt&#58;alert(1) 'заголовок')",
+        "нажмите",
+        "<p>нажмите</p>",
+        'link to "JaVaScRiPt:alert(1)" removed, its text kept: only http(s), mailto, tel and relative',
+    ),
+    (
+        "[файл](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+        "файл",
+        "<p>файл</p>",
+        'link to "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==" removed, its text kept: '
+        "only http(s), mailto, tel and relative",
+    ),
+    (
+        "![схема](data:image/svg+xml;base64,PHN2Zz4=)",
+        "схема",
+        "<p>схема</p>",
+        'image "data:image/svg+xml;base64,PHN2Zz4=" removed: only http(s) and relative addresses',
+    ),
+    (
+        '<a href="java\tscript:alert(1)" title="x">ссылка</a>',
+        '<a title="x">ссылка</a>',
+        '<p><a title="x">ссылка</a></p>',
+        'href="java script:alert(1)" removed from <a>: only http(s), mailto, tel and relative addresses',
+    ),
+    (
+        "<javascript:alert(1)>",
+        "",
+        "",
+        'link to "javascript:alert(1)" removed: only http(s), mailto, tel and relative addresses',
+    ),
+    (
+        "[x][evil]\n\n- [evil]: javascript:alert(1)",  # a definition inside a list item is one too
+        "[x][evil]\n\n- [evil]: ",
+        "<p>[x][evil]</p>\n<ul>\n<li>[evil]: </li>\n</ul>",
+        'link definition to "javascript:alert(1)" removed',
+    ),
+    (
+        '<iframe src="https://evil.example/"></iframe>',
+        "",
+        "",
+        '<iframe> removed with its content: "<iframe src="https://evil.example/"></iframe>"',
+    ),
+    (
+        '<p style="background:url(javascript:alert(1))">текст</p>',
+        "<p>текст</p>",
+        "<p>текст</p>\n",
+        'attribute style="background:url(javascript:alert(1))" removed from <p>',
+    ),
+    (
+        '<div class="site-header evil" onclick="steal()">текст</div>',
+        "<div>текст</div>",
+        "<div>текст</div>\n",
+        'attribute onclick="steal()" removed from <div>',
+    ),
+    (
+        "<svg onload=alert(1)><circle/></svg>",
+        "",
+        "",
+        '<svg> removed with its content: "<svg onload=alert(1)><circle/></svg>"',
+    ),
+    (
+        '<form action="https://evil.example/"><input name="q"></form>',
+        "",
+        "",
+        "<form> is not allowed in an article: the tag removed, its text kept",
+    ),
+    (
+        "<img src=x onerror=alert(1)//",
+        "&lt;img src=x onerror=alert(1)//",
+        "<p>&lt;img src=x onerror=alert(1)//</p>",
+        '"<img src=x onerror=alert(1)//" is not a complete HTML tag: shown as text',
+    ),
+    (
+        "<!-- заметка --> текст",
+        " текст",
+        "<p>текст</p>",
+        "an HTML comment removed; a note for editors goes in {# … #}",
+    ),
+]
+
+
+@pytest.mark.parametrize("payload, markdown, html, warning", MARKUP)
+def test_markup_outside_the_allow_list_is_removed_and_reported(renderer, payload, markdown, html, warning):
+    md, body, warnings = render_hostile(renderer, f"Первый абзац.\n\n{payload}\n\nПоследний абзац.\n")
+    assert md == f"Первый абзац.\n\n{markdown}\n\nПоследний абзац.\n"
+    assert body == f"<p>Первый абзац.</p>\n{html + chr(10) if html else ''}<p>Последний абзац.</p>"
+    assert [w for w in warnings if w.startswith("site_templates/articles/hostile.md:") and w.endswith(warning)]
+    assert_inert(md)
+    assert_inert(body)
+
+
+def assert_inert(text: str) -> None:
+    """Every tag in the text is an allowed one with allowed attributes and addresses; every other "<" is text."""
+    from pipeline.sanitize import ATTRIBUTES, TAGS, url_allowed
+
+    for tag in re.findall(r"<[^<>]*>?", text):
+        m = re.fullmatch(r"<(/?)([a-z0-9]+)((?:\s+[a-z-]+(?:=\"[^\"<>]*\")?)*)\s*/?>", tag)
+        assert m, tag
+        assert m.group(2) in TAGS, tag
+        for name, value in re.findall(r'\s([a-z-]+)(?:="([^"]*)")?', m.group(3)):
+            assert name in ATTRIBUTES["*"] | ATTRIBUTES.get(m.group(2), frozenset()) | {"class"}, tag
+            assert name not in ("href", "src") or url_allowed(html_lib.unescape(value)), tag
+
+
+def test_every_class_and_attribute_removed_is_reported(renderer):
+    _, _, warnings = render_hostile(renderer, '<div class="site-header evil" onclick="steal()">текст</div>\n')
+    assert warnings == [
+        at(1, 'attribute onclick="steal()" removed from <div>'),
+        at(1, 'class "site-header evil" removed from <div>'),
+    ]
+
+
+ALLOWED = (
+    "<details open><summary>Итог</summary>\n\nЧасть *подробностей*.\n\n</details>\n\n"
+    'H<sub>2</sub>O и x<sup>2</sup>, <abbr title="Graphics Processing Unit">GPU</abbr>, <kbd>Ctrl</kbd>.\n\n'
+    "[сайт](https://example.org/a?b=1&c=2), [почта](mailto:editor@example.org), [телефон](tel:+74950000000), "
+    "[таблица](data/models.csv), [раздел](#itog), <https://example.org/x>.\n\n"
+    '![Схема](charts/memory.svg "Память")\n\n'
+    '<table class="sortable"><tr><th scope="col">A</th><td class="num">1</td></tr></table>\n'
+)
+
+
+def test_allowed_markup_passes_unchanged(renderer):
+    md, body, warnings = render_hostile(renderer, ALLOWED)
+    assert warnings == []
+    # An autolink is written as the same link in [text](url) form (inside raw HTML it would be a tag).
+    assert md == ALLOWED.replace("<https://example.org/x>", "[https://example.org/x](https://example.org/x)")
+    # The site's HTML as nh3 writes it: the same markup (an empty value, a table's implied tbody).
+    assert body == (
+        '<details open=""><summary>Итог</summary>\n\nЧасть *подробностей*.\n\n</details>\n\n'
+        '<p>H<sub>2</sub>O и x<sup>2</sup>, <abbr title="Graphics Processing Unit">GPU</abbr>, <kbd>Ctrl</kbd>.</p>\n'
+        '<p><a href="https://example.org/a?b=1&amp;c=2">сайт</a>, <a href="mailto:editor@example.org">почта</a>, '
+        '<a href="tel:+74950000000">телефон</a>, <a href="data/models.csv">таблица</a>, <a href="#itog">раздел</a>, '
+        '<a href="https://example.org/x">https://example.org/x</a>.</p>\n'
+        '<p><img alt="Схема" src="charts/memory.svg" title="Память"></p>\n'
+        '<table class="sortable"><tbody><tr><th scope="col">A</th><td class="num">1</td></tr></tbody></table>'
+    )
+
+
+def test_markup_made_by_an_expression_is_cleaned_too(renderer):
+    """A helper's Markup changed by the template still passes the allow-list; the warning names its line."""
+    body = 'Текст.\n\n{{ cmp.link("llama-3-1-8b").replace("models/", "javascript:alert(1)//") }}\n'
+    md, html, warnings = render_hostile(renderer, body)
+    assert md == "Текст.\n\nLlama 3.1 8B\n" and "javascript" not in html
+    assert warnings == [
+        at(
+            3,
+            'link to "javascript:alert(1)//llama-3-1-8b.html" removed, its text kept: '
+            "only http(s), mailto, tel and relative",
+        )
+    ]
+
+
+def test_warnings_name_the_line_in_the_file(renderer):
+    body = (
+        "{% set m = 'generic-7b' %}\n"  # 1
+        "{% if t.const('range_high_factor') > 1 %}\n"  # 2
+        "Память {{ t.mem(m, 'lora') }} ГБ.\n"  # 3
+        "{% endif %}\n"  # 4
+        "\n"  # 5
+        "<script>one()</script>\n"  # 6
+        "{% for i in range(2) %}{{ i }}{% endfor %}\n"  # 7
+        "Текст [x](javascript:two()) текст.\n"  # 8
+        "\n"  # 9
+        "<b onclick=three()>жирный</b>\n"  # 10
+    )
+    _, _, warnings = render_hostile(renderer, body)
+    assert warnings == [
+        at(6, '<script> removed with its content: "<script>one()</script>"'),
+        at(8, 'link to "javascript:two()" removed, its text kept: only http(s), mailto, tel and relative'),
+        at(10, 'attribute onclick="three()" removed from <b>'),
+    ]
+
+
+def test_a_build_publishes_cleaned_markup_and_prints_the_warnings(built, tmp_path, monkeypatch, capsys):
+    """Through the command line: exit 0, the article's page and its CMS Markdown cleaned, each removal printed."""
+    from conftest import SOURCES
+    from pipeline import render
+    from pipeline.__main__ import main
+
+    out = tmp_path / "output"
+    shutil.copytree(built, out)  # the same sources: the build reuses their validation
+    body = "Текст <img src=x onerror=alert(1)> и [ссылка](javascript:alert(2)).\n\n<script>alert(3)</script>\n"
+    real = render.read_articles
+    monkeypatch.setattr(render, "read_articles", lambda t: real(t) + [hostile_article(body)])
+    code = main(["build", "--sources", str(SOURCES), "--out", str(out), "--base-url", "/other/", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert at(1, 'attribute onerror="alert(1)" removed from <img>') in err
+    assert at(3, '<script> removed with its content: "<script>alert(3)</script>"') in err
+    cms = (out / "markdown" / "hostile.md").read_text(encoding="utf-8")
+    assert cms == '# Статья\n\nТекст <img src="x"> и ссылка.\n'
+    page = (out / "site" / "hostile.html").read_text(encoding="utf-8")
+    assert '<p>Текст <img src="x"> и ссылка.</p>' in page
+    assert "alert(" not in page and "onerror" not in page and "javascript:" not in page
+
+
+def plain_render(renderer, article, mode: str) -> tuple[str, dict]:
+    """An article as the pipeline rendered it before the sandbox: plain Jinja over the helper objects."""
+    import jinja2
+
+    from pipeline import format as fmt
+    from pipeline.render import TOKEN, _inert, markdown_table
+
+    sources = (renderer.tables, renderer.estimator, renderer.comparison)
+    views = {}
+
+    def table(kind, **kwargs):
+        view = next(getattr(s, f"{kind}_table") for s in sources if hasattr(s, f"{kind}_table"))(**kwargs)
+        if mode == "md":
+            return Markup(markdown_table(view, renderer.sources_markdown(view)))
+        token = TOKEN.format(len(views))
+        views[token] = view
+        return Markup("\n\n" + token + "\n\n")
+
+    plain = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, autoescape=False, finalize=_inert, keep_trailing_newline=True
+    )
+    text = plain.from_string(article.body).render(
+        t=renderer.tables, e=renderer.estimator, cmp=renderer.comparison, table=table, fmt=fmt, labels=renderer.labels
+    )
+    return text, views
+
+
+def test_existing_articles_are_untouched_by_sandbox_and_sanitiser(renderer):
+    """Every article renders byte-identically to plain Jinja with unsanitised Markdown and HTML."""
+    import markdown as markdown_lib
+
+    from pipeline import sanitize
+    from pipeline.render import read_articles
+
+    renderer.article_warnings.clear()
+    articles = read_articles()
+    assert len(articles) == 3
+    for article in articles:
+        for mode in ("md", "html"):
+            raw, views = plain_render(renderer, article, mode)
+            assert renderer.render_article(article, mode)[0] == raw, (article.slug, mode)
+            assert sanitize.clean_markdown(raw) == (raw, [])
+        body = markdown_lib.markdown(raw, extensions=["tables", "sane_lists"], output_format="html")
+        for token, view in views.items():
+            body = body.replace(f"<p>{token}</p>", str(renderer.table_html(view, "")))
+        assert sanitize.clean_html(body) == (body, [])
+        assert renderer.article_html(article) == body, article.slug
+    assert renderer.article_warnings == set()
+
+
+def test_sandbox_and_plain_templates_are_cached_apart():
+    """Jinja compiles sandboxed code differently: its bytecode cache must not be shared with a plain one."""
+    import jinja2
+
+    from pipeline.render import _ARTICLE_ENV, _bytecode_cache, _inert
+
+    plain = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, autoescape=False, finalize=_inert, keep_trailing_newline=True
+    )
+    assert _bytecode_cache(plain).pattern != _bytecode_cache(_ARTICLE_ENV).pattern
+
+
+def test_every_article_helper_and_table_is_documented_and_exists(renderer):
+    from pipeline.comparison import Comparison
+    from pipeline.estimator_pages import EstimatorTables
+    from pipeline.render import ARTICLE_HELPERS, ARTICLE_TABLES
+    from pipeline.tables import Tables
+
+    guide = (Path(__file__).resolve().parent.parent / "site_templates" / "README.md").read_text(encoding="utf-8")
+    for name, members in ARTICLE_HELPERS.items():
+        for member in members:
+            assert f"{name}.{member}" in guide, f"{name}.{member}"
+    classes = {"t": Tables, "e": EstimatorTables, "cmp": Comparison}
+    for name, kinds in ARTICLE_TABLES.items():
+        public = {n.removesuffix("_table") for n in dir(classes[name]) if n.endswith("_table") and n[0] != "_"}
+        assert set(kinds) == public, name
+    assert "## Что можно писать в статье" in guide
+
+
+PIECES = [
+    *(
+        "<script>alert(1)</script>",
+        "<script>",
+        "</script>",
+        "<img src=x onerror=alert(1)>",
+        "<img/src=x/onerror=alert(1)>",
+    ),
+    *(
+        "[x](javascript:alert(1))",
+        "[x](&#106;avascript:a)",
+        "[x](java\\:script:a)",
+        "[a](j\navascript:1)",
+        "[a](java\tscript:1)",
+    ),
+    *(
+        "![i](data:text/html,a)",
+        "<a href='javascript:1'>a</a>",
+        '<a href="https://ok" onclick=x>b</a>',
+        "<https://ok.org>",
+    ),
+    *(
+        "<https:/onclick=alert(1)>",
+        "<x/onclick=alert(1)@a.b>",
+        "<javascript:alert(1)>",
+        "[r]: javascript:alert(1)",
+        "[y][r]",
+    ),
+    *(
+        "- [r]: data:x",
+        "\n",
+        "\n\n",
+        " ",
+        "`",
+        "\\",
+        "<",
+        ">",
+        "[",
+        "]",
+        "(",
+        ")",
+        "!",
+        '"',
+        "<!--",
+        "-->",
+        "<svg onload=x>",
+    ),
+    *(
+        "<iframe src=x>",
+        "<p style=x>",
+        '<div class="num evil">',
+        "&lt;",
+        "<details open>",
+        "</details>",
+        "<summary>",
+        "text",
+    ),
+    *(
+        "- ",
+        "> ",
+        "1. ",
+        "    ",
+        "```",
+        "|",
+        "| a | b |\n|---|---|\n| c | d |",
+        "<A HREF=JaVaScRiPt:x>",
+        "<scr<script>ipt>",
+    ),
+    *(
+        "<<script>>",
+        '<a href="&#x6A;avascript:1">x</a>',
+        '<img src="data:image/svg+xml,<svg onload=alert(1)>">',
+        "<div>\n",
+    ),
+    *(
+        '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
+        "<?xml x?>",
+        "<![CDATA[<script>]]>",
+        "[a]:\n javascript:x",
+    ),
+]
+
+
+def markup_problems(html: str) -> list:
+    """Tags, attributes and addresses outside the allow-list in some HTML, as a browser would see them."""
+    from html.parser import HTMLParser
+
+    from pipeline.sanitize import ATTRIBUTES, CLASSES, TAGS, url_allowed
+
+    found = []
+
+    class Check(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag not in TAGS:
+                found.append(tag)
+            for name, value in attrs:
+                if name == "class":
+                    if any(c not in CLASSES.get(tag, ()) for c in (value or "").split()):
+                        found.append((tag, name, value))
+                elif name not in ATTRIBUTES["*"] | ATTRIBUTES.get(tag, frozenset()):
+                    found.append((tag, name, value))
+                elif name in ("href", "src") and not url_allowed(value or ""):
+                    found.append((tag, name, value))
+
+        handle_startendtag = handle_starttag
+
+        def handle_comment(self, data):
+            found.append("<!--")
+
+    checker = Check(convert_charrefs=True)
+    checker.feed(html)
+    checker.close()
+    return found
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=20).map("".join))
+def test_cleaned_markdown_makes_only_allowed_html(text):
+    """Whatever an article mixes up, its cleaned Markdown makes only allowed HTML (before nh3 too), and
+    cleaning it again changes nothing."""
+    import markdown as markdown_lib
+
+    from pipeline.sanitize import clean_html, clean_markdown
+
+    cleaned, _ = clean_markdown(text)
+    assert clean_markdown(cleaned) == (cleaned, [])
+    html = markdown_lib.markdown(cleaned, extensions=["tables", "sane_lists"], output_format="html")
+    assert markup_problems(html) == []
+    assert markup_problems(clean_html(html)[0]) == []

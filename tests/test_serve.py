@@ -2,16 +2,19 @@
 
 import html
 import json
+import select
 import shutil
+import socket
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from conftest import SOURCES, edit_csv
-from pipeline.serve import TEMPLATES, EditorLoop, inject
+from pipeline.serve import LONG_POLL_SECONDS, LONG_POLLS, TEMPLATES, WORKERS, EditorLoop, Handler, inject
 
 NBSP = "\u00a0"
 PAGE = "servers/esc8000a-8x-h100.html"
@@ -150,3 +153,184 @@ def test_status_answers_a_long_poll_when_the_version_changes(loop):
         loop.changed.notify_all()
     waiting.join(timeout=5)
     assert answers and answers[0]["version"] == now["version"] + 1
+
+
+# --- The server: every request gets an answer, under load too ---------------------------------------
+
+
+@pytest.fixture
+def site_loop(tmp_path):
+    """The editors' loop serving a small site folder (no build), on a free port."""
+    loops = []
+
+    def start(serving: bool = True):
+        site = tmp_path / "output" / "site"
+        (site / "servers").mkdir(parents=True, exist_ok=True)
+        (site / "index.html").write_text("<html><body><p>Главная</p></body></html>", encoding="utf-8")
+        (site / "404.html").write_text("<html><body><p>Нет такой страницы</p></body></html>", encoding="utf-8")
+        (site / "servers" / "index.html").write_text("<html><body><p>Серверы</p></body></html>", encoding="utf-8")
+        (site / "gone.html").write_text("<html><body><p>Скоро удалят</p></body></html>", encoding="utf-8")
+        (site / "style.css").write_text("p { color: black }\n", encoding="utf-8")
+        sources = tmp_path / "sources"
+        sources.mkdir(exist_ok=True)
+        loops.append(EditorLoop(sources, tmp_path / "output", port=0, quiet=True, watch=[sources]))
+        return loops[-1].start(build_first=False) if serving else loops[-1]
+
+    yield start
+    for loop in loops:
+        if loop.threads:
+            loop.stop()
+        else:
+            loop.server.server_close()
+
+
+def raw_request(loop: EditorLoop, request: bytes, timeout: float = 60) -> tuple[int, dict, bytes]:
+    """Send bytes as they are (no client normalises the path) and read the answer to the end."""
+    with socket.create_connection(("127.0.0.1", loop.server.server_address[1]), timeout=timeout) as s:
+        s.sendall(request)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), headers, body
+
+
+def get(loop: EditorLoop, target: str | bytes, method: str = "GET") -> tuple[int, dict, bytes]:
+    target = target.encode("latin-1") if isinstance(target, str) else target
+    return raw_request(loop, method.encode() + b" " + target + b" HTTP/1.0\r\n\r\n")
+
+
+@pytest.mark.parametrize(
+    "target, status",
+    [
+        ("/" + "a" * 300, 414),  # a path segment longer than a file name
+        ("/" + "x/" * 2100, 414),  # a URL over 4096 bytes
+        ("/__status?after=" + "9" * 5000, 414),
+        ("/__status?after=" + "9" * 100, 400),
+        ("/__status?after=abc", 400),
+        ("/__status?after=-1", 400),
+        ("/__status?after=1.5", 400),
+        ("/__status?after=%C2%B2", 400),  # a superscript two: str.isdigit() says yes, int() says no
+        ("/__status?after=1&after=2", 400),
+        ("/__status?" + "&".join(f"k{i}=1" for i in range(50)), 400),
+        ("/%00", 400),
+        ("/index.html%00.css", 400),
+        ("/../../etc/passwd", 400),
+        ("/%2e%2e/%2e%2e/etc/passwd", 400),
+        ("/.%2e/build-state.json", 400),
+        ("/servers/..%2f..%2fbuild-state.json", 400),
+        ("http://127.0.0.1/../../etc/passwd", 400),
+        ("/\\..\\..\\etc\\passwd", 404),
+        ("/servers", 301),
+        ("/servers/", 200),
+        ("/data/", 404),  # a folder without index.html: no listing
+        ("/no-such-page.html", 404),
+        ("/style.css?v=1", 200),
+    ],
+)
+def test_absurd_requests_get_an_answer_never_a_traceback(site_loop, capfd, target, status):
+    loop = site_loop()
+    assert get(loop, target)[0] == status
+    assert get(loop, "/")[0] == 200  # still serving
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_other_malformed_requests_are_answered(site_loop, capfd):
+    loop = site_loop()
+    assert raw_request(loop, b"POST / HTTP/1.0\r\nContent-Length: 0\r\n\r\n")[0] == 501
+    assert raw_request(loop, b"GET /" + b"a" * 70_000 + b" HTTP/1.0\r\n\r\n")[0] == 414
+    headers = b"".join(b"X-%d: %s\r\n" % (i, b"v" * 1000) for i in range(120))
+    assert raw_request(loop, b"GET / HTTP/1.0\r\n" + headers + b"\r\n")[0] == 431
+    with socket.create_connection(("127.0.0.1", loop.server.server_address[1]), timeout=60) as s:
+        s.sendall(b"GET / HTTP/7.0\r\n\r\n")  # answered as HTTP/0.9 would be: the error page alone
+        assert b"Error code: 505" in s.makefile("rb").read()
+    assert get(loop, "/")[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_head_answers_like_get_without_a_body_and_never_waits(site_loop):
+    loop = site_loop()
+    status, headers, body = get(loop, "/servers/")
+    head_status, head_headers, head_body = get(loop, "/servers/", "HEAD")
+    assert (status, head_status, head_body) == (200, 200, b"")
+    assert int(head_headers["Content-Length"]) == len(body) and "/__status" in body.decode("utf-8")
+    now = json.loads(get(loop, "/__status")[2])
+    started = time.monotonic()
+    status, _, body = get(loop, f"/__status?after={now['version']}", "HEAD")  # a long poll if it were a GET
+    assert status == 200 and body == b"" and time.monotonic() - started < LONG_POLL_SECONDS
+
+
+def test_a_page_deleted_while_it_is_served_is_a_404(site_loop, monkeypatch):
+    """A rebuild may remove a page between the look and the read: the visitor gets the 404 page."""
+    loop = site_loop()
+    real = Path.read_bytes
+
+    def read_bytes(path):
+        if path.name == "gone.html":
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    status, _, body = get(loop, "/gone.html")
+    assert status == 404 and "Нет такой страницы" in body.decode("utf-8")
+
+
+def test_keep_alive_is_not_kept_and_idle_clients_are_dropped(site_loop, monkeypatch):
+    """One request per connection; clients that send nothing cannot hold every worker."""
+    monkeypatch.setattr(Handler, "timeout", 1)
+    loop = site_loop()
+    status, headers, body = raw_request(loop, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n")
+    assert status == 200 and headers.get("Connection") != "keep-alive" and b"</html>" in body  # then closed
+    port = loop.server.server_address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(WORKERS + 8)]
+    try:
+        assert get(loop, "/style.css")[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+
+
+def read_answer(s: socket.socket) -> tuple[int, dict, bytes]:
+    with s, s.makefile("rb") as f:
+        data = f.read()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    return int(lines[0].split()[1]), dict(line.split(": ", 1) for line in lines[1:] if ": " in line), body
+
+
+def test_200_concurrent_requests_are_all_answered(site_loop):
+    """200 connections made before the server accepts any (the backlog holds them all, not 5), then
+    pages, assets and long polls at once: every one is answered by a bounded pool of threads; long
+    polls beyond the limit are told to come back (503) and the pages are served while the rest wait."""
+    loop = site_loop(serving=False)
+    version = loop.version
+    targets = ["/", "/servers/", "/style.css", "/no-such-page.html"] * 25 + [f"/__status?after={version}"] * 100
+    address = ("127.0.0.1", loop.server.server_address[1])
+    clients = [socket.create_connection(address, timeout=60) for _ in targets]
+    for client, target in zip(clients, targets, strict=True):
+        client.sendall(f"GET {target} HTTP/1.0\r\n\r\n".encode())
+    loop.start(build_first=False)
+    pages = [read_answer(c) for c in clients[:100]]  # while the long polls wait
+    assert [status for status, _, _ in pages] == [200, 200, 200, 404] * 25
+    deadline = time.monotonic() + 60  # until every long poll is either waiting or told to come back
+    while time.monotonic() < deadline:
+        answered = select.select(clients[100:], [], [], 0.2)[0]
+        if len(answered) == 100 - LONG_POLLS:
+            break
+    with loop.lock:
+        loop.version += 1
+        loop.changed.notify_all()
+    polls = [read_answer(c) for c in clients[100:]]
+    assert {status for status, _, _ in polls} == {200, 503}
+    waited = [json.loads(body) for status, _, body in polls if status == 200]
+    assert len(waited) == LONG_POLLS and all(s["version"] == version + 1 for s in waited)
+    assert all(headers["Retry-After"] == "1" for status, headers, _ in polls if status == 503)
+    pool = f"serve-{address[1]}_"
+    assert 1 <= len([t for t in threading.enumerate() if t.name.startswith(pool)]) <= WORKERS
+
+
+def test_the_reload_script_retries_later_when_told_to(site_loop):
+    page = get(site_loop(), "/")[2].decode("utf-8")
+    assert "if (!r.ok) { throw r; }" in page and "setTimeout(poll, 1000)" in page

@@ -21,6 +21,7 @@ import duckdb
 import polars as pl
 
 from pipeline.problems import Problem, capped
+from pipeline.problems import shown as shown_value
 from pipeline.schema import DUCKDB_TYPES, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
 
 LINE = "_line"
@@ -44,7 +45,7 @@ _SPACES = re.compile(r"(?<=\d)[ \u00a0\u202f\u2009](?=\d)")
 _RUB = re.compile(r"\s*(?:₽|руб\.?|р\.)$", re.IGNORECASE)
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
 _RU_DATE = re.compile(r"^(\d{2})\.(\d{2})\.(\d{4})$")
-_BOOLS = {"true": "true", "false": "false", "истина": "true", "ложь": "false"}
+_BOOLS = {"true": "true", "false": "false", "истина": "true", "ложь": "false", "да": "true", "нет": "false"}
 
 
 def normalise(field: Field, value: str) -> str:
@@ -78,6 +79,7 @@ _FOREIGN_LETTER = re.compile(r"[ЂЃѓЉЊЌЋЏђљњќћџ][а-яё]|[а-яё]
 _RUSSIAN_PUNCTUATION = set("«»–—№…‘’“”„•\u00a0°±")
 # In a Windows-1251 file, a character the encoding lacks (×, −, ₽, ≈, →) has been saved as "?" or
 # "*" (or, by some programs, "x" between a number and a name).
+_SEPARATOR_LINE = re.compile(r"^\ufeff?sep=([;,\t|])\s*$")
 _LOST_CHARACTER = re.compile(r"\?(?![\s\"»)]*$)|\*|(?<=\d) x (?=\w)")
 
 
@@ -269,8 +271,12 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
         return None, problems, notices
     first = next((line for line in text.splitlines() if line.strip()), "")
     delimiter = ";" if first.count(";") > first.count(",") else ","
-    if delimiter == ";":
-        notices.append(Problem(shown, 0, "", None, "read with ';' as the delimiter"))
+    directive = _SEPARATOR_LINE.match(first)
+    if directive:  # Excel's "sep=;" first line names the delimiter
+        delimiter = directive.group(1)
+        text = text.replace(first, "", 1)
+    if delimiter != ",":
+        notices.append(Problem(shown, 0, "", None, f"read with '{delimiter}' as the delimiter"))
     # A cell may be as long as the file: the length rules, not the reader, say what is too long.
     csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -288,11 +294,11 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     for col in table.columns:
         if col not in header:
             problems.append(Problem(shown, 1, "", None, f'column "{col}" is missing from the header'))
-    for col in header:
+    for col in dict.fromkeys(header):  # each name once: a header of a million empty names is one problem
         if col not in table.columns:
-            guess = difflib.get_close_matches(col, [c for c in table.columns if c not in header], n=1)
+            guess = difflib.get_close_matches(col[:100], [c for c in table.columns if c not in header], n=1)
             hint = f'did you mean "{guess[0]}"?' if guess else f"expected: {', '.join(table.columns)}"
-            problems.append(Problem(shown, 1, "", None, f'unknown column "{col}"; {hint}'))
+            problems.append(Problem(shown, 1, "", None, f'unknown column "{shown_value(col)}"; {hint}'))
     if len(set(header)) != len(header):
         problems.append(Problem(shown, 1, "", None, "a column name appears twice in the header"))
     if problems:

@@ -42,7 +42,8 @@ class Problem:
     """One thing wrong in one place of a source file.
 
     `omitted` > 0 marks the line that stands for that many further problems of one rule in
-    one file, which a report does not list (see `capped`); its rule says so.
+    one file, which a report does not list (see `capped`); its rule says so. The value is the
+    cell's text; a report shows it with invisible characters escaped and a long one cut.
     """
 
     file: str
@@ -52,17 +53,13 @@ class Problem:
     rule: str
     omitted: int = 0
 
-    def __post_init__(self):
-        if isinstance(self.value, str):
-            object.__setattr__(self, "value", shown(self.value))
-
     def __lt__(self, other: Problem) -> bool:
         return _order(self) < _order(other)
 
     def __str__(self) -> str:
         place = f"{self.file}:{self.line}" if self.line else self.file
         if self.column and not self.omitted:
-            value = "(empty)" if self.value is None else f'"{self.value}"'
+            value = "(empty)" if self.value is None else f'"{shown(str(self.value))}"'
             return f"{place}: {self.column} = {value}: {self.rule}"
         return f"{place}: {self.column + ': ' if self.column else ''}{self.rule}"
 

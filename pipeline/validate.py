@@ -308,25 +308,26 @@ def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
             batch_parameters={"dataframe": frame},
             result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]},
         )
+    # The cells' text by line, for a typed suite's failures (made once, only when something failed).
+    texts = raw.set_index(LINE).to_dict("index") if raw is not None and not result.success else {}
     # GX does not keep the suite's order in its results: match them by expectation id.
     for outcome in result.results:
         check = by_id[outcome.expectation_config.id]
-        found = [] if outcome.success else _explain(check, outcome, shown, raw)
+        found = [] if outcome.success else _explain(check, outcome, shown, texts)
         problems.extend(found)
         checks.append(CheckResult(table.name, check.column, check.rule, "Great Expectations", len(found)))
     return problems, checks
 
 
-def _explain(check: Check, outcome, shown: str, raw=None) -> list[Problem]:
+def _explain(check: Check, outcome, shown: str, cell_texts: dict | None = None) -> list[Problem]:
     if outcome.exception_info and outcome.exception_info.get("raised_exception"):
         message = outcome.exception_info.get("exception_message")
         raise RuntimeError(f"validation of {shown} failed to run: {message}")
     rows = outcome.result.get("unexpected_index_list") or []
-    texts_at = {} if raw is None or not rows else raw.set_index(LINE).to_dict("index")
     out = []
     for row in rows:
         columns = check.column.split("+")
-        cells = texts_at.get(int(row[LINE]), row)
+        cells = (cell_texts or {}).get(int(row[LINE]), row)
         texts = [_text(cells.get(c)) for c in columns]
         value = None if all(t is None for t in texts) else "; ".join(t or "" for t in texts)
         out.append(Problem(shown, int(row[LINE]), ", ".join(columns), value, check.rule))

@@ -3,6 +3,7 @@ normalisation (sources/README.md) or rejected with a clear message, output/ unto
 
 import csv
 import hashlib
+import io
 import os
 import re
 from pathlib import Path
@@ -94,6 +95,21 @@ def test_excel_booleans_and_russian_dates(sources):
     assert cell(catalog, "methods", "method_id", "full_amp", "theoretical_min_applies") is True
     assert cell(catalog, "methods", "method_id", "full_bf16", "theoretical_min_applies") is False
     assert str(cell(catalog, "servers", "server_id", "xfusion-2x-h100", "price_checked_on")) == "2026-10-12"
+
+
+def test_excel_separator_line_and_russian_yes_no(sources):
+    # Excel may write "sep=;" as the first line; editors type да/нет in a true/false column
+    path = sources / "methods.csv"
+    with path.open(encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    buffer = io.StringIO()
+    csv.writer(buffer, delimiter=";", lineterminator="\n").writerows(rows)
+    text = buffer.getvalue().replace(";32;true;60;", ";32;Да;60;").replace(";16;false;50;", ";16;НЕТ;50;")
+    path.write_text("sep=;\n" + text, encoding="utf-8")
+    catalog, validation = catalog_of(sources)
+    assert cell(catalog, "methods", "method_id", "full_amp", "theoretical_min_applies") is True
+    assert cell(catalog, "methods", "method_id", "full_bf16", "theoretical_min_applies") is False
+    assert f"{sources}/methods.csv: read with ';' as the delimiter" in [str(w) for w in validation.warnings]
 
 
 # -- rejected: the message, and output/ left as it was --
@@ -407,3 +423,15 @@ def test_nbsp_in_a_price_is_still_normalised(src):
     edit_csv(src / "servers.csv", ",1360800,", ",1\u00a0360\u00a0800,")
     catalog, _ = catalog_of(src)
     assert cell(catalog, "servers", "server_id", "esc8000a-4x-h100", "price_rub_month") == 1360800
+
+
+def test_a_header_name_is_shown_escaped_and_cut(src):
+    edit_csv(src / "gpus.csv", ",memory_gb,", ",memory\u200b_gb,")
+    edit_csv(src / "servers.csv", ",platform,", "," + "p" * 500 + ",")
+    assert problems_in(src) == [
+        'gpus.csv:1: column "memory_gb" is missing from the header',
+        'gpus.csv:1: unknown column "memory\\u200b_gb"; did you mean "memory_gb"?',
+        'servers.csv:1: column "platform" is missing from the header',
+        'servers.csv:1: unknown column "' + "p" * 120 + '… (500 characters)"; expected: server_id, display_name, '
+        "platform, gpu_id, gpu_count, interconnect, price_rub_month, price_checked_on, reference_id",
+    ]

@@ -814,11 +814,22 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
             for g in PRETRAINING_GPUS
             if pretraining and g not in gpus
         ]
+        # the pretraining table has one row per model and card
+        rows += con.sql(
+            f"""SELECT {LINE}, 'model_id', model_id,
+                       'a second pretraining row (empty method_id) for this model, after line ' || first
+                       || '; the pretraining table has one per model'
+                FROM (SELECT *, first_value({LINE}) OVER (PARTITION BY model_id ORDER BY {LINE}) AS first
+                      FROM raw_legacy_gpu_counts WHERE method_id IS NULL AND model_id IS NOT NULL)
+                WHERE {LINE} <> first ORDER BY 1"""
+        ).fetchall()
         if not pretraining and con.sql("SELECT count(*) FROM raw_legacy_gpu_counts").fetchall()[0][0]:
             rule = "no pretraining row (empty method_id): the pretraining page recomputes seed 000's; keep at least one"
             rows.append((None, "method_id", None, rule))
 
-        _sql_rule(out, con, sources_dir, "legacy_gpu_counts", "the GPUs of the pretraining rows exist", rows)
+        _sql_rule(
+            out, con, sources_dir, "legacy_gpu_counts", "pretraining rows: one per model, on cards that exist", rows
+        )
     if "models" in names:
         models = _rows(con, "typed_models")
         shaped = [r for r in models if all(r[c] is not None for c in architecture.CORE_COLUMNS)]

@@ -608,3 +608,33 @@ def test_the_pretraining_page_needs_a_pretraining_row(src):
         "legacy_gpu_counts.csv: method_id = (empty): no pretraining row (empty method_id): the pretraining page "
         "recomputes seed 000's; keep at least one"
     ]
+
+
+def test_warnings_do_not_stop_the_build(src, tmp_path):
+    from pipeline.__main__ import build
+
+    edit_csv(src / "servers.csv", ",585000,", ",5000,")
+    edit_csv(src / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,")
+    summary = build(src, tmp_path / "out")
+    shown = [str(w).replace(f"{src}/", "") for w in summary["warnings"] if "по запросу" not in w.rule]
+    assert shown == [
+        'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
+        'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
+        "more than 5 times off; check the price",
+    ]
+    quality = (tmp_path / "out" / "site" / "quality.html").read_text(encoding="utf-8")
+    assert "unusual: most are between 8 and 400 ГБ; check the figure" in quality
+    assert "more than 5 times off; check the price" in quality
+
+
+def test_one_pretraining_row_per_model(src):
+    # two pretraining rows of one model gave the pretraining table a duplicate key (a traceback)
+    edit_csv(
+        src / "legacy_gpu_counts.csv",
+        "7b-full,generic-7b,Full fine-tuning,full_amp,",
+        "7b-full,generic-7b,Full fine-tuning,,",
+    )
+    assert found(src) == [
+        'legacy_gpu_counts.csv:4: model_id = "generic-7b": a second pretraining row (empty method_id) for this model, '
+        "after line 3; the pretraining table has one per model"
+    ]

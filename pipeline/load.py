@@ -11,24 +11,32 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import os
 import re
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from pipeline.problems import Problem
-from pipeline.schema import DUCKDB_TYPES, SOURCE_TABLES, Field, Table, ddl
+from pipeline.problems import Problem, capped
+from pipeline.problems import shown as shown_value
+from pipeline.schema import DUCKDB_TYPES, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
 
 LINE = "_line"
 
 
 def display_path(sources_dir: Path, table: Table) -> str:
-    """How a source file is named in reports: relative to the working directory when possible."""
+    """How a source file is named in reports: relative to the working directory when possible.
+
+    Only the folder is resolved, never the file: a symbolic link is named as the editor sees
+    it, and a link that loops cannot stop the report.
+    """
     path = sources_dir / table.file
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+        return str((sources_dir.resolve() / table.file).relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError, RuntimeError):
         return str(path)
 
 
@@ -37,7 +45,7 @@ _SPACES = re.compile(r"(?<=\d)[ \u00a0\u202f\u2009](?=\d)")
 _RUB = re.compile(r"\s*(?:₽|руб\.?|р\.)$", re.IGNORECASE)
 _DECIMAL_COMMA = re.compile(r"^-?\d+,\d+$")
 _RU_DATE = re.compile(r"^(\d{2})\.(\d{2})\.(\d{4})$")
-_BOOLS = {"true": "true", "false": "false", "истина": "true", "ложь": "false"}
+_BOOLS = {"true": "true", "false": "false", "истина": "true", "ложь": "false", "да": "true", "нет": "false"}
 
 
 def normalise(field: Field, value: str) -> str:
@@ -55,90 +63,301 @@ def normalise(field: Field, value: str) -> str:
     return value
 
 
-def decode(data: bytes, shown: str) -> tuple[str | None, list[Problem], list[Problem]]:
-    """Bytes of a source file -> text; (text, problems, notices)."""
-    if data.startswith(b"PK\x03\x04"):
-        return None, [Problem(shown, 0, "", None, "this is an Excel workbook, not CSV; use Save As -> CSV UTF-8")], []
-    if b"\x00" in data:
-        return None, [Problem(shown, 0, "", None, "binary file, not CSV text; save the table as CSV UTF-8")], []
+# A source table is a few kilobytes; anything over this is not an edited table (a log, a dump,
+# a wrong file) and is refused before it is read (sources/README.md).
+MAX_FILE_BYTES = 50_000_000
+
+# Single-byte Cyrillic encodings a CSV may come in; only Windows-1251 (Excel's "CSV" in a Russian
+# Windows) is accepted, the others are named so that the editor knows what to re-save.
+CYRILLIC_ENCODINGS = ("cp1251", "koi8_r", "cp866", "mac_cyrillic", "iso8859_5")
+_STRAY = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, kept by surrogateescape
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+_CYRILLIC_WORD = re.compile(r"[А-Яа-яЁё]{2,}")
+_CAPITAL_INSIDE = re.compile(r"[а-яё][А-ЯЁ]")
+_FOREIGN_LETTER = re.compile(r"[ЂЃѓЉЊЌЋЏђљњќћџ][а-яё]|[а-яё][ЂЃѓЉЊЌЋЏђљњќћџ]")
+# Non-ASCII characters of ordinary Russian text besides the letters.
+_RUSSIAN_PUNCTUATION = set("«»–—№…‘’“”„•\u00a0°±")
+# In a Windows-1251 file, a character the encoding lacks (×, −, ₽, ≈, →) has been saved as "?" or
+# "*" (or, by some programs, "x" between a number and a name).
+_SEPARATOR_LINE = re.compile(r"^\ufeff?sep=([;,\t|])\s*$")
+_LOST_CHARACTER = re.compile(r"\?(?![\s\"»)]*$)|\*|(?<=\d) x (?=\w)")
+
+
+def read_file(sources_dir: Path, table: Table, shown: str) -> tuple[bytes | None, list[Problem]]:
+    """The bytes of one source file, or the reason it is not read.
+
+    A symbolic link is followed only to a file inside the sources folder, and what is not a
+    regular file (a folder, a pipe, a device) or is larger than MAX_FILE_BYTES is never read.
+    """
+    path = opened = sources_dir / table.file
+
+    def refuse(rule: str) -> tuple[None, list[Problem]]:
+        return None, [Problem(shown, 0, "", None, rule)]
+
     try:
-        return data.decode("utf-8-sig"), [], []
+        link = os.lstat(path)
+    except FileNotFoundError:
+        return refuse("file is missing")
+    except OSError as exc:
+        return refuse(f"cannot be read ({exc.strerror})")
+    if stat.S_ISLNK(link.st_mode):
+        try:
+            target = path.resolve(strict=True)
+        except FileNotFoundError:
+            return refuse("is a symbolic link to a file that does not exist; put the CSV file itself here")
+        except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13, OSError (ELOOP) after
+            return refuse("is a symbolic link that leads back to itself (a loop); put the CSV file itself here")
+        if not target.is_relative_to(sources_dir.resolve()):
+            return refuse(
+                "is a symbolic link to a file outside the sources folder, which is not read; put the CSV file itself here"
+            )
+        opened = target
+    try:
+        # Non-blocking, so that a pipe in place of the file cannot make the build wait; not following a
+        # link, so that a file swapped for one since the check above is not read either.
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(opened, flags)
+    except OSError as exc:
+        return refuse(f"cannot be read ({exc.strerror})")
+    too_big = f"is over {MAX_FILE_BYTES // 1_000_000} MB, the most a source table may be; is it the right file?"
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            return refuse("is a folder, not a CSV file")
+        if not stat.S_ISREG(info.st_mode):
+            return refuse("is not a regular file (a pipe or a device); put the CSV file itself here")
+        if info.st_size > MAX_FILE_BYTES:
+            return refuse(too_big)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # a file that grows while it is read stops here too
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        return refuse(too_big)
+    return data, []
+
+
+@dataclass
+class Decoded:
+    """A source file's text and how it was read."""
+
+    text: str | None  # None when the file cannot be read as text
+    encoding: str = "utf-8"
+    problems: list[Problem] = field(default_factory=list)
+    notices: list[Problem] = field(default_factory=list)
+    # UTF-8 with a few bytes that are not: byte offsets of those bytes, which the text holds as
+    # lone surrogates (U+DC80-U+DCFF) so that the cells that contain them can be named.
+    bad_bytes: list[int] = field(default_factory=list)
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return data.count(b"\n", 0, offset) + 1
+
+
+def _looks_russian(text: str) -> bool:
+    """Whether the non-ASCII characters of `text` read as Russian: words of Russian letters and the
+    usual punctuation; no capital inside a word ("бХаТХа": ISO 8859-5 read as another encoding), no
+    long words in capitals ("УЕТЧЕТ": KOI8-R read as Windows-1251, which swaps small and capital
+    letters), no Serbian letter stuck to Russian ones ("Њодель": Mac Cyrillic read as Windows-1251)."""
+    other = sum(map(len, _NON_ASCII.findall(text)))
+    if not other:
+        return False
+    words = _CYRILLIC_WORD.findall(text)
+    in_words = sum(map(len, words))
+    punctuation = sum(ch in _RUSSIAN_PUNCTUATION for run in _NON_ASCII.findall(text) for ch in run)
+    mixed = sum(1 for w in words if _CAPITAL_INSIDE.search(w))
+    long = [w for w in words if len(w) >= 5]  # longer than an abbreviation (ГБ, ОЗУ, НДС)
+    shouting = sum(1 for w in long if w.isupper())
+    return (
+        in_words + punctuation >= 0.9 * other
+        and mixed <= 0.1 * len(words)
+        and shouting <= 0.5 * len(long)
+        and not _FOREIGN_LETTER.search(text)
+    )
+
+
+def _single_byte_encoding(data: bytes) -> tuple[str | None, str]:
+    """("cp1251", …) when charset-normalizer finds `data` to be Russian text in Windows-1251;
+    otherwise (None, the Cyrillic encoding it looks like, or "")."""
+    import charset_normalizer
+
+    found = charset_normalizer.from_bytes(data, cp_isolation=list(CYRILLIC_ENCODINGS))
+    russian = {m.encoding: m for m in found if _looks_russian(str(m))}
+    if not russian:
+        return None, ""
+    best = min(russian.values(), key=lambda m: (round(m.chaos, 2), -m.coherence))
+    cp1251 = russian.get("cp1251")
+    if cp1251 is None:
+        return None, best.encoding
+    # Short files fit several encodings equally well; Windows-1251 is the one Excel writes.
+    if best.encoding != "cp1251" and (cp1251.chaos > best.chaos + 0.01 or cp1251.coherence < best.coherence - 0.1):
+        return None, best.encoding
+    return "cp1251", "cp1251"
+
+
+_ENCODING_NAMES = {
+    "koi8_r": "KOI8-R",
+    "koi8_u": "KOI8-R",
+    "cp866": "DOS (CP866)",
+    "cp1125": "DOS (CP866)",
+    "mac_cyrillic": "Mac Cyrillic",
+    "iso8859_5": "ISO 8859-5",
+    "cp1251": "Windows-1251",
+}
+
+
+def decode(data: bytes, shown: str) -> Decoded:
+    """Bytes of a source file -> text, deciding the encoding per file.
+
+    UTF-8 (with or without BOM) is read as is. A file that is UTF-8 but for a few bytes is
+    refused, naming them (the whole file read as Windows-1251 would be mojibake). A file in
+    Windows-1251 is read with a notice; another encoding is refused with its name.
+    """
+
+    def refuse(rule: str, line: int = 0) -> Decoded:
+        return Decoded(None, problems=[Problem(shown, line, "", None, rule)])
+
+    if data.startswith(b"PK\x03\x04"):
+        return refuse("this is an Excel workbook, not CSV; use Save As -> CSV UTF-8")
+    if data.startswith(b"\xd0\xcf\x11\xe0"):
+        return refuse("this is an old Excel workbook (.xls), not CSV; use Save As -> CSV UTF-8")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return refuse("saved as UTF-16 (Excel's «Unicode text»), not CSV; use Save As -> CSV UTF-8")
+    if b"\x00" in data:
+        at = data.index(b"\x00")
+        return refuse(
+            f"binary file, not CSV text (a NUL byte at byte {at}); save the table as CSV UTF-8", _line_of(data, at)
+        )
+    try:
+        return Decoded(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
         pass
-    try:
-        text = data.decode("cp1251")
-    except UnicodeDecodeError as exc:
-        return (
-            None,
-            [
-                Problem(
-                    shown,
-                    0,
-                    "",
-                    None,
-                    f"neither UTF-8 nor Windows-1251 text (byte {exc.start}); save the file as CSV UTF-8",
-                )
-            ],
-            [],
-        )
+    body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+    text = body.decode("utf-8", errors="surrogateescape")
+    stray = [m.start() for m in _STRAY.finditer(text)]
+    well_formed = sum(map(len, _NON_ASCII.findall(text))) - len(stray)
+    if well_formed >= len(stray) or (not well_formed and len(stray) <= 3):
+        # Mostly UTF-8 (or ASCII) with a few bytes that are not: a damaged save, not another encoding.
+        positions, consumed, at = [], 0, len(data) - len(body)
+        for i in stray:
+            at += len(text[consumed:i].encode("utf-8", "surrogateescape"))
+            positions.append(at)
+            at, consumed = at + 1, i + 1
+        return Decoded(text, bad_bytes=positions)
+    encoding, name = _single_byte_encoding(data)
+    if encoding is None:
+        if name in _ENCODING_NAMES and name != "cp1251":
+            return refuse(
+                f"looks like {_ENCODING_NAMES[name]} text, not UTF-8 or Windows-1251; save the file as CSV UTF-8"
+            )
+        return refuse("neither UTF-8 nor Windows-1251 text; save the file as CSV UTF-8")
     notice = Problem(shown, 0, "", None, "read as Windows-1251 (Excel's Cyrillic encoding); CSV UTF-8 is preferred")
-    return text, [], [notice]
+    return Decoded(data.decode("cp1251"), "cp1251", notices=[notice])
 
 
 def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:
     """Read one CSV into a frame of strings (None for empty cells) plus a line column.
 
-    Returns (frame, problems, notices); notices say which normalisation was applied.
+    Returns (frame, problems, notices); notices say which normalisation was applied, and
+    which cells of a Windows-1251 file may have lost a character.
     """
     shown = display_path(sources_dir, table)
-    path = sources_dir / table.file
-    if not path.is_file():
-        return None, [Problem(shown, 0, "", None, "file is missing")], []
-    text, problems, notices = decode(path.read_bytes(), shown)
+    data, problems = read_file(sources_dir, table, shown)
+    if data is None:
+        return None, problems, []
+    decoded = decode(data, shown)
+    text, problems, notices = decoded.text, decoded.problems, decoded.notices
     if text is None:
         return None, problems, notices
     first = next((line for line in text.splitlines() if line.strip()), "")
     delimiter = ";" if first.count(";") > first.count(",") else ","
-    if delimiter == ";":
-        notices.append(Problem(shown, 0, "", None, "read with ';' as the delimiter"))
+    directive = _SEPARATOR_LINE.match(first)
+    if directive:  # Excel's "sep=;" first line names the delimiter
+        delimiter = directive.group(1)
+        text = text.replace(first, "", 1)
+    if delimiter != ",":
+        notices.append(Problem(shown, 0, "", None, f"read with '{delimiter}' as the delimiter"))
+    # A cell may be as long as the file: the length rules, not the reader, say what is too long.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows, line = [], 1
     for row in reader:
         if any(c.strip() for c in row):
-            rows.append((line, row))
+            rows.append((line, reader.line_num, row))
         line = reader.line_num + 1
+    if decoded.bad_bytes:
+        return None, _bad_byte_problems(shown, rows, decoded.bad_bytes, data), notices
     if not rows:
         return None, [Problem(shown, 0, "", None, "file is empty; it needs a header row")], notices
-    (_, header), body = rows[0], rows[1:]
+    (_, _, header), body = rows[0], rows[1:]
     header = [h.strip().lower() for h in header]
     for col in table.columns:
         if col not in header:
             problems.append(Problem(shown, 1, "", None, f'column "{col}" is missing from the header'))
-    for col in header:
+    for col in dict.fromkeys(header):  # each name once: a header of a million empty names is one problem
         if col not in table.columns:
-            guess = difflib.get_close_matches(col, [c for c in table.columns if c not in header], n=1)
+            guess = difflib.get_close_matches(col[:100], [c for c in table.columns if c not in header], n=1)
             hint = f'did you mean "{guess[0]}"?' if guess else f"expected: {', '.join(table.columns)}"
-            problems.append(Problem(shown, 1, "", None, f'unknown column "{col}"; {hint}'))
+            problems.append(Problem(shown, 1, "", None, f'unknown column "{shown_value(col)}"; {hint}'))
     if len(set(header)) != len(header):
         problems.append(Problem(shown, 1, "", None, "a column name appears twice in the header"))
     if problems:
         return None, problems, notices
     columns: dict[str, list] = {c: [] for c in table.columns}
     lines = []
-    for line, row in body:
+    last = body[-1][1] if body else 0
+    for line, end, row in body:
         if len(row) != len(header):
-            problems.append(Problem(shown, line, "", None, f"has {len(row)} cells, the header has {len(header)}"))
+            rule = f"has {len(row)} cells, the header has {len(header)}"
+            if end > line:  # a quoted cell ran over line ends: most often a closing quote is missing
+                upto = "the end of the file" if end == last else f"line {end}"
+                rule += f'; a quoted cell (") runs from this line to {upto}: is a closing quote missing?'
+            problems.append(Problem(shown, line, "", None, rule))
             continue
         cells = dict(zip(header, row, strict=True))
         for f in table.fields:
             value = normalise(f, cells[f.name].strip())
             columns[f.name].append(value if value else None)
+            if decoded.encoding == "cp1251" and f.type == "str" and value and _LOST_CHARACTER.search(value):
+                notices.append(Problem(shown, line, f.name, value, LOST_CHARACTER_RULE))
         lines.append(line)
     frame = pl.DataFrame(
         {LINE: lines, **columns},
         schema={LINE: pl.Int64, **{c: pl.Utf8 for c in table.columns}},
     )
     return frame, problems, notices
+
+
+LOST_CHARACTER_RULE = (
+    "the file is in Windows-1251, which has no ×, −, ₽, ≈ or →: a «?», «*» or «x» here may stand for a "
+    "character lost on saving; check the cell and save the file as CSV UTF-8"
+)
+
+
+def _bad_byte_problems(shown: str, rows: list, offsets: list[int], data: bytes) -> list[Problem]:
+    """Each cell of a mostly-UTF-8 file that holds a byte which is not UTF-8: line, column, the
+    cell (the byte shown as �) and the byte's offset in the file."""
+    header = [h.strip().lower() for h in rows[0][2]] if rows else []
+    out, k = [], 0
+    for line, _, row in rows:
+        for i, cell in enumerate(row):
+            for _ in _STRAY.finditer(cell):
+                at = offsets[k]
+                column = header[i] if line != rows[0][0] and i < len(header) else ""
+                out.append(
+                    Problem(shown, line, column, _STRAY.sub("\ufffd", cell) if column else None, _bad_byte(data, at))
+                )
+                k += 1
+    # bytes outside any cell (between cells, on a blank line)
+    out += [Problem(shown, _line_of(data, at), "", None, _bad_byte(data, at)) for at in offsets[k:]]
+    return out
+
+
+def _bad_byte(data: bytes, at: int) -> str:
+    return (
+        f"byte {at} (0x{data[at]:02X}) is not UTF-8, while the rest of the file is; retype the character "
+        "there or save the file again as CSV UTF-8"
+    )
 
 
 def read_sources(sources_dir: Path) -> tuple[dict[str, pl.DataFrame], list[Problem], list[Problem]]:
@@ -150,7 +369,20 @@ def read_sources(sources_dir: Path) -> tuple[dict[str, pl.DataFrame], list[Probl
         notices.extend(noticed)
         if frame is not None:
             frames[table.name] = frame
-    return frames, problems, notices
+    return frames, problems, capped(notices)
+
+
+def typed_sql(f: Field, column: str) -> str:
+    """SQL for the typed value of a raw text cell. It casts only text of the type's form
+    (TYPE_PATTERNS): DuckDB also casts "1e3", " 7" or the year 0, which Python cannot hold and
+    the rules do not accept, so those cells are NULL here and reported from their text."""
+    cast = f"TRY_CAST({column} AS {DUCKDB_TYPES[f.type]})"
+    if f.type not in TYPE_PATTERNS or f.type == "id":
+        return cast
+    guard = f"regexp_full_match({column}, '{TYPE_PATTERNS[f.type]}')"
+    if f.type == "date":
+        guard += f" AND {column} >= '0001'"
+    return f"CASE WHEN {guard} THEN {cast} END"
 
 
 def connect(frames: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
@@ -159,7 +391,7 @@ def connect(frames: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
     for name, frame in frames.items():
         con.register(f"raw_{name}", frame.to_arrow())
         table = next(t for t in SOURCE_TABLES if t.name == name)
-        casts = ", ".join(f"TRY_CAST({f.name} AS {DUCKDB_TYPES[f.type]}) AS {f.name}" for f in table.fields)
+        casts = ", ".join(f"{typed_sql(f, f.name)} AS {f.name}" for f in table.fields)
         con.execute(f"CREATE VIEW typed_{name} AS SELECT {LINE}, {casts} FROM raw_{name}")
     return con
 

@@ -2,34 +2,104 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 
+# A report lists at most this many problems of one rule in one file, then says how many more
+# there are: a file of junk gives a screenful, not millions of lines.
+MAX_PER_RULE = 50
+# Values longer than this are shown cut, with their length: a 10 MB cell stays one short line.
+MAX_SHOWN_VALUE = 120
 
-@dataclass(frozen=True, order=True)
+# Characters a reader cannot see (control, format, line and paragraph separators, private use):
+# a report shows them as escapes, so that the editor sees what to delete.
+_INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Co", "Cs")
+_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def shown(value: str) -> str:
+    """A cell as a report shows it: invisible characters escaped (\\u00ad), a long value cut."""
+    cut = len(value) > MAX_SHOWN_VALUE
+    text = value[:MAX_SHOWN_VALUE] if cut else value
+    if any(not ch.isprintable() for ch in text):
+        text = "".join(
+            _ESCAPES.get(ch, f"\\u{ord(ch):04x}")
+            if unicodedata.category(ch) in _INVISIBLE_CATEGORIES or ch in _ESCAPES
+            else ch
+            for ch in text
+        )
+    return f"{text}… ({_thousands(len(value))} characters)" if cut else text
+
+
+def _thousands(n: int) -> str:
+    return f"{n:,}".replace(",", " ")
+
+
+@dataclass(frozen=True)
 class Problem:
-    """One thing wrong in one place of a source file."""
+    """One thing wrong in one place of a source file.
+
+    `omitted` > 0 marks the line that stands for that many further problems of one rule in
+    one file, which a report does not list (see `capped`); its rule says so. The value is the
+    cell's text; a report shows it with invisible characters escaped and a long one cut.
+    """
 
     file: str
     line: int  # 0 when the problem concerns the whole file
     column: str
     value: str | None
     rule: str
+    omitted: int = 0
+
+    def __lt__(self, other: Problem) -> bool:
+        return _order(self) < _order(other)
 
     def __str__(self) -> str:
         place = f"{self.file}:{self.line}" if self.line else self.file
-        if self.column:
-            shown = "(empty)" if self.value is None else f'"{self.value}"'
-            return f"{place}: {self.column} = {shown}: {self.rule}"
-        return f"{place}: {self.rule}"
+        if self.column and not self.omitted:
+            value = "(empty)" if self.value is None else f'"{shown(str(self.value))}"'
+            return f"{place}: {self.column} = {value}: {self.rule}"
+        return f"{place}: {self.column + ': ' if self.column else ''}{self.rule}"
+
+
+def _kind(text: str) -> str:
+    """A rule without the numbers in its text: "has 21 cells" and "has 5 cells" are one rule."""
+    return re.sub(r"\d+(?:\.\d+)?", "#", text)
+
+
+def _order(p: Problem) -> tuple:
+    return (p.file, p.omitted > 0, p.line, p.column, p.value or "", p.rule)
+
+
+def capped(problems: list[Problem], limit: int = MAX_PER_RULE) -> list[Problem]:
+    """At most `limit` problems per rule and file (the first by line), plus one line per rule
+    that says how many more there are. Applying it again changes nothing."""
+    kept, counts, first_rule = [], defaultdict(int), {}
+    for p in sorted(set(problems)):
+        if p.omitted:
+            kept.append(p)
+            continue
+        key = (p.file, _kind(p.column), _kind(p.rule))
+        counts[key] += 1
+        if counts[key] <= limit:
+            kept.append(p)
+        else:
+            first_rule.setdefault(key, (p.column, p.rule))
+    for key, (column, rule) in first_rule.items():
+        n = counts[key] - limit
+        kept.append(Problem(key[0], 0, column, None, f"{_thousands(n)} more like this, not listed: {rule}", omitted=n))
+    return sorted(kept)
 
 
 class DataError(Exception):
-    """Raised when the sources are invalid; carries every problem found."""
+    """Raised when the sources are invalid; carries every problem found (capped per rule)."""
 
     def __init__(self, problems: list[Problem]):
-        super().__init__(f"{len(problems)} problem(s) in the sources")
-        self.problems = sorted(set(problems))
+        self.problems = capped(problems)
+        total = sum(p.omitted or 1 for p in self.problems)
+        super().__init__(f"{total} problem(s) in the sources")
 
 
 class TemplateError(Exception):
@@ -41,14 +111,14 @@ class TemplateError(Exception):
 
 
 def format_report(problems: list[Problem]) -> str:
-    """The problems grouped by file, one line each, then a count."""
+    """The problems grouped by file, one line each (at most MAX_PER_RULE per rule), then a count."""
     by_file: dict[str, list[Problem]] = defaultdict(list)
-    for p in sorted(set(problems)):
+    for p in capped(problems):
         by_file[p.file].append(p)
     lines = []
     for file, items in by_file.items():
-        lines.append(f"{file} ({len(items)}):")
+        lines.append(f"{file} ({sum(p.omitted or 1 for p in items)}):")
         lines.extend(f"  {p}" for p in items)
-    n = sum(len(v) for v in by_file.values())
+    n = sum(p.omitted or 1 for items in by_file.values() for p in items)
     lines.append(f"{n} problem(s) in {len(by_file)} file(s); nothing was written.")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ all generated from the declarations below. Adding a column is one edit here.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import polars as pl
@@ -68,6 +69,8 @@ class Field:
     pattern: str = ""  # an extra regex a text cell must match, explained by pattern_rule
     pattern_rule: str = ""
     label_ru: str = ""  # short Russian column header (XLSX, data dictionary)
+    # Values outside this range are possible but rare: a warning asks the editor to check them.
+    usual: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Table:
     fields: tuple[Field, ...]
     primary_key: tuple[str, ...]
     kind: str = "source"  # source | derived
+    min_rows: int = 1  # a source table needs at least this many rows (a header alone is an accident)
 
     @property
     def file(self) -> str:
@@ -199,6 +203,7 @@ MODELS = Table(
             min=0.01,
             max=100000,
             label_ru="Параметров, млрд",
+            usual=(0.1, 2000),
         ),
         Field(
             "active_params_b",
@@ -323,7 +328,16 @@ GPUS = Table(
         Field("name", "str", "Название карты.", label_ru="Название"),
         Field("short_name", "str", "Короткое название для заголовков таблиц.", label_ru="Краткое название"),
         Field("vendor", "str", "Производитель.", allowed=("NVIDIA", "AMD"), label_ru="Производитель"),
-        Field("memory_gb", "float", "Видеопамять одной карты.", unit="ГБ", min=1, max=2000, label_ru="Память, ГБ"),
+        Field(
+            "memory_gb",
+            "float",
+            "Видеопамять одной карты.",
+            unit="ГБ",
+            min=1,
+            max=2000,
+            label_ru="Память, ГБ",
+            usual=(8, 400),
+        ),
         Field(
             "memory_bandwidth_gbs",
             "float",
@@ -332,6 +346,7 @@ GPUS = Table(
             min=1,
             max=100000,
             label_ru="Пропускная способность памяти, ГБ/с",
+            usual=(100, 20000),
         ),
         Field(
             "bf16_dense_tflops",
@@ -341,6 +356,7 @@ GPUS = Table(
             min=1,
             max=100000,
             label_ru="BF16 без разреженности, TFLOPS",
+            usual=(10, 5000),
         ),
         Field(
             "fp8_dense_tflops",
@@ -351,6 +367,7 @@ GPUS = Table(
             min=1,
             max=100000,
             label_ru="FP8 без разреженности, TFLOPS",
+            usual=(20, 10000),
         ),
         Field(
             "interconnect",
@@ -368,6 +385,7 @@ GPUS = Table(
             min=1,
             max=100000,
             label_ru="Скорость связи, ГБ/с",
+            usual=(16, 5000),
         ),
         Field("form_factor", "str", "Исполнение.", allowed=("sxm", "oam", "pcie"), label_ru="Исполнение"),
         Field(
@@ -392,7 +410,7 @@ SERVERS = Table(
         Field("display_name", "str", "Название для читателя.", label_ru="Название"),
         Field("platform", "str", "Платформа (модель сервера).", label_ru="Платформа"),
         Field("gpu_id", "id", "Карта в сервере.", references="gpus.gpu_id", label_ru="Код карты"),
-        Field("gpu_count", "int", "Число карт.", unit="шт.", min=1, max=64, label_ru="Карт, шт."),
+        Field("gpu_count", "int", "Число карт.", unit="шт.", min=1, max=64, label_ru="Карт, шт.", usual=(1, 16)),
         Field(
             "interconnect",
             "str",
@@ -406,7 +424,7 @@ SERVERS = Table(
             "Цена аренды в месяц; пусто — цена по запросу.",
             unit="₽/мес",
             required=False,
-            min=1,
+            min=1000,
             max=10_000_000_000,
             label_ru="Цена, ₽/мес",
         ),
@@ -1046,37 +1064,97 @@ ESTIMATOR_CONSTANTS = (
     "allocator_reserve_factor",
 )
 
-# Constants the rules read from sources/constants.csv; each must be present.
-REQUIRED_CONSTANTS = (
-    "range_low_factor",
-    "range_high_factor",
-    "adamw_weight_bytes",
-    "adamw_grad_bytes",
-    "adamw_optimizer_bytes",
-    "train_flops_per_param_token",
-    "legacy_full_bytes_per_param",
-    "legacy_overhead_low",
-    "legacy_overhead_high",
-    "stale_after_days",
-    "default_utilization",
-    "hours_per_month",
-    # The first-principles estimator, its pages and the comparison article.
-    *ESTIMATOR_CONSTANTS,
-    "forward_flops_per_param_token",
-    "tokens_per_param",
-    "pretraining_target_days",
-    "typical_seq_len",
-    "typical_micro_batch",
-    "typical_grad_checkpointing",
-    "typical_lora_rank",
-    "legacy_lora_bytes_per_param",
-    "legacy_qlora_7b_gb",
-    "legacy_qlora_13b_gb",
-    "legacy_qlora_70b_gb",
-    "legacy_fp8_memory_factor",
-    "comparison_accumulation_steps",
-    "calibration_within",
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a constant of constants.csv may take.
+
+    Outside gt/ge … lt/le the value is impossible (an error); outside `usual` it is possible
+    but rare (a warning). `integer`: a whole number (a count, a size, a 0/1 switch).
+    """
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+    integer: bool = False
+    usual: tuple[float, float] | None = None
+
+
+# Every constant the rules, the estimator and the pages read, with the values it may take: one line
+# per constant. Each must be present in constants.csv; a new constant is declared here.
+CONSTANT_BOUNDS: dict[str, Bounds] = {
+    "range_low_factor": Bounds(gt=0, lt=1, usual=(0.5, 0.95)),
+    "range_high_factor": Bounds(gt=1, le=10, usual=(1.05, 2)),
+    "adamw_weight_bytes": Bounds(gt=0, le=8),
+    "adamw_grad_bytes": Bounds(gt=0, le=8),
+    "adamw_optimizer_bytes": Bounds(gt=0, le=32),
+    "train_flops_per_param_token": Bounds(gt=0, le=20, usual=(6, 8)),
+    "forward_flops_per_param_token": Bounds(gt=0, le=10, usual=(2, 2)),
+    "legacy_full_bytes_per_param": Bounds(gt=0, le=100),
+    "legacy_overhead_low": Bounds(ge=0, le=5),
+    "legacy_overhead_high": Bounds(ge=0, le=5),
+    "legacy_lora_bytes_per_param": Bounds(gt=0, le=100),
+    "legacy_qlora_7b_gb": Bounds(gt=0, le=10_000),
+    "legacy_qlora_13b_gb": Bounds(gt=0, le=10_000),
+    "legacy_qlora_70b_gb": Bounds(gt=0, le=10_000),
+    "legacy_fp8_memory_factor": Bounds(gt=0, le=1),
+    "checkpointing_saving_low": Bounds(ge=0, lt=1),
+    "checkpointing_saving_high": Bounds(ge=0, lt=1),
+    "checkpointing_slowdown_low": Bounds(ge=0, le=5),
+    "checkpointing_slowdown_high": Bounds(ge=0, le=5),
+    "stale_after_days": Bounds(ge=1, le=3650, integer=True, usual=(30, 730)),
+    "default_utilization": Bounds(gt=0, le=1, usual=(0.1, 0.8)),
+    "hours_per_month": Bounds(ge=672, le=744),  # 28 to 31 days of 24 hours
+    "activation_bytes": Bounds(gt=0, le=8),
+    "norm_input_bytes": Bounds(gt=0, le=8),
+    "eager_attention_score_bytes": Bounds(ge=0, le=16),
+    "logits_bytes": Bounds(gt=0, le=32),
+    "logits_chunked_bytes": Bounds(gt=0, le=32),
+    "dropout_mask_bytes": Bounds(ge=0, le=8),
+    "quant_block_size": Bounds(ge=1, le=4096, integer=True),
+    "quant_scale_bytes": Bounds(ge=0, le=8),
+    "double_quant_scale_bytes": Bounds(ge=0, le=8),
+    "double_quant_block_size": Bounds(ge=1, le=65_536, integer=True),
+    "adapter_bytes": Bounds(gt=0, le=8),
+    "zero3_gather_bytes_per_param": Bounds(ge=0, le=32),
+    "offload_cpu_buffer_factor": Bounds(ge=1, le=10),
+    "cuda_context_gb": Bounds(ge=0, le=10),
+    "allocator_reserve_factor": Bounds(ge=0, le=2),
+    "tokens_per_param": Bounds(gt=0, le=100_000, usual=(1, 5000)),
+    "pretraining_target_days": Bounds(gt=0, le=3650),
+    "typical_seq_len": Bounds(ge=1, le=1_000_000, integer=True, usual=(128, 131_072)),
+    "typical_micro_batch": Bounds(ge=1, le=100_000, integer=True, usual=(1, 64)),
+    "typical_grad_checkpointing": Bounds(ge=0, le=1, integer=True),
+    "typical_lora_rank": Bounds(ge=1, le=65_536, integer=True, usual=(1, 1024)),
+    "comparison_accumulation_steps": Bounds(ge=2, le=1024, integer=True),
+    "calibration_within": Bounds(gt=0, lt=1),
+}
+
+# Relations between constants: (left, operator, right), each must hold.
+CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
+    ("range_low_factor", "<", "range_high_factor"),
+    ("forward_flops_per_param_token", "<", "train_flops_per_param_token"),
+    ("legacy_overhead_low", "<=", "legacy_overhead_high"),
+    ("checkpointing_saving_low", "<=", "checkpointing_saving_high"),
+    ("checkpointing_slowdown_low", "<=", "checkpointing_slowdown_high"),
+    ("legacy_qlora_7b_gb", "<=", "legacy_qlora_13b_gb"),
+    ("legacy_qlora_13b_gb", "<=", "legacy_qlora_70b_gb"),
+    ("logits_chunked_bytes", "<=", "logits_bytes"),
+    ("double_quant_scale_bytes", "<=", "quant_scale_bytes"),
 )
+
+# Constants the rules read from sources/constants.csv; each must be present.
+REQUIRED_CONSTANTS = tuple(dict.fromkeys((*CONSTANT_BOUNDS, *ESTIMATOR_CONSTANTS)))
+
+# Dates in the sources are when a fact was checked: before this one, the year is a typo.
+EARLIEST_DATE = dt.date(2000, 1, 1)
+
+# Plausibility of the catalog, as warnings: a server's price per GB of GPU memory more than this
+# many times above or below the median of the priced servers (with at least three priced).
+PRICE_PER_GB_SPREAD = 5
+# How far a number stated in a name ("2 × H100 80GB", "Модель 7 млрд") may be from the row's figure.
+NAME_TOLERANCE = 0.02
 
 # Which server interconnect a GPU of each form factor can have.
 SERVER_INTERCONNECTS = {
@@ -1085,9 +1163,18 @@ SERVER_INTERCONNECTS = {
     "pcie": ("pcie", "nvlink-bridge"),
 }
 
-# Control and bidirectional-formatting characters: invisible, and able to make a
-# cell display as something else (e.g. U+202E RIGHT-TO-LEFT OVERRIDE).
-HIDDEN_CHARACTERS = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069\\ufeff]"
+# Characters a reader cannot see, which can make a cell display as something else (U+202E
+# RIGHT-TO-LEFT OVERRIDE) or break a line: the Unicode categories Cc (control, TAB and line
+# breaks included), Cf (format: soft hyphen, zero-width and joiner characters, direction marks,
+# BOM), Zl and Zp (line and paragraph separators) and Co (private use), as of Unicode 14
+# (tests/test_validate.py checks the list against Python's unicodedata). The spaces (Zs: NBSP,
+# thin space) are not among them: load turns those in numbers into nothing.
+HIDDEN_CHARACTERS = (
+    "[\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890-\\u0891\\u08e2\\u180e"
+    "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ue000-\\uf8ff\\ufeff\\ufff9-\\ufffb"
+    "\\U000110bd\\U000110cd\\U00013430-\\U00013438\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a"
+    "\\U000e0001\\U000e0020-\\U000e007f\\U000f0000-\\U000ffffd\\U00100000-\\U0010fffd]"
+)
 TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
 
 

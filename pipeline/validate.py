@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,11 +19,15 @@ import duckdb
 
 from pipeline import architecture
 from pipeline.fingerprint import build_date
-from pipeline.load import LINE, display_path
-from pipeline.problems import Problem
+from pipeline.load import LINE, display_path, typed_sql
+from pipeline.problems import Problem, capped
 from pipeline.schema import (
-    DUCKDB_TYPES,
+    CONSTANT_BOUNDS,
+    CONSTANT_RELATIONS,
+    EARLIEST_DATE,
     HIDDEN_CHARACTERS,
+    NAME_TOLERANCE,
+    PRICE_PER_GB_SPREAD,
     RANKLESS_ADAPTERS,
     REQUIRED_CONSTANTS,
     SERVER_INTERCONNECTS,
@@ -30,6 +35,7 @@ from pipeline.schema import (
     TABLES_BY_NAME,
     TYPE_NAMES_RU,
     TYPE_PATTERNS,
+    Bounds,
     Field,
     Table,
 )
@@ -82,6 +88,12 @@ class Validation:
         )
 
 
+HIDDEN_RULE = (
+    "contains an invisible or control character (a line break, TAB, soft hyphen, zero-width or text-direction "
+    "character, shown as \\n, \\t, \\u…); delete it"
+)
+
+
 def _num(x: float) -> str:
     return f"{x:.12g}"
 
@@ -123,7 +135,7 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
         add(
             "raw",
             gxe.ExpectColumnValuesToNotMatchRegex(column=name, regex=HIDDEN_CHARACTERS),
-            "contains an invisible control or text-direction character; delete it",
+            HIDDEN_RULE,
         )
     if field.pattern:
         add("raw", gxe.ExpectColumnValuesToMatchRegex(column=name, regex=field.pattern), field.pattern_rule)
@@ -147,6 +159,11 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
             gxe.ExpectColumnValuesToBeBetween(column=name, max_value=dt.datetime.combine(today, dt.time())),
             f"is in the future (the build date is {today.isoformat()})",
         )
+        add(
+            "typed",
+            gxe.ExpectColumnValuesToBeBetween(column=name, min_value=dt.datetime.combine(EARLIEST_DATE, dt.time())),
+            f"is before {EARLIEST_DATE.isoformat()}: check the year",
+        )
     if table.primary_key == (name,):
         add("raw", gxe.ExpectColumnValuesToBeUnique(column=name), "duplicate id; ids must be unique")
     return out
@@ -164,6 +181,16 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:
             "the header has exactly the declared columns, in any order",
         )
     ]
+    if table.min_rows:
+        checks.append(
+            Check(
+                table.name,
+                "",
+                "raw",
+                gxe.ExpectTableRowCountToBeBetween(min_value=table.min_rows),
+                "has no rows, only the header; the rules need at least one",
+            )
+        )
     checks += [c for f in table.fields for c in field_checks(table, f, today)]
     if len(table.primary_key) > 1 and all(table.field(k).required for k in table.primary_key):
         checks.append(
@@ -246,8 +273,11 @@ def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date)
         cells = con.sql(f"SELECT * FROM raw_{name}").fetchall()
         keys.append(key := (name, shown, today, tuple(cells)))
         if key not in _OUTCOMES:
+            raw = con.sql(f"SELECT * FROM raw_{name}").df()
+            jobs[key, "raw"] = (table, "raw", shown, today, raw, None)
+            # the typed suite names a failing cell by its text, not by the cast value (1e+308)
+            jobs[key, "typed"] = (table, "typed", shown, today, con.sql(f"SELECT * FROM typed_{name}").df(), raw)
             for on in ("raw", "typed"):
-                jobs[key, on] = (table, on, shown, today, con.sql(f"SELECT * FROM {on}_{name}").df())
                 if _CONTEXT:  # a warm process makes each suite once; the child inherits it
                     _definition(table, on, today)
     # GX is pure Python: the suites are shared between two cores (pipeline.workers).
@@ -267,7 +297,7 @@ def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date)
 
 
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
-    table, on, shown, today, frame = job
+    table, on, shown, today, frame, raw = job
     problems, checks = [], []
     definition, by_id = _definition(table, on, today)
     # Every expectation runs on every row either way; BOOLEAN_ONLY skips collecting the failing
@@ -278,16 +308,18 @@ def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
             batch_parameters={"dataframe": frame},
             result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]},
         )
+    # The cells' text by line, for a typed suite's failures (made once, only when something failed).
+    texts = raw.set_index(LINE).to_dict("index") if raw is not None and not result.success else {}
     # GX does not keep the suite's order in its results: match them by expectation id.
     for outcome in result.results:
         check = by_id[outcome.expectation_config.id]
-        found = [] if outcome.success else _explain(check, outcome, shown)
+        found = [] if outcome.success else _explain(check, outcome, shown, texts)
         problems.extend(found)
         checks.append(CheckResult(table.name, check.column, check.rule, "Great Expectations", len(found)))
     return problems, checks
 
 
-def _explain(check: Check, outcome, shown: str) -> list[Problem]:
+def _explain(check: Check, outcome, shown: str, cell_texts: dict | None = None) -> list[Problem]:
     if outcome.exception_info and outcome.exception_info.get("raised_exception"):
         message = outcome.exception_info.get("exception_message")
         raise RuntimeError(f"validation of {shown} failed to run: {message}")
@@ -295,7 +327,8 @@ def _explain(check: Check, outcome, shown: str) -> list[Problem]:
     out = []
     for row in rows:
         columns = check.column.split("+")
-        texts = [_text(row.get(c)) for c in columns]
+        cells = (cell_texts or {}).get(int(row[LINE]), row)
+        texts = [_text(cells.get(c)) for c in columns]
         value = None if all(t is None for t in texts) else "; ".join(t or "" for t in texts)
         out.append(Problem(shown, int(row[LINE]), ", ".join(columns), value, check.rule))
     if not rows:
@@ -335,7 +368,7 @@ def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
             rows += con.execute(
                 f"SELECT r.{LINE}, '{f.name}', r.{f.name}, 'not a valid {f.type}' FROM raw_{name} r "
                 f"WHERE r.{f.name} IS NOT NULL AND regexp_full_match(r.{f.name}, ?) "
-                f"AND TRY_CAST(r.{f.name} AS {DUCKDB_TYPES[f.type]}) IS NULL",
+                f"AND {typed_sql(f, 'r.' + f.name)} IS NULL",
                 [pattern],
             ).fetchall()
         _sql_rule(out, con, sources_dir, name, "values of the right form also convert to their type", rows)
@@ -533,6 +566,8 @@ def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
 
 
 def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Every declared constant is present and within its bounds (schema.CONSTANT_BOUNDS), and the
+    relations between constants hold (schema.CONSTANT_RELATIONS)."""
     if "constants" not in names:
         return
     present = {r[0] for r in con.sql("SELECT constant_id FROM raw_constants").fetchall()}
@@ -542,6 +577,272 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
         if c not in present
     ]
     _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
+    values = _constant_rows(con)
+    rows = []
+    for constant_id, (line, value) in values.items():
+        bounds = CONSTANT_BOUNDS.get(constant_id)
+        if bounds is not None and value is not None and not _within(bounds, value):
+            rows.append((line, "value", _num(value), f"{constant_id} {_describe(bounds)}"))
+    _sql_rule(out, con, sources_dir, "constants", "every constant is within its declared bounds", sorted(rows))
+    rows = []
+    for left, op, right in CONSTANT_RELATIONS:
+        (line, a), (_, b) = values.get(left, (None, None)), values.get(right, (None, None))
+        if a is not None and b is not None and not _RELATIONS[op](a, b):
+            rule = f"{left} must be {_RELATION_WORDS[op]} {right} ({_num(b)})"
+            rows.append((line, "value", _num(a), rule))
+    _sql_rule(out, con, sources_dir, "constants", "the relations between constants hold", sorted(rows))
+
+
+_RELATIONS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+_RELATION_WORDS = {"<": "less than", "<=": "at most"}
+
+
+def _constant_rows(con) -> dict[str, tuple[int, float | None]]:
+    """constant_id -> (line, typed value) of constants.csv (the first row of a duplicated id)."""
+    rows = con.sql(f"SELECT constant_id, {LINE}, value FROM typed_constants ORDER BY {LINE}").fetchall()
+    found: dict[str, tuple[int, float | None]] = {}
+    for constant_id, line, value in rows:
+        found.setdefault(constant_id, (line, value))
+    return found
+
+
+def _within(b: Bounds, x: float) -> bool:
+    return (
+        (b.gt is None or x > b.gt)
+        and (b.ge is None or x >= b.ge)
+        and (b.lt is None or x < b.lt)
+        and (b.le is None or x <= b.le)
+        and (not b.integer or float(x).is_integer())
+    )
+
+
+def _describe(b: Bounds) -> str:
+    """The bounds in words: "must be above 0 and below 1", "must be a whole number from 1 to 4096"."""
+    low = f"above {_num(b.gt)}" if b.gt is not None else f"at least {_num(b.ge)}" if b.ge is not None else ""
+    high = f"below {_num(b.lt)}" if b.lt is not None else f"at most {_num(b.le)}" if b.le is not None else ""
+    if b.integer and b.ge is not None and b.le is not None:
+        return f"must be a whole number from {_num(b.ge)} to {_num(b.le)}"
+    what = "a whole number " if b.integer else ""
+    return f"must be {what}{' and '.join(x for x in (low, high) if x)}".rstrip()
+
+
+def valid_constants(con) -> dict[str, float]:
+    """The constants that are present and within their bounds: what the warnings may compute with."""
+    return {
+        c: v
+        for c, (_, v) in _constant_rows(con).items()
+        if v is not None and (c not in CONSTANT_BOUNDS or _within(CONSTANT_BOUNDS[c], v))
+    }
+
+
+# -- plausibility: numbers that a name states, and figures that cannot be -----------------------
+
+# Numbers in names have at most six digits here: int() refuses strings of over 4 300 digits.
+# "80GB", "141 ГБ"
+_GB_IN_NAME = re.compile(r"(?<![\w.])(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:GB|ГБ)\b", re.IGNORECASE)
+# "8 × H200", "2x H100", "4 * H200" (× lost in Windows-1251): count, then the GPU part
+_SERVER_NAME = re.compile(r"^\s*(\d{1,6})\s*[×xXх*]\s*(.+?)\s*$")
+# "7 млрд", "8B", "0.5B", "8x7B" (Mixtral: 8 experts of 7B)
+_PARAMS_IN_NAME = re.compile(r"(?<![\w.])(?:(\d{1,6})\s*[x×]\s*)?(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:млрд|B)(?!\w)")
+# "4bit", "8-bit", "2 бита"
+_BITS_IN_NAME = re.compile(r"(?<![\d.])(\d{1,6})[-\s]?(?:bit|бит)\w*", re.IGNORECASE)
+# How far a named model's size may be from the one in its marketing name before a warning:
+# "Llama 3.2 1B" has 1.24 B parameters, "Mixtral 8x7B" 46.7 B.
+NAMED_SIZE_FACTOR = 1.5
+# Anchor memory per parameter beyond which the editor is asked to check the figure (bytes per
+# parameter; full fine-tuning in mixed precision takes about 17 in LLaMA-Factory's table).
+ANCHOR_USUAL_BYTES_PER_PARAM = 40
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", "."))
+
+
+def _near(stated: float, actual: float, tolerance: float = NAME_TOLERANCE) -> bool:
+    return abs(stated - actual) <= tolerance * max(abs(actual), 1e-12)
+
+
+def _valid(table: str, column: str, value) -> bool:
+    """A typed value its own field's rules accept: the cross-field rules leave the others to them."""
+    f = TABLES_BY_NAME[table].field(column)
+    return value is not None and (f.min is None or value >= f.min) and (f.max is None or value <= f.max)
+
+
+def _bounds(table: str, column: str) -> tuple[float, float]:
+    f = TABLES_BY_NAME[table].field(column)
+    return f.min, f.max
+
+
+def _tokens(*texts: str | None) -> set[str]:
+    return {t for text in texts if text for t in re.split(r"[^0-9a-zа-яё]+", text.lower()) if t}
+
+
+def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Names that state a number agree with it: a GPU's memory, a server's GPU count, GPU and
+    memory, a generic model's size, a method's bits."""
+    if "gpus" in names:
+        rows = []
+        for r in _rows(con, "typed_gpus"):
+            for column in ("name", "short_name"):
+                for m in _GB_IN_NAME.finditer(r[column] or ""):
+                    if _valid("gpus", "memory_gb", r["memory_gb"]) and not _near(_number(m.group(1)), r["memory_gb"]):
+                        rule = f"the name says {m.group(0)}, but memory_gb is {_num(r['memory_gb'])}"
+                        rows.append((r[LINE], column, r[column], rule))
+        _sql_rule(out, con, sources_dir, "gpus", "a GPU's name agrees with its memory", rows)
+    if {"servers", "gpus"} <= names:
+        gpus = {r["gpu_id"]: r for r in _rows(con, "typed_gpus")}
+        rows = []
+        for r in _rows(con, "typed_servers"):
+            m = _SERVER_NAME.match(r["display_name"] or "")
+            gpu = gpus.get(r["gpu_id"])
+            if not m:
+                continue
+            count, part = int(m.group(1)), re.sub(r"\([^)]*\)\s*$", "", m.group(2)).strip()
+            name = r["display_name"]
+            if _valid("servers", "gpu_count", r["gpu_count"]) and count != r["gpu_count"]:
+                rows.append(
+                    (r[LINE], "display_name", name, f"the name says {count} GPUs, but gpu_count is {r['gpu_count']}")
+                )
+            if gpu is None:
+                continue
+            for g in _GB_IN_NAME.finditer(part):
+                if _valid("gpus", "memory_gb", gpu["memory_gb"]) and not _near(_number(g.group(1)), gpu["memory_gb"]):
+                    rule = f"the name says {g.group(0)} per GPU, but {gpu['gpu_id']} has {_num(gpu['memory_gb'])} GB"
+                    rows.append((r[LINE], "display_name", name, rule))
+            model = next((t for t in _tokens(_GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
+            if model and model not in _tokens(gpu["name"], gpu["short_name"], gpu["gpu_id"]):
+                rule = f"the name says {model.upper()}, but gpu_id {gpu['gpu_id']} is {gpu['name']}"
+                rows.append((r[LINE], "display_name", name, rule))
+        _sql_rule(out, con, sources_dir, "servers", "a server's name agrees with its GPUs", sorted(rows))
+    if "models" in names:
+        rows = []
+        for r in _rows(con, "typed_models"):
+            if r["kind"] != "generic" or not _valid("models", "params_b", r["params_b"]):
+                continue
+            for column in ("display_name", "short_name"):
+                stated = _stated_params(r[column])
+                if stated is not None and not _near(stated, r["params_b"]):
+                    rule = f"the name says {_num(stated)} B parameters, but params_b is {_num(r['params_b'])}"
+                    rows.append((r[LINE], column, r[column], rule))
+        _sql_rule(out, con, sources_dir, "models", "a generic model's name agrees with its size", rows)
+    if "methods" in names:
+        rows = []
+        for r in _rows(con, "typed_methods"):
+            method_id = r["method_id"] or ""
+            # The first-principles estimator (memory.Setup) reads the kind and the QLoRA bits from the id.
+            kind = "full" if method_id.startswith("full") else "qlora" if method_id.startswith("qlora") else "lora"
+            if r["family"] in ("full", "lora", "qlora") and kind != r["family"]:
+                rule = (
+                    f"family is {r['family']}, but the estimator takes the kind from the id: full… is full "
+                    "fine-tuning, qlora… QLoRA, any other LoRA"
+                )
+                rows.append((r[LINE], "method_id", method_id, rule))
+            if kind == "qlora" and not re.fullmatch(r"qlora_\d{1,2}bit", method_id):
+                rule = "a QLoRA method's id names the bits of its base, like qlora_4bit: the estimator reads them there"
+                rows.append((r[LINE], "method_id", method_id, rule))
+            if not _valid("methods", "bits", r["bits"]):
+                continue
+            for column in ("method_id", "name_ru", "short_name_ru", "name_en"):
+                for m in _BITS_IN_NAME.finditer(r[column] or ""):
+                    if int(m.group(1)) != r["bits"]:
+                        rows.append((r[LINE], "bits", str(r["bits"]), f"{column} says {m.group(0)}"))
+            family_bits = {"qlora": r["bits"] <= 8, "lora": r["bits"] >= 16, "full": r["bits"] >= 16}
+            if not family_bits.get(r["family"], True):
+                rule = (
+                    "QLoRA quantises the base to 8 bits or fewer"
+                    if r["family"] == "qlora"
+                    else f"a {r['family']} method keeps a 16- or 32-bit base"
+                )
+                rows.append((r[LINE], "bits", str(r["bits"]), rule))
+        _sql_rule(out, con, sources_dir, "methods", "a method's id, bits, names and family agree", sorted(rows))
+
+
+def _stated_params(name: str | None) -> float | None:
+    m = _PARAMS_IN_NAME.search(name or "")
+    if not m:
+        return None
+    return (int(m.group(1)) if m.group(1) else 1) * _number(m.group(2))
+
+
+def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Figures that cannot be and rows the rules need: anchor memory below the weights alone, an
+    offer without jobs, the cards of seed 000's pretraining rows, a shape for the generic sizes."""
+    if {"memory_anchors", "methods"} <= names:
+        found = con.sql(
+            f"""SELECT a.{LINE}, a.memory_gb, a.method_id, a.params_b, m.bits
+                FROM typed_memory_anchors a JOIN typed_methods m USING (method_id)
+                WHERE a.memory_gb < a.params_b * m.bits / 8 AND m.bits BETWEEN ? AND ?
+                  AND a.params_b BETWEEN ? AND ? AND a.memory_gb BETWEEN ? AND ? ORDER BY 1""",
+            params=[
+                *_bounds("methods", "bits"),
+                *_bounds("memory_anchors", "params_b"),
+                *_bounds("memory_anchors", "memory_gb"),
+            ],
+        ).fetchall()
+        rows = [
+            (
+                line,
+                "memory_gb",
+                _num(memory),
+                f"{method} at {_num(size)} B needs at least its weights, {_num(size * bits / 8)} GB at {bits} bits",
+            )
+            for line, memory, method, size, bits in found
+        ]
+        _sql_rule(out, con, sources_dir, "memory_anchors", "anchor memory holds at least the weights", rows)
+    if {"legacy_offers", "legacy_offer_jobs"} <= names:
+        rows = con.sql(
+            f"""SELECT {LINE}, 'offer_id', offer_id, 'has no jobs in legacy_offer_jobs.csv; add at least one'
+                FROM raw_legacy_offers WHERE offer_id IS NOT NULL
+                  AND offer_id NOT IN (SELECT offer_id FROM raw_legacy_offer_jobs WHERE offer_id IS NOT NULL)
+                ORDER BY 1"""
+        ).fetchall()
+        _sql_rule(out, con, sources_dir, "legacy_offers", "every offer has a job", rows)
+    if {"legacy_gpu_counts", "gpus"} <= names:
+        from pipeline.training import PRETRAINING_GPUS
+
+        gpus = {r[0] for r in con.sql("SELECT gpu_id FROM raw_gpus").fetchall()}
+        pretraining = con.sql(
+            f"SELECT {LINE} FROM raw_legacy_gpu_counts WHERE method_id IS NULL ORDER BY 1 LIMIT 1"
+        ).fetchall()
+        rows = [
+            (
+                pretraining[0][0],
+                "method_id",
+                None,
+                f"a pretraining row (empty method_id) is recomputed on {g}, which gpus.csv lacks",
+            )
+            for g in PRETRAINING_GPUS
+            if pretraining and g not in gpus
+        ]
+        # the pretraining table has one row per model and card
+        rows += con.sql(
+            f"""SELECT {LINE}, 'model_id', model_id,
+                       'a second pretraining row (empty method_id) for this model, after line ' || first
+                       || '; the pretraining table has one per model'
+                FROM (SELECT *, first_value({LINE}) OVER (PARTITION BY model_id ORDER BY {LINE}) AS first
+                      FROM raw_legacy_gpu_counts WHERE method_id IS NULL AND model_id IS NOT NULL)
+                WHERE {LINE} <> first ORDER BY 1"""
+        ).fetchall()
+        if not pretraining and con.sql("SELECT count(*) FROM raw_legacy_gpu_counts").fetchall()[0][0]:
+            rule = "no pretraining row (empty method_id): the pretraining page recomputes seed 000's; keep at least one"
+            rows.append((None, "method_id", None, rule))
+
+        _sql_rule(
+            out, con, sources_dir, "legacy_gpu_counts", "pretraining rows: one per model, on cards that exist", rows
+        )
+    if "models" in names:
+        models = _rows(con, "typed_models")
+        shaped = [r for r in models if all(r[c] is not None for c in architecture.CORE_COLUMNS)]
+        shapes = [r for r in shaped if r["experts"] is None and r["mlp_kind"] == "gated"]
+        rows = []
+        if len(shaped) < len(models) and not shapes:
+            first = next(r for r in models if r not in shaped)
+            rule = (
+                "a model without architecture columns borrows the shape of a named dense model with a gated MLP "
+                "(mlp_kind = gated, no experts); models.csv has none"
+            )
+            rows.append((first[LINE], "layers", None, rule))
+        _sql_rule(out, con, sources_dir, "models", "generic sizes have a model to borrow a shape from", rows)
 
 
 def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -603,28 +904,106 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
 
 
 def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:
-    """Problems that do not stop the build: stale checks, servers without a price."""
-    if not {"constants", "references", "servers"} <= names:
-        return []
-    days = con.sql("SELECT value FROM typed_constants WHERE constant_id = 'stale_after_days'").fetchall()
-    if not days or days[0][0] is None:
-        return []
-    limit = int(days[0][0])
-    found = []
-    for table, column in (("references", "checked_on"), ("servers", "price_checked_on")):
-        shown = display_path(sources_dir, TABLES_BY_NAME[table])
-        for line, value in con.execute(
-            f"SELECT {LINE}, {column} FROM typed_{table} WHERE {column} < ? ORDER BY {LINE}",
-            [today - dt.timedelta(days=limit)],
-        ).fetchall():
-            age = (today - value).days
+    """Problems that do not stop the build: stale checks, servers without a price, and values that are
+    possible but unusual (outside a field's or a constant's usual range, a price far from the others
+    per GB, a named model far from the size in its name). They use only constants within their bounds."""
+    found: list[Problem] = []
+    constants = valid_constants(con) if "constants" in names else {}
+
+    def shown(table: str) -> str:
+        return display_path(sources_dir, TABLES_BY_NAME[table])
+
+    limit = constants.get("stale_after_days")
+    if limit is not None:
+        for table, column in (("references", "checked_on"), ("servers", "price_checked_on")):
+            if table not in names:
+                continue
+            for line, value in con.execute(
+                f"SELECT {LINE}, {column} FROM typed_{table} WHERE {column} < ? ORDER BY {LINE}",
+                [today - dt.timedelta(days=int(limit))],
+            ).fetchall():
+                age = (today - value).days
+                rule = f"checked {age} days ago (over {int(limit)}); re-check it"
+                found.append(Problem(shown(table), line, column, value.isoformat(), rule))
+    if "servers" in names:
+        for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
             found.append(
-                Problem(shown, line, column, value.isoformat(), f"checked {age} days ago (over {limit}); re-check it")
+                Problem(shown("servers"), line, "price_rub_month", None, 'no price; the site shows "по запросу"')
             )
-    shown = display_path(sources_dir, TABLES_BY_NAME["servers"])
-    for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
-        found.append(Problem(shown, line, "price_rub_month", None, 'no price; the site shows "по запросу"'))
+    for table in SOURCE_TABLES:
+        if table.name not in names:
+            continue
+        for f in table.fields:
+            if f.usual is None:
+                continue
+            low, high = f.usual
+            unit = f" {f.unit}" if f.unit else ""
+            rule = f"unusual: most are between {_num(low)} and {_num(high)}{unit}; check the figure"
+            for line, value in con.execute(
+                f"SELECT {LINE}, {f.name} FROM typed_{table.name} WHERE {f.name} < ? OR {f.name} > ? ORDER BY 1",
+                [low, high],
+            ).fetchall():
+                found.append(Problem(shown(table.name), line, f.name, _num(value), rule))
+    if "constants" in names:
+        for constant_id, (line, value) in _constant_rows(con).items():
+            bounds = CONSTANT_BOUNDS.get(constant_id)
+            if bounds is None and constant_id not in REQUIRED_CONSTANTS:
+                rule = "no rule or page uses this constant; a typo in the id?"
+                found.append(Problem(shown("constants"), line, "constant_id", constant_id, rule))
+            elif bounds and bounds.usual and value is not None and constant_id in constants:
+                low, high = bounds.usual
+                if not low <= value <= high:
+                    rule = f"unusual for {constant_id}: usually between {_num(low)} and {_num(high)}; check the figure"
+                    found.append(Problem(shown("constants"), line, "value", _num(value), rule))
+    if {"servers", "gpus"} <= names:
+        found += _price_warnings(con, shown("servers"))
+    if "models" in names:
+        for r in _rows(con, "typed_models"):
+            if r["kind"] != "named" or not r["params_b"] or r["params_b"] <= 0:
+                continue
+            stated = _stated_params(r["display_name"])
+            if stated and not 1 / NAMED_SIZE_FACTOR <= stated / r["params_b"] <= NAMED_SIZE_FACTOR:
+                rule = f"the name says {_num(stated)} B, far from params_b {_num(r['params_b'])}; check the figure"
+                found.append(Problem(shown("models"), r[LINE], "params_b", _num(r["params_b"]), rule))
+    if "memory_anchors" in names:
+        for line, memory, size in con.sql(
+            f"""SELECT {LINE}, memory_gb, params_b FROM typed_memory_anchors
+                WHERE params_b > 0 AND memory_gb / params_b > {ANCHOR_USUAL_BYTES_PER_PARAM} ORDER BY 1"""
+        ).fetchall():
+            rule = (
+                f"unusual: {memory / size:.0f} bytes per parameter, where full fine-tuning takes about 17; "
+                "check the figure"
+            )
+            found.append(Problem(shown("memory_anchors"), line, "memory_gb", _num(memory), rule))
     return found
+
+
+def _rub(x: float) -> str:
+    return f"{x:,.0f}".replace(",", " ")
+
+
+def _price_warnings(con, shown: str) -> list[Problem]:
+    """A price per GB of GPU memory more than PRICE_PER_GB_SPREAD times off the priced servers' median."""
+    priced = con.sql(
+        f"""SELECT s.{LINE}, s.price_rub_month, s.price_rub_month / (s.gpu_count * g.memory_gb)
+            FROM typed_servers s JOIN typed_gpus g USING (gpu_id)
+            WHERE s.price_rub_month IS NOT NULL AND s.gpu_count > 0 AND g.memory_gb > 0 ORDER BY 1"""
+    ).fetchall()
+    if len(priced) < 3:
+        return []
+    per_gb = sorted(p for _, _, p in priced)
+    median = (
+        per_gb[len(per_gb) // 2] if len(per_gb) % 2 else (per_gb[len(per_gb) // 2 - 1] + per_gb[len(per_gb) // 2]) / 2
+    )
+    out = []
+    for line, price, p in priced:
+        if not median / PRICE_PER_GB_SPREAD <= p <= median * PRICE_PER_GB_SPREAD:
+            rule = (
+                f"{_rub(p)} ₽ per GB of GPU memory, where the catalog's median is {_rub(median)}: more than "
+                f"{PRICE_PER_GB_SPREAD} times off; check the price"
+            )
+            out.append(Problem(shown, line, "price_rub_month", str(price), rule))
+    return out
 
 
 def validate(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> Validation:
@@ -655,9 +1034,11 @@ def start_validation(
             server_rules,
             constant_rules,
             measurement_rules,
+            name_rules,
+            catalog_rules,
         ):
             rule(con, sources_dir, loaded, early)
-        early.warnings = warnings(con, sources_dir, loaded, today)
+        early.warnings = capped(warnings(con, sources_dir, loaded, today))
     except BaseException:
         expectations(Validation())  # ran first in validate(): its error, if any, is the one raised
         raise

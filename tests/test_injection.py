@@ -16,6 +16,7 @@ from conftest import edit_csv
 from pipeline.__main__ import build, load_and_validate
 from pipeline.format import spreadsheet_safe
 from pipeline.problems import DataError
+from pipeline.validate import HIDDEN_RULE
 
 SCRIPT = "<script>alert(1)</script>"
 FORMULA = '=HYPERLINK("http://evil.example/x","y")'
@@ -124,8 +125,8 @@ def test_path_like_ids_are_rejected(sources, new, rule):
     "name, rule",
     [
         ("x" * 10_000, "longer than 200 characters"),
-        ("Phi\u200f-4", "contains an invisible control or text-direction character; delete it"),
-        ("Phi\u202e4-", "contains an invisible control or text-direction character; delete it"),
+        ("Phi\u200f-4", HIDDEN_RULE),
+        ("Phi\u202e4-", HIDDEN_RULE),
     ],
 )
 def test_hostile_names_are_rejected(sources, name, rule):

@@ -3,6 +3,8 @@ normalisation (sources/README.md) or rejected with a clear message, output/ unto
 
 import csv
 import hashlib
+import io
+import os
 import re
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from conftest import edit_csv
 from pipeline.__main__ import build, load_and_validate
 from pipeline.combine import combine
-from pipeline.problems import DataError
+from pipeline.problems import DataError, format_report
 
 
 def catalog_of(sources: Path):
@@ -95,6 +97,21 @@ def test_excel_booleans_and_russian_dates(sources):
     assert str(cell(catalog, "servers", "server_id", "xfusion-2x-h100", "price_checked_on")) == "2026-10-12"
 
 
+def test_excel_separator_line_and_russian_yes_no(sources):
+    # Excel may write "sep=;" as the first line; editors type да/нет in a true/false column
+    path = sources / "methods.csv"
+    with path.open(encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    buffer = io.StringIO()
+    csv.writer(buffer, delimiter=";", lineterminator="\n").writerows(rows)
+    text = buffer.getvalue().replace(";32;true;60;", ";32;Да;60;").replace(";16;false;50;", ";16;НЕТ;50;")
+    path.write_text("sep=;\n" + text, encoding="utf-8")
+    catalog, validation = catalog_of(sources)
+    assert cell(catalog, "methods", "method_id", "full_amp", "theoretical_min_applies") is True
+    assert cell(catalog, "methods", "method_id", "full_bf16", "theoretical_min_applies") is False
+    assert f"{sources}/methods.csv: read with ';' as the delimiter" in [str(w) for w in validation.warnings]
+
+
 # -- rejected: the message, and output/ left as it was --
 
 
@@ -170,19 +187,252 @@ def test_row_with_a_cell_too_many(sources, previous):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (b"", "file is empty; it needs a header row"),
-        (b"\n\n  \n", "file is empty; it needs a header row"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary file, not CSV text; save the table as CSV UTF-8"),
-        (b"PK\x03\x04\x14\x00\x06\x00", "this is an Excel workbook, not CSV; use Save As -> CSV UTF-8"),
-        (b"\xff\x98abc", "neither UTF-8 nor Windows-1251 text (byte 1); save the file as CSV UTF-8"),
+        (b"", "legacy_offers.csv: file is empty; it needs a header row"),
+        (b"\n\n  \n", "legacy_offers.csv: file is empty; it needs a header row"),
+        (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+            "legacy_offers.csv:3: binary file, not CSV text (a NUL byte at byte 8); save the table as CSV UTF-8",
+        ),
+        (
+            b"PK\x03\x04\x14\x00\x06\x00",
+            "legacy_offers.csv: this is an Excel workbook, not CSV; use Save As -> CSV UTF-8",
+        ),
+        (
+            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
+            "legacy_offers.csv: this is an old Excel workbook (.xls), not CSV; use Save As -> CSV UTF-8",
+        ),
+        (
+            "offer_id,task_ru".encode("utf-16"),
+            "legacy_offers.csv: saved as UTF-16 (Excel's «Unicode text»), not CSV; use Save As -> CSV UTF-8",
+        ),
+        (
+            b"\xff\x98abc",
+            "legacy_offers.csv:1: byte 0 (0xFF) is not UTF-8, while the rest of the file is; retype the character "
+            "there or save the file again as CSV UTF-8",
+        ),
     ],
 )
 def test_unreadable_files(sources, previous, content, message):
     (sources / "legacy_offers.csv").write_bytes(content)
     problems = rejected(sources, previous)
-    assert problems[0] == f"legacy_offers.csv: {message}"
+    assert problems[0] == message
 
 
 def test_missing_file(sources, previous):
     (sources / "servers.csv").unlink()
     assert rejected(sources, previous)[0] == "servers.csv: file is missing"
+
+
+# -- hostile files: refused with file, line, column, value and rule, never a traceback (issue 11) --
+
+
+@pytest.fixture(scope="module")
+def reused(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("reused") / "sources"
+
+
+@pytest.fixture
+def src(reused) -> Path:
+    """A copy of sources/ at the same path for every test of this module (the validation reuses
+    the outcomes of the tables a test leaves unchanged)."""
+    from mutations import restore
+
+    return restore(reused)
+
+
+def problems_in(sources: Path) -> list[str]:
+    with pytest.raises(DataError) as info:
+        load_and_validate(sources)
+    return [str(p).replace(f"{sources}/", "") for p in info.value.problems]
+
+
+def notices_in(sources: Path) -> list[str]:
+    _, validation = load_and_validate(sources)
+    return [str(w).replace(f"{sources}/", "") for w in validation.warnings]
+
+
+def test_cell_longer_than_the_csv_field_limit(src):
+    # Python's csv refuses fields over 131 072 characters by default: that was a traceback.
+    edit_csv(src / "gpus.csv", ",RTX PRO 6000,NVIDIA,96,", ",RTX PRO 6000,NVIDIA," + "9" * 200_000 + ",")
+    edit_csv(src / "models.csv", ",Условный размер,generic,14,", ",Условный размер" + " x" * 100_000 + ",generic,14,")
+    nines = "9" * 120 + "… (200 000 characters)"
+    assert problems_in(src) == [
+        f'gpus.csv:11: memory_gb = "{nines}": must be between 1 and 2000 ГБ',
+        'models.csv:5: family = "Условный размер' + " x" * 52 + ' … (200 015 characters)": longer than 200 characters',
+    ]
+
+
+def test_unclosed_quote_that_swallows_the_rest_of_the_file(src):
+    path = src / "servers.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert lines[9].startswith("hgx-b200-8x,")
+    quoted = lines[9].replace(",HGX B200 8-GPU,", ',"HGX B200 8-GPU,')
+    # over 131 072 characters after the quote: the cell that swallows them is over csv's default limit
+    path.write_text("".join(lines[:9]) + quoted + "".join(lines[2:8]) * 400 + lines[10], encoding="utf-8")
+    problems = [p for p in problems_in(src) if p.startswith("servers.csv")]
+    assert problems == [
+        'servers.csv:10: has 3 cells, the header has 9; a quoted cell (") runs from this line to the end of the file: '
+        "is a closing quote missing?"
+    ]
+
+
+def test_symlink_loop(src):
+    (src / "methods.csv").unlink()
+    (src / "methods.csv").symlink_to("methods.csv")
+    assert "methods.csv: is a symbolic link that leads back to itself (a loop); put the CSV file itself here" in (
+        problems_in(src)
+    )
+
+
+def test_symlink_outside_the_folder_is_not_read(src):
+    secret = src.parent / "outside-secret.csv"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")
+    (src / "gpus.csv").unlink()
+    (src / "gpus.csv").symlink_to(secret)
+    problems = problems_in(src)
+    assert problems[0] == (
+        "gpus.csv: is a symbolic link to a file outside the sources folder, which is not read; "
+        "put the CSV file itself here"
+    )
+    assert not any("root" in p for p in problems)
+    secret.unlink()
+
+
+def test_symlink_inside_the_folder_is_read(src):
+    (src / "backup").mkdir()
+    (src / "servers.csv").rename(src / "backup" / "servers.csv")
+    (src / "servers.csv").symlink_to(Path("backup") / "servers.csv")
+    con, _ = load_and_validate(src)
+    assert con.execute("SELECT count(*) FROM servers").fetchone() == (10,)
+
+
+def test_folder_pipe_and_device_in_place_of_a_table(src):
+    (src / "gpus.csv").unlink()
+    (src / "gpus.csv").mkdir()
+    (src / "servers.csv").unlink()
+    os.mkfifo(src / "servers.csv")  # opening a pipe must not make the build wait for a writer
+    (src / "models.csv").unlink()
+    (src / "models.csv").symlink_to("/dev/zero")
+    problems = problems_in(src)
+    assert "gpus.csv: is a folder, not a CSV file" in problems
+    assert "servers.csv: is not a regular file (a pipe or a device); put the CSV file itself here" in problems
+    assert (
+        "models.csv: is a symbolic link to a file outside the sources folder, which is not read; "
+        "put the CSV file itself here" in problems
+    )
+
+
+def test_file_over_the_size_limit_is_refused_before_reading(src):
+    from pipeline.load import MAX_FILE_BYTES
+
+    with (src / "measurements.csv").open("r+b") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: no 50 MB written, and never read
+    assert (
+        problems_in(src)[0] == "measurements.csv: is over 50 MB, the most a source table may be; is it the right file?"
+    )
+
+
+def test_report_lists_fifty_problems_per_rule_then_a_count(src):
+    with (src / "gpus.csv").open("a", encoding="utf-8") as f:
+        f.write("junk," * 20 + "\n" * 1 + ("junk," * 20 + "\n") * 1199)
+    with pytest.raises(DataError) as info:
+        load_and_validate(src)
+    report = format_report(info.value.problems).replace(f"{src}/", "").splitlines()
+    assert report[:2] == ["gpus.csv (1200):", "  gpus.csv:17: has 21 cells, the header has 13"]
+    assert report[51:] == [
+        "  gpus.csv: 1 150 more like this, not listed: has 21 cells, the header has 13",
+        "1200 problem(s) in 1 file(s); nothing was written.",
+    ]
+
+
+# -- encodings: decided per file --
+
+
+def test_one_bad_byte_in_a_utf8_file_is_refused_with_its_place(src):
+    path = src / "models.csv"
+    data = path.read_bytes()
+    at = data.index(b"Apache 2.0") + len(b"Apache 2.0")
+    path.write_bytes(data[:at] + b"\xff" + data[at:])
+    assert problems_in(src) == [
+        f'models.csv:15: licence = "Apache 2.0\ufffd": byte {at} (0xFF) is not UTF-8, while the rest of the file is; '
+        "retype the character there or save the file again as CSV UTF-8"
+    ]
+
+
+def test_stray_bytes_in_an_ascii_file(src):
+    path = src / "memory_anchors.csv"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b"full_amp,7,120", b"full_amp,7,1\x9820", 1))
+    at = data.index(b"full_amp,7,120") + len(b"full_amp,7,1")
+    assert problems_in(src) == [
+        f'memory_anchors.csv:2: memory_gb = "1\ufffd20": byte {at} (0x98) is not UTF-8, while the rest of the file is; '
+        "retype the character there or save the file again as CSV UTF-8"
+    ]
+
+
+@pytest.mark.parametrize(
+    "encoding, name",
+    [("koi8-r", "KOI8-R"), ("cp866", "DOS (CP866)"), ("mac_cyrillic", "Mac Cyrillic"), ("iso8859_5", "ISO 8859-5")],
+)
+def test_other_cyrillic_encodings_are_named(src, encoding, name):
+    path = src / "models.csv"
+    path.write_bytes(path.read_text(encoding="utf-8").encode(encoding))
+    assert problems_in(src) == [
+        f"models.csv: looks like {name} text, not UTF-8 or Windows-1251; save the file as CSV UTF-8"
+    ]
+
+
+def test_windows_1251_file_that_lost_characters_warns(src):
+    from pipeline.load import LOST_CHARACTER_RULE
+
+    # Saving as Windows-1251 cannot keep × (it has no such character): it becomes "*" or "?".
+    path = src / "servers.csv"
+    text = path.read_text(encoding="utf-8")
+    path.write_bytes(
+        text.replace("2 × H100", "2 * H100").replace("4 × H200 NVL", "4 ? H200 NVL").encode("cp1251", "replace")
+    )
+    assert [w for w in notices_in(src) if "1251" in w] == [
+        "servers.csv: read as Windows-1251 (Excel's Cyrillic encoding); CSV UTF-8 is preferred",
+        f'servers.csv:2: display_name = "2 * H100 80GB (XFUSION)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:3: display_name = "4 ? H100 80GB (ESC8000A)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:4: display_name = "8 ? H100 80GB (ESC8000A)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:5: display_name = "4 ? H200 141GB (ESC8000A)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:6: display_name = "8 ? H200 141GB (ESC8000A)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:7: display_name = "4 ? H200 NVL": {LOST_CHARACTER_RULE}',
+        f'servers.csv:8: display_name = "8 ? RTX PRO 6000": {LOST_CHARACTER_RULE}',
+        f'servers.csv:9: display_name = "8 ? H200 (HGX)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:10: display_name = "8 ? B200 (HGX)": {LOST_CHARACTER_RULE}',
+        f'servers.csv:11: display_name = "8 ? B300": {LOST_CHARACTER_RULE}',
+    ]
+
+
+# -- invisible characters --
+
+
+@pytest.mark.parametrize(
+    "character", ["\u00ad", "\u2060", "\t", "\u2028", "\u2029", "\u0085", "\ufeff", "\u200d", "\n", "\ue000"]
+)
+def test_invisible_characters_are_refused(src, character):
+    from pipeline.validate import HIDDEN_RULE
+
+    edit_csv(src / "gpus.csv", ",RTX PRO 6000,", f',"RTX{character}PRO 6000",')
+    escaped = {"\t": "\\t", "\n": "\\n"}.get(character, f"\\u{ord(character):04x}")
+    assert problems_in(src) == [f'gpus.csv:11: short_name = "RTX{escaped}PRO 6000": {HIDDEN_RULE}']
+
+
+def test_nbsp_in_a_price_is_still_normalised(src):
+    edit_csv(src / "servers.csv", ",1360800,", ",1\u00a0360\u00a0800,")
+    catalog, _ = catalog_of(src)
+    assert cell(catalog, "servers", "server_id", "esc8000a-4x-h100", "price_rub_month") == 1360800
+
+
+def test_a_header_name_is_shown_escaped_and_cut(src):
+    edit_csv(src / "gpus.csv", ",memory_gb,", ",memory\u200b_gb,")
+    edit_csv(src / "servers.csv", ",platform,", "," + "p" * 500 + ",")
+    assert problems_in(src) == [
+        'gpus.csv:1: column "memory_gb" is missing from the header',
+        'gpus.csv:1: unknown column "memory\\u200b_gb"; did you mean "memory_gb"?',
+        'servers.csv:1: column "platform" is missing from the header',
+        'servers.csv:1: unknown column "' + "p" * 120 + '… (500 characters)"; expected: server_id, display_name, '
+        "platform, gpu_id, gpu_count, interconnect, price_rub_month, price_checked_on, reference_id",
+    ]

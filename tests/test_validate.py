@@ -1,5 +1,6 @@
 """Validation: the real sources pass; each kind of bad data is reported with file, line, column, value and rule."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from conftest import SOURCES, edit_csv
 from pipeline.__main__ import load_and_validate
 from pipeline.problems import DataError, format_report
+from pipeline.schema import SOURCE_TABLES
+from pipeline.validate import HIDDEN_RULE
 
 
 def problems_of(sources: Path) -> list[str]:
@@ -87,7 +90,7 @@ def test_unknown_gpu_in_server(sources):
             "servers.csv",
             ",585000,2026-10-12,",
             ",0,2026-10-12,",
-            'servers.csv:2: price_rub_month = "0": must be between 1 and 10000000000 ₽/мес',
+            'servers.csv:2: price_rub_month = "0": must be between 1000 and 10000000000 ₽/мес',
         ),
         (
             "servers.csv",
@@ -123,13 +126,13 @@ def test_unknown_gpu_in_server(sources):
             "gpus.csv",
             "L40S,NVIDIA,48",
             "L40S\u202e,NVIDIA,48",
-            'gpus.csv:12: short_name = "L40S\u202e": contains an invisible control or text-direction character; delete it',
+            'gpus.csv:12: short_name = "L40S\\u202e": ' + HIDDEN_RULE,
         ),
         (
             "gpus.csv",
             "L40S,NVIDIA,48",
             "L" * 201 + ",NVIDIA,48",
-            'gpus.csv:12: short_name = "' + "L" * 201 + '": longer than 200 characters',
+            'gpus.csv:12: short_name = "' + "L" * 120 + '… (201 characters)": longer than 200 characters',
         ),
         (
             "constants.csv",
@@ -172,6 +175,7 @@ def test_missing_anchor_cell_and_shrinking_memory(sources):
         f'{sources}/memory_anchors.csv:15: memory_gb = "15": at 30 B qlora_8bit needs less than qlora_4bit (24 GB); '
         "at each size memory must grow in the method order of methods.csv (sort_order)",
         f'{sources}/memory_anchors.csv:15: memory_gb = "15": qlora_8bit at 30 B is less than at 14 B (20 GB); memory must not decrease with model size',
+        f'{sources}/memory_anchors.csv:15: memory_gb = "15": qlora_8bit at 30 B needs at least its weights, 30 GB at 8 bits',
     ]
 
 
@@ -222,4 +226,415 @@ def test_all_problems_at_once_and_report_format(sources):
         f"{sources}/servers.csv (1):",
         f'  {sources}/servers.csv:9: gpu_id = "h300": no видеокарты row with this id in {sources}/gpus.csv',
         "2 problem(s) in 2 file(s); nothing was written.",
+    ]
+
+
+# -- issue 11: data that crashed the build, and well-formed nonsense (a reused folder: the
+# validation reruns only the suites of the tables a test changes) --
+
+
+@pytest.fixture(scope="module")
+def reused(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("reused") / "sources"
+
+
+@pytest.fixture
+def src(reused) -> Path:
+    from mutations import restore
+
+    return restore(reused)
+
+
+def found(sources: Path) -> list[str]:
+    return [p.replace(f"{sources}/", "") for p in problems_of(sources)]
+
+
+def warned(sources: Path) -> list[str]:
+    _, validation = load_and_validate(sources)
+    return [str(w).replace(f"{sources}/", "") for w in validation.warnings if "по запросу" not in w.rule]
+
+
+def set_constant(sources: Path, constant_id: str, value) -> None:
+    path = sources / "constants.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{constant_id},"))
+    rest = lines[at].split(",", 2)[2]
+    lines[at] = f"{constant_id},{value},{rest}"
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "file, old, new, expected",
+    [
+        # DuckDB casts the year 0 and negative years; Python's dates cannot hold them (a traceback before).
+        (
+            "references.csv",
+            ",2026-10-12\n",
+            ",0000-01-01\n",
+            'references.csv:2: checked_on = "0000-01-01": not a valid date',
+        ),
+        (
+            "servers.csv",
+            ",585000,2026-10-12,",
+            ",585000,-2026-10-12,",
+            'servers.csv:2: price_checked_on = "-2026-10-12": expected дата (ГГГГ-ММ-ДД) (date, e.g. 2026-10-12)',
+        ),
+        (
+            "servers.csv",
+            ",585000,2026-10-12,",
+            ",585000,10000-01-01,",
+            'servers.csv:2: price_checked_on = "10000-01-01": expected дата (ГГГГ-ММ-ДД) (date, e.g. 2026-10-12)',
+        ),
+        (
+            "servers.csv",
+            ",585000,2026-10-12,",
+            ",585000,0001-01-01,",
+            'servers.csv:2: price_checked_on = "0001-01-01": is before 2000-01-01: check the year',
+        ),
+        # the cell's text, not the float it casts to (1.0000000000000000109790636e+308)
+        (
+            "methods.csv",
+            ",4,false,20,",
+            ",4,false,1" + "0" * 308 + ",",
+            'methods.csv:3: sort_order = "1' + "0" * 119 + '… (309 characters)": not a valid int',
+        ),
+    ],
+)
+def test_dates_and_numbers_python_cannot_hold(src, file, old, new, expected):
+    edit_csv(src / file, old, new)
+    assert found(src) == [expected]
+
+
+@pytest.mark.parametrize("table", [t.name for t in SOURCE_TABLES])
+def test_a_table_with_only_its_header_is_refused(src, table):
+    path = src / f"{table}.csv"
+    path.write_text(path.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    assert f"{table}.csv: has no rows, only the header; the rules need at least one" in found(src)
+
+
+@pytest.mark.parametrize(
+    "constant_id, value, expected",
+    [
+        ("hours_per_month", 0, 'constants.csv:17: value = "0": hours_per_month must be at least 672 and at most 744'),
+        ("default_utilization", 0, 'constants.csv:16: value = "0": default_utilization must be above 0 and at most 1'),
+        (
+            "default_utilization",
+            50,
+            'constants.csv:16: value = "50": default_utilization must be above 0 and at most 1',
+        ),
+        (
+            "quant_block_size",
+            0.5,
+            'constants.csv:25: value = "0.5": quant_block_size must be a whole number from 1 to 4096',
+        ),
+        (
+            "adamw_optimizer_bytes",
+            0,
+            'constants.csv:10: value = "0": adamw_optimizer_bytes must be above 0 and at most 32',
+        ),
+        (
+            "stale_after_days",
+            1000000,
+            'constants.csv:15: value = "1000000": stale_after_days must be a whole number from 1 to 3650',
+        ),
+    ],
+)
+def test_constants_out_of_their_declared_bounds(src, constant_id, value, expected):
+    set_constant(src, constant_id, value)
+    assert found(src) == [expected]
+
+
+def test_relations_between_constants(src):
+    # «диапазон от +100 до −50 %» was published
+    set_constant(src, "range_low_factor", 2)
+    set_constant(src, "range_high_factor", 0.5)
+    assert found(src) == [
+        'constants.csv:2: value = "2": range_low_factor must be above 0 and below 1',
+        'constants.csv:2: value = "2": range_low_factor must be less than range_high_factor (0.5)',
+        'constants.csv:3: value = "0.5": range_high_factor must be above 1 and at most 10',
+    ]
+    set_constant(src, "range_low_factor", 0.7)
+    set_constant(src, "range_high_factor", 1.5)
+    set_constant(src, "legacy_overhead_low", 0.6)
+    assert found(src) == [
+        'constants.csv:6: value = "0.6": legacy_overhead_low must be at most legacy_overhead_high (0.5)'
+    ]
+
+
+def test_constant_bounds_cover_every_constant():
+    from pipeline.schema import CONSTANT_BOUNDS, CONSTANT_RELATIONS, CONSTANTS, ESTIMATOR_CONSTANTS, REQUIRED_CONSTANTS
+    from pipeline.validate import _within
+
+    in_file = [line.split(",")[0] for line in (SOURCES / "constants.csv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert sorted(in_file) == sorted(CONSTANT_BOUNDS)
+    assert set(ESTIMATOR_CONSTANTS) <= set(CONSTANT_BOUNDS) and set(REQUIRED_CONSTANTS) == set(CONSTANT_BOUNDS)
+    assert {c for relation in CONSTANT_RELATIONS for c in relation[::2]} <= set(CONSTANT_BOUNDS)
+    value = CONSTANTS.field("value")  # the column's own range holds for every constant
+    assert all(
+        value.min <= (b.ge if b.ge is not None else b.gt) and (b.le if b.le is not None else b.lt) <= value.max
+        for b in CONSTANT_BOUNDS.values()
+    )
+    values = {
+        line.split(",")[0]: float(line.split(",")[1])
+        for line in (SOURCES / "constants.csv").read_text(encoding="utf-8").splitlines()[1:]
+    }
+    for constant_id, bounds in CONSTANT_BOUNDS.items():
+        assert _within(bounds, values[constant_id]), constant_id
+        assert bounds.usual is None or bounds.usual[0] <= values[constant_id] <= bounds.usual[1], constant_id
+
+
+@pytest.mark.parametrize(
+    "file, old, new, expected",
+    [
+        (
+            "gpus.csv",
+            "H100 PCIe,NVIDIA,80,",
+            "H100 PCIe,NVIDIA,1,",
+            [
+                'gpus.csv:5: name = "NVIDIA H100 PCIe 80GB": the name says 80GB, but memory_gb is 1',
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 80GB per GPU, but h100-pcie has 1 GB',
+                'servers.csv:3: display_name = "4 × H100 80GB (ESC8000A)": the name says 80GB per GPU, but h100-pcie has 1 GB',
+                'servers.csv:4: display_name = "8 × H100 80GB (ESC8000A)": the name says 80GB per GPU, but h100-pcie has 1 GB',
+            ],
+        ),
+        (
+            "servers.csv",
+            "h100-pcie,2,pcie,",
+            "h100-pcie,64,pcie,",
+            ['servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 2 GPUs, but gpu_count is 64'],
+        ),
+        (
+            "servers.csv",
+            "XFUSION,h100-pcie,2,",
+            "XFUSION,h200-nvl,2,",
+            [
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 80GB per GPU, but h200-nvl has 141 GB',
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says H100, but gpu_id h200-nvl is '
+                "NVIDIA H200 NVL 141GB",
+            ],
+        ),
+        (
+            "servers.csv",
+            ",585000,",
+            ",1,",
+            ['servers.csv:2: price_rub_month = "1": must be between 1000 and 10000000000 ₽/мес'],
+        ),
+        (
+            "models.csv",
+            "Условный размер,generic,7,",
+            "Условный размер,generic,70,",
+            [
+                'models.csv:2: display_name = "Модель 7 млрд": the name says 7 B parameters, but params_b is 70',
+                'models.csv:2: short_name = "7 млрд": the name says 7 B parameters, but params_b is 70',
+            ],
+        ),
+        (
+            "methods.csv",
+            "QLoRA 8 бит,",
+            "QLoRA 4 бита,",
+            ['methods.csv:4: bits = "8": short_name_ru says 4 бита'],
+        ),
+        (
+            # LoRA on a 32-bit base: LLaMA-Factory's lora figures (16 GB at 7 B, …) are below its weights alone
+            "methods.csv",
+            "только для добавки,16,false,40,",
+            "только для добавки,32,false,40,",
+            [
+                'memory_anchors.csv:10: memory_gb = "16": lora at 7 B needs at least its weights, 28 GB at 32 bits',
+                'memory_anchors.csv:11: memory_gb = "32": lora at 14 B needs at least its weights, 56 GB at 32 bits',
+                'memory_anchors.csv:12: memory_gb = "64": lora at 30 B needs at least its weights, 120 GB at 32 bits',
+                'memory_anchors.csv:13: memory_gb = "160": lora at 70 B needs at least its weights, 280 GB at 32 bits',
+            ],
+        ),
+        (
+            "legacy_offer_jobs.csv",
+            "70b-full,generic-70b,full_amp\n",
+            "",
+            ['legacy_offers.csv:4: offer_id = "70b-full": has no jobs in legacy_offer_jobs.csv; add at least one'],
+        ),
+    ],
+)
+def test_well_formed_nonsense_is_refused(src, file, old, new, expected):
+    edit_csv(src / file, old, new)
+    assert found(src) == expected
+
+
+def test_a_methods_bits_contradicting_its_id(src):
+    edit_csv(src / "methods.csv", ",2,false,10,", ",32,false,10,")
+    problems = found(src)
+    assert [p for p in problems if p.startswith("methods.csv")] == [
+        'methods.csv:2: bits = "32": QLoRA quantises the base to 8 bits or fewer',
+        'methods.csv:2: bits = "32": method_id says 2bit',
+        'methods.csv:2: bits = "32": name_en says 2-bit',
+        'methods.csv:2: bits = "32": name_ru says 2 бита',
+        'methods.csv:2: bits = "32": short_name_ru says 2 бита',
+    ]
+    assert 'memory_anchors.csv:22: memory_gb = "4": qlora_2bit at 7 B needs at least its weights, 28 GB at 32 bits' in (
+        problems
+    )
+
+
+def test_ids_the_code_names_must_exist(src):
+    # seed 000's pretraining rows are recomputed on the catalog's H100 PCIe and H200 NVL
+    for path in src.glob("*.csv"):
+        path.write_text(path.read_text(encoding="utf-8").replace("h100-pcie", "h100-pcie-card"), encoding="utf-8")
+    assert found(src) == [
+        "legacy_gpu_counts.csv:4: method_id = (empty): a pretraining row (empty method_id) is recomputed on "
+        "h100-pcie, which gpus.csv lacks"
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (
+            lambda s: edit_csv(s / "servers.csv", ",585000,", ",5000,"),
+            'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
+            "more than 5 times off; check the price",
+        ),
+        (
+            lambda s: edit_csv(s / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,"),
+            'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
+        ),
+        (
+            lambda s: edit_csv(s / "gpus.csv", "H100 PCIe,NVIDIA,80,2000,756,", "H100 PCIe,NVIDIA,80,2000,100000,"),
+            'gpus.csv:5: bf16_dense_tflops = "100000": unusual: most are between 10 and 5000 TFLOPS; check the figure',
+        ),
+        (
+            lambda s: set_constant(s, "default_utilization", 0.9),
+            'constants.csv:16: value = "0.9": unusual for default_utilization: usually between 0.1 and 0.8; check the figure',
+        ),
+        (
+            lambda s: (
+                (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
+            ),
+            'constants.csv:47: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
+        ),
+        (
+            lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),
+            'memory_anchors.csv:5: memory_gb = "1000000": unusual: 14286 bytes per parameter, where full fine-tuning '
+            "takes about 17; check the figure",
+        ),
+        (
+            lambda s: (
+                (s / "models.csv")
+                .open("a", encoding="utf-8")
+                .write("foo-7b,Foo 7B,Foo 7B,Foo,named,70,,,site-rules" + "," * 22 + "\n")
+            ),
+            'models.csv:40: params_b = "70": the name says 7 B, far from params_b 70; check the figure',
+        ),
+    ],
+)
+def test_possible_but_unusual_values_are_warnings(src, edit, expected):
+    edit(src)
+    assert warned(src) == [expected]
+
+
+def edge_values(which: str) -> dict[str, float]:
+    """Every constant at the lowest (or highest) value its bounds allow, the relations kept."""
+    from pipeline.schema import CONSTANT_BOUNDS, CONSTANT_RELATIONS
+
+    def edge(b) -> float:
+        if which == "low":
+            x = b.ge if b.ge is not None else b.gt * 1.000001 + 1e-9
+        else:
+            x = b.le if b.le is not None else b.lt * 0.999999
+        return float(math.ceil(x) if which == "low" else math.floor(x)) if b.integer else x
+
+    values = {c: edge(b) for c, b in CONSTANT_BOUNDS.items()}
+    for left, op, right in CONSTANT_RELATIONS:  # keep each relation by moving its other side a little
+        if not (values[left] < values[right] if op == "<" else values[left] <= values[right]):
+            if which == "low":
+                values[right] = values[left] * (2 if op == "<" else 1)
+            else:
+                values[left] = values[right] * (0.5 if op == "<" else 1)
+    return values
+
+
+@pytest.mark.parametrize("which", ["low", "high"])
+def test_every_constant_at_the_edge_of_its_bounds_builds(src, tmp_path, which):
+    # What validation lets through, the compute and render stages must survive: no division by
+    # zero, no index out of range, no cast that fails, whatever the constants within their bounds.
+    from pipeline.__main__ import build
+
+    for constant_id, value in edge_values(which).items():
+        set_constant(src, constant_id, f"{value:.15f}".rstrip("0").rstrip("."))
+    load_and_validate(src)  # accepted
+    summary = build(src, tmp_path / "out")
+    assert summary["pages"] > 50 and (tmp_path / "out" / "site" / "index.html").is_file()
+
+
+def test_the_editors_guide_states_the_limits_and_usual_ranges():
+    from pipeline.load import MAX_FILE_BYTES
+    from pipeline.problems import MAX_PER_RULE
+    from pipeline.schema import EARLIEST_DATE, PRICE_PER_GB_SPREAD
+    from pipeline.validate import ANCHOR_USUAL_BYTES_PER_PARAM
+
+    guide = (SOURCES / "README.md").read_text(encoding="utf-8")
+
+    def ru(x: float) -> str:
+        return f"{x:,.10g}".replace(",", " ").replace(".", ",")
+
+    assert f"больше {MAX_FILE_BYTES // 1_000_000} МБ" in guide
+    assert f"больше {MAX_PER_RULE}" in guide
+    assert f"больше чем в {PRICE_PER_GB_SPREAD} раз" in guide
+    assert f"раньше {EARLIEST_DATE.year} года" in guide
+    assert f"больше {ANCHOR_USUAL_BYTES_PER_PARAM} байт на параметр" in guide
+    for table in SOURCE_TABLES:
+        for f in table.fields:
+            if f.usual:
+                assert f"{ru(f.usual[0])}–{ru(f.usual[1])}" in guide, (table.name, f.name)
+
+
+def test_method_ids_the_estimator_reads(src):
+    # memory.Setup takes the kind of a method from its id, and a QLoRA base's bits from qlora_<N>bit
+    for path in src.glob("*.csv"):
+        path.write_text(path.read_text(encoding="utf-8").replace("qlora_4bit", "qlora_nf4"), encoding="utf-8")
+    edit_csv(
+        src / "methods.csv", "LoRA (also Freeze/GaLore/BAdam/OFT),lora,", "LoRA (also Freeze/GaLore/BAdam/OFT),full,"
+    )
+    assert [p for p in found(src) if p.startswith("methods.csv")] == [
+        'methods.csv:3: method_id = "qlora_nf4": a QLoRA method\'s id names the bits of its base, like qlora_4bit: '
+        "the estimator reads them there",
+        'methods.csv:5: method_id = "lora": family is full, but the estimator takes the kind from the id: full… is '
+        "full fine-tuning, qlora… QLoRA, any other LoRA",
+    ]
+
+
+def test_the_pretraining_page_needs_a_pretraining_row(src):
+    path = src / "legacy_gpu_counts.csv"
+    path.write_text(path.read_text(encoding="utf-8").replace(",Pretraining,,", ",Pretraining,lora,"), encoding="utf-8")
+    assert found(src) == [
+        "legacy_gpu_counts.csv: method_id = (empty): no pretraining row (empty method_id): the pretraining page "
+        "recomputes seed 000's; keep at least one"
+    ]
+
+
+def test_warnings_do_not_stop_the_build(src, tmp_path):
+    from pipeline.__main__ import build
+
+    edit_csv(src / "servers.csv", ",585000,", ",5000,")
+    edit_csv(src / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,")
+    summary = build(src, tmp_path / "out")
+    shown = [str(w).replace(f"{src}/", "") for w in summary["warnings"] if "по запросу" not in w.rule]
+    assert shown == [
+        'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
+        'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
+        "more than 5 times off; check the price",
+    ]
+    quality = (tmp_path / "out" / "site" / "quality.html").read_text(encoding="utf-8")
+    assert "unusual: most are between 8 and 400 ГБ; check the figure" in quality
+    assert "more than 5 times off; check the price" in quality
+
+
+def test_one_pretraining_row_per_model(src):
+    # two pretraining rows of one model gave the pretraining table a duplicate key (a traceback)
+    edit_csv(
+        src / "legacy_gpu_counts.csv",
+        "7b-full,generic-7b,Full fine-tuning,full_amp,",
+        "7b-full,generic-7b,Full fine-tuning,,",
+    )
+    assert found(src) == [
+        'legacy_gpu_counts.csv:4: model_id = "generic-7b": a second pretraining row (empty method_id) for this model, '
+        "after line 3; the pretraining table has one per model"
     ]

@@ -67,9 +67,14 @@ def estimator_data(catalog: Catalog) -> dict:
             "shardings": list(memory.SHARDINGS),
             "offloads": list(memory.OFFLOADS),
             "lora_targets": list(memory.LORA_TARGETS),
+            "losses": list(memory.LOSSES),
             "optimizer_state_bytes": dict(memory.OPTIMIZER_STATE_BYTES),
+            "foreach_temporary": sorted(memory.FOREACH_TEMPORARY),
+            "paged": sorted(memory.PAGED),
         },
-        "setup_defaults": asdict(memory.Setup()),
+        # The advanced mode opens with the site's typical setup (sources/typical_setup.csv).
+        "setup_defaults": asdict(memory.typical_setup("full_amp", catalog.constants)),
+        "typical_multi_gpu_sharding": catalog.constants[memory.TYPICAL_PREFIX + "multi_gpu_sharding"],
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as memory.py has them.
         "units": {"fp32": memory.FP32, "bf16": memory.BF16, "fp8": memory.FP8, "gb": _number(memory.GB)},

@@ -23,15 +23,27 @@ ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")
 
 UNIT_BYTES = {"GB": memory.GB, "GiB": memory.GIB}
 
-# Which part of the breakdown each metric measures.
+# Which reading of the breakdown each metric measures.
 METRIC_PART = {
-    "allocated": "tensors",
-    "active": "tensors",
+    "allocated": "allocated",
+    "active": "allocated",
     "reserved": "reserved",
     "reserved_delta": "reserved",
-    "nvidia_smi": "total",
-    "unknown": "total",
+    "nvidia_smi": "card",
+    "unknown": "card",
+    "fits_on": "card",
 }
+# The four kinds of metric the accuracy is summarised by.
+METRIC_KIND = {
+    "allocated": "allocated",
+    "active": "allocated",
+    "reserved": "reserved",
+    "reserved_delta": "reserved",
+    "nvidia_smi": "card",
+    "unknown": "card",
+    "fits_on": "fits_on",
+}
+METRIC_KINDS = ("allocated", "reserved", "card", "fits_on")
 
 SETUP_COLUMNS = (
     "method_id",
@@ -46,12 +58,18 @@ SETUP_COLUMNS = (
     "flash_attention",
     "lora_rank",
     "lora_targets",
-    "chunked_loss",
 )
 
 
 # Techniques of extra_techniques the estimator models, as the Setup field they set.
-MODELLED_TECHNIQUES = {"double_quant": "double_quant", "lora_dropout": "lora_dropout"}
+MODELLED_TECHNIQUES = {
+    "double_quant": "double_quant",
+    "lora_dropout": "lora_dropout",
+    "frozen_fp32": "frozen_fp32",
+    "quantized_lm_head": "quantized_lm_head",
+    "lora_lm_head": "lora_lm_head",
+    "optimizer_in_backward": "optimizer_in_backward",
+}
 
 
 # The examples were shorter than seq_len by an unknown amount: no setup to estimate.
@@ -66,6 +84,8 @@ def setup_from_row(row: Mapping[str, object]) -> memory.Setup:
     """The estimator's Setup of a measurements.csv row (empty LoRA cells keep the defaults)."""
     values = {k: row[k] for k in SETUP_COLUMNS if row.get(k) is not None}
     values["method"] = values.pop("method_id")
+    if row.get("chunked_loss"):
+        values["loss"] = "chunked"
     for technique in techniques(row):
         if technique in MODELLED_TECHNIQUES:
             values[MODELLED_TECHNIQUES[technique]] = True

@@ -26,6 +26,7 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the typed tables and compute estimates, gpu_fit and server_fit."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
+    constants |= memory.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     estimates = estimate.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
     tables["estimates"] = estimates
     tables["gpu_fit"] = estimate.gpu_fit(estimates, tables["gpus"])

@@ -216,7 +216,11 @@ class EstimatorTables:
         ]
         refs = self._constant_refs() + [self.t.model(model_id)["reference_id"]]
         return TableView(
-            headers, rows, list(dict.fromkeys(refs)), ["memory_breakdown", "constants"], [False] + [True] * 8
+            headers,
+            rows,
+            list(dict.fromkeys(refs)),
+            ["memory_breakdown", "constants", "typical_setup"],
+            [False] + [True] * (len(BREAKDOWN_COLUMNS) + 2),
         )
 
     def pretraining_table(self) -> TableView:

@@ -497,6 +497,10 @@ LEGACY_OFFER_JOBS = Table(
 # Techniques a measured row may use that the first-principles estimator does not model.
 EXTRA_TECHNIQUES = (
     "torch_compile",
+    "frozen_fp32",
+    "quantized_lm_head",
+    "lora_lm_head",
+    "fsdp_frozen_unsharded",
     "optimizer_in_backward",
     "activation_offloading",
     "unsloth_kernels",
@@ -533,8 +537,9 @@ MEASUREMENTS = Table(
         Field(
             "optimizer",
             "str",
-            "Оптимизатор: adamw — AdamW с 32-битными состояниями, adamw_8bit — 8-битный AdamW, sgd — SGD с моментом.",
-            allowed=("adamw", "adamw_8bit", "sgd"),
+            "Оптимизатор: adamw — AdamW PyTorch (foreach), adamw_fused — он же одним ядром, adamw_8bit — 8-битный "
+            "AdamW, paged_adamw и paged_adamw_8bit — их страничные варианты bitsandbytes, sgd — SGD с моментом.",
+            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
             label_ru="Оптимизатор",
         ),
         Field(
@@ -598,10 +603,10 @@ MEASUREMENTS = Table(
         Field(
             "lora_targets",
             "str",
-            "Слои с LoRA: qv — только q и v, attention — все проекции внимания, all — все линейные слои; "
-            "пусто у полного дообучения и у адаптеров без ранга.",
+            "Слои с LoRA: qv — только q и v, qkv — q, k и v, attention — все проекции внимания, all — все линейные "
+            "слои; пусто у полного дообучения и у адаптеров без ранга.",
             required=False,
-            allowed=("qv", "attention", "all"),
+            allowed=("qv", "qkv", "attention", "all"),
             label_ru="Слои LoRA",
         ),
         Field(
@@ -615,7 +620,9 @@ MEASUREMENTS = Table(
             "str",
             "Особенности запуска через запятую: "
             + ", ".join(EXTRA_TECHNIQUES)
-            + ". double_quant и lora_dropout оценка учитывает; unknown_lengths — длина примеров неизвестна "
+            + ". double_quant, lora_dropout, frozen_fp32 (несжатые замороженные веса в fp32), quantized_lm_head "
+            "(QLoRA сжимает и выходной слой), lora_lm_head (адаптер на выходном слое) и optimizer_in_backward "
+            "оценка учитывает; unknown_lengths — длина примеров неизвестна "
             "(seq_len — только верхняя граница); с остальными строка показывается, но не входит в сводку "
             "точности. Пусто — таких нет.",
             required=False,
@@ -659,8 +666,9 @@ MEASUREMENTS = Table(
             "metric",
             "str",
             "Что измерено: allocated — max_memory_allocated, reserved — max_memory_reserved, reserved_delta — прирост "
-            "reserved от старта, active — пик active_bytes, nvidia_smi — по nvidia-smi, unknown — не указано.",
-            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            "reserved от старта, active — пик active_bytes, nvidia_smi — по nvidia-smi, unknown — не указано, "
+            "fits_on — источник говорит лишь, что обучение поместилось в столько памяти (бюджет карты).",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown", "fits_on"),
             label_ru="Метрика",
         ),
         Field(
@@ -675,6 +683,20 @@ MEASUREMENTS = Table(
     ("measurement_id",),
 )
 
+TYPICAL_SETUP = Table(
+    "typical_setup",
+    "Типовая постановка",
+    "Постановка обучения, которую показывают страницы моделей, таблица memory_breakdown и подробный режим "
+    "калькулятора и которую берёт по умолчанию команда estimate: одна строка на параметр.",
+    (
+        Field("setting_id", "id", "Параметр постановки (их список — в sources/README.md).", label_ru="Параметр"),
+        Field("value", "str", "Значение: число, true/false или вариант из списка.", max_length=40, label_ru="Значение"),
+        Field("description_ru", "str", "Почему выбрано это значение.", max_length=600, label_ru="Обоснование"),
+        _ref(),
+    ),
+    ("setting_id",),
+)
+
 SOURCE_TABLES: tuple[Table, ...] = (
     REFERENCES,
     CONSTANTS,
@@ -687,6 +709,7 @@ SOURCE_TABLES: tuple[Table, ...] = (
     LEGACY_OFFERS,
     LEGACY_OFFER_JOBS,
     MEASUREMENTS,
+    TYPICAL_SETUP,
 )
 
 ESTIMATES = Table(
@@ -807,7 +830,13 @@ def _part(name: str, what: str, label: str) -> Field:
 def _setup_fields() -> tuple[Field, ...]:
     """The training setup columns shared by the estimator's tables."""
     return (
-        Field("optimizer", "str", "Оптимизатор.", allowed=("adamw", "adamw_8bit", "sgd"), label_ru="Оптимизатор"),
+        Field(
+            "optimizer",
+            "str",
+            "Оптимизатор.",
+            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            label_ru="Оптимизатор",
+        ),
         Field("seq_len", "int", "Длина последовательности.", unit="токенов", label_ru="Длина, токенов"),
         Field("micro_batch", "int", "Последовательностей на карту за шаг.", unit="шт.", label_ru="Микробатч"),
         Field("gpus", "int", "Карт в обучении.", unit="шт.", label_ru="Карт"),
@@ -837,9 +866,9 @@ MEMORY_BREAKDOWN = Table(
         Field(
             "lora_targets",
             "str",
-            "Слои с адаптером: qv, attention (все проекции внимания), all (все линейные); пусто для полного.",
+            "Слои с адаптером: qv, qkv, attention (все проекции внимания), all (все линейные); пусто для полного.",
             required=False,
-            allowed=("qv", "attention", "all"),
+            allowed=("qv", "qkv", "attention", "all"),
             label_ru="Слои LoRA",
         ),
         Field("trainable_params", "float", "Обучаемых параметров.", unit="шт.", label_ru="Обучаемых параметров"),
@@ -848,8 +877,22 @@ MEMORY_BREAKDOWN = Table(
         _part("optimizer", "Состояния оптимизатора (со 32-битной копией весов при смешанной точности).", "Оптимизатор"),
         _part("activations", "Активации, сохранённые для обратного прохода.", "Активации"),
         _part("logits", "Логиты выходного слоя и буферы функции потерь.", "Логиты и потери"),
-        _part("overhead", "Контекст CUDA и кэш распределителя памяти.", "Накладные расходы"),
-        _part("total", "Всего на одну карту.", "Всего на карту"),
+        _part(
+            "buffers",
+            "Временные буферы: собранные слои ZeRO-3, распакованный вес QLoRA, временные тензоры шага оптимизатора.",
+            "Буферы",
+        ),
+        _part("overhead", "Кэш распределителя памяти и контекст CUDA.", "Накладные расходы"),
+        _part("allocated", "Выдано тензорам на пике (torch.cuda.max_memory_allocated).", "Выдано тензорам"),
+        _part("reserved", "Занято распределителем PyTorch на пике (max_memory_reserved).", "Занято распределителем"),
+        _part("total", "Вся занятая память карты (как в nvidia-smi): то, что должно поместиться.", "Всего на карту"),
+        Field(
+            "peak_phase",
+            "str",
+            "Момент пика: backward — начало обратного прохода, optimizer_step — шаг оптимизатора.",
+            allowed=("backward", "optimizer_step"),
+            label_ru="Момент пика",
+        ),
         _part("table_rule", "Оценка по опорной таблице для сравнения.", "Оценка по таблице"),
     ),
     ("model_id", "method_id"),
@@ -886,8 +929,8 @@ CALIBRATION = Table(
             "metric",
             "str",
             "Что измерено: allocated/active — тензоры; reserved, reserved_delta — с кэшем распределителя; "
-            "nvidia_smi, unknown — вся занятая память карты.",
-            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            "nvidia_smi, unknown — вся занятая память карты; fits_on — бюджет, в который обучение поместилось.",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown", "fits_on"),
             label_ru="Метрика",
         ),
         Field("measured_value", "float", "Значение, как в источнике.", required=False, label_ru="Измерено"),
@@ -1043,7 +1086,12 @@ ESTIMATOR_CONSTANTS = (
     "zero3_gather_bytes_per_param",
     "offload_cpu_buffer_factor",
     "cuda_context_gb",
-    "allocator_reserve_factor",
+    "logits_legacy_bytes",
+    "loss_chunks",
+    "fused_loss_bytes_per_hidden",
+    "zero3_prefetch_units",
+    "allocator_fragmentation",
+    "nccl_buffers_gb",
 )
 
 # Constants the rules read from sources/constants.csv; each must be present.
@@ -1065,10 +1113,6 @@ REQUIRED_CONSTANTS = (
     "forward_flops_per_param_token",
     "tokens_per_param",
     "pretraining_target_days",
-    "typical_seq_len",
-    "typical_micro_batch",
-    "typical_grad_checkpointing",
-    "typical_lora_rank",
     "legacy_lora_bytes_per_param",
     "legacy_qlora_7b_gb",
     "legacy_qlora_13b_gb",

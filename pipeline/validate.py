@@ -544,6 +544,23 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
     _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
 
 
+def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Every setting of the typical setup is present once, known, and of its kind (memory.TYPICAL_SETTINGS)."""
+    if "typical_setup" not in names:
+        return
+    from pipeline.memory import typical_setup_problems
+
+    rows = con.sql(f"SELECT {LINE}, setting_id, value FROM raw_typical_setup ORDER BY 1").fetchall()
+    _sql_rule(
+        out,
+        con,
+        sources_dir,
+        "typical_setup",
+        "every typical setting is present and valid",
+        typical_setup_problems(rows),
+    )
+
+
 def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """A peak is given exactly for measured rows, LoRA settings exactly for LoRA methods, and a peak fits its GPU."""
     if "measurements" not in names:
@@ -654,6 +671,7 @@ def start_validation(
             architecture_rules,
             server_rules,
             constant_rules,
+            typical_setup_rules,
             measurement_rules,
         ):
             rule(con, sources_dir, loaded, early)

@@ -156,8 +156,9 @@ def test_every_row_has_a_note_and_a_known_source():
             "extra_techniques",
             "torch_compile, dora",
             'extra_techniques = "torch_compile, dora": must be a comma-separated list (no spaces) of: '
-            "torch_compile, optimizer_in_backward, activation_offloading, unsloth_kernels, dora, ia3, "
-            "prompt_tuning, double_quant, lora_dropout, unknown_lengths",
+            "torch_compile, frozen_fp32, quantized_lm_head, lora_lm_head, fsdp_frozen_unsharded, "
+            "optimizer_in_backward, activation_offloading, unsloth_kernels, dora, ia3, prompt_tuning, "
+            "double_quant, lora_dropout, unknown_lengths",
         ),
         (
             "peft-3b-full",

@@ -76,7 +76,7 @@ class EstimatorTables:
             extra += L["setup_gc"]
         if row.get("flash_attention") is False:
             extra += L["setup_eager"]
-        if row.get("chunked_loss"):
+        if row.get("chunked_loss") or row.get("loss") == "chunked":
             extra += L["setup_chunked"]
         if row.get("lora_rank") is not None and row.get("lora_targets"):
             extra += L["setup_lora"].format(rank=row["lora_rank"], targets=L[f"targets_{row['lora_targets']}"])

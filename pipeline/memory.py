@@ -581,6 +581,7 @@ def nearest_reference(params_b: float, named: Mapping[str, Architecture]) -> str
 # How far a custom model's total may be from the size asked for before the request is refused.
 CUSTOM_SIZE_TOLERANCE = 0.05
 MAX_CUSTOM_LAYERS = 2000
+MAX_CUSTOM_PARAMS_B = 100_000
 
 
 def custom_architecture(
@@ -605,6 +606,11 @@ def custom_architecture(
             raise ValueError(f"{name} = {value}: must be a whole number, at least 1")
     if layers is not None and layers > MAX_CUSTOM_LAYERS:
         raise ValueError(f"layers = {layers}: more than {MAX_CUSTOM_LAYERS} layers is not a model anyone trains")
+    if params_b is not None and (not math.isfinite(params_b) or params_b <= 0 or params_b > MAX_CUSTOM_PARAMS_B):
+        raise ValueError(
+            f"params_b = {params_b}: must be a positive number of billions, at most {MAX_CUSTOM_PARAMS_B:,} "
+            "(no shape of the catalog has that many layers: give --hidden or --config)"
+        )
     reference_id = nearest_reference(params_b if params_b is not None else 7.0, named)
     ref = named[reference_id]
     base = replace(ref, experts=0, experts_per_token=0, shared_experts=0, moe_intermediate=0, dense_layers=0, layers=1)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
@@ -94,7 +96,11 @@ def test_pretraining_plan_takes_the_larger_card_count(catalog_constants):
 def catalog_constants():
     import csv
 
-    return {r["constant_id"]: float(r["value"]) for r in csv.DictReader((ROOT / "sources/constants.csv").open())}
+    constants = {r["constant_id"]: float(r["value"]) for r in csv.DictReader((ROOT / "sources/constants.csv").open())}
+    typical = csv.DictReader((ROOT / "sources/typical_setup.csv").open(encoding="utf-8"))
+    return constants | {
+        f"typical_{r['setting_id']}": memory.parse_typical_value(r["setting_id"], r["value"]) for r in typical
+    }
 
 
 # -- on the built site (the session's `built` fixture is the real catalog, built once) --
@@ -160,8 +166,87 @@ def estimate_cli(*args: str) -> subprocess.CompletedProcess:
             "GX_ANALYTICS_ENABLED": "False",
             "PATH": "/usr/bin:/bin",
             "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"],
+            "GPU_FINETUNE_CACHE_DIR": CACHE_DIR,
         },
     )
+
+
+CACHE_DIR = tempfile.mkdtemp(prefix="estimate-cache-")
+
+
+def test_cli_caches_the_validated_catalog_and_ignores_a_damaged_entry():
+    first = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert first.returncode == 0, first.stderr
+    entries = list(Path(CACHE_DIR).glob("estimate-catalog/*.bin"))
+    assert len(entries) == 1
+    again = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert again.stdout == first.stdout
+    # A corrupted entry (one byte changed) is not trusted: validated anew, rewritten, same answer.
+    data = bytearray(entries[0].read_bytes())
+    data[-10] ^= 0xFF
+    entries[0].write_bytes(bytes(data))
+    damaged = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert damaged.returncode == 0 and damaged.stdout == first.stdout
+    assert entries[0].read_bytes() != bytes(data)
+
+
+def test_cache_get_put_verifies_every_entry(tmp_path):
+    from pipeline import cache
+
+    store = cache.Cache(tmp_path)
+    key = cache.make_key("a", "b")
+    assert store.get("ns", key) is None
+    assert store.put("ns", key, b"payload")
+    assert store.get("ns", key) == b"payload"
+    assert store.get("other", key) is None  # another namespace's entry is not this one
+    path = tmp_path / "ns" / f"{key}.bin"
+    other = cache.make_key("c")
+    (tmp_path / "ns" / f"{other}.bin").write_bytes(path.read_bytes())  # a copy under a foreign key
+    assert store.get("ns", other) is None
+    path.write_bytes(path.read_bytes()[:-1])  # truncated
+    assert store.get("ns", key) is None
+    with pytest.raises(ValueError):
+        store.get("ns", "../etc")
+
+
+def test_cli_batch_scores_every_row_and_reports_bad_ones(tmp_path):
+    batch = tmp_path / "setups.csv"
+    batch.write_text(
+        "model,params_b,method,seq_len,gpus,sharding\n"
+        "llama-3-1-8b,,lora,4096,,\n"
+        ",14,full_amp,,8,zero3\n"
+        "llama-3-1-8b,,lora,-1,,\n",
+        encoding="utf-8",
+    )
+    run = estimate_cli("--batch", str(batch))
+    assert run.returncode == 2
+    assert f"{batch}:line 4, column seq_len: seq_len = '-1'" in run.stderr
+    rows = pl.read_csv(io.StringIO(run.stdout))
+    assert rows["line"].to_list() == [2, 3]
+    assert {"weights", "allocated", "reserved", "whole_card", "peak_phase", "table_rule"} <= set(rows.columns)
+    assert rows["shape_borrowed_from"].to_list()[1] in ("phi-4", "qwen2-5-14b")  # the nearest dense 14-15 B model
+
+
+def test_cli_config_file_and_custom_shapes(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                "tie_word_embeddings": False,
+            }
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    run = estimate_cli("--config", str(config), "--method", "lora", "--json")
+    assert run.returncode == 0, run.stderr
+    same = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert json.loads(run.stdout)["per_gpu_gb"] == json.loads(same.stdout)["per_gpu_gb"]
+    custom = json.loads(estimate_cli("--params-b", "69", "--vocab", "32000", "--json").stdout)
+    assert custom["shape_borrowed_from"] == "llama-3-1-70b" and custom["architecture"]["vocab"] == 32000
+    rule = estimate_cli("--params-b", "20", "--method", "lora", "--table-rule")
+    assert rule.returncode == 0 and "table rule" in rule.stdout
 
 
 def test_cli_json_matches_the_estimator(catalog_constants):
@@ -171,11 +256,18 @@ def test_cli_json_matches_the_estimator(catalog_constants):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    setup = memory.Setup(seq_len=4096, micro_batch=2, gpus=8, sharding="zero3", grad_checkpointing=True)
-    expected = memory.estimate(LLAMA3_8B_31(), setup, catalog_constants).gb()
+    typical = memory.typical_setup("full_amp", catalog_constants, gpus=8)
+    setup = replace(typical, seq_len=4096, micro_batch=2, sharding="zero3", grad_checkpointing=True)
+    b = memory.estimate(LLAMA3_8B_31(), setup, catalog_constants)
+    expected = b.gb()
     assert out["per_gpu_gb"]["total"] == pytest.approx(expected["total"], rel=1e-12)
     assert out["per_gpu_gb"]["weights"] == pytest.approx(expected["weights"], rel=1e-12)
-    assert out["effective_batch"] == 16
+    # The three readings, each named.
+    assert out["readings_gb"] == pytest.approx(
+        {"allocated": b.allocated / 1e9, "reserved": b.reserved / 1e9, "whole_card": b.card / 1e9}, rel=1e-12
+    )
+    assert out["peak_phase"] == b.phase
+    assert out["effective_batch"] == 2 * 8 * 8  # micro-batch x the typical accumulation (8) x GPUs
     assert out["table_rule_gb"]["memory_gb"] > 0
     h100 = next(g for g in out["gpus"] if g["gpu_id"] == "h100-sxm")
     assert h100["cards"] == memory.min_gpus(LLAMA3_8B_31(), setup, catalog_constants, 80)
@@ -207,8 +299,36 @@ def test_cli_help_explains_every_option():
         "--model", "--params-b", "--method", "--seq-len", "--micro-batch", "--grad-accum", "--gpus", "--sharding",
         "--offload", "--grad-checkpointing", "--flash-attention", "--lora-rank", "--lora-targets", "--optimizer",
         "--json", "--tokens", "--utilization", "--server", "--fp8", "--chunked-loss", "--double-quant",
+        "--loss", "--config", "--vocab", "--layers", "--hidden", "--batch", "--table-rule", "--frozen-fp32",
     ):  # fmt: skip
         assert option in run.stdout
+    # Every unset option says its default: the typical setup's.
+    text = " ".join(run.stdout.split())
+    assert "tokens per sequence (default: 2048, the typical setup)" in text
+    assert "(default: true, the typical setup)" in text  # checkpointing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--params-b", "nan"), "must be a finite number"),
+        (("--params-b", "inf"), "must be a finite number"),
+        (("--params-b", "1e308"), "at most 100,000"),
+        (("--params-b", "0.01"), "cannot take the shape of"),
+        (("--params-b", "-3"), "must be greater than 0"),
+        (("--model", "llama-3-1-8b", "--tokens", "-5"), "must be greater than 0"),
+        (("--model", "llama-3-1-8b", "--tokens", "1e9", "--utilization", "0"), "greater than 0 and at most 1"),
+        (("--model", "llama-3-1-8b", "--tokens", "1e9", "--utilization", "1.5"), "greater than 0 and at most 1"),
+        (("--model", "llama-3-1-8b", "--server", "xfusion-2x-h100"), "--server prices a training run"),
+        (("--model", "llama-3-1-8b", "--seq-len", "0"), "from 1 to 100 000 000"),
+        (("--model", "llama-3-1-8b", "--torch-compile"), "torch.compile changes memory"),
+    ],
+)
+def test_cli_refuses_bad_values_with_exit_2(args, message):
+    run = estimate_cli(*args)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert message in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
@@ -217,7 +337,7 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     servers = {s["server_id"]: s for s in json.loads(run.stdout)["servers"]}
     models = pl.read_csv(ROOT / "sources/models.csv", infer_schema_length=None)
     arch = memory.model_architectures(models)["llama-3-1-70b"]
-    setup = memory.Setup(sharding="zero3")
+    setup = memory.typical_setup("full_amp", catalog_constants, gpus=16)
     h200 = servers["esc8000a-8x-h200"]
     cards = memory.min_gpus(arch, setup, catalog_constants, 141)
     assert h200["servers_needed"] == math.ceil(cards / 8) > 1  # 70B full does not fit on 8 cards

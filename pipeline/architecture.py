@@ -265,9 +265,27 @@ def synthetic_architecture(params_b: float, reference: Architecture) -> Architec
 
 
 # Model types whose MLP has no gate (up, activation, down); every other decoder of today is gated.
-_PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "gptj", "falcon", "phi", "opt", "bloom", "mpt", "starcoder2"})
+PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "gptj", "falcon", "phi", "opt", "bloom", "mpt", "starcoder2"})
 # Model types that tie the output layer to the embedding when config.json does not say.
-_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "phi"})
+TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "phi"})
+# The config.json keys each value is read from, first match wins (the calculator's port reads this too).
+CONFIG_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head"),
+    "intermediate": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "vocab": ("vocab_size", "padded_vocab_size"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk"),
+    "shared_experts": ("n_shared_experts",),
+    "moe_intermediate": ("moe_intermediate_size",),
+    "dense_layers": ("first_k_dense_replace",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
 
 
 def architecture_from_config(config: Mapping[str, object]) -> Architecture:
@@ -295,22 +313,21 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:
             raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
         return int(value)
 
+    k = CONFIG_KEYS
     model_type = str(config.get("model_type") or "")
-    layers = whole(first("num_hidden_layers", "n_layer", "num_layers"), "num_hidden_layers")
-    hidden = whole(first("hidden_size", "n_embd", "d_model"), "hidden_size")
-    heads = whole(first("num_attention_heads", "n_head"), "num_attention_heads")
+    layers = whole(first(*k["layers"]), k["layers"][0])
+    hidden = whole(first(*k["hidden"]), k["hidden"][0])
+    heads = whole(first(*k["heads"]), k["heads"][0])
     if layers < 1 or hidden < 1 or heads < 1:
         raise ValueError("config.json: layers, hidden size and heads must be at least 1")
-    intermediate = whole(
-        first("intermediate_size", "n_inner", "ffn_hidden_size", default=4 * hidden), "intermediate_size"
-    )
+    intermediate = whole(first(*k["intermediate"], default=4 * hidden), k["intermediate"][0])
     kv_default = 1 if config.get("multi_query") else heads
-    kv_heads = whole(first("num_key_value_heads", "num_kv_heads", default=kv_default), "num_key_value_heads")
-    head_dim = whole(first("head_dim", default=hidden // heads), "head_dim")
-    vocab = whole(first("vocab_size", "padded_vocab_size"), "vocab_size")
+    kv_heads = whole(first(*k["kv_heads"], default=kv_default), k["kv_heads"][0])
+    head_dim = whole(first(*k["head_dim"], default=hidden // heads), k["head_dim"][0])
+    vocab = whole(first(*k["vocab"]), k["vocab"][0])
     tied = config.get("tie_word_embeddings")
-    tied = (model_type in _TIED_BY_DEFAULT) if tied is None else bool(tied)
-    gated = model_type not in _PLAIN_MLP_TYPES
+    tied = (model_type in TIED_BY_DEFAULT) if tied is None else bool(tied)
+    gated = model_type not in PLAIN_MLP_TYPES
     qkv_bias = bool(config.get("attention_bias") or config.get("qkv_bias") or model_type == "qwen2")
     values: dict[str, object] = dict(
         layers=layers,
@@ -324,22 +341,23 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:
         gated_mlp=gated,
         qkv_bias=qkv_bias,
     )
-    experts = first("num_local_experts", "num_experts", "n_routed_experts", default=0, required=False)
+    experts = first(*k["experts"], default=0, required=False)
     if experts:
         values["experts"] = whole(experts, "num_experts")
-        values["experts_per_token"] = whole(first("num_experts_per_tok", "moe_topk"), "num_experts_per_tok")
-        values["shared_experts"] = whole(first("n_shared_experts", default=0, required=False) or 0, "n_shared_experts")
-        moe_width = first("moe_intermediate_size", default=intermediate, required=False)
+        values["experts_per_token"] = whole(first(*k["experts_per_token"]), k["experts_per_token"][0])
+        values["shared_experts"] = whole(
+            first(*k["shared_experts"], default=0, required=False) or 0, "n_shared_experts"
+        )
+        moe_width = first(*k["moe_intermediate"], default=intermediate, required=False)
         values["moe_intermediate"] = whole(moe_width, "moe_intermediate_size")
         values["dense_layers"] = whole(
-            first("first_k_dense_replace", default=0, required=False) or 0, "first_k_dense_replace"
+            first(*k["dense_layers"], default=0, required=False) or 0, "first_k_dense_replace"
         )
     if config.get("kv_lora_rank"):
         values["attention_kind"] = "mla"
         values["q_lora_rank"] = whole(config.get("q_lora_rank") or 0, "q_lora_rank")
         values["kv_lora_rank"] = whole(config["kv_lora_rank"], "kv_lora_rank")
-        values["qk_rope_head_dim"] = whole(first("qk_rope_head_dim"), "qk_rope_head_dim")
-        values["qk_nope_head_dim"] = whole(first("qk_nope_head_dim"), "qk_nope_head_dim")
-        values["v_head_dim"] = whole(first("v_head_dim"), "v_head_dim")
+        for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            values[name] = whole(first(*k[name]), name)
         values["qkv_bias"] = False
     return Architecture(**values)

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict
 
 from pipeline import memory
-from pipeline.architecture import architecture_from_row
+from pipeline.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.combine import Catalog
 from pipeline.estimate import RELATIVE_TOLERANCE, server_memory
 
@@ -62,6 +62,12 @@ def estimator_data(catalog: Catalog) -> dict:
     return {
         "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
         "dense_references": _dense_references(catalog["models"]),
+        # How architecture_from_config reads a Hugging Face config.json: the page parses a pasted one the same way.
+        "config": {
+            "keys": {name: list(keys) for name, keys in CONFIG_KEYS.items()},
+            "plain_mlp_types": sorted(PLAIN_MLP_TYPES),
+            "tied_by_default": sorted(TIED_BY_DEFAULT),
+        },
         "options": {
             "optimizers": list(memory.OPTIMIZERS),
             "shardings": list(memory.SHARDINGS),

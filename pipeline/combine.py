@@ -37,6 +37,11 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)
     tables["calibration"] = calibrated
     tables["calibration_summary"] = calibration.summary(calibrated, constants["calibration_within"])
+    tables["calibration_breakdown"] = calibration.breakdown(calibrated, constants["calibration_within"])
+    tables["estimator_range"] = calibration.estimator_range(calibrated)
+    tables["estimator_constants"] = calibration.estimator_constants(
+        calibrated, tables["measurements"], tables["models"], tables["constants"]
+    )
     tables["pretraining"] = training.pretraining_table(
         tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
     )

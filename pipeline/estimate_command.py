@@ -620,9 +620,10 @@ def render(out: dict) -> str:
     lines.append(f"  {'= allocated (max_memory_allocated)':<{width}}  {_gb(r['allocated']):>9}")
     lines.append(f"  {'+ allocator cache':<{width}}  {_gb(parts['cache']):>9}")
     lines.append(f"  {'= reserved (max_memory_reserved)':<{width}}  {_gb(r['reserved']):>9}")
-    outside = parts["context"] + parts["paged"]
-    lines.append(f"  {'+ CUDA context, NCCL, paged states':<{width}}  {_gb(outside):>9}")
+    lines.append(f"  {'+ CUDA context, NCCL buffers':<{width}}  {_gb(parts['context']):>9}")
     lines.append(f"  {'= whole card (nvidia-smi; must fit)':<{width}}  {_gb(r['whole_card']):>9}")
+    if parts["paged"]:
+        lines.append(f"  {'paged optimizer states (unified memory)':<{width}}  {_gb(parts['paged']):>9}")
     lines.append(
         f"  other phase: {_gb(parts['step_peak'] if out['peak_phase'] == 'backward' else parts['backward_peak'])} GB "
         f"allocated at {PHASE_TEXT['optimizer_step' if out['peak_phase'] == 'backward' else 'backward']}"

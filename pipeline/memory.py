@@ -132,8 +132,6 @@ class Setup:
             found.append("double quantisation applies to QLoRA only")
         if self.quantized_lm_head and not self.is_quantised:
             found.append("a quantised output layer applies to QLoRA only")
-        if self.quantized_lm_head and self.lora_lm_head:
-            found.append("an adapter on a quantised output layer is not supported by bitsandbytes' LM head path")
         for name in ("lora_dropout", "lora_lm_head", "frozen_fp32"):
             if getattr(self, name) and self.is_full:
                 found.append(f"{name} applies to LoRA/QLoRA only (full fine-tuning trains every weight)")
@@ -163,8 +161,9 @@ class Breakdown:
 
     `allocated` is what torch.cuda.max_memory_allocated reports: the tensors alive at the
     peak phase (`phase`). `reserved` adds the caching allocator's unused blocks
-    (max_memory_reserved); `card` adds the CUDA context, NCCL buffers and paged optimizer
-    states, which PyTorch's allocator does not see: what nvidia-smi shows.
+    (max_memory_reserved); `card` adds the CUDA context and NCCL buffers, which PyTorch's
+    allocator does not see: what nvidia-smi shows and what must fit. Paged optimizer states
+    (`paged`, CUDA unified memory) are outside all three: they move to RAM when the card is full.
     """
 
     weights: float
@@ -201,7 +200,10 @@ class Breakdown:
 
     @property
     def card(self) -> float:
-        return self.reserved + self.context + self.paged
+        """What must fit on the card: reserved memory and what lives outside the allocator (CUDA context,
+        NCCL). Paged optimizer states (`paged`) are not counted: CUDA unified memory moves them to RAM
+        whenever the card runs short, which is what they are for."""
+        return self.reserved + self.context
 
     @property
     def total(self) -> float:
@@ -293,6 +295,17 @@ def residual_bytes(setup: Setup, c: Mapping[str, float]) -> float:
 
 def activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:
     """Activations of one micro-batch on one GPU (data parallelism does not split them)."""
+    kept, recomputed = activation_split(arch, setup, c)
+    return kept + recomputed
+
+
+def activation_split(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> tuple[float, float]:
+    """(activations kept through the whole backward pass, the one layer checkpointing recomputes).
+
+    Without checkpointing everything is kept (the second is 0). With it, each layer's input is kept
+    and one layer at a time is recomputed inside the backward pass, after the output layer and the
+    loss are done with: the loss buffers and the recomputed layer are never alive together.
+    """
     tokens = setup.seq_len * setup.micro_batch
     moe_layers = arch.layers - arch.dense_layers if arch.is_moe else 0
     dense = layer_activation_bytes(arch, setup, c, moe_layer=False)
@@ -301,9 +314,9 @@ def activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -
     if setup.lora_lm_head or setup.quantized_lm_head:
         head = c["activation_bytes"] * arch.hidden  # the output layer's input, read by its adapter or by bitsandbytes
     if not setup.grad_checkpointing:
-        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe + head)
+        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe + head), 0.0
     # Checkpointing keeps each layer's input and recomputes one layer at a time in the backward pass.
-    return tokens * (arch.layers * residual_bytes(setup, c) * arch.hidden + max(dense, moe) + head)
+    return tokens * (arch.layers * residual_bytes(setup, c) * arch.hidden + head), tokens * max(dense, moe)
 
 
 def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:
@@ -374,8 +387,13 @@ def _weight_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> t
     return weights, layer_bytes, root_bytes
 
 
-def _largest_quantised(arch: Architecture) -> int:
-    return max(x.in_features * x.out_features for x in linear_layers(arch))
+def _largest_quantised(arch: Architecture, setup: Setup) -> int:
+    """Weights of the largest quantised matrix: bitsandbytes dequantises one whole weight to bf16 before each
+    matmul (forward and backward), the output layer too when it is quantised (it is the largest then)."""
+    largest = max(x.in_features * x.out_features for x in linear_layers(arch))
+    if setup.quantized_lm_head:
+        largest = max(largest, arch.vocab * arch.hidden)
+    return largest
 
 
 def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:
@@ -430,6 +448,10 @@ def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakd
         step_temporary /= n
     if shard_gradients:
         gradients /= n
+    # With the weights offloaded (ZeRO-3 / FSDP offload_params) the sharded weights are still put on the GPU
+    # first (FSDP flattens and shards on the device it is given, DeepSpeed's zero.Init partitions there) and then
+    # moved to RAM: the caching allocator keeps those blocks reserved (see `estimate`).
+    staged = weights / n if setup.offload == "full" else 0.0
     if shard_weights:
         weights = 0.0 if setup.offload == "full" else weights / n
 
@@ -443,13 +465,19 @@ def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakd
     if setup.is_full and shard_gradients:
         live += grad_width * layer_params  # the unsharded gradient of one layer before its reduce-scatter
     if setup.is_quantised:
-        live += BF16 * _largest_quantised(arch)  # bitsandbytes dequantises one weight at a time to bf16
+        live += BF16 * _largest_quantised(arch, setup)  # bitsandbytes dequantises one weight at a time to bf16
     bucket = 0.0
     if setup.sharding == "ddp" and n > 1:
         bucket = grad_width * trainable  # DDP's flat gradient buckets beside .grad (gradient_as_bucket_view off)
 
-    activations = activation_bytes(arch, setup, c)
-    logits = logits_bytes(arch, setup, c)
+    kept, recomputed = activation_split(arch, setup, c)
+    activations = kept + recomputed
+    loss_buffers = logits_bytes(arch, setup, c)
+    # The backward pass starts with the loss buffers; a recomputed layer comes later, when they are freed.
+    if recomputed > loss_buffers:
+        at_peak, logits = kept + recomputed, 0.0
+    else:
+        at_peak, logits = kept, loss_buffers
     paged = optimizer if setup.optimizer in PAGED else 0.0
     resident = weights + optimizer - paged + bucket
 
@@ -458,16 +486,16 @@ def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakd
         # with its step's temporary.
         largest = counts.largest_layer / (n if shard_gradients else 1)
         held = (grad_width + (state_width if setup.optimizer in FOREACH_TEMPORARY else 0)) * largest
-        backward, step = resident + activations + logits + live + held, 0.0
-        at_backward = (weights, held, optimizer, activations, logits, live + bucket)
+        backward, step = resident + at_peak + logits + live + held, 0.0
+        at_backward = (weights, held, optimizer, at_peak, logits, live + bucket)
     else:
         carried = gradients if setup.grad_accum > 1 else 0.0  # accumulated from earlier micro-batches
         produced = gradients - carried
         # Gradients grow as activations are freed: the backward pass peaks at one end or the other.
-        backward = resident + carried + live + max(activations + logits, produced)
+        backward = resident + carried + live + max(at_peak + logits, produced)
         step = resident + gradients + step_temporary
-        if activations + logits >= produced:
-            at_backward = (weights, carried, optimizer, activations, logits, live + bucket)
+        if at_peak + logits >= produced:
+            at_backward = (weights, carried, optimizer, at_peak, logits, live + bucket)
         else:
             at_backward = (weights, gradients, optimizer, 0.0, 0.0, live + bucket)
     if step > backward:
@@ -480,8 +508,16 @@ def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakd
         phase, parts = "backward", at_backward
         transient = parts[3] + parts[4] + live
     cache = c["allocator_fragmentation"] * transient
+    allocated = sum(parts) - paged
+    if phase == "optimizer_step":
+        # The caching allocator never gives memory back during a step: the blocks the backward pass used
+        # stay reserved through the optimizer step, so the reservation is the higher of the two phases.
+        at_backward_reserved = backward + c["allocator_fragmentation"] * (at_backward[3] + at_backward[4] + live)
+        cache = max(cache, at_backward_reserved - allocated)
+    if staged > allocated + cache:
+        cache = staged - allocated  # the reservation left by staging the sharded weights before offloading
     context = c["cuda_context_gb"] * GB + (c["nccl_buffers_gb"] * GB if n > 1 else 0.0)
-    return Breakdown(*parts, cache, context, paged, cpu, trainable, phase, backward, step, activations, logits)
+    return Breakdown(*parts, cache, context, paged, cpu, trainable, phase, backward, step, activations, loss_buffers)
 
 
 def deepspeed_model_states(arch: Architecture, setup: Setup, gather_bytes: float = 4) -> float | None:

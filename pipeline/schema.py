@@ -511,6 +511,9 @@ EXTRA_TECHNIQUES = (
     "lora_dropout",
     "unknown_lengths",
 )
+# Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
+MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused")
+FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
 # Adapters without a rank: their rows leave lora_rank and lora_targets empty although the method is lora.
 RANKLESS_ADAPTERS = ("ia3", "prompt_tuning")
 _TECHNIQUE = f"(?:{'|'.join(EXTRA_TECHNIQUES)})"
@@ -610,10 +613,22 @@ MEASUREMENTS = Table(
             label_ru="Слои LoRA",
         ),
         Field(
-            "chunked_loss",
-            "bool",
-            "Выходной слой и кросс-энтропия считаются по кускам, без полного буфера логитов.",
-            label_ru="Потери по кускам",
+            "loss",
+            "str",
+            "Как посчитана функция потерь: hf — кросс-энтропия transformers с 4.46 (логиты bf16 переводятся в fp32), "
+            "hf_legacy — она же до 4.46 (ещё одна fp32-копия), chunked — выходной слой и кросс-энтропия по кускам "
+            "(torchtune, LitGPT), fused — слитое ядро выходного слоя и потерь (Liger, Unsloth).",
+            allowed=MEASUREMENT_LOSSES,
+            label_ru="Функция потерь",
+        ),
+        Field(
+            "framework",
+            "str",
+            "Чем обучали: transformers — Trainer, TRL, PEFT и accelerate Hugging Face; litgpt, torchtune, "
+            "llama_factory, unsloth, axolotl — одноимённые библиотеки; deepspeed — собственный цикл на DeepSpeed; "
+            "other — другое. Библиотеки по-разному хранят одни и те же тензоры (см. страницу точности).",
+            allowed=FRAMEWORKS,
+            label_ru="Библиотека",
         ),
         Field(
             "extra_techniques",
@@ -933,6 +948,22 @@ CALIBRATION = Table(
             allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown", "fits_on"),
             label_ru="Метрика",
         ),
+        Field(
+            "metric_kind",
+            "str",
+            "Какое показание оценки сравнивается: allocated — тензоры, reserved — с кэшем распределителя, card — "
+            "вся карта (nvidia-smi или метрика не названа), fits_on — бюджет, в который обучение поместилось.",
+            allowed=("allocated", "reserved", "card", "fits_on"),
+            label_ru="Вид показания",
+        ),
+        Field("framework", "str", "Библиотека обучения.", allowed=FRAMEWORKS, label_ru="Библиотека"),
+        Field(
+            "sharding",
+            "str",
+            "Шардирование: ddp (и одна карта), zero1, zero2, zero3 (и FSDP).",
+            allowed=("ddp", "zero1", "zero2", "zero3"),
+            label_ru="Шардирование",
+        ),
         Field("measured_value", "float", "Значение, как в источнике.", required=False, label_ru="Измерено"),
         Field("measured_unit", "str", "Единица источника.", allowed=("GB", "GiB"), label_ru="Единица"),
         Field("measured_gb", "float", "Измерено, в ГБ (10⁹ байт).", unit="ГБ", required=False, label_ru="Измерено, ГБ"),
@@ -1012,6 +1043,155 @@ CALIBRATION_SUMMARY = Table(
     kind="derived",
 )
 
+_STATS = (
+    Field("rows", "int", "Строк с прогнозом.", unit="шт.", label_ru="Строк"),
+    Field("median_abs_error", "float", "Медиана |ошибки|.", unit="доля", required=False, label_ru="Медиана |ошибки|"),
+    Field(
+        "within_25",
+        "float",
+        "Доля строк с |ошибкой| не больше calibration_within (25 %).",
+        unit="доля",
+        required=False,
+        label_ru="В ±25 %",
+    ),
+    Field(
+        "median_error",
+        "float",
+        "Медиана ошибки со знаком: меньше нуля — занижает.",
+        unit="доля",
+        required=False,
+        label_ru="Медиана ошибки",
+    ),
+)
+
+CALIBRATION_BREAKDOWN = Table(
+    "calibration_breakdown",
+    "Точность оценок: по видам показаний, способам, шардированию и библиотекам",
+    "Для каждого способа оценки — ошибка по строкам сводки, разложенная по одному признаку: виду показания, "
+    "способу дообучения, шардированию или библиотеке обучения.",
+    (
+        Field("estimator", "id", "Способ оценки.", allowed=tuple(_ESTIMATOR_NAMES), label_ru="Способ оценки"),
+        Field(
+            "dimension",
+            "str",
+            "Признак: metric_kind — вид показания, method — способ дообучения, sharding — шардирование, framework — "
+            "библиотека, framework_method — библиотека и способ вместе (код группы: библиотека-способ).",
+            allowed=("metric_kind", "method", "sharding", "framework", "framework_method"),
+            label_ru="Признак",
+        ),
+        Field(
+            "group_id",
+            "id",
+            "Значение признака: код вида показания, способа, шардирования или библиотеки.",
+            label_ru="Группа",
+        ),
+        Field("sort_order", "int", "Порядок на странице.", label_ru="Порядок"),
+        *_STATS,
+    ),
+    ("estimator", "dimension", "group_id"),
+    kind="derived",
+)
+
+ESTIMATOR_RANGE = Table(
+    "estimator_range",
+    "Измеренный разброс оценки из первых принципов",
+    "Насколько оценка из первых принципов расходится с измерениями сводки: 10-й и 90-й процентили ошибки со "
+    "знаком, всего и по видам показаний, и множители, которые переводят оценку в измеренный диапазон: "
+    "пик лежит между оценкой × low_factor и оценкой × high_factor у 80 % строк.",
+    (
+        Field(
+            "scope",
+            "id",
+            "Какие строки: all — все строки сводки, иначе вид показания (allocated, reserved, card, fits_on).",
+            allowed=("all", "allocated", "reserved", "card", "fits_on"),
+            label_ru="Строки",
+        ),
+        Field("sort_order", "int", "Порядок на странице.", label_ru="Порядок"),
+        Field("rows", "int", "Строк сводки.", unit="шт.", label_ru="Строк"),
+        Field(
+            "error_p10",
+            "float",
+            "10-й процентиль ошибки со знаком (прогноз − измерение) / измерение; пусто, если строк меньше 5.",
+            unit="доля",
+            required=False,
+            label_ru="Ошибка, 10-й процентиль",
+        ),
+        Field(
+            "error_median", "float", "Медиана ошибки со знаком.", unit="доля", required=False, label_ru="Медиана ошибки"
+        ),
+        Field(
+            "error_p90",
+            "float",
+            "90-й процентиль ошибки со знаком; пусто, если строк меньше 5.",
+            unit="доля",
+            required=False,
+            label_ru="Ошибка, 90-й процентиль",
+        ),
+        Field(
+            "low_factor",
+            "float",
+            "Нижний множитель измеренного диапазона: 1 / (1 + error_p90).",
+            required=False,
+            label_ru="Множитель снизу",
+        ),
+        Field(
+            "high_factor",
+            "float",
+            "Верхний множитель измеренного диапазона: 1 / (1 + error_p10).",
+            required=False,
+            label_ru="Множитель сверху",
+        ),
+    ),
+    ("scope",),
+    kind="derived",
+)
+
+ESTIMATOR_CONSTANTS_TABLE = Table(
+    "estimator_constants",
+    "Константы оценки из первых принципов: откуда каждая",
+    "Каждая константа оценки из первых принципов с её значением и происхождением: derived — выведена из "
+    "устройства тензоров или кода библиотек, assumed — принята без подбора, fitted — подобрана по калибровочным "
+    "измерениям (с тем, по скольким строкам и что даёт подбор на текущих строках).",
+    (
+        Field("constant_id", "id", "Константа.", references="constants.constant_id", label_ru="Константа"),
+        Field("value", "float", "Значение в constants.csv.", label_ru="Значение"),
+        Field(
+            "basis",
+            "str",
+            "Происхождение: derived — выведена, assumed — принята, fitted — подобрана.",
+            allowed=("derived", "assumed", "fitted"),
+            label_ru="Происхождение",
+        ),
+        Field(
+            "fitted_on",
+            "str",
+            "Для подобранной: по каким строкам (вид показания); пусто у остальных.",
+            required=False,
+            label_ru="Подобрана по",
+        ),
+        Field(
+            "fit_rows", "int", "Для подобранной: строк подбора.", unit="шт.", required=False, label_ru="Строк подбора"
+        ),
+        Field(
+            "refit_value",
+            "float",
+            "Для подобранной: значение с наименьшей медианой |ошибки| на этих строках сейчас (перебор с шагом 0,05).",
+            required=False,
+            label_ru="Подбор сейчас",
+        ),
+        Field(
+            "refit_median_abs_error",
+            "float",
+            "Медиана |ошибки| на строках подбора при refit_value.",
+            unit="доля",
+            required=False,
+            label_ru="Медиана |ошибки| при подборе",
+        ),
+    ),
+    ("constant_id",),
+    kind="derived",
+)
+
 PRETRAINING = Table(
     "pretraining",
     "Предобучение: черновой план",
@@ -1066,6 +1246,9 @@ DERIVED_TABLES: tuple[Table, ...] = (
     MEMORY_BREAKDOWN,
     CALIBRATION,
     CALIBRATION_SUMMARY,
+    CALIBRATION_BREAKDOWN,
+    ESTIMATOR_RANGE,
+    ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES

@@ -243,7 +243,7 @@ def test_cli_config_file_and_custom_shapes(tmp_path):
     assert run.returncode == 0, run.stderr
     same = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
     assert json.loads(run.stdout)["per_gpu_gb"] == json.loads(same.stdout)["per_gpu_gb"]
-    custom = json.loads(estimate_cli("--params-b", "69", "--vocab", "32000", "--json").stdout)
+    custom = json.loads(estimate_cli("--params-b", "71", "--vocab", "32000", "--json").stdout)
     assert custom["shape_borrowed_from"] == "llama-3-1-70b" and custom["architecture"]["vocab"] == 32000
     rule = estimate_cli("--params-b", "20", "--method", "lora", "--table-rule")
     assert rule.returncode == 0 and "table rule" in rule.stdout

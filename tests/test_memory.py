@@ -37,7 +37,7 @@ C = {
     "offload_cpu_buffer_factor": 1.5,
     "cuda_context_gb": 0.5,
     "nccl_buffers_gb": 0.25,
-    "allocator_fragmentation": 0.3,
+    "allocator_fragmentation": 0.25,
     "forward_flops_per_param_token": 2,
     "train_flops_per_param_token": 6,
 }
@@ -85,8 +85,9 @@ def test_full_amp_llama3_8b_peaks_at_the_optimizer_step():
     assert (b.weights, b.gradients, b.optimizer, b.activations, b.logits) == (2 * P, 2 * P, 12 * P, 0, 0)
     assert b.buffers == 4 * P  # the step's temporary
     assert b.allocated == b.step_peak
-    assert b.cache == pytest.approx(0.3 * 4 * P, rel=1e-15)  # only the temporary is freed and re-made each step
-    assert b.reserved == pytest.approx(160_605_224_960 + 9_636_313_497.6, rel=1e-15)
+    # Only the temporary is freed and re-made at the step; the backward pass reserved less (128.5 + 0.25 x 15.2 GB).
+    assert b.cache == pytest.approx(0.25 * 4 * P, rel=1e-15)
+    assert b.reserved == pytest.approx(160_605_224_960 + 8_030_261_248, rel=1e-15)
     assert b.card == pytest.approx(b.reserved + 0.5e9, rel=1e-15)  # one process, no NCCL
     assert b.total == b.card and b.cpu == 0 and b.trainable_params == P
 
@@ -114,7 +115,7 @@ def test_long_sequences_move_the_peak_to_the_backward_pass():
     assert b.activations == LAYER * 32 * tokens and b.logits == tokens * 128256 * 12
     assert b.gradients == 0  # no accumulation: the gradients appear as the activations are freed
     assert b.allocated == 14 * P + LAYER * 32 * tokens + tokens * 128256 * 12
-    assert b.cache == pytest.approx(0.3 * (LAYER * 32 * tokens + tokens * 128256 * 12), rel=1e-15)
+    assert b.cache == pytest.approx(0.25 * (LAYER * 32 * tokens + tokens * 128256 * 12), rel=1e-15)
 
 
 def test_accumulated_gradients_stay_through_the_backward_pass():
@@ -175,7 +176,8 @@ def test_paged_optimizer_states_are_outside_the_allocator():
     b = memory.estimate(LLAMA3_8B, replace(BASE, method="lora", optimizer="paged_adamw"), C)
     assert b.paged == b.optimizer == 8 * LORA_ALL_R16
     assert b.allocated == b.weights + b.gradients + b.activations + b.logits + b.buffers
-    assert b.card == pytest.approx(b.reserved + 0.5e9 + 8 * LORA_ALL_R16, rel=1e-15)
+    # CUDA unified memory moves them to RAM when the card is short: they are not part of what must fit.
+    assert b.card == pytest.approx(b.reserved + 0.5e9, rel=1e-15)
 
 
 # One Llama 3 8B decoder layer: attention 4096(4096 + 1024 + 1024 + 4096) = 41 943 040, MLP
@@ -273,8 +275,10 @@ def test_frozen_fp32_upcasts_what_is_not_quantised():
     setup = replace(BASE, method="qlora_4bit", grad_checkpointing=True, frozen_fp32=True)
     b = memory.estimate(LLAMA3_8B, setup, C)
     assert b.weights == pytest.approx(LINEAR * (0.5 + 4 / 64) + 4 * (P - LINEAR) + 4 * LORA_ALL_R16, rel=1e-15)
-    # The fp32 embedding makes the residual stream fp32: checkpointing keeps 4-byte layer inputs.
-    assert b.activations == 2048 * (32 * 4 * 4096 + LAYER)
+    # The fp32 embedding makes the residual stream fp32: checkpointing keeps 4-byte layer inputs. The one
+    # recomputed layer (2048 x LAYER = 0.38 GB) comes after the loss buffers (3.15 GB) are freed: not at the peak.
+    assert b.saved_activations == 2048 * (32 * 4 * 4096 + LAYER)
+    assert b.activations == 2048 * 32 * 4 * 4096 and b.logits == 2048 * 128256 * 12
     lora = memory.estimate(LLAMA3_8B, replace(BASE, method="lora", frozen_fp32=True), C)
     assert lora.weights == 4 * P + 4 * LORA_ALL_R16
 
@@ -284,6 +288,60 @@ def test_quantised_lm_head():
     b = memory.estimate(LLAMA3_8B, setup, C)
     quantised = LINEAR + EMBEDDING
     assert b.weights == pytest.approx(quantised * (0.5 + 4 / 64) + 2 * (P - quantised) + 4 * LORA_ALL_R16, rel=1e-15)
+
+
+def test_quantised_lm_head_is_the_largest_weight_to_dequantise_and_may_carry_an_adapter():
+    # LitGPT quantises the output layer and can put an adapter on it (lora_head=True).
+    setup = replace(BASE, method="qlora_4bit", quantized_lm_head=True, lora_lm_head=True)
+    assert setup.problems() == []
+    b = memory.estimate(LLAMA3_8B, setup, C)
+    # bitsandbytes dequantises the whole head (128 256 x 4096) to bf16 for each chunk's matmul: it is
+    # larger than the largest projection (4096 x 14336).
+    assert b.buffers == 2 * EMBEDDING
+
+
+def test_checkpointing_never_holds_the_loss_buffers_and_a_recomputed_layer_together():
+    setup = replace(BASE, method="lora", grad_checkpointing=True)
+    b = memory.estimate(LLAMA3_8B, setup, C)
+    kept, recomputed = memory.activation_split(LLAMA3_8B, setup, C)
+    assert kept == 2048 * 32 * 2 * 4096  # each layer's bf16 input
+    assert recomputed == 2048 * memory.layer_activation_bytes(LLAMA3_8B, setup, C, moe_layer=False)
+    # The loss buffers (3.15 GB) are larger than one recomputed layer (0.38 GB): the backward pass starts
+    # with them, and the layer is recomputed only after the output layer's backward has freed them.
+    assert recomputed < LOGITS
+    assert (b.activations, b.logits) == (kept, LOGITS)
+    assert b.saved_activations == kept + recomputed and b.loss_buffers == LOGITS
+    # A fused loss has almost no buffers: then the recomputed layer is the larger moment.
+    fused = memory.estimate(LLAMA3_8B, replace(setup, loss="fused"), C)
+    assert (fused.activations, fused.logits) == (kept + recomputed, 0)
+
+
+def test_offloaded_weights_leave_the_staged_shards_reserved():
+    # ZeRO-3 / FSDP with the weights in RAM: the shards were on the GPU before being offloaded, and the
+    # caching allocator keeps those blocks; 70B QLoRA on 2 cards reads about 20 GB on nvidia-smi.
+    llama70 = Architecture(80, 8192, 28672, 64, 8, 128, 32000, False, True)
+    setup = replace(BASE, method="qlora_4bit", gpus=2, sharding="zero3", offload="full", seq_len=512)
+    setup = replace(setup, grad_checkpointing=True)
+    b = memory.estimate(llama70, setup, C)
+    weights_on_gpu = memory.estimate(llama70, replace(setup, offload="none"), C).weights
+    assert b.weights == 0 and weights_on_gpu == pytest.approx(20_191_649_792, rel=1e-12)
+    # Training itself allocates 3.9 GB (the gathered units, the dequantised weight, activations): the
+    # reservation is the staged shards, 20.2 GB.
+    assert b.allocated + 0.25 * (b.activations + b.logits + b.buffers) < weights_on_gpu
+    assert b.reserved == pytest.approx(weights_on_gpu, rel=1e-12)
+
+
+def test_reserved_memory_is_the_higher_of_both_phases():
+    # Full AMP at 6144 tokens: the step allocates the most (20P = 160.6 GB with foreach AdamW's
+    # temporary), but the backward pass (14P + 45.7 GB of activations and loss buffers = 158.1 GB, a
+    # quarter of that transient cached: 169.5 GB) reserved more, and those blocks stay reserved.
+    setup = replace(BASE, seq_len=6144)
+    b = memory.estimate(LLAMA3_8B, setup, C)
+    transient = (LAYER * 32 + 128256 * 12) * 6144
+    assert b.phase == "optimizer_step" and b.allocated == 20 * P
+    assert b.backward_peak == 14 * P + transient
+    assert b.reserved == pytest.approx(14 * P + 1.25 * transient, rel=1e-15)
+    assert b.reserved > 20 * P + 0.25 * 4 * P  # what the step alone would reserve
 
 
 def test_optimizer_in_backward_keeps_one_gradient_at_a_time():

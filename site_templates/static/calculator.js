@@ -272,6 +272,105 @@ export function customArchitecture(data, paramsB) {
   return best && syntheticArchitecture(paramsB, best.arch);
 }
 
+// A problem of a pasted config.json: `code` names the page's Russian message, `values` fill it.
+export class ConfigError extends Error {
+  constructor(code, values = {}) {
+    super(code);
+    this.code = code;
+    this.values = values;
+  }
+}
+
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+// Python's truthiness, which architecture_from_config relies on: empty arrays and objects are false too.
+const truthy = (value) =>
+  !(value === null || value === undefined || value === false || value === 0 || value === "") &&
+  !(Array.isArray(value) && value.length === 0) &&
+  !(isObject(value) && Object.keys(value).length === 0);
+
+// architecture.architecture_from_config: the Architecture of a Hugging Face config.json (already parsed).
+export function architectureFromConfig(data, parsed) {
+  const cfg = data.estimator.config;
+  if (!isObject(parsed)) throw new ConfigError("config_object");
+  const config = isObject(parsed.text_config) ? { ...parsed, ...parsed.text_config } : parsed;
+  const first = (names, fallback = null, required = true) => {
+    for (const name of names) if (config[name] !== null && config[name] !== undefined) return config[name];
+    if (required && fallback === null) throw new ConfigError("config_missing", { names: names.join(" / ") });
+    return fallback;
+  };
+  const whole = (value, name) => {
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+      throw new ConfigError("config_not_whole", { name, value: JSON.stringify(value) });
+    }
+    return value;
+  };
+  const k = cfg.keys;
+  const modelType = truthy(config.model_type) ? String(config.model_type) : "";
+  const layers = whole(first(k.layers), k.layers[0]);
+  const hidden = whole(first(k.hidden), k.hidden[0]);
+  const heads = whole(first(k.heads), k.heads[0]);
+  if (layers < 1 || hidden < 1 || heads < 1) throw new ConfigError("config_at_least_one");
+  const intermediate = whole(first(k.intermediate, 4 * hidden), k.intermediate[0]);
+  const kvDefault = truthy(config.multi_query) ? 1 : heads;
+  const kvHeads = whole(first(k.kv_heads, kvDefault), k.kv_heads[0]);
+  const headDim = whole(first(k.head_dim, Math.floor(hidden / heads)), k.head_dim[0]);
+  const vocab = whole(first(k.vocab), k.vocab[0]);
+  const tiedValue = config.tie_word_embeddings;
+  const tied = tiedValue === null || tiedValue === undefined ? cfg.tied_by_default.includes(modelType) : truthy(tiedValue);
+  const arch = {
+    layers,
+    hidden,
+    intermediate,
+    heads,
+    kv_heads: Math.max(1, kvHeads),
+    head_dim: headDim,
+    vocab,
+    tied_embeddings: tied,
+    gated_mlp: !cfg.plain_mlp_types.includes(modelType),
+    qkv_bias: truthy(config.attention_bias) || truthy(config.qkv_bias) || modelType === "qwen2",
+    experts: 0,
+    experts_per_token: 0,
+    shared_experts: 0,
+    moe_intermediate: 0,
+    dense_layers: 0,
+    attention_kind: "mha",
+    q_lora_rank: 0,
+    kv_lora_rank: 0,
+    qk_rope_head_dim: 0,
+    qk_nope_head_dim: 0,
+    v_head_dim: 0,
+  };
+  const experts = first(k.experts, 0, false);
+  if (truthy(experts)) {
+    arch.experts = whole(experts, "num_experts");
+    arch.experts_per_token = whole(first(k.experts_per_token), k.experts_per_token[0]);
+    const shared = first(k.shared_experts, 0, false);
+    arch.shared_experts = whole(truthy(shared) ? shared : 0, "n_shared_experts");
+    arch.moe_intermediate = whole(first(k.moe_intermediate, intermediate, false), "moe_intermediate_size");
+    const dense = first(k.dense_layers, 0, false);
+    arch.dense_layers = whole(truthy(dense) ? dense : 0, "first_k_dense_replace");
+  }
+  if (truthy(config.kv_lora_rank)) {
+    arch.attention_kind = "mla";
+    arch.q_lora_rank = whole(truthy(config.q_lora_rank) ? config.q_lora_rank : 0, "q_lora_rank");
+    arch.kv_lora_rank = whole(config.kv_lora_rank, "kv_lora_rank");
+    for (const name of ["qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"]) arch[name] = whole(first(k[name]), name);
+    arch.qkv_bias = false;
+  }
+  return arch;
+}
+
+// A pasted config.json's text: the architecture, or a ConfigError (code config_json when it is not JSON).
+export function parseConfigText(data, textValue) {
+  let parsed;
+  try {
+    parsed = JSON.parse(textValue);
+  } catch (error) {
+    throw new ConfigError("config_json", { detail: error.message });
+  }
+  return architectureFromConfig(data, parsed);
+}
+
 const isFull = (setup) => setup.method.startsWith("full");
 const baseBits = (setup) => (setup.method.startsWith("qlora") ? Number(setup.method.split("_")[1].replace(/bit$/, "")) : 16);
 
@@ -295,7 +394,6 @@ export function setupProblems(data, setup) {
   const qlora = setup.method.startsWith("qlora");
   if (setup.double_quant && !qlora) found.push("double_quant_qlora");
   if (setup.quantized_lm_head && !qlora) found.push("quantized_head_qlora");
-  if (setup.quantized_lm_head && setup.lora_lm_head) found.push("quantized_head_adapter");
   if (setup.lora_dropout && isFull(setup)) found.push("dropout_full");
   if (setup.lora_lm_head && isFull(setup)) found.push("head_full");
   if (setup.frozen_fp32 && isFull(setup)) found.push("frozen_full");
@@ -342,14 +440,20 @@ export function layerActivationBytes(a, setup, c, units, moeLayer) {
 }
 
 export function activationBytes(a, setup, c, units) {
+  const [kept, recomputed] = activationSplit(a, setup, c, units);
+  return kept + recomputed;
+}
+
+// memory.activation_split: what stays through the backward pass, and the one layer checkpointing recomputes.
+export function activationSplit(a, setup, c, units) {
   const tokens = setup.seq_len * setup.micro_batch;
   const moeLayers = isMoe(a) ? a.layers - a.dense_layers : 0;
   const dense = layerActivationBytes(a, setup, c, units, false);
   const moe = moeLayers ? layerActivationBytes(a, setup, c, units, true) : 0;
   const head = setup.lora_lm_head || setup.quantized_lm_head ? c.activation_bytes * a.hidden : 0;
-  if (!setup.grad_checkpointing) return tokens * ((a.layers - moeLayers) * dense + moeLayers * moe + head);
+  if (!setup.grad_checkpointing) return [tokens * ((a.layers - moeLayers) * dense + moeLayers * moe + head), 0];
   const residual = setup.frozen_fp32 ? units.fp32 : c.activation_bytes;
-  return tokens * (a.layers * residual * a.hidden + Math.max(dense, moe) + head);
+  return [tokens * (a.layers * residual * a.hidden + head), tokens * Math.max(dense, moe)];
 }
 
 export function logitsBytes(a, setup, c) {
@@ -458,14 +562,22 @@ export function estimateBreakdown(data, a, setup) {
     stepTemporary /= n;
   }
   if (shardGradients) gradients /= n;
+  const staged = setup.offload === "full" ? weights / n : 0;
   if (shardWeights) weights = setup.offload === "full" ? 0 : weights / n;
   let live = 0;
   if (shardWeights) live += rootBytes + (1 + c.zero3_prefetch_units) * layerBytes;
   if (isFull(setup) && shardGradients) live += gradWidth * layerParams;
-  if (setup.method.startsWith("qlora")) live += units.bf16 * Math.max(...linearLayers(a).map((x) => x.inFeatures * x.outFeatures));
+  if (setup.method.startsWith("qlora")) {
+    let largestQuantised = Math.max(...linearLayers(a).map((x) => x.inFeatures * x.outFeatures));
+    if (setup.quantized_lm_head) largestQuantised = Math.max(largestQuantised, a.vocab * a.hidden);
+    live += units.bf16 * largestQuantised;
+  }
   const bucket = setup.sharding === "ddp" && n > 1 ? gradWidth * trainable : 0;
-  const activations = activationBytes(a, setup, c, units);
-  const logits = logitsBytes(a, setup, c);
+  const [kept, recomputed] = activationSplit(a, setup, c, units);
+  const activations = kept + recomputed;
+  const lossBuffers = logitsBytes(a, setup, c);
+  const atPeak = recomputed > lossBuffers ? kept + recomputed : kept;
+  const logits = recomputed > lossBuffers ? 0 : lossBuffers;
   const paged = o.paged.includes(setup.optimizer) ? optimizer : 0;
   const resident = weights + optimizer - paged + bucket;
   let backward;
@@ -474,17 +586,17 @@ export function estimateBreakdown(data, a, setup) {
   if (setup.optimizer_in_backward) {
     const largest = counts.largest / (shardGradients ? n : 1);
     const held = (gradWidth + (foreach ? stateWidth : 0)) * largest;
-    backward = resident + activations + logits + live + held;
+    backward = resident + atPeak + logits + live + held;
     step = 0;
-    atBackward = [weights, held, optimizer, activations, logits, live + bucket];
+    atBackward = [weights, held, optimizer, atPeak, logits, live + bucket];
   } else {
     const carried = setup.grad_accum > 1 ? gradients : 0;
     const produced = gradients - carried;
-    backward = resident + carried + live + Math.max(activations + logits, produced);
+    backward = resident + carried + live + Math.max(atPeak + logits, produced);
     step = resident + gradients + stepTemporary;
     atBackward =
-      activations + logits >= produced
-        ? [weights, carried, optimizer, activations, logits, live + bucket]
+      atPeak + logits >= produced
+        ? [weights, carried, optimizer, atPeak, logits, live + bucket]
         : [weights, gradients, optimizer, 0, 0, live + bucket];
   }
   let phase;
@@ -499,12 +611,17 @@ export function estimateBreakdown(data, a, setup) {
     parts = atBackward;
     transient = parts[3] + parts[4] + live;
   }
-  const cache = c.allocator_fragmentation * transient;
-  const context = c.cuda_context_gb * units.gb + (n > 1 ? c.nccl_buffers_gb * units.gb : 0);
   const [w, g, opt, act, lg, buffers] = parts;
   const allocated = w + g + opt - paged + act + lg + buffers;
+  let cache = c.allocator_fragmentation * transient;
+  if (phase === "optimizer_step") {
+    const atBackwardReserved = backward + c.allocator_fragmentation * (atBackward[3] + atBackward[4] + live);
+    cache = Math.max(cache, atBackwardReserved - allocated);
+  }
+  if (staged > allocated + cache) cache = staged - allocated;
+  const context = c.cuda_context_gb * units.gb + (n > 1 ? c.nccl_buffers_gb * units.gb : 0);
   const reserved = allocated + cache;
-  const card = reserved + context + paged;
+  const card = reserved + context;
   return {
     weights: w,
     gradients: g,
@@ -522,7 +639,7 @@ export function estimateBreakdown(data, a, setup) {
     backward_peak: backward,
     step_peak: step,
     saved_activations: activations,
-    loss_buffers: logits,
+    loss_buffers: lossBuffers,
     allocated,
     reserved,
     card,
@@ -731,7 +848,43 @@ function setup(form, data, text) {
     return { setup: values, invalid };
   }
 
+  // The pasted config.json: { arch } when it reads, { error } (a ConfigError) when not, null when the field is empty.
+  function pastedConfig() {
+    const value = field("config").value.trim();
+    if (!value) return null;
+    try {
+      return { arch: parseConfigText(data, value) };
+    } catch (error) {
+      if (error instanceof ConfigError) return { error };
+      throw error;
+    }
+  }
+
+  function showConfig(config) {
+    const note = $("calc-config-note");
+    const problem = $("calc-config-error");
+    note.hidden = !(config && config.arch);
+    problem.hidden = !(config && config.error);
+    field("config").setAttribute("aria-invalid", String(Boolean(config && config.error)));
+    if (config && config.error) problem.textContent = fill(text[config.error.code], config.error.values);
+    if (config && config.arch) {
+      const a = config.arch;
+      const moe = a.experts ? fill(text.config_moe, { experts: formatInteger(a.experts), per_token: formatInteger(a.experts_per_token) }) : "";
+      note.textContent = fill(text.config_used, {
+        layers: formatInteger(a.layers),
+        hidden: formatInteger(a.hidden),
+        heads: formatInteger(a.heads),
+        kv_heads: formatInteger(a.kv_heads),
+        vocab: formatInteger(a.vocab),
+        moe,
+        params: formatNumber(parameterCounts(a).total / 1e9, 2),
+      });
+    }
+  }
+
   function architectureOf(p) {
+    const config = pastedConfig();
+    if (config) return config.arch ?? null;
     if (modelSelect.value === "custom") return customArchitecture(data, p);
     return est.architectures[modelSelect.value];
   }
@@ -748,8 +901,16 @@ function setup(form, data, text) {
     $("calc-double-quant").closest(".calc-field").hidden = !isQloraMethod();
     $("calc-quantized-lm-head").closest(".calc-field").hidden = !isQloraMethod();
     const result = $("adv-result");
+    const config = on ? pastedConfig() : null;
+    showConfig(config);
     if (!on || p === null) {
       delete result.dataset.raw;
+      return null;
+    }
+    if (config && config.error) {
+      $("adv-problems").hidden = true;
+      $("adv-output").hidden = true;
+      result.dataset.raw = JSON.stringify({ config_error: config.error.code, values: config.error.values });
       return null;
     }
     const { setup, invalid } = readSetup();
@@ -881,6 +1042,7 @@ function setup(form, data, text) {
       flops_per_token: flopsPerToken,
       layers: arch.layers,
     };
+    if (config && config.arch) raw.config_architecture = arch;
     result.dataset.raw = JSON.stringify(raw);
     return { setup, flopsPerToken, raw };
   }

@@ -29,12 +29,19 @@ PHASE_TEXT = {"backward": "the start of the backward pass", "optimizer_step": "t
 
 HELP = """\
 Estimate the GPU memory of one fine-tuning setup from first principles, per GPU, in GB = 10^9
-bytes: the parts alive at the peak (weights, gradients, optimizer states, activations, logits,
-buffers) and three readings of it: allocated (torch.cuda.max_memory_allocated), reserved (what
-PyTorch's allocator holds, max_memory_reserved) and the whole card (as nvidia-smi shows it:
-what must fit). Beside it the site's table rule, and the GPUs and catalog servers it fits.
-Every unset option takes the site's typical setup (sources/typical_setup.csv); every constant
-comes from sources/constants.csv. --batch FILE.csv scores many setups at once.
+bytes: the parts alive at the peak (weights, gradients, optimizer states, activations, logits and
+loss, buffers) and three readings of it: allocated (torch.cuda.max_memory_allocated), reserved (what
+PyTorch's allocator holds, max_memory_reserved) and the whole card (as nvidia-smi shows it: what
+must fit). The peak is the larger of two phases, the start of the backward pass and the optimizer
+step; the report says which. Beside it the site's table rule, and the GPUs and catalog servers it fits.
+
+Every unset option takes the site's typical setup (sources/typical_setup.csv, each default below);
+every constant comes from sources/constants.csv. The validated catalog is cached in the user cache
+folder ($GPU_FINETUNE_CACHE_DIR, else $XDG_CACHE_HOME/gpu-finetune-reference, else
+~/.cache/gpu-finetune-reference), keyed by the sources' content: later calls skip validation.
+--batch FILE.csv scores many setups at once: one setup per row, columns named like the options
+(model, params_b, config, method, seq_len, ...), empty cells take the typical setup; the output is
+a CSV with every part and reading per row.
 """
 
 # Columns a --batch file may have (a header row; every column but one of model/params_b is optional).

@@ -345,3 +345,80 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     expected = memory.estimate(arch, replace(setup, gpus=h200["gpus_in_job"]), catalog_constants).total / 1e9
     assert expected <= 141 < memory.estimate(arch, replace(setup, gpus=cards - 1), catalog_constants).total / 1e9
     assert h200["per_gpu_gb"] == pytest.approx(expected, rel=1e-12)
+
+
+# -- the accuracy page's derived tables --
+
+
+def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
+    from statistics import quantiles
+
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
+    spread = {r["scope"]: r for r in pl.read_csv(built / "site/data/estimator_range.csv").iter_rows(named=True)}
+    assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on"]
+    for scope, row in spread.items():
+        part = cal if scope == "all" else cal.filter(pl.col("metric_kind") == scope)
+        errors = part["first_principles_error"].to_list()
+        assert row["rows"] == len(errors) and row["rows"] >= 5
+        cuts = quantiles(errors, n=10, method="inclusive")
+        assert row["error_p10"] == pytest.approx(cuts[0]) and row["error_p90"] == pytest.approx(cuts[-1])
+        assert row["error_median"] == pytest.approx(median(errors))
+        assert row["low_factor"] == pytest.approx(1 / (1 + cuts[-1]))
+        assert row["high_factor"] == pytest.approx(1 / (1 + cuts[0]))
+        # 80 % of the rows' measured peaks lie between estimate x low_factor and estimate x high_factor.
+        inside = [
+            r["first_principles_gb"] * row["low_factor"] - 1e-9
+            <= r["measured_gb"]
+            <= r["first_principles_gb"] * row["high_factor"] + 1e-9
+            for r in part.iter_rows(named=True)
+        ]
+        assert sum(inside) / len(inside) >= 0.8 - 1 / len(inside)
+
+
+def test_calibration_breakdown_recomputes_from_the_rows(built):
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
+    table = pl.read_csv(built / "site/data/calibration_breakdown.csv")
+    assert set(table["dimension"]) == {"metric_kind", "method", "sharding", "framework", "framework_method"}
+    for r in table.filter(pl.col("estimator") == "first_principles").iter_rows(named=True):
+        if r["dimension"] == "framework_method":
+            framework, method = r["group_id"].split("-", 1)
+            part = cal.filter((pl.col("framework") == framework) & (pl.col("method_id") == method))
+        else:
+            column = "method_id" if r["dimension"] == "method" else r["dimension"]
+            part = cal.filter(pl.col(column) == r["group_id"])
+        errors = part["first_principles_error"].to_list()
+        assert r["rows"] == len(errors) > 0
+        assert r["median_abs_error"] == pytest.approx(median(abs(e) for e in errors))
+        assert r["within_25"] == pytest.approx(sum(abs(e) <= 0.25 for e in errors) / len(errors))
+    kinds = table.filter((pl.col("estimator") == "first_principles") & (pl.col("dimension") == "metric_kind"))
+    assert kinds["rows"].sum() == cal.height  # every summary row has one metric kind
+
+
+def test_estimator_constants_say_which_is_fitted_and_to_what(built):
+    table = {
+        r["constant_id"]: r for r in pl.read_csv(built / "site/data/estimator_constants.csv").iter_rows(named=True)
+    }
+    assert set(table) == set(memory.CONSTANTS) | {"forward_flops_per_param_token", "train_flops_per_param_token"}
+    assert [c for c, r in table.items() if r["basis"] == "fitted"] == ["allocator_fragmentation"]
+    assert {c for c, r in table.items() if r["basis"] == "assumed"} == {"cuda_context_gb", "nccl_buffers_gb"}
+    fitted = table["allocator_fragmentation"]
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None)
+    reserved_rows = cal.filter(pl.col("in_summary") & (pl.col("metric_kind") == "reserved")).height
+    assert fitted["fitted_on"] == "reserved" and fitted["fit_rows"] == reserved_rows
+    assert fitted["refit_value"] in [i / 20 for i in range(21)]
+    page = (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\xa0", " ")
+    assert f"по {reserved_rows} строкам калибровочного набора" in page
+    assert "estimator_range.csv" in page and "calibration_breakdown.csv" in page
+
+
+def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
+    page = (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\xa0", " ")
+    spread = pl.read_csv(built / "site/data/estimator_range.csv").filter(pl.col("scope") == "all").row(0, named=True)
+    low = f"{spread['low_factor']:.2f}".replace(".", ",")
+    high = f"{spread['high_factor']:.2f}".replace(".", ",")
+    assert f"между оценкой × {low} и оценкой × {high}" in page
+    frozen = pl.read_csv(ROOT / "sources/measurements.csv")["extra_techniques"].fill_null("")
+    count = sum("fsdp_frozen_unsharded" in t for t in frozen.to_list())
+    assert count == 5 and f"Таких строк {count}" in page
+    for heading in ("По видам показаний", "По шардированию", "По библиотекам", "Чем библиотеки отличаются"):
+        assert heading in page

@@ -1121,6 +1121,8 @@ def test_advanced_mode_by_keyboard(page, site_server):
     assert page.evaluate("document.activeElement.id") == "calc-adv"
     page.keyboard.press("Space")
     assert page.is_checked("#calc-adv") and page.is_visible("#adv-result")
+    page.keyboard.press("Tab")  # the config.json field comes first: a pasted config replaces the model's shape
+    assert page.evaluate("document.activeElement.id") == "calc-config"
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "calc-optimizer"
     page.keyboard.press("End")

@@ -419,6 +419,6 @@ def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
     assert f"между оценкой × {low} и оценкой × {high}" in page
     frozen = pl.read_csv(ROOT / "sources/measurements.csv")["extra_techniques"].fill_null("")
     count = sum("fsdp_frozen_unsharded" in t for t in frozen.to_list())
-    assert count == 5 and f"Таких строк {count}" in page
+    assert count == 6 and f"Таких строк {count}" in page
     for heading in ("По видам показаний", "По шардированию", "По библиотекам", "Чем библиотеки отличаются"):
         assert heading in page

@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 # Names of the attention projections LoRA's "qv" target takes: q and v, and under MLA the
 # low-rank query (q_a, q_b) and key-value (kv_a, kv_b) projections that produce them.
 _QV = frozenset({"q", "v", "q_a", "q_b", "kv_a", "kv_b"})
-LORA_TARGETS = ("qv", "attention", "all")
+# "qkv" adds the key projection (MLA has none apart from its key-value latent: the same as qv there).
+_QKV = _QV | {"k"}
+LORA_TARGETS = ("qv", "qkv", "attention", "all")
 
 
 @dataclass(frozen=True)
@@ -223,21 +225,25 @@ def parameter_counts(arch: Architecture) -> ParameterCounts:
     return ParameterCounts(embedding, lm_head, attention, mlp, norms, total, total - idle, largest)
 
 
-def lora_trainable_params(arch: Architecture, rank: int, targets: str) -> int:
+def lora_trainable_params(arch: Architecture, rank: int, targets: str, lm_head: bool = False) -> int:
     """LoRA's trainable parameters: rank * (in + out) for each targeted linear layer.
 
-    targets: "qv" (query and value projections), "attention" (q, k, v, o), "all" (every
-    linear layer of attention and MLP, every expert included; not the router nor the LM head).
+    targets: "qv" (query and value projections), "qkv" (and the key projection), "attention"
+    (q, k, v, o), "all" (every linear layer of attention and MLP, every expert included; not the
+    router). `lm_head` adds an adapter on the output layer (hidden x vocabulary).
     """
     if targets == "qv":
         chosen = [x for x in linear_layers(arch) if x.name in _QV]
+    elif targets == "qkv":
+        chosen = [x for x in linear_layers(arch) if x.name in _QKV]
     elif targets == "attention":
         chosen = [x for x in linear_layers(arch) if x.group == "attention"]
     elif targets == "all":
         chosen = [x for x in linear_layers(arch) if x.group in ("attention", "mlp", "expert")]
     else:
         raise ValueError(f"unknown LoRA targets {targets!r}; expected one of {', '.join(LORA_TARGETS)}")
-    return sum(rank * (x.in_features + x.out_features) * x.count for x in chosen)
+    head = rank * (arch.hidden + arch.vocab) if lm_head else 0
+    return sum(rank * (x.in_features + x.out_features) * x.count for x in chosen) + head
 
 
 def synthetic_architecture(params_b: float, reference: Architecture) -> Architecture:
@@ -256,3 +262,102 @@ def synthetic_architecture(params_b: float, reference: Architecture) -> Architec
     candidates = {max(1, math.floor(guess)), max(1, math.ceil(guess))}
     layers = min(sorted(candidates), key=lambda n: abs(parameter_counts(replace(dense, layers=n)).total - target))
     return replace(dense, layers=layers)
+
+
+# Model types whose MLP has no gate (up, activation, down); every other decoder of today is gated.
+PLAIN_MLP_TYPES = frozenset({"gpt2", "gpt_neox", "gptj", "falcon", "phi", "opt", "bloom", "mpt", "starcoder2"})
+# Model types that tie the output layer to the embedding when config.json does not say.
+TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "phi"})
+# The config.json keys each value is read from, first match wins (the calculator's port reads this too).
+CONFIG_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head"),
+    "intermediate": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "vocab": ("vocab_size", "padded_vocab_size"),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk"),
+    "shared_experts": ("n_shared_experts",),
+    "moe_intermediate": ("moe_intermediate_size",),
+    "dense_layers": ("first_k_dense_replace",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
+
+
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+    """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
+
+    Reads the keys the common decoders use (Llama, Mistral, Mixtral, Qwen 2/3 and their MoE,
+    Gemma, Phi-3, DeepSeek-V2/V3 with MLA, GPT-NeoX/Falcon-style names); a multimodal config's
+    `text_config` is used when present.
+    """
+    if not isinstance(config, Mapping):
+        raise ValueError("config.json must be a JSON object")
+    if isinstance(config.get("text_config"), Mapping):
+        config = {**config, **config["text_config"]}
+
+    def first(*names: str, default: object = None, required: bool = True) -> object:
+        for name in names:
+            if config.get(name) is not None:
+                return config[name]
+        if required and default is None:
+            raise ValueError(f"config.json has no {' / '.join(names)}")
+        return default
+
+    def whole(value: object, name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+            raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+        return int(value)
+
+    k = CONFIG_KEYS
+    model_type = str(config.get("model_type") or "")
+    layers = whole(first(*k["layers"]), k["layers"][0])
+    hidden = whole(first(*k["hidden"]), k["hidden"][0])
+    heads = whole(first(*k["heads"]), k["heads"][0])
+    if layers < 1 or hidden < 1 or heads < 1:
+        raise ValueError("config.json: layers, hidden size and heads must be at least 1")
+    intermediate = whole(first(*k["intermediate"], default=4 * hidden), k["intermediate"][0])
+    kv_default = 1 if config.get("multi_query") else heads
+    kv_heads = whole(first(*k["kv_heads"], default=kv_default), k["kv_heads"][0])
+    head_dim = whole(first(*k["head_dim"], default=hidden // heads), k["head_dim"][0])
+    vocab = whole(first(*k["vocab"]), k["vocab"][0])
+    tied = config.get("tie_word_embeddings")
+    tied = (model_type in TIED_BY_DEFAULT) if tied is None else bool(tied)
+    gated = model_type not in PLAIN_MLP_TYPES
+    qkv_bias = bool(config.get("attention_bias") or config.get("qkv_bias") or model_type == "qwen2")
+    values: dict[str, object] = dict(
+        layers=layers,
+        hidden=hidden,
+        intermediate=intermediate,
+        heads=heads,
+        kv_heads=max(1, kv_heads),
+        head_dim=head_dim,
+        vocab=vocab,
+        tied_embeddings=tied,
+        gated_mlp=gated,
+        qkv_bias=qkv_bias,
+    )
+    experts = first(*k["experts"], default=0, required=False)
+    if experts:
+        values["experts"] = whole(experts, "num_experts")
+        values["experts_per_token"] = whole(first(*k["experts_per_token"]), k["experts_per_token"][0])
+        values["shared_experts"] = whole(
+            first(*k["shared_experts"], default=0, required=False) or 0, "n_shared_experts"
+        )
+        moe_width = first(*k["moe_intermediate"], default=intermediate, required=False)
+        values["moe_intermediate"] = whole(moe_width, "moe_intermediate_size")
+        values["dense_layers"] = whole(
+            first(*k["dense_layers"], default=0, required=False) or 0, "first_k_dense_replace"
+        )
+    if config.get("kv_lora_rank"):
+        values["attention_kind"] = "mla"
+        values["q_lora_rank"] = whole(config.get("q_lora_rank") or 0, "q_lora_rank")
+        values["kv_lora_rank"] = whole(config["kv_lora_rank"], "kv_lora_rank")
+        for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            values[name] = whole(first(*k[name]), name)
+        values["qkv_bias"] = False
+    return Architecture(**values)

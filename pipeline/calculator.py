@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict
 
 from pipeline import memory
-from pipeline.architecture import architecture_from_row
+from pipeline.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.combine import Catalog
 from pipeline.estimate import RELATIVE_TOLERANCE, server_memory
 
@@ -62,14 +62,25 @@ def estimator_data(catalog: Catalog) -> dict:
     return {
         "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
         "dense_references": _dense_references(catalog["models"]),
+        # How architecture_from_config reads a Hugging Face config.json: the page parses a pasted one the same way.
+        "config": {
+            "keys": {name: list(keys) for name, keys in CONFIG_KEYS.items()},
+            "plain_mlp_types": sorted(PLAIN_MLP_TYPES),
+            "tied_by_default": sorted(TIED_BY_DEFAULT),
+        },
         "options": {
             "optimizers": list(memory.OPTIMIZERS),
             "shardings": list(memory.SHARDINGS),
             "offloads": list(memory.OFFLOADS),
             "lora_targets": list(memory.LORA_TARGETS),
+            "losses": list(memory.LOSSES),
             "optimizer_state_bytes": dict(memory.OPTIMIZER_STATE_BYTES),
+            "foreach_temporary": sorted(memory.FOREACH_TEMPORARY),
+            "paged": sorted(memory.PAGED),
         },
-        "setup_defaults": asdict(memory.Setup()),
+        # The advanced mode opens with the site's typical setup (sources/typical_setup.csv).
+        "setup_defaults": asdict(memory.typical_setup("full_amp", catalog.constants)),
+        "typical_multi_gpu_sharding": catalog.constants[memory.TYPICAL_PREFIX + "multi_gpu_sharding"],
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as memory.py has them.
         "units": {"fp32": memory.FP32, "bf16": memory.BF16, "fp8": memory.FP8, "gb": _number(memory.GB)},

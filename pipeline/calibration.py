@@ -12,26 +12,45 @@ are converted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from statistics import median
+from statistics import median, quantiles
 
 import polars as pl
 
 from pipeline import memory
-from pipeline.schema import CALIBRATION, CALIBRATION_SUMMARY
+from pipeline.schema import (
+    CALIBRATION,
+    CALIBRATION_BREAKDOWN,
+    CALIBRATION_SUMMARY,
+    ESTIMATOR_CONSTANTS_TABLE,
+    ESTIMATOR_RANGE,
+    FRAMEWORKS,
+)
 
 ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")
 
 UNIT_BYTES = {"GB": memory.GB, "GiB": memory.GIB}
 
-# Which part of the breakdown each metric measures.
+# Which reading of the breakdown each metric measures.
 METRIC_PART = {
-    "allocated": "tensors",
-    "active": "tensors",
+    "allocated": "allocated",
+    "active": "allocated",
     "reserved": "reserved",
     "reserved_delta": "reserved",
-    "nvidia_smi": "total",
-    "unknown": "total",
+    "nvidia_smi": "card",
+    "unknown": "card",
+    "fits_on": "card",
 }
+# The four kinds of metric the accuracy is summarised by.
+METRIC_KIND = {
+    "allocated": "allocated",
+    "active": "allocated",
+    "reserved": "reserved",
+    "reserved_delta": "reserved",
+    "nvidia_smi": "card",
+    "unknown": "card",
+    "fits_on": "fits_on",
+}
+METRIC_KINDS = ("allocated", "reserved", "card", "fits_on")
 
 SETUP_COLUMNS = (
     "method_id",
@@ -46,12 +65,18 @@ SETUP_COLUMNS = (
     "flash_attention",
     "lora_rank",
     "lora_targets",
-    "chunked_loss",
 )
 
 
 # Techniques of extra_techniques the estimator models, as the Setup field they set.
-MODELLED_TECHNIQUES = {"double_quant": "double_quant", "lora_dropout": "lora_dropout"}
+MODELLED_TECHNIQUES = {
+    "double_quant": "double_quant",
+    "lora_dropout": "lora_dropout",
+    "frozen_fp32": "frozen_fp32",
+    "quantized_lm_head": "quantized_lm_head",
+    "lora_lm_head": "lora_lm_head",
+    "optimizer_in_backward": "optimizer_in_backward",
+}
 
 
 # The examples were shorter than seq_len by an unknown amount: no setup to estimate.
@@ -66,6 +91,8 @@ def setup_from_row(row: Mapping[str, object]) -> memory.Setup:
     """The estimator's Setup of a measurements.csv row (empty LoRA cells keep the defaults)."""
     values = {k: row[k] for k in SETUP_COLUMNS if row.get(k) is not None}
     values["method"] = values.pop("method_id")
+    if row.get("loss"):
+        values["loss"] = row["loss"]
     for technique in techniques(row):
         if technique in MODELLED_TECHNIQUES:
             values[MODELLED_TECHNIQUES[technique]] = True
@@ -147,6 +174,9 @@ def calibration(
             "gpu_memory_gb": gpu_gb.get(row["gpu_id"]),
             "outcome": row["outcome"],
             "metric": row["metric"],
+            "metric_kind": METRIC_KIND[row["metric"]],
+            "framework": row["framework"],
+            "sharding": row["sharding"],
             "measured_value": row["measured_value"],
             "measured_unit": row["measured_unit"],
             "measured_gb": measured,
@@ -182,3 +212,162 @@ def summary(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows, schema=CALIBRATION_SUMMARY.polars_schema)
+
+
+def _stats(errors: list[float], within: float) -> dict:
+    return {
+        "rows": len(errors),
+        "median_abs_error": median(abs(e) for e in errors) if errors else None,
+        "within_25": sum(abs(e) <= within for e in errors) / len(errors) if errors else None,
+        "median_error": median(errors) if errors else None,
+    }
+
+
+# The groups of each dimension of the breakdown, in page order.
+DIMENSIONS = {
+    "metric_kind": METRIC_KINDS,
+    "method": memory.METHODS,
+    "sharding": memory.SHARDINGS,
+    "framework": FRAMEWORKS,
+}
+
+
+def breakdown(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
+    """Per estimator and per group of one dimension (metric kind, method, sharding, framework, and framework
+    and method together), over the summary rows it has a prediction for: the same figures as `summary`.
+    Groups without rows are left out."""
+    used = [r for r in calibrated.filter(pl.col("in_summary")).iter_rows(named=True)]
+    for r in used:
+        r["framework_method"] = f"{r['framework']}-{r['method_id']}"
+    dimensions = DIMENSIONS | {"framework_method": tuple(f"{f}-{m}" for f in FRAMEWORKS for m in memory.METHODS)}
+    rows, order = [], 0
+    for name in ESTIMATORS:
+        for dimension, groups in dimensions.items():
+            column = "method_id" if dimension == "method" else dimension
+            for group in groups:
+                errors = [r[f"{name}_error"] for r in used if r[column] == group and r[f"{name}_error"] is not None]
+                if not errors:
+                    continue
+                order += 1
+                rows.append(
+                    {"estimator": name, "dimension": dimension, "group_id": group, "sort_order": order}
+                    | _stats(errors, within)
+                )
+    return pl.DataFrame(rows, schema=CALIBRATION_BREAKDOWN.polars_schema)
+
+
+# Fewer summary rows than this give no percentiles: the range would be a guess.
+RANGE_MIN_ROWS = 5
+
+
+def estimator_range(calibrated: pl.DataFrame) -> pl.DataFrame:
+    """The measured range of the first-principles estimator: the 10th and 90th percentiles of its signed
+    error on the summary rows, in all and per metric kind, and the factors that turn an estimate E into
+    the range the measurements fall in (E / (1 + p90) to E / (1 + p10) holds 80 % of the rows)."""
+    used = calibrated.filter(pl.col("in_summary") & pl.col("first_principles_error").is_not_null())
+    rows = []
+    for order, scope in enumerate(("all", *METRIC_KINDS), start=1):
+        part = used if scope == "all" else used.filter(pl.col("metric_kind") == scope)
+        errors = part["first_principles_error"].to_list()
+        p10 = p90 = None
+        if len(errors) >= RANGE_MIN_ROWS:
+            cuts = quantiles(errors, n=10, method="inclusive")
+            p10, p90 = cuts[0], cuts[-1]
+        rows.append(
+            {
+                "scope": scope,
+                "sort_order": order,
+                "rows": len(errors),
+                "error_p10": p10,
+                "error_median": median(errors) if errors else None,
+                "error_p90": p90,
+                "low_factor": None if p90 is None else 1 / (1 + p90),
+                "high_factor": None if p10 is None else 1 / (1 + p10),
+            }
+        )
+    return pl.DataFrame(rows, schema=ESTIMATOR_RANGE.polars_schema)
+
+
+# Where each constant of the first-principles estimator comes from (see the accuracy page):
+# derived from how the tensors are laid out or what the libraries' code does, assumed without any
+# fitting, or fitted to the calibration rows of one metric kind.
+CONSTANT_BASIS = {
+    "activation_bytes": "derived",
+    "norm_input_bytes": "derived",
+    "eager_attention_score_bytes": "derived",
+    "logits_bytes": "derived",
+    "logits_chunked_bytes": "derived",
+    "logits_legacy_bytes": "derived",
+    "loss_chunks": "derived",
+    "fused_loss_bytes_per_hidden": "derived",
+    "dropout_mask_bytes": "derived",
+    "quant_block_size": "derived",
+    "quant_scale_bytes": "derived",
+    "double_quant_scale_bytes": "derived",
+    "double_quant_block_size": "derived",
+    "adapter_bytes": "derived",
+    "zero3_gather_bytes_per_param": "derived",
+    "zero3_prefetch_units": "derived",
+    "offload_cpu_buffer_factor": "derived",
+    "cuda_context_gb": "assumed",
+    "nccl_buffers_gb": "assumed",
+    "allocator_fragmentation": "fitted",
+    "forward_flops_per_param_token": "derived",
+    "train_flops_per_param_token": "derived",
+}
+# Fitted constants: the metric kind whose calibration rows they are fitted on, and the grid searched.
+FITTED = {"allocator_fragmentation": ("reserved", tuple(i / 20 for i in range(21)))}
+
+
+def _fit(
+    constant: str,
+    kind: str,
+    grid: tuple[float, ...],
+    calibrated: pl.DataFrame,
+    measurements: pl.DataFrame,
+    archs: Mapping[str, memory.Architecture],
+    constants: Mapping[str, float],
+) -> tuple[int, float | None, float | None]:
+    """(rows, the grid value with the smallest median absolute error on them, that error)."""
+    ids = set(calibrated.filter(pl.col("in_summary") & (pl.col("metric_kind") == kind))["measurement_id"].to_list())
+    chosen = [r for r in measurements.iter_rows(named=True) if r["measurement_id"] in ids]
+    if not chosen:
+        return 0, None, None
+    best = None
+    for value in grid:
+        c = dict(constants) | {constant: value}
+        errors = []
+        for row in chosen:
+            b = memory.estimate(archs[row["model_id"]], setup_from_row(row), c)
+            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]]
+            errors.append((getattr(b, METRIC_PART[row["metric"]]) - measured) / measured)
+        score = median(abs(e) for e in errors)
+        if best is None or score < best[1] - 1e-12:
+            best = (value, score)
+    return len(chosen), best[0], best[1]
+
+
+def estimator_constants(
+    calibrated: pl.DataFrame, measurements: pl.DataFrame, models: pl.DataFrame, constants_table: pl.DataFrame
+) -> pl.DataFrame:
+    """Every constant of the first-principles estimator with its basis, and for a fitted one the rows it
+    is fitted on and what the same fit gives on today's calibration rows."""
+    constants = dict(constants_table.select("constant_id", "value").iter_rows())
+    archs = memory.model_architectures(models)
+    rows = []
+    for constant_id in sorted(CONSTANT_BASIS):
+        out = {
+            "constant_id": constant_id,
+            "value": constants[constant_id],
+            "basis": CONSTANT_BASIS[constant_id],
+            "fitted_on": None,
+            "fit_rows": None,
+            "refit_value": None,
+            "refit_median_abs_error": None,
+        }
+        if constant_id in FITTED:
+            kind, grid = FITTED[constant_id]
+            n, value, error = _fit(constant_id, kind, grid, calibrated, measurements, archs, constants)
+            out |= {"fitted_on": kind, "fit_rows": n, "refit_value": value, "refit_median_abs_error": error}
+        rows.append(out)
+    return pl.DataFrame(rows, schema=ESTIMATOR_CONSTANTS_TABLE.polars_schema)

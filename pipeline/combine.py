@@ -26,6 +26,7 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the typed tables and compute estimates, gpu_fit and server_fit."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
+    constants |= memory.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     estimates = estimate.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
     tables["estimates"] = estimates
     tables["gpu_fit"] = estimate.gpu_fit(estimates, tables["gpus"])
@@ -36,6 +37,11 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)
     tables["calibration"] = calibrated
     tables["calibration_summary"] = calibration.summary(calibrated, constants["calibration_within"])
+    tables["calibration_breakdown"] = calibration.breakdown(calibrated, constants["calibration_within"])
+    tables["estimator_range"] = calibration.estimator_range(calibrated)
+    tables["estimator_constants"] = calibration.estimator_constants(
+        calibrated, tables["measurements"], tables["models"], tables["constants"]
+    )
     tables["pretraining"] = training.pretraining_table(
         tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
     )

@@ -413,7 +413,11 @@ class Comparison:
         out = {}
         for step, setup in setups.items():
             parts = memory.estimate(self.archs[model_id], setup, self.constants).gb()
-            out[step] = {"setup": setup, "total": parts["total"], "activations": parts["activations"] + parts["logits"]}
+            out[step] = {
+                "setup": setup,
+                "total": parts["total"],
+                "activations": parts["saved_activations"] + parts["loss_buffers"],
+            }
         cache[key] = out
         return out
 

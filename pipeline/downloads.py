@@ -41,6 +41,9 @@ MADE_FROM = {
     "server_fit": ("estimates", "servers", "gpus"),
     "memory_breakdown": ("models", "methods", "constants", "estimates"),
     "calibration_summary": ("calibration",),
+    "calibration_breakdown": ("calibration",),
+    "estimator_range": ("calibration",),
+    "estimator_constants": ("constants", "calibration"),
     "pretraining": ("models", "gpus", "servers", "legacy_gpu_counts", "constants"),
 }
 

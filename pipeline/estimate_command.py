@@ -14,6 +14,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from pipeline import memory, training
+from pipeline.architecture import architecture_from_config, parameter_counts
 from pipeline.problems import DataError, format_report
 
 PARTS = (
@@ -22,40 +23,178 @@ PARTS = (
     ("optimizer", "optimizer states"),
     ("activations", "activations"),
     ("logits", "logits and loss"),
-    ("overhead", "CUDA context and allocator cache"),
+    ("buffers", "buffers (ZeRO-3 units, dequantised weight, step temporaries)"),
 )
+PHASE_TEXT = {"backward": "the start of the backward pass", "optimizer_step": "the optimizer step"}
 
 HELP = """\
-Estimate the GPU memory of one fine-tuning setup from first principles (weights, gradients,
-optimizer states, activations, logits, overhead; per GPU, in GB = 10^9 bytes), beside the
-site's table rule, and list the GPUs and catalog servers it fits. Every constant comes from
-sources/constants.csv.
+Estimate the GPU memory of one fine-tuning setup from first principles, per GPU, in GB = 10^9
+bytes: the parts alive at the peak (weights, gradients, optimizer states, activations, logits and
+loss, buffers) and three readings of it: allocated (torch.cuda.max_memory_allocated), reserved (what
+PyTorch's allocator holds, max_memory_reserved) and the whole card (as nvidia-smi shows it: what
+must fit). The peak is the larger of two phases, the start of the backward pass and the optimizer
+step; the report says which. Beside it the site's table rule, and the GPUs and catalog servers it fits.
+
+Every unset option takes the site's typical setup (sources/typical_setup.csv, each default below);
+every constant comes from sources/constants.csv. The validated catalog is cached in the user cache
+folder ($GPU_FINETUNE_CACHE_DIR, else $XDG_CACHE_HOME/gpu-finetune-reference, else
+~/.cache/gpu-finetune-reference), keyed by the sources' content: later calls skip validation.
+--batch FILE.csv scores many setups at once: one setup per row, columns named like the options
+(model, params_b, config, method, seq_len, ...), empty cells take the typical setup; the output is
+a CSV with every part and reading per row.
 """
+
+# Columns a --batch file may have (a header row; every column but one of model/params_b is optional).
+BATCH_COLUMNS = (
+    "model",
+    "params_b",
+    "config",
+    "vocab",
+    "layers",
+    "hidden",
+    "method",
+    "optimizer",
+    "seq_len",
+    "micro_batch",
+    "grad_accum",
+    "gpus",
+    "sharding",
+    "offload",
+    "grad_checkpointing",
+    "flash_attention",
+    "loss",
+    "lora_rank",
+    "lora_targets",
+    "lora_dropout",
+    "lora_lm_head",
+    "double_quant",
+    "fp8",
+    "frozen_fp32",
+    "quantized_lm_head",
+    "optimizer_in_backward",
+)
+BOOL_OPTIONS = (
+    "grad_checkpointing",
+    "flash_attention",
+    "lora_dropout",
+    "lora_lm_head",
+    "double_quant",
+    "fp8",
+    "frozen_fp32",
+    "quantized_lm_head",
+    "optimizer_in_backward",
+    "torch_compile",
+)
+COUNT_OPTIONS = ("seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank")
+
+
+class UsageError(Exception):
+    """A wrong option or value: the message says which and why (exit 2)."""
+
+
+def _finite(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} = {text!r}: not a number") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{name} = {text!r}: must be a finite number")
+    return value
+
+
+def _positive(text: str, name: str) -> float:
+    value = _finite(text, name)
+    if value <= 0:
+        raise UsageError(f"{name} = {text!r}: must be greater than 0")
+    return value
+
+
+def _count(text: str, name: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"{name} = {text!r}: must be a whole number") from None
+    if value < 1 or value > 100_000_000:
+        raise UsageError(f"{name} = {text!r}: must be a whole number from 1 to 100 000 000")
+    return value
+
+
+def _share(text: str, name: str) -> float:
+    value = _finite(text, name)
+    if not 0 < value <= 1:
+        raise UsageError(f"{name} = {text!r}: a share of the peak, greater than 0 and at most 1 (0.4 is 40 %)")
+    return value
+
+
+def _typed(kind):
+    """An argparse type that raises argparse's own error (exit 2, one line, no traceback)."""
+
+    def convert(text: str):
+        try:
+            return kind(text, "value")
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value = ")) from None
+
+    return convert
+
+
+def _typical_defaults(sources: Path = Path("sources")) -> dict[str, str]:
+    """The typical setup as written in sources/typical_setup.csv, for --help (no validation)."""
+    import csv
+
+    try:
+        with (sources / "typical_setup.csv").open(encoding="utf-8") as f:
+            return {r["setting_id"]: r["value"] for r in csv.DictReader(f) if r.get("setting_id")}
+    except (OSError, KeyError, ValueError):
+        return {}
 
 
 def add_parser(commands) -> None:
-    """The `estimate` subcommand and its options."""
-    d = memory.Setup()
+    """The `estimate` subcommand and its options; unset options take the typical setup."""
+    typical = _typical_defaults()
+
+    def default(setting: str, fallback: str = "") -> str:
+        value = typical.get(setting, fallback)
+        return f" (default: {value}, the typical setup)" if value else " (default: the typical setup)"
+
     e = commands.add_parser(
         "estimate",
         help="memory of one training setup from first principles, and what it fits",
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    e.add_argument("--sources", type=Path, default=Path("sources"), help="folder of source CSV files")
-    model = e.add_mutually_exclusive_group(required=True)
+    e.add_argument(
+        "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
+    )
+    model = e.add_mutually_exclusive_group()
     model.add_argument("--model", metavar="ID", help="a model_id from sources/models.csv, e.g. llama-3-1-8b")
     model.add_argument(
         "--params-b",
-        type=float,
+        type=_typed(_positive),
         metavar="N",
-        help="a model of N billion parameters not in the catalog; its shape is taken from the catalog's "
-        "dense model nearest in size, with the number of layers scaled",
+        help="a model of N billion parameters not in the catalog: it borrows the shape (hidden size, heads, "
+        "MLP width, vocabulary) of the catalog's dense model nearest in size, says which, and scales the "
+        "number of layers; refused when that shape cannot come within 5 %% of N",
+    )
+    model.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a Hugging Face config.json read from disk (nothing is downloaded): the exact architecture",
+    )
+    e.add_argument("--vocab", type=_typed(_count), help="override the borrowed vocabulary size (with --params-b)")
+    e.add_argument(
+        "--layers", type=_typed(_count), help="override the number of layers (the hidden size is then solved)"
+    )
+    e.add_argument(
+        "--hidden",
+        type=_typed(_count),
+        help="override the hidden size (heads follow at the same head size; the MLP keeps its ratio)",
     )
     e.add_argument(
         "--method",
         choices=memory.METHODS,
-        default=d.method,
+        default="full_amp",
         help="full_amp: all weights trained, bf16 compute with an fp32 master copy; full_bf16: all weights "
         "trained, everything in bf16; lora: a small adapter trained, the model frozen in 16 bits; "
         "qlora_8bit/4bit/2bit: the same with the frozen model compressed to 8, 4 or 2 bits (default: %(default)s)",
@@ -63,156 +202,323 @@ def add_parser(commands) -> None:
     e.add_argument(
         "--optimizer",
         choices=memory.OPTIMIZERS,
-        default=d.optimizer,
-        help="adamw: two fp32 states per trained weight; adamw_8bit: two 1-byte states (bitsandbytes); "
-        "sgd: one momentum state (default: %(default)s)",
+        help="adamw: PyTorch's AdamW (foreach: one temporary of a state's size at the step); adamw_fused: the "
+        "same in one kernel; adamw_8bit: two 1-byte states (bitsandbytes); paged_adamw, paged_adamw_8bit: "
+        "their paged variants, states in CUDA unified memory outside PyTorch's allocator; sgd: one momentum "
+        "state" + default("optimizer"),
     )
-    e.add_argument("--seq-len", type=int, default=d.seq_len, help="tokens per sequence (default: %(default)s)")
-    e.add_argument(
-        "--micro-batch", type=int, default=d.micro_batch, help="sequences per GPU per step (default: %(default)s)"
-    )
+    e.add_argument("--seq-len", type=_typed(_count), help="tokens per sequence" + default("seq_len"))
+    e.add_argument("--micro-batch", type=_typed(_count), help="sequences per GPU per step" + default("micro_batch"))
     e.add_argument(
         "--grad-accum",
-        type=int,
-        default=d.grad_accum,
-        help="micro-batches added up before each optimizer step: the effective batch grows, memory does not "
-        "(default: %(default)s)",
+        type=_typed(_count),
+        help="micro-batches added up before each optimizer step: the gradients then stay through every "
+        "backward pass" + default("grad_accum"),
     )
-    e.add_argument("--gpus", type=int, default=d.gpus, help="GPUs training together (default: %(default)s)")
+    e.add_argument("--gpus", type=_typed(_count), help="GPUs training together" + default("gpus"))
     e.add_argument(
         "--sharding",
         choices=memory.SHARDINGS,
-        default=d.sharding,
-        help="ddp: every GPU holds everything; zero1: optimizer states split across the GPUs; zero2: and "
-        "the gradients; zero3 (= FSDP full shard): and the weights (default: %(default)s)",
+        help="ddp: every GPU holds everything; zero1: optimizer states split across the GPUs; zero2: and the "
+        "gradients; zero3 (= FSDP full shard): and the weights (default: ddp on one GPU, "
+        f"{typical.get('multi_gpu_sharding', 'zero3')} on more, the typical setup)",
     )
     e.add_argument(
         "--offload",
         choices=memory.OFFLOADS,
-        default=d.offload,
         help="none; optimizer: optimizer states and fp32 gradients kept in the server's RAM (needs ZeRO); "
-        "full: the weights too (needs zero3). Slower, frees GPU memory (default: %(default)s)",
+        "full: the weights too (needs zero3). Slower, frees GPU memory" + default("offload"),
     )
     e.add_argument(
         "--grad-checkpointing",
-        action="store_true",
-        help="keep only each layer's input and recompute the rest in the backward pass: far less activation "
-        "memory for one more forward pass of compute",
-    )
-    e.add_argument(
-        "--no-flash-attention",
-        dest="flash_attention",
-        action="store_false",
-        help="plain (eager) attention that stores a score per pair of tokens; FlashAttention/SDPA is the default",
+        action=argparse.BooleanOptionalAction,
+        help="keep only each layer's input and recompute the rest in the backward pass" + default("grad_checkpointing"),
     )
     e.add_argument(
         "--flash-attention",
-        dest="flash_attention",
-        action="store_true",
-        default=d.flash_attention,
-        help="FlashAttention-style attention that never stores the full score matrix (the default)",
+        action=argparse.BooleanOptionalAction,
+        help="FlashAttention-style attention that never stores the score matrix; --no-flash-attention: eager "
+        "attention that stores a score per pair of tokens" + default("flash_attention"),
     )
     e.add_argument(
-        "--chunked-loss",
-        action="store_true",
-        help="compute the loss over the vocabulary in chunks (torchtune, Liger, Unsloth): no full fp32 logits",
+        "--loss",
+        choices=memory.LOSSES,
+        help="hf: Hugging Face's loss (bf16 logits upcast to fp32); hf_legacy: transformers before 4.46 (one "
+        "more fp32 copy); chunked: torchtune's chunked cross-entropy; fused: the output layer and the loss in "
+        "one kernel (Liger), no full logits" + default("loss"),
     )
-    e.add_argument("--lora-rank", type=int, default=d.lora_rank, help="LoRA rank r (default: %(default)s)")
+    e.add_argument("--chunked-loss", dest="loss", action="store_const", const="chunked", help="same as --loss chunked")
+    e.add_argument("--lora-rank", type=_typed(_count), help="LoRA rank r" + default("lora_rank"))
     e.add_argument(
         "--lora-targets",
         choices=memory.LORA_TARGETS,
-        default=d.lora_targets,
-        help="which layers get an adapter: qv (query and value projections), attention (q, k, v, o), all "
-        "(every linear layer, MLP included) (default: %(default)s)",
+        help="which layers get an adapter: qv (query and value), qkv (and key), attention (q, k, v, o), all "
+        "(every linear layer, MLP included)" + default("lora_targets"),
     )
     e.add_argument(
         "--lora-dropout",
+        action=argparse.BooleanOptionalAction,
+        help="dropout on the adapter's input (LitGPT's default): keeps a copy of each adapted layer's input"
+        + default("lora_dropout"),
+    )
+    e.add_argument("--lora-lm-head", action="store_true", help="an adapter on the output layer too (default: off)")
+    e.add_argument(
+        "--frozen-fp32",
         action="store_true",
-        help="dropout on the adapter's input (LitGPT's default; PEFT and LLaMA-Factory default to none): "
-        "keeps a copy of each adapted layer's input",
+        help="LoRA/QLoRA with the frozen, not quantised weights in fp32: a model loaded without torch_dtype, or "
+        "PEFT's prepare_model_for_kbit_training (default: off)",
+    )
+    e.add_argument(
+        "--quantized-lm-head",
+        action="store_true",
+        help="QLoRA that also quantises the output layer (LitGPT does; Hugging Face keeps it 16-bit) (default: off)",
     )
     e.add_argument(
         "--double-quant",
         action="store_true",
-        help="QLoRA's double quantisation: the block scales themselves stored in 8 bits (about 0.4 bits per "
-        "weight less)",
+        help="QLoRA's double quantisation: block scales stored in 8 bits (about 0.4 bits per weight less) "
+        "(default: off)",
     )
     e.add_argument(
-        "--fp8", action="store_true", help="FP8 matmuls (Transformer Engine) in full fine-tuning, on GPUs that have FP8"
+        "--optimizer-in-backward",
+        action="store_true",
+        help="step each weight as soon as its gradient is ready (torchtune's optimizer_in_bwd): one gradient "
+        "at a time; no accumulation (default: off)",
     )
-    e.add_argument("--tokens", type=float, help="tokens to train on (x epochs) for a draft time and cost estimate")
+    e.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="refused with the reason: torch.compile's effect on memory is not predictable",
+    )
+    e.add_argument(
+        "--fp8", action="store_true", help="FP8 matmuls (Transformer Engine) in full fine-tuning (default: off)"
+    )
+    e.add_argument(
+        "--table-rule",
+        action="store_true",
+        help="print only the site's table-rule estimate (anchor table, any size) for the model and method",
+    )
+    e.add_argument(
+        "--tokens",
+        type=_typed(_positive),
+        help="tokens to train on (x epochs), for a draft time and cost estimate",
+    )
     e.add_argument("--gpu", metavar="ID", help="a gpu_id for the time estimate (default: the first GPU that fits)")
-    e.add_argument("--server", metavar="ID", help="a server_id from sources/servers.csv for the cost estimate")
+    e.add_argument("--server", metavar="ID", help="a server_id from sources/servers.csv for the cost (needs --tokens)")
     e.add_argument(
         "--utilization",
-        type=float,
-        help="share of the GPU's peak dense throughput the training reaches (default: from constants.csv)",
+        type=_typed(_share),
+        help="share of the GPU's peak dense throughput the training reaches, above 0 and at most 1 "
+        "(default: default_utilization of constants.csv)",
+    )
+    e.add_argument(
+        "--batch",
+        type=Path,
+        metavar="FILE.csv",
+        help="score every row of a CSV file (columns: " + ", ".join(BATCH_COLUMNS) + "; empty cells take the "
+        "typical setup) and print a CSV with every part and reading; a bad row is reported with its line and "
+        "column (exit 2)",
     )
     e.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+# -- the validated catalog, cached in the user's cache folder ------------------------------------
+
+CACHE_NAMESPACE = "estimate-catalog"
+
+
+def _catalog_key(sources: Path) -> str:
+    import importlib.metadata
+    import platform
+
+    from pipeline import cache, fingerprint
+
+    versions = []
+    for package in ("polars", "duckdb", "great_expectations"):
+        try:
+            versions.append(f"{package}={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{package}=none")
+    return cache.make_key(
+        "catalog/1",
+        fingerprint.tree_hash(sources, "*.csv"),
+        fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
+        fingerprint.build_date().isoformat(),
+        platform.python_version(),
+        *versions,
+    )
+
+
+def catalog_to_bytes(catalog) -> bytes:
+    """The catalog as data only: a JSON manifest (constants, table names and sizes) and Arrow IPC tables."""
+    import io
+
+    blobs, names = [], []
+    for name, frame in sorted(catalog.tables.items()):
+        buffer = io.BytesIO()
+        frame.write_ipc(buffer)
+        blobs.append(buffer.getvalue())
+        names.append([name, len(blobs[-1])])
+    manifest = json.dumps({"constants": catalog.constants, "tables": names}, sort_keys=True).encode()
+    return len(manifest).to_bytes(8, "big") + manifest + b"".join(blobs)
+
+
+def catalog_from_bytes(payload: bytes):
+    """The inverse of catalog_to_bytes; ValueError when the payload is not one."""
+    import io
+
+    import polars as pl
+
+    from pipeline.combine import Catalog
+
+    try:
+        size = int.from_bytes(payload[:8], "big")
+        manifest = json.loads(payload[8 : 8 + size])
+        offset, tables = 8 + size, {}
+        for name, length in manifest["tables"]:
+            tables[name] = pl.read_ipc(io.BytesIO(payload[offset : offset + length]))
+            offset += length
+        if offset != len(payload):
+            raise ValueError("trailing bytes")
+        return Catalog(tables, dict(manifest["constants"]))
+    except Exception as exc:  # any malformed payload is simply not a catalog
+        raise ValueError(f"not a cached catalog: {exc}") from None
+
+
 def _load(sources: Path):
-    """The catalog; validation is skipped when a build already validated exactly these sources."""
-    from pipeline import fingerprint
-    from pipeline.__main__ import load_and_validate, load_validated_before
+    """The validated catalog: from the user cache when these exact sources (and code) were validated
+    before, otherwise validated now and cached."""
+    from pipeline import cache
+
+    store = cache.Cache()
+    key = _catalog_key(sources)
+    payload = store.get(CACHE_NAMESPACE, key)
+    if payload is not None:
+        try:
+            return catalog_from_bytes(payload)
+        except ValueError:
+            store.delete(CACHE_NAMESPACE, key)
+    from pipeline.__main__ import load_and_validate
     from pipeline.combine import combine
 
-    state = fingerprint.read_state(Path("output"))
-    validated = state.get("inputs", {}).get("sources") == fingerprint.tree_hash(sources, "*.csv")
-    con = load_validated_before(sources) if validated and "validation" in state else load_and_validate(sources)[0]
-    return combine(con)
+    catalog = combine(load_and_validate(sources)[0])
+    store.put(CACHE_NAMESPACE, key, catalog_to_bytes(catalog))
+    return catalog
 
 
-def result(catalog, args) -> dict:
-    """Everything the command prints, as plain data (the --json output)."""
-    c = catalog.constants
+# -- one setup -------------------------------------------------------------------------------------
+
+
+def _setup(c, args) -> memory.Setup:
+    """The Setup of the options, every unset one from the typical setup."""
+    gpus = args.gpus if args.gpus is not None else None
+    base = memory.typical_setup(args.method, c, gpus=gpus)
+    changes = {}
+    for name in (
+        "optimizer",
+        "seq_len",
+        "micro_batch",
+        "grad_accum",
+        "sharding",
+        "offload",
+        "loss",
+        "lora_rank",
+        "lora_targets",
+        *BOOL_OPTIONS,
+    ):
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            changes[name] = value
+        elif value is False and name in ("grad_checkpointing", "flash_attention", "lora_dropout"):
+            changes[name] = False
+    setup = replace(base, **changes)
+    if args.sharding is None and setup.gpus == 1:
+        setup = replace(setup, sharding="ddp", offload="none" if args.offload is None else setup.offload)
+    if setup.is_full and args.lora_dropout is None:
+        setup = replace(setup, lora_dropout=False)
+    return setup
+
+
+def _architecture(catalog, args):
+    """(architecture, display name, params_b, borrowed shape id or None) of --model / --params-b / --config."""
     models = catalog["models"]
-    setup = memory.Setup(
-        method=args.method,
-        optimizer=args.optimizer,
-        seq_len=args.seq_len,
-        micro_batch=args.micro_batch,
-        grad_accum=args.grad_accum,
-        gpus=args.gpus,
-        sharding=args.sharding,
-        offload=args.offload,
-        grad_checkpointing=args.grad_checkpointing,
-        flash_attention=args.flash_attention,
-        lora_rank=args.lora_rank,
-        lora_targets=args.lora_targets,
-        lora_dropout=args.lora_dropout,
-        double_quant=args.double_quant,
-        chunked_loss=args.chunked_loss,
-        fp8=args.fp8,
-    )
-    problems = setup.problems()
     if args.model is not None:
         ids = models["model_id"].to_list()
         if args.model not in ids:
-            raise SystemExit(f"unknown model {args.model!r}; models: {', '.join(sorted(ids))}")
+            raise UsageError(f"unknown model {args.model!r}; models: {', '.join(sorted(ids))}")
+        if args.vocab or args.layers or args.hidden:
+            raise UsageError("--vocab, --layers and --hidden change a custom size: use them with --params-b")
         arch = memory.model_architectures(models)[args.model]
         row = models.filter(models["model_id"] == args.model).row(0, named=True)
-        name, params_b = row["display_name"], row["params_b"]
-    else:
-        if args.params_b is None or args.params_b <= 0:
-            raise SystemExit("--params-b must be a positive number of billions")
-        named = memory.model_architectures(models.filter(models["kind"] == "named"))
-        arch = memory.architecture_for_size(args.params_b, named)
-        name, params_b = f"{args.params_b:g}B (shape of the nearest catalog model)", args.params_b
+        return arch, row["display_name"], row["params_b"], None
+    if args.config is not None:
+        if args.vocab or args.layers or args.hidden:
+            raise UsageError("--config gives the exact architecture: leave out --vocab, --layers and --hidden")
+        try:
+            config = json.loads(args.config.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--config {args.config}: not a JSON file ({exc})") from None
+        try:
+            arch = architecture_from_config(config)
+        except ValueError as exc:
+            raise UsageError(f"--config {args.config}: {exc}") from None
+        total = parameter_counts(arch).total / 1e9
+        return arch, f"{args.config.name} ({total:.3g} B from its config)", total, None
+    if args.params_b is None and not (args.layers and args.hidden):
+        raise UsageError("give --model ID, --params-b N or --config FILE (or --batch FILE.csv)")
+    named = memory.model_architectures(models.filter(models["kind"] == "named"))
+    try:
+        arch, borrowed = memory.custom_architecture(named, args.params_b, args.vocab, args.layers, args.hidden)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    total = parameter_counts(arch).total / 1e9
+    params_b = args.params_b if args.params_b is not None else total
+    return arch, f"{params_b:g}B with the shape of {borrowed}", params_b, borrowed
+
+
+def table_rule(catalog, params_b: float, method_id: str) -> dict[str, float]:
+    """The site's table rule (anchor interpolation, DESIGN.md rules 1-2) for any size."""
+    import polars as pl
+
+    from pipeline.estimate import estimate_memory
+
+    one = pl.DataFrame({"model_id": ["custom"], "params_b": [float(params_b)]})
+    methods = catalog["methods"].filter(pl.col("method_id") == method_id)
+    row = estimate_memory(one, methods, catalog["memory_anchors"], catalog.constants).row(0, named=True)
+    return {k: row[k] for k in ("memory_gb", "memory_low_gb", "memory_high_gb", "basis")}
+
+
+def result(catalog, args) -> dict:
+    """Everything the command prints, as plain data (the --json output); UsageError for a wrong request."""
+    c = catalog.constants
+    if args.server and not args.tokens:
+        raise UsageError("--server prices a training run: give --tokens too (how many tokens x epochs)")
+    if args.gpu and not args.tokens:
+        raise UsageError("--gpu chooses the card of the time estimate: give --tokens too")
+    if args.utilization is not None and not args.tokens:
+        raise UsageError("--utilization is for the time estimate: give --tokens too")
+    arch, name, params_b, borrowed = _architecture(catalog, args)
+    setup = _setup(c, args)
+    problems = setup.problems()
     out = {"model": name, "params_b": params_b, "setup": asdict(setup), "problems": problems}
+    if borrowed:
+        out["shape_borrowed_from"] = borrowed
+        out["architecture"] = asdict(arch)
     if problems:
         return out
     breakdown = memory.estimate(arch, setup, c)
     out["per_gpu_gb"] = breakdown.gb()
+    out["readings_gb"] = {
+        "allocated": breakdown.allocated / memory.GB,
+        "reserved": breakdown.reserved / memory.GB,
+        "whole_card": breakdown.card / memory.GB,
+    }
+    out["peak_phase"] = breakdown.phase
     out["trainable_params"] = breakdown.trainable_params
     out["effective_batch"] = setup.micro_batch * setup.grad_accum * setup.gpus
-    estimates = catalog["estimates"]
-    table = estimates.filter((estimates["method_id"] == setup.method) & (estimates["params_b"] == params_b))
-    if args.model is not None:
-        table = estimates.filter((estimates["model_id"] == args.model) & (estimates["method_id"] == setup.method))
-    if table.height:
-        row = table.row(0, named=True)
-        out["table_rule_gb"] = {k: row[k] for k in ("memory_gb", "memory_low_gb", "memory_high_gb")}
+    out["table_rule_gb"] = table_rule(catalog, params_b, setup.method)
     gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
     fitting = []
     for gpu in gpus.iter_rows(named=True):
@@ -247,10 +553,10 @@ def result(catalog, args) -> dict:
         )
     out["servers"] = servers
     if args.tokens:
-        utilization = args.utilization or c["default_utilization"]
+        utilization = args.utilization if args.utilization is not None else c["default_utilization"]
         if args.gpu:
             if args.gpu not in gpu_by_id:
-                raise SystemExit(f"unknown GPU {args.gpu!r}; GPUs: {', '.join(sorted(gpu_by_id))}")
+                raise UsageError(f"unknown GPU {args.gpu!r}; GPUs: {', '.join(sorted(gpu_by_id))}")
             gpu = gpu_by_id[args.gpu]
         else:
             gpu = next((gpu_by_id[g["gpu_id"]] for g in fitting if g["cards"]), None)
@@ -258,7 +564,8 @@ def result(catalog, args) -> dict:
         if args.server:
             server = next((s for s in catalog["servers"].iter_rows(named=True) if s["server_id"] == args.server), None)
             if server is None:
-                raise SystemExit(f"unknown server {args.server!r}")
+                ids = sorted(catalog["servers"]["server_id"].to_list())
+                raise UsageError(f"unknown server {args.server!r}; servers: {', '.join(ids)}")
             gpu = gpu_by_id[server["gpu_id"]]
         if gpu is not None:
             flops = training.training_flops(arch, setup, args.tokens, c)
@@ -288,34 +595,54 @@ def render(out: dict) -> str:
     """The human-readable report."""
     s = out["setup"]
     lines = [
-        f"{out['model']}: {s['method']}, {s['optimizer']}, seq {s['seq_len']} x micro-batch {s['micro_batch']}, "
-        f"{s['gpus']} GPU(s), {s['sharding']}, offload {s['offload']}"
-        + (", checkpointing" if s["grad_checkpointing"] else "")
+        f"{out['model']}: {s['method']}, {s['optimizer']}, seq {s['seq_len']} x micro-batch {s['micro_batch']}"
+        f" (accumulation {s['grad_accum']}), {s['gpus']} GPU(s), {s['sharding']}, offload {s['offload']}"
+        + (", checkpointing" if s["grad_checkpointing"] else ", no checkpointing")
         + ("" if s["flash_attention"] else ", eager attention")
-        + (", chunked loss" if s["chunked_loss"] else "")
+        + f", loss {s['loss']}"
         + (", FP8" if s["fp8"] else "")
         + (f", LoRA r={s['lora_rank']} on {s['lora_targets']}" if not s["method"].startswith("full") else "")
+        + (", adapter on the LM head" if s["lora_lm_head"] else "")
         + (", LoRA dropout" if s["lora_dropout"] else "")
         + (", double quantisation" if s["double_quant"] else "")
+        + (", frozen weights in fp32" if s["frozen_fp32"] else "")
+        + (", quantised LM head" if s["quantized_lm_head"] else "")
+        + (", optimizer step in the backward pass" if s["optimizer_in_backward"] else "")
     ]
+    if out.get("shape_borrowed_from"):
+        a = out["architecture"]
+        lines.append(
+            f"Shape borrowed from {out['shape_borrowed_from']}: {a['layers']} layers, hidden {a['hidden']}, "
+            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']}"
+        )
     if out["problems"]:
-        lines += ["This setup does not exist in practice:"] + [f"  {p}" for p in out["problems"]]
+        lines += ["This setup cannot be estimated:"] + [f"  {p}" for p in out["problems"]]
         return "\n".join(lines)
     parts = out["per_gpu_gb"]
-    lines.append("Per GPU, GB (10^9 bytes):")
-    width = max(len(label) for _, label in PARTS)
+    lines.append(f"Per GPU, GB (10^9 bytes), at the peak: {PHASE_TEXT[out['peak_phase']]}")
+    width = max(len(label) for _, label in PARTS) + 2
     for key, label in PARTS:
         lines.append(f"  {label:<{width}}  {_gb(parts[key]):>9}")
-    lines.append(f"  {'total':<{width}}  {_gb(parts['total']):>9}")
+    r = out["readings_gb"]
+    lines.append(f"  {'= allocated (max_memory_allocated)':<{width}}  {_gb(r['allocated']):>9}")
+    lines.append(f"  {'+ allocator cache':<{width}}  {_gb(parts['cache']):>9}")
+    lines.append(f"  {'= reserved (max_memory_reserved)':<{width}}  {_gb(r['reserved']):>9}")
+    lines.append(f"  {'+ CUDA context, NCCL buffers':<{width}}  {_gb(parts['context']):>9}")
+    lines.append(f"  {'= whole card (nvidia-smi; must fit)':<{width}}  {_gb(r['whole_card']):>9}")
+    if parts["paged"]:
+        lines.append(f"  {'paged optimizer states (unified memory)':<{width}}  {_gb(parts['paged']):>9}")
+    lines.append(
+        f"  other phase: {_gb(parts['step_peak'] if out['peak_phase'] == 'backward' else parts['backward_peak'])} GB "
+        f"allocated at {PHASE_TEXT['optimizer_step' if out['peak_phase'] == 'backward' else 'backward']}"
+    )
     if parts["cpu"]:
         lines.append(f"  {'server RAM for offload (all GPUs)':<{width}}  {_gb(parts['cpu']):>9}")
     lines.append(f"Trained parameters: {out['trainable_params']:,.0f}; effective batch {out['effective_batch']}")
-    if "table_rule_gb" in out:
-        t = out["table_rule_gb"]
-        lines.append(
-            f"Table rule (anchor table, seq/batch/sharding not considered): {_gb(t['memory_gb'])} GB "
-            f"(range {_gb(t['memory_low_gb'])}–{_gb(t['memory_high_gb'])})"
-        )
+    t = out["table_rule_gb"]
+    lines.append(
+        f"Table rule (anchor table, seq/batch/sharding not considered): {_gb(t['memory_gb'])} GB "
+        f"(range {_gb(t['memory_low_gb'])}–{_gb(t['memory_high_gb'])})"
+    )
     lines.append("GPUs (fewest cards with this sharding; ddp: one card or none):")
     for g in out["gpus"]:
         verdict = f"{g['cards']} card(s)" if g["cards"] else "does not fit"
@@ -339,15 +666,160 @@ def render(out: dict) -> str:
     return "\n".join(lines)
 
 
+def _table_rule_only(catalog, args) -> dict:
+    _, name, params_b, borrowed = _architecture(catalog, args)
+    out = {
+        "model": name,
+        "params_b": params_b,
+        "method": args.method,
+        "table_rule_gb": table_rule(catalog, params_b, args.method),
+    }
+    if borrowed:
+        out["shape_borrowed_from"] = borrowed
+    return out
+
+
+def _batch_args(row: dict[str, str], line: int, defaults: argparse.Namespace) -> argparse.Namespace:
+    """One --batch row as the options it stands for; UsageError naming line and column."""
+    args = argparse.Namespace(**vars(defaults))
+    for name in ("model", "params_b", "config", "vocab", "layers", "hidden", "tokens", "gpu", "server", "utilization"):
+        setattr(args, name, None)
+    args.method = "full_amp"
+    for column, text in row.items():
+        text = (text or "").strip()
+        if column is None or not text:
+            continue
+        where = f"line {line}, column {column}"
+        try:
+            if column in ("model", "gpu", "server"):
+                setattr(args, column, text)
+            elif column == "config":
+                args.config = Path(text)
+            elif column == "params_b":
+                args.params_b = _positive(text, column)
+            elif column in ("vocab", "layers", "hidden", *COUNT_OPTIONS):
+                setattr(args, column, _count(text, column))
+            elif column in BOOL_OPTIONS:
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise UsageError(f"{column} = {text!r}: must be true or false")
+                setattr(args, column, text.lower() in ("true", "1"))
+            elif column in ("method", "optimizer", "sharding", "offload", "loss", "lora_targets"):
+                allowed = {
+                    "method": memory.METHODS,
+                    "optimizer": memory.OPTIMIZERS,
+                    "sharding": memory.SHARDINGS,
+                    "offload": memory.OFFLOADS,
+                    "loss": memory.LOSSES,
+                    "lora_targets": memory.LORA_TARGETS,
+                }[column]
+                if text not in allowed:
+                    raise UsageError(f"{column} = {text!r}: expected one of {', '.join(allowed)}")
+                setattr(args, column, text)
+            else:
+                raise UsageError(f"unknown column {column!r}; columns: {', '.join(BATCH_COLUMNS)}")
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return args
+
+
+BATCH_OUT = (
+    "line",
+    "model",
+    "shape_borrowed_from",
+    "method",
+    "peak_phase",
+    *(k for k, _ in PARTS),
+    "cache",
+    "context",
+    "paged",
+    "allocated",
+    "reserved",
+    "whole_card",
+    "backward_peak",
+    "step_peak",
+    "cpu",
+    "trainable_params",
+    "table_rule",
+    "problems",
+)
+
+
+def run_batch(catalog, path: Path, defaults: argparse.Namespace) -> tuple[str, list[str]]:
+    """Every row of a --batch file scored: (CSV text, problems with line and column)."""
+    import csv
+    import io
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        return "", [f"{path}: cannot read it ({exc.strerror or exc})"]
+    except UnicodeDecodeError:
+        return "", [f"{path}: not UTF-8 text"]
+    reader = csv.DictReader(io.StringIO(text))
+    unknown = [c for c in (reader.fieldnames or []) if c not in BATCH_COLUMNS]
+    if not reader.fieldnames:
+        return "", [f"{path}: no header row; columns: {', '.join(BATCH_COLUMNS)}"]
+    if unknown:
+        return "", [f"{path}:1: unknown column(s) {', '.join(unknown)}; columns: {', '.join(BATCH_COLUMNS)}"]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, BATCH_OUT, lineterminator="\n")
+    writer.writeheader()
+    problems = []
+    for row in reader:
+        line = reader.line_num
+        try:
+            if None in row:
+                raise UsageError(f"line {line}: more cells than the header has columns")
+            args = _batch_args(row, line, defaults)
+            if not (args.model or args.params_b or args.config or (args.layers and args.hidden)):
+                raise UsageError(f"line {line}, column model: give model, params_b or config")
+            try:
+                res = result(catalog, args)
+            except UsageError as exc:
+                raise UsageError(f"line {line}: {exc}") from None
+        except UsageError as exc:
+            problems.append(f"{path}:{exc}")
+            continue
+        record = {"line": line, "model": res["model"], "shape_borrowed_from": res.get("shape_borrowed_from", "")}
+        record |= {"method": res["setup"]["method"], "problems": "; ".join(res["problems"])}
+        if not res["problems"]:
+            parts = res["per_gpu_gb"]
+            record |= {k: parts[k] for k, _ in PARTS}
+            record |= {k: parts[k] for k in ("cache", "context", "paged", "backward_peak", "step_peak", "cpu")}
+            record |= {k: v for k, v in res["readings_gb"].items()}
+            record |= {"peak_phase": res["peak_phase"], "trainable_params": res["trainable_params"]}
+            record["table_rule"] = res["table_rule_gb"]["memory_gb"]
+        else:
+            problems.append(f"{path}:line {line}: " + "; ".join(res["problems"]))
+        writer.writerow(record)
+    return out.getvalue(), problems
+
+
 def run(args) -> int:
     try:
         catalog = _load(args.sources)
     except DataError as exc:
         print(format_report(exc.problems), file=sys.stderr)
         return 2
-    out = result(catalog, args)
+    try:
+        if args.batch is not None:
+            text, problems = run_batch(catalog, args.batch, args)
+            sys.stdout.write(text)
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            return 2 if problems else 0
+        out = _table_rule_only(catalog, args) if args.table_rule else result(catalog, args)
+    except UsageError as exc:
+        print(f"estimate: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2, sort_keys=True))
+    elif args.table_rule:
+        t = out["table_rule_gb"]
+        print(
+            f"{out['model']}, {out['method']}: table rule {_gb(t['memory_gb'])} GB "
+            f"(range {_gb(t['memory_low_gb'])}–{_gb(t['memory_high_gb'])}; {t['basis']})"
+        )
     else:
         print(render(out))
-    return 2 if out["problems"] else 0
+    return 2 if out.get("problems") else 0

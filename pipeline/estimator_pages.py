@@ -14,8 +14,8 @@ import polars as pl
 from pipeline import calibration
 from pipeline import format as fmt
 from pipeline.combine import Catalog
-from pipeline.memory import BREAKDOWN_COLUMNS, CONSTANTS
-from pipeline.tables import Tables, TableView
+from pipeline.memory import BREAKDOWN_COLUMNS
+from pipeline.tables import Link, Tables, TableView
 
 BAR_WIDTH = 100.0  # the bars' scale in SVG user units (percent of the widest bar)
 
@@ -41,6 +41,12 @@ class EstimatorTables:
             (r["model_id"], r["method_id"]): r for r in catalog["memory_breakdown"].iter_rows(named=True)
         }
         self._measurements = {r["measurement_id"]: r for r in catalog["measurements"].iter_rows(named=True)}
+        self._breakdown_stats = {
+            (r["estimator"], r["dimension"], r["group_id"]): r
+            for r in catalog["calibration_breakdown"].iter_rows(named=True)
+        }
+        self._range = {r["scope"]: r for r in catalog["estimator_range"].iter_rows(named=True)}
+        self._constant_rows = {r["constant_id"]: r for r in catalog["estimator_constants"].iter_rows(named=True)}
 
     # -- inline figures --
     def median_error(self, estimator: str) -> str:
@@ -57,6 +63,53 @@ class EstimatorTables:
 
     def measurements_count(self) -> str:
         return fmt.integer(self.c["calibration"].height)
+
+    def group_stat(self, dimension: str, group: str, stat: str, estimator: str = "first_principles") -> str:
+        """One figure of calibration_breakdown: rows, median_abs_error, within_25 or median_error ("—" if the
+        group has no rows)."""
+        row = self._breakdown_stats.get((estimator, dimension, group))
+        if row is None:
+            return "—"
+        if stat == "rows":
+            return fmt.integer(row["rows"])
+        return signed_percent(row[stat]) if stat == "median_error" else percent(row[stat])
+
+    def has_group(self, dimension: str, group: str, estimator: str = "first_principles") -> bool:
+        return (estimator, dimension, group) in self._breakdown_stats
+
+    def range_percent(self, scope: str, stat: str) -> str:
+        """A percentile of estimator_range as a signed percent (error_p10, error_median, error_p90)."""
+        return signed_percent(self._range[scope][stat])
+
+    def range_factor(self, scope: str, stat: str) -> str:
+        value = self._range[scope][stat]
+        return "—" if value is None else fmt.number(value, 2)
+
+    def technique_rows(self, technique: str) -> str:
+        """How many measurements carry one extra technique."""
+        return fmt.integer(sum(technique in calibration.techniques(m) for m in self._measurements.values()))
+
+    def constant_basis_count(self, basis: str) -> str:
+        return fmt.integer(sum(r["basis"] == basis for r in self._constant_rows.values()))
+
+    def fitted(self) -> list[dict]:
+        """The fitted constants with what they are fitted on and what the fit gives today."""
+        L = self.L
+        out = []
+        for r in self._constant_rows.values():
+            if r["basis"] != "fitted":
+                continue
+            out.append(
+                {
+                    "constant_id": r["constant_id"],
+                    "value": fmt.number(r["value"], 2),
+                    "kind": L[f"kind_{r['fitted_on']}"],
+                    "rows": fmt.integer(r["fit_rows"] or 0),
+                    "refit": "—" if r["refit_value"] is None else fmt.number(r["refit_value"], 2),
+                    "refit_error": percent(r["refit_median_abs_error"]),
+                }
+            )
+        return out
 
     def breakdown(self, model_id: str, method_id: str) -> dict:
         return self._breakdown[(model_id, method_id)]
@@ -76,7 +129,7 @@ class EstimatorTables:
             extra += L["setup_gc"]
         if row.get("flash_attention") is False:
             extra += L["setup_eager"]
-        if row.get("chunked_loss"):
+        if row.get("loss") == "chunked":
             extra += L["setup_chunked"]
         if row.get("lora_rank") is not None and row.get("lora_targets"):
             extra += L["setup_lora"].format(rank=row["lora_rank"], targets=L[f"targets_{row['lora_targets']}"])
@@ -151,6 +204,92 @@ class EstimatorTables:
                 reasons.append(L[f"excluded_{reason}"])
         return "; ".join(reasons)
 
+    def accuracy_breakdown_table(self, dimension: str) -> TableView:
+        """calibration_breakdown for one dimension: each group's figures for the first-principles estimator
+        and the table rule beside it."""
+        L = self.L
+        rows = []
+        frame = self.c["calibration_breakdown"].filter(
+            (pl.col("estimator") == "first_principles") & (pl.col("dimension") == dimension)
+        )
+        for r in frame.sort("sort_order").iter_rows(named=True):
+            group = r["group_id"]
+            rows.append(
+                [
+                    self._group_name(dimension, group),
+                    fmt.integer(r["rows"]),
+                    percent(r["median_abs_error"]),
+                    percent(r["within_25"]),
+                    signed_percent(r["median_error"]),
+                    self.group_stat(dimension, group, "median_abs_error", "table_rule"),
+                ]
+            )
+        headers = [
+            L[f"dimension_{dimension}"],
+            L["rows"],
+            L["median_abs_error"],
+            L["within_25"].format(within=percent(self.c.constants["calibration_within"])),
+            L["median_error"],
+            L["table_rule_error"],
+        ]
+        refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
+        return TableView(headers, rows, refs, ["calibration_breakdown", "calibration"], [False] + [True] * 5)
+
+    def _group_name(self, dimension: str, group: str) -> str:
+        L = self.L
+        if dimension == "metric_kind":
+            return L[f"kind_{group}"]
+        if dimension == "method":
+            return self.t.method(group)["short_name_ru"]
+        if dimension == "sharding":
+            return L[f"sharding_{group}"]
+        if dimension == "framework":
+            return L[f"framework_{group}"]
+        framework, method = group.split("-", 1)
+        return f"{L[f'framework_{framework}']}, {self.t.method(method)['short_name_ru']}"
+
+    def range_table(self) -> TableView:
+        """estimator_range: the measured spread of the first-principles estimator."""
+        L = self.L
+        rows = []
+        for r in self.c["estimator_range"].sort("sort_order").iter_rows(named=True):
+            rows.append(
+                [
+                    L["range_all"] if r["scope"] == "all" else L[f"kind_{r['scope']}"],
+                    fmt.integer(r["rows"]),
+                    signed_percent(r["error_p10"]) or "—",
+                    signed_percent(r["error_median"]) or "—",
+                    signed_percent(r["error_p90"]) or "—",
+                    self.range_factor(r["scope"], "low_factor"),
+                    self.range_factor(r["scope"], "high_factor"),
+                ]
+            )
+        headers = [L["range_scope"], L["rows"], L["range_p10"], L["median_error"], L["range_p90"]]
+        headers += [L["range_low"], L["range_high"]]
+        refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
+        return TableView(headers, rows, refs, ["estimator_range", "calibration"], [False] + [True] * 6)
+
+    def constants_table(self) -> TableView:
+        """Every constant of the first-principles estimator: value, unit, basis, meaning, source."""
+        L = self.L
+        described = {r["constant_id"]: r for r in self.c["constants"].iter_rows(named=True)}
+        rows = []
+        for r in self.c["estimator_constants"].sort("constant_id").iter_rows(named=True):
+            d = described[r["constant_id"]]
+            rows.append(
+                [
+                    r["constant_id"],
+                    fmt.number(r["value"], 4),
+                    d["unit"] or "",
+                    L[f"basis_{r['basis']}"],
+                    d["description_ru"],
+                    Link(d["reference_id"], f"sources.html#ref-{d['reference_id']}"),
+                ]
+            )
+        headers = [L["constant"], L["value"], L["unit"], L["basis"], L["meaning"], L["source"]]
+        refs = list(dict.fromkeys(described[r]["reference_id"] for r in self._constant_rows))
+        return TableView(headers, rows, refs, ["estimator_constants", "constants"], [False, True] + [False] * 4)
+
     def calibration_table(self) -> TableView:
         L = self.L
         rows = []
@@ -167,6 +306,7 @@ class EstimatorTables:
                     self.t.method(row["method_id"])["short_name_ru"],
                     self.setup_text(m),
                     self.t.gpu_link(row["gpu_id"], "short_name") if row["gpu_id"] else "—",
+                    L[f"framework_{row['framework']}"],
                     L[f"metric_{row['metric']}"],
                     measured,
                     fmt.gb(row["measured_gb"]),
@@ -179,6 +319,7 @@ class EstimatorTables:
             L["method"],
             L["setup"],
             L["gpu"],
+            L["framework"],
             L["metric"],
             L["measured"],
             L["measured_gb"],
@@ -191,7 +332,7 @@ class EstimatorTables:
             rows,
             refs,
             ["calibration", "measurements"],
-            [False] * 5 + [True] * 6 + [False],
+            [False] * 6 + [True] * 6 + [False],
             sortable=True,
         )
 
@@ -216,7 +357,11 @@ class EstimatorTables:
         ]
         refs = self._constant_refs() + [self.t.model(model_id)["reference_id"]]
         return TableView(
-            headers, rows, list(dict.fromkeys(refs)), ["memory_breakdown", "constants"], [False] + [True] * 8
+            headers,
+            rows,
+            list(dict.fromkeys(refs)),
+            ["memory_breakdown", "constants", "typical_setup"],
+            [False] + [True] * (len(BREAKDOWN_COLUMNS) + 2),
         )
 
     def pretraining_table(self) -> TableView:
@@ -320,20 +465,20 @@ class EstimatorTables:
 def pages(renderer) -> dict[str, str]:
     """accuracy.html and pretraining.html."""
     e = renderer.estimator
-    constants = renderer.catalog["constants"].sort("constant_id")
-    estimator_constants = [
-        r
-        for r in constants.iter_rows(named=True)
-        if r["constant_id"] in (*CONSTANTS, "forward_flops_per_param_token", "train_flops_per_param_token")
-    ]
     return {
         "accuracy.html": renderer.page(
             "accuracy.html",
             "accuracy.html",
             e=e,
             summary=e.summary_table(),
+            by_kind=e.accuracy_breakdown_table("metric_kind"),
+            by_method=e.accuracy_breakdown_table("method"),
+            by_sharding=e.accuracy_breakdown_table("sharding"),
+            by_framework=e.accuracy_breakdown_table("framework"),
+            by_framework_method=e.accuracy_breakdown_table("framework_method"),
+            spread=e.range_table(),
+            constants=e.constants_table(),
             rows=e.calibration_table(),
-            constants=estimator_constants,
         ),
         "pretraining.html": renderer.page("pretraining.html", "pretraining.html", e=e, view=e.pretraining_table()),
     }

@@ -20,11 +20,14 @@ from dataclasses import asdict, dataclass, replace
 import polars as pl
 
 from pipeline.architecture import (
+    LORA_TARGETS as ARCH_LORA_TARGETS,
+)
+from pipeline.architecture import (
     Architecture,
     architecture_from_row,
+    linear_layers,
     lora_trainable_params,
     parameter_counts,
-    synthetic_architecture,
 )
 from pipeline.schema import ESTIMATOR_CONSTANTS, MEMORY_BREAKDOWN
 
@@ -35,15 +38,30 @@ GIB = 2**30
 FP32, BF16, FP8 = 4, 2, 1
 
 METHODS = ("full_amp", "full_bf16", "lora", "qlora_8bit", "qlora_4bit", "qlora_2bit")
-OPTIMIZERS = ("adamw", "adamw_8bit", "sgd")
+OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd")
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3")
 OFFLOADS = ("none", "optimizer", "full")
-LORA_TARGETS = ("qv", "attention", "all")
+LORA_TARGETS = ARCH_LORA_TARGETS
+LOSSES = ("hf", "hf_legacy", "chunked", "fused")
+PHASES = ("backward", "optimizer_step")
 
 # Optimizer state bytes per trainable parameter kept in fp32 (Transformer Math 101):
 # AdamW keeps momentum and variance (4 + 4), 8-bit AdamW one byte each (bitsandbytes),
 # SGD with momentum one momentum tensor. Pure-bf16 training keeps them in bf16 (half).
-OPTIMIZER_STATE_BYTES = {"adamw": 8, "adamw_8bit": 2, "sgd": 4}
+# The paged variants (bitsandbytes) keep the same states in CUDA unified memory.
+OPTIMIZER_STATE_BYTES = {
+    "adamw": 8,
+    "adamw_fused": 8,
+    "adamw_8bit": 2,
+    "paged_adamw": 8,
+    "paged_adamw_8bit": 2,
+    "sgd": 4,
+}
+# Optimizers whose step makes a temporary of one state's size for every parameter (PyTorch's
+# default foreach AdamW: sqrt(v) + eps as a tensor list); the others update in one fused kernel.
+FOREACH_TEMPORARY = frozenset({"adamw"})
+# Optimizers whose states live in CUDA unified memory (cudaMallocManaged), outside PyTorch's allocator.
+PAGED = frozenset({"paged_adamw", "paged_adamw_8bit"})
 
 # The constants the estimator reads from constants.csv; validation requires each.
 CONSTANTS = ESTIMATOR_CONSTANTS
@@ -51,7 +69,8 @@ CONSTANTS = ESTIMATOR_CONSTANTS
 
 @dataclass(frozen=True)
 class Setup:
-    """One training setup; the defaults are a plain single-GPU run."""
+    """One training setup; the defaults are a plain single-GPU run (the site's typical setup is
+    sources/typical_setup.csv, see `typical_setup`)."""
 
     method: str = "full_amp"
     optimizer: str = "adamw"
@@ -67,17 +86,26 @@ class Setup:
     lora_targets: str = "all"
     lora_dropout: bool = False
     double_quant: bool = False
-    chunked_loss: bool = False
+    loss: str = "hf"
     fp8: bool = False
+    lora_lm_head: bool = False  # an adapter on the output layer too
+    frozen_fp32: bool = False  # the frozen, not quantised weights kept in fp32 (loaded without torch_dtype)
+    quantized_lm_head: bool = False  # QLoRA also quantises the output layer (LitGPT does; HF keeps it 16-bit)
+    optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is ready (torchtune)
+    torch_compile: bool = False  # refused: its effect on memory is not predictable
 
     @property
     def is_full(self) -> bool:
         return self.method.startswith("full")
 
     @property
+    def is_quantised(self) -> bool:
+        return self.method.startswith("qlora")
+
+    @property
     def base_bits(self) -> int:
         """Bits per weight of the frozen base (QLoRA), 16 otherwise."""
-        return int(self.method.split("_")[1].removesuffix("bit")) if self.method.startswith("qlora") else 16
+        return int(self.method.split("_")[1].removesuffix("bit")) if self.is_quantised else 16
 
     def problems(self) -> list[str]:
         """Combinations that do not exist in practice, in plain words; empty when the setup is valid."""
@@ -88,6 +116,7 @@ class Setup:
             ("sharding", self.sharding, SHARDINGS),
             ("offload", self.offload, OFFLOADS),
             ("lora_targets", self.lora_targets, LORA_TARGETS),
+            ("loss", self.loss, LOSSES),
         ):
             if value not in allowed:
                 found.append(f"{name} = {value!r}: expected one of {', '.join(allowed)}")
@@ -99,47 +128,104 @@ class Setup:
             found.append("offload needs ZeRO sharding (zero1, zero2 or zero3): DeepSpeed offloads only sharded states")
         if self.offload == "full" and self.sharding != "zero3":
             found.append("offloading the weights (offload = full) needs zero3")
-        if self.double_quant and not self.method.startswith("qlora"):
+        if self.double_quant and not self.is_quantised:
             found.append("double quantisation applies to QLoRA only")
-        if self.lora_dropout and self.is_full:
-            found.append("LoRA dropout applies to LoRA/QLoRA only")
+        if self.quantized_lm_head and not self.is_quantised:
+            found.append("a quantised output layer applies to QLoRA only")
+        for name in ("lora_dropout", "lora_lm_head", "frozen_fp32"):
+            if getattr(self, name) and self.is_full:
+                found.append(f"{name} applies to LoRA/QLoRA only (full fine-tuning trains every weight)")
         if self.fp8 and not self.is_full:
             found.append("FP8 training applies to full fine-tuning; LoRA/QLoRA keep a 16-bit or quantised base")
+        if self.optimizer_in_backward and self.grad_accum > 1:
+            found.append(
+                "the optimizer step inside the backward pass cannot accumulate gradients (grad_accum must be 1)"
+            )
+        if self.optimizer_in_backward and self.offload != "none":
+            found.append("the optimizer step inside the backward pass runs on the GPU: no optimizer offload")
+        if self.optimizer in PAGED and self.offload != "none":
+            found.append("a paged optimizer already pages its states to RAM: do not combine it with offload")
+        if self.torch_compile:
+            found.append(
+                "torch.compile changes memory by the kernels it fuses, which depends on the model code and the "
+                "PyTorch version (in torchtune's published ladder it saved 15 % of the peak); no rule predicts it, "
+                "so estimate without it: the figure is then an upper bound"
+            )
         return found
 
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Bytes per GPU of each part of the peak, plus what is offloaded to the server's RAM."""
+    """Bytes per GPU at the peak, part by part (the parts alive at the peak phase: at the optimizer
+    step the activations are already freed), and the three readings of it.
+
+    `allocated` is what torch.cuda.max_memory_allocated reports: the tensors alive at the
+    peak phase (`phase`). `reserved` adds the caching allocator's unused blocks
+    (max_memory_reserved); `card` adds the CUDA context and NCCL buffers, which PyTorch's
+    allocator does not see: what nvidia-smi shows and what must fit. Paged optimizer states
+    (`paged`, CUDA unified memory) are outside all three: they move to RAM when the card is full.
+    """
 
     weights: float
     gradients: float
     optimizer: float
     activations: float
     logits: float
-    overhead: float
+    buffers: float  # ZeRO-3 gathered units, reduce buckets, dequantisation and optimizer-step temporaries
+    cache: float  # reserved - allocated
+    context: float  # CUDA context, cuBLAS workspace, NCCL buffers
+    paged: float  # optimizer states in CUDA unified memory (part of `optimizer`, outside the allocator)
     cpu: float
     trainable_params: float
-    context: float  # the CUDA context part of `overhead`
+    phase: str  # which moment sets the peak: backward or optimizer_step
+    backward_peak: float  # allocated bytes at the peak of each phase
+    step_peak: float
+    saved_activations: float  # what the setup saves for the backward pass, whichever phase is the peak
+    loss_buffers: float
+
+    @property
+    def allocated(self) -> float:
+        return (
+            self.weights + self.gradients + self.optimizer - self.paged + self.activations + self.logits + self.buffers
+        )
 
     @property
     def tensors(self) -> float:
-        """What PyTorch's allocator hands out at the peak (max_memory_allocated)."""
-        return self.weights + self.gradients + self.optimizer + self.activations + self.logits
+        """Alias of `allocated`: what PyTorch's allocator hands out at the peak."""
+        return self.allocated
 
     @property
     def reserved(self) -> float:
-        """What the allocator holds from the driver (max_memory_reserved): tensors plus cache."""
-        return self.total - self.context
+        return self.allocated + self.cache
+
+    @property
+    def card(self) -> float:
+        """What must fit on the card: reserved memory and what lives outside the allocator (CUDA context,
+        NCCL). Paged optimizer states (`paged`) are not counted: CUDA unified memory moves them to RAM
+        whenever the card runs short, which is what they are for."""
+        return self.reserved + self.context
 
     @property
     def total(self) -> float:
-        return self.tensors + self.overhead
+        """The whole card: what must fit in a GPU's memory."""
+        return self.card
+
+    @property
+    def overhead(self) -> float:
+        """Everything beyond the tensors: allocator cache and CUDA context."""
+        return self.cache + self.context
 
     def gb(self) -> dict[str, float]:
-        """Every part in GB (10^9 bytes), with the totals."""
-        parts = {k: v / GB for k, v in asdict(self).items() if k != "trainable_params"}
-        parts |= {"tensors": self.tensors / GB, "reserved": self.reserved / GB, "total": self.total / GB}
+        """Every part in GB (10^9 bytes), with the three readings and both phases."""
+        parts = {k: v / GB for k, v in asdict(self).items() if k not in ("trainable_params", "phase")}
+        parts |= {
+            "overhead": self.overhead / GB,
+            "allocated": self.allocated / GB,
+            "tensors": self.allocated / GB,
+            "reserved": self.reserved / GB,
+            "card": self.card / GB,
+            "total": self.card / GB,
+        }
         return parts
 
 
@@ -166,27 +252,30 @@ def layer_activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, flo
     Tensor by tensor (Korthikanti et al. 2022 count the same way for a GPT block):
     RMSNorm upcasts its input to fp32 and keeps it; attention keeps q, k, v and its
     output; the gated MLP keeps the gate and up projections and the activation; a linear
-    layer keeps its input only when its weight is trained (full) or an adapter reads it.
+    layer keeps its input only when its weight is trained (full) or an adapter reads it, and
+    bitsandbytes' 4-/8-bit matmul keeps the input of every quantised layer, frozen or not
+    (MatMul4Bit saves (A, B) whenever its input needs a gradient).
     """
     act, h = c["activation_bytes"], arch.hidden
     q, k, v, o_in = _widths(arch)
     mlp = _mlp_width(arch, moe_layer)
     linear_inputs = act * (h + o_in)  # attention input after the norm, attention output
     kept = 2 * c["norm_input_bytes"] * h + act * (q + k + v)
-    if setup.is_full:
+    kept += act * (3 if arch.gated_mlp else 1) * mlp  # gate, up, activation (plain MLP: fc1 output)
+    if setup.is_full or setup.lora_targets == "all" or setup.is_quantised:
         linear_inputs += act * (h + mlp)  # MLP input after the norm, input of the down projection
-        kept += act * (3 if arch.gated_mlp else 1) * mlp  # gate, up, activation (plain MLP: fc1 output)
-    else:
-        kept += act * (3 if arch.gated_mlp else 1) * mlp
-        if setup.lora_targets == "all":
-            linear_inputs += act * (h + mlp)
-        if setup.lora_dropout:
-            # Dropout on the adapter's input (LitGPT's default 0.05; PEFT's default is none) keeps a
-            # dropped copy of each adapted layer's input and its mask.
-            per_input = act + c["dropout_mask_bytes"]
-            up = (2 if arch.gated_mlp else 1) * h  # gate and up, or fc1
-            adapted = {"qv": 2 * h, "attention": 3 * h + o_in, "all": 3 * h + o_in + up + mlp}
-            kept += per_input * adapted[setup.lora_targets]
+    if not setup.is_full and setup.lora_dropout:
+        # Dropout on the adapter's input (LitGPT's default 0.05; PEFT's default is none) keeps a
+        # dropped copy of each adapted layer's input and its mask.
+        per_input = act + c["dropout_mask_bytes"]
+        up = (2 if arch.gated_mlp else 1) * h  # gate and up, or fc1
+        adapted = {
+            "qv": 2 * h,
+            "qkv": 3 * h,
+            "attention": 3 * h + o_in,
+            "all": 3 * h + o_in + up + mlp,
+        }
+        kept += per_input * adapted[setup.lora_targets]
     if moe_layer:
         kept += act * h * arch.experts_per_token  # each token copied to its experts and gathered back
     if setup.fp8:
@@ -198,22 +287,54 @@ def layer_activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, flo
     return total
 
 
+def residual_bytes(setup: Setup, c: Mapping[str, float]) -> float:
+    """Bytes per number of the residual stream (what checkpointing keeps per layer): bf16, or fp32 when
+    the embedding is kept in fp32 (its output and every residual addition are then fp32)."""
+    return FP32 if setup.frozen_fp32 else c["activation_bytes"]
+
+
 def activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:
     """Activations of one micro-batch on one GPU (data parallelism does not split them)."""
+    kept, recomputed = activation_split(arch, setup, c)
+    return kept + recomputed
+
+
+def activation_split(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> tuple[float, float]:
+    """(activations kept through the whole backward pass, the one layer checkpointing recomputes).
+
+    Without checkpointing everything is kept (the second is 0). With it, each layer's input is kept
+    and one layer at a time is recomputed inside the backward pass, after the output layer and the
+    loss are done with: the loss buffers and the recomputed layer are never alive together.
+    """
     tokens = setup.seq_len * setup.micro_batch
     moe_layers = arch.layers - arch.dense_layers if arch.is_moe else 0
     dense = layer_activation_bytes(arch, setup, c, moe_layer=False)
     moe = layer_activation_bytes(arch, setup, c, moe_layer=True) if moe_layers else 0.0
+    head = 0.0
+    if setup.lora_lm_head or setup.quantized_lm_head:
+        head = c["activation_bytes"] * arch.hidden  # the output layer's input, read by its adapter or by bitsandbytes
     if not setup.grad_checkpointing:
-        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe)
+        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe + head), 0.0
     # Checkpointing keeps each layer's input and recomputes one layer at a time in the backward pass.
-    return tokens * (arch.layers * c["activation_bytes"] * arch.hidden + max(dense, moe))
+    return tokens * (arch.layers * residual_bytes(setup, c) * arch.hidden + head), tokens * max(dense, moe)
 
 
 def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:
-    """The output layer's logits and the loss buffers: tokens x vocabulary, several copies unless chunked."""
-    per_element = c["logits_chunked_bytes"] if setup.chunked_loss else c["logits_bytes"]
-    return setup.seq_len * setup.micro_batch * arch.vocab * per_element
+    """The output layer's logits and the loss buffers at their peak (the start of the backward pass).
+
+    hf: Hugging Face's ForCausalLMLoss, bf16 logits upcast to fp32, log-softmax, its gradient;
+    hf_legacy: transformers before 4.46 also copied the shifted fp32 logits; chunked: the bf16
+    logits whole, the fp32 buffers one chunk at a time (torchtune); fused: the output layer and
+    the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all.
+    """
+    tokens = setup.seq_len * setup.micro_batch
+    if setup.loss == "fused":
+        return tokens * arch.hidden * c["fused_loss_bytes_per_hidden"]
+    if setup.loss == "chunked":
+        fp32_part = c["logits_bytes"] - c["logits_chunked_bytes"]
+        return tokens * arch.vocab * (c["logits_chunked_bytes"] + fp32_part / c["loss_chunks"])
+    per_element = c["logits_legacy_bytes"] if setup.loss == "hf_legacy" else c["logits_bytes"]
+    return tokens * arch.vocab * per_element
 
 
 def quant_constant_bytes(setup: Setup, c: Mapping[str, float]) -> float:
@@ -226,66 +347,180 @@ def quant_constant_bytes(setup: Setup, c: Mapping[str, float]) -> float:
     return c["quant_scale_bytes"] / c["quant_block_size"]
 
 
-def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:
-    """Peak memory per GPU of `setup` for a model of architecture `arch`."""
+def _frozen_bytes(setup: Setup) -> int:
+    """Bytes per weight of the frozen parts that are not quantised."""
+    return FP32 if setup.frozen_fp32 else BF16
+
+
+def _unit_params(arch: Architecture) -> tuple[float, float]:
+    """Parameters of one decoder layer (the largest: an MoE layer with all its experts) and of the root
+    unit FSDP keeps whole (embedding, output layer, final norm)."""
+    counts = parameter_counts(arch)
+    root = counts.embedding + counts.lm_head + arch.hidden
+    if not arch.is_moe:
+        return (counts.total - root) / arch.layers, root
+    per_layer = (counts.attention + counts.norms - arch.hidden) / arch.layers
+    dense_mlp = (3 if arch.gated_mlp else 2) * arch.hidden * arch.intermediate
+    moe_mlp = (counts.mlp - arch.dense_layers * dense_mlp) / arch.moe_layers
+    return per_layer + max(moe_mlp, dense_mlp if arch.dense_layers else 0), root
+
+
+def _weight_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> tuple[float, float, float]:
+    """(all weights on one unsharded GPU, one decoder layer's, the root unit's), in bytes."""
     counts = parameter_counts(arch)
     total = counts.total
     linear = counts.attention + counts.mlp
+    layer, root = _unit_params(arch)
+    if setup.is_full:
+        per_param = BF16 + (FP8 * linear / total if setup.fp8 else 0)
+        return per_param * total, per_param * layer, BF16 * root
+    frozen = _frozen_bytes(setup)
+    if not setup.is_quantised:
+        return frozen * total, frozen * layer, frozen * root
+    per_weight = setup.base_bits / 8 + quant_constant_bytes(setup, c)
+    head = counts.lm_head if setup.quantized_lm_head else 0  # tied heads are the embedding: never quantised
+    quantised = linear + head
+    weights = per_weight * quantised + frozen * (total - quantised)
+    layer_linear = linear / arch.layers
+    layer_bytes = per_weight * layer_linear + frozen * (layer - layer_linear)
+    root_bytes = frozen * (root - head) + per_weight * head
+    return weights, layer_bytes, root_bytes
+
+
+def _largest_quantised(arch: Architecture, setup: Setup) -> int:
+    """Weights of the largest quantised matrix: bitsandbytes dequantises one whole weight to bf16 before each
+    matmul (forward and backward), the output layer too when it is quantised (it is the largest then)."""
+    largest = max(x.in_features * x.out_features for x in linear_layers(arch))
+    if setup.quantized_lm_head:
+        largest = max(largest, arch.vocab * arch.hidden)
+    return largest
+
+
+def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:
+    """Peak memory per GPU of `setup` for a model of architecture `arch`.
+
+    The peak is the larger of two moments (`phase`): the start of the backward pass (weights,
+    optimizer states, gradients kept from earlier micro-batches, every saved activation, the
+    loss buffers, ZeRO-3's gathered units) and the optimizer step (weights, gradients,
+    states and the step's temporaries; the activations are freed by then).
+    """
+    counts = parameter_counts(arch)
+    total = counts.total
     n = setup.gpus
     shard_optimizer = setup.sharding in ("zero1", "zero2", "zero3")
     shard_gradients = setup.sharding in ("zero2", "zero3")
     shard_weights = setup.sharding == "zero3"
+    weights, layer_bytes, root_bytes = _weight_bytes(arch, setup, c)
+    layer_params, _ = _unit_params(arch)
+    state_bytes = OPTIMIZER_STATE_BYTES[setup.optimizer]
 
     if setup.is_full:
         trainable = total
-        weights = BF16 * total
         gradients = BF16 * total
         if setup.method == "full_amp":
-            optimizer = (FP32 + OPTIMIZER_STATE_BYTES[setup.optimizer]) * total  # fp32 master copy + states
+            optimizer = (FP32 + state_bytes) * total  # fp32 master copy + states
+            state_width = FP32
         else:
-            optimizer = OPTIMIZER_STATE_BYTES[setup.optimizer] / 2 * total  # states in bf16, no master copy
-        if setup.fp8:
-            weights += FP8 * linear  # FP8 copies of the matmul weights
-        gather = c["zero3_gather_bytes_per_param"] * counts.largest_layer
+            optimizer = state_bytes / 2 * total  # states in bf16, no master copy
+            state_width = BF16
+        grad_width = BF16
     else:
-        trainable = lora_trainable_params(arch, setup.lora_rank, setup.lora_targets)
-        bits = setup.base_bits
-        if bits == 16:
-            base = BF16 * total
-        else:
-            per_weight = bits / 8 + quant_constant_bytes(setup, c)
-            base = per_weight * linear + BF16 * (total - linear)  # embeddings, head and norms stay 16-bit
-        weights = base + c["adapter_bytes"] * trainable
+        trainable = lora_trainable_params(arch, setup.lora_rank, setup.lora_targets, setup.lora_lm_head)
+        weights += c["adapter_bytes"] * trainable
         gradients = c["adapter_bytes"] * trainable
-        optimizer = OPTIMIZER_STATE_BYTES[setup.optimizer] * trainable  # adapters train in fp32
-        gather = BF16 * counts.largest_layer
+        optimizer = state_bytes * trainable  # adapters train in fp32
+        state_width = c["adapter_bytes"]
+        grad_width = c["adapter_bytes"]
+    step_temporary = state_width * trainable if setup.optimizer in FOREACH_TEMPORARY else 0.0
 
     cpu = 0.0
     if setup.offload != "none":
         # ZeRO-Offload: optimizer states and fp32 gradients live in RAM, the step runs on the CPU.
         cpu += optimizer + FP32 * trainable
         optimizer = 0.0
+        step_temporary = 0.0
     if setup.offload == "full":
         cpu += weights
-        weights = 0.0
     cpu *= c["offload_cpu_buffer_factor"]
 
     if shard_optimizer:
         optimizer /= n
+        step_temporary /= n
     if shard_gradients:
         gradients /= n
+    # With the weights offloaded (ZeRO-3 / FSDP offload_params) the sharded weights are still put on the GPU
+    # first (FSDP flattens and shards on the device it is given, DeepSpeed's zero.Init partitions there) and then
+    # moved to RAM: the caching allocator keeps those blocks reserved (see `estimate`).
+    staged = weights / n if setup.offload == "full" else 0.0
     if shard_weights:
-        weights = weights / n + gather  # with offload = full the local shard is 0: only the gathered layer
+        weights = 0.0 if setup.offload == "full" else weights / n
 
-    activations = activation_bytes(arch, setup, c)
-    logits = logits_bytes(arch, setup, c)
-    tensors = weights + gradients + optimizer + activations + logits
-    context = c["cuda_context_gb"] * GB
-    overhead = context + c["allocator_reserve_factor"] * tensors
-    return Breakdown(weights, gradients, optimizer, activations, logits, overhead, cpu, trainable, context)
+    # Buffers alive during the forward and backward passes.
+    live = 0.0
+    if shard_weights:
+        # FSDP keeps the root unit (embedding, output layer) gathered from the forward into the backward,
+        # computes on one gathered layer while the next is prefetched, and (full fine-tuning) reduce-
+        # scatters a whole layer's gradient.
+        live += root_bytes + (1 + c["zero3_prefetch_units"]) * layer_bytes
+    if setup.is_full and shard_gradients:
+        live += grad_width * layer_params  # the unsharded gradient of one layer before its reduce-scatter
+    if setup.is_quantised:
+        live += BF16 * _largest_quantised(arch, setup)  # bitsandbytes dequantises one weight at a time to bf16
+    bucket = 0.0
+    if setup.sharding == "ddp" and n > 1:
+        bucket = grad_width * trainable  # DDP's flat gradient buckets beside .grad (gradient_as_bucket_view off)
+
+    kept, recomputed = activation_split(arch, setup, c)
+    activations = kept + recomputed
+    loss_buffers = logits_bytes(arch, setup, c)
+    # The backward pass starts with the loss buffers; a recomputed layer comes later, when they are freed.
+    if recomputed > loss_buffers:
+        at_peak, logits = kept + recomputed, 0.0
+    else:
+        at_peak, logits = kept, loss_buffers
+    paged = optimizer if setup.optimizer in PAGED else 0.0
+    resident = weights + optimizer - paged + bucket
+
+    if setup.optimizer_in_backward:
+        # Each gradient lives only until its own step (torchtune's optimizer_in_bwd): the largest one,
+        # with its step's temporary.
+        largest = counts.largest_layer / (n if shard_gradients else 1)
+        held = (grad_width + (state_width if setup.optimizer in FOREACH_TEMPORARY else 0)) * largest
+        backward, step = resident + at_peak + logits + live + held, 0.0
+        at_backward = (weights, held, optimizer, at_peak, logits, live + bucket)
+    else:
+        carried = gradients if setup.grad_accum > 1 else 0.0  # accumulated from earlier micro-batches
+        produced = gradients - carried
+        # Gradients grow as activations are freed: the backward pass peaks at one end or the other.
+        backward = resident + carried + live + max(at_peak + logits, produced)
+        step = resident + gradients + step_temporary
+        if at_peak + logits >= produced:
+            at_backward = (weights, carried, optimizer, at_peak, logits, live + bucket)
+        else:
+            at_backward = (weights, gradients, optimizer, 0.0, 0.0, live + bucket)
+    if step > backward:
+        phase, parts, transient = (
+            "optimizer_step",
+            (weights, gradients, optimizer, 0.0, 0.0, step_temporary + bucket),
+            step_temporary,
+        )
+    else:
+        phase, parts = "backward", at_backward
+        transient = parts[3] + parts[4] + live
+    cache = c["allocator_fragmentation"] * transient
+    allocated = sum(parts) - paged
+    if phase == "optimizer_step":
+        # The caching allocator never gives memory back during a step: the blocks the backward pass used
+        # stay reserved through the optimizer step, so the reservation is the higher of the two phases.
+        at_backward_reserved = backward + c["allocator_fragmentation"] * (at_backward[3] + at_backward[4] + live)
+        cache = max(cache, at_backward_reserved - allocated)
+    if staged > allocated + cache:
+        cache = staged - allocated  # the reservation left by staging the sharded weights before offloading
+    context = c["cuda_context_gb"] * GB + (c["nccl_buffers_gb"] * GB if n > 1 else 0.0)
+    return Breakdown(*parts, cache, context, paged, cpu, trainable, phase, backward, step, activations, loss_buffers)
 
 
-def deepspeed_model_states(arch: Architecture, setup: Setup) -> float | None:
+def deepspeed_model_states(arch: Architecture, setup: Setup, gather_bytes: float = 4) -> float | None:
     """DeepSpeed's own estimate of model states per GPU (bytes), for full fine-tuning only.
 
     `estimate_zero2_model_states_mem_needs` / `estimate_zero3_…` (stage_1_and_2.py,
@@ -297,7 +532,7 @@ def deepspeed_model_states(arch: Architecture, setup: Setup) -> float | None:
     counts = parameter_counts(arch)
     p, n = counts.total, setup.gpus
     if setup.sharding == "zero3":
-        largest = 4 * counts.largest_layer
+        largest = gather_bytes * counts.largest_layer
         if setup.offload == "full":
             return largest
         if setup.offload == "optimizer":
@@ -367,10 +602,110 @@ def shape_references(named: Mapping[str, Architecture]) -> list[str]:
 def architecture_for_size(params_b: float, named: Mapping[str, Architecture]) -> Architecture:
     """A dense architecture of `params_b` billion parameters for a model without config data:
     the shape of the reference model nearest in size (on a log scale; the smaller on a tie), layers scaled."""
+    return custom_architecture(named, params_b)[0]
+
+
+def nearest_reference(params_b: float, named: Mapping[str, Architecture]) -> str:
+    """The named dense model nearest in size to `params_b` (log scale; the smaller on a tie)."""
     size = params_b * 1e9
     totals = [(parameter_counts(named[m]).total, m) for m in shape_references(named)]
-    _, nearest = min(totals, key=lambda item: (abs(math.log(item[0] / size)), item[0]))
-    return synthetic_architecture(params_b, named[nearest])
+    if not totals:
+        raise ValueError("the catalog has no named dense model to borrow a shape from")
+    return min(totals, key=lambda item: (abs(math.log(item[0] / size)), item[0]))[1]
+
+
+# How far a custom model's total may be from the size asked for before the request is refused.
+CUSTOM_SIZE_TOLERANCE = 0.05
+MAX_CUSTOM_LAYERS = 2000
+MAX_CUSTOM_PARAMS_B = 100_000
+
+
+def custom_architecture(
+    named: Mapping[str, Architecture],
+    params_b: float | None = None,
+    vocab: int | None = None,
+    layers: int | None = None,
+    hidden: int | None = None,
+) -> tuple[Architecture, str]:
+    """A dense model of `params_b` billion parameters with the shape of the nearest named model, and
+    that model's id. `vocab`, `layers` and `hidden` override the borrowed shape (heads follow the
+    hidden size at the same head size and grouping, the MLP keeps its ratio); the free dimension is
+    the number of layers, or with `layers` given the hidden size. ValueError when the shape cannot
+    represent the size (more than 5 % off) or the overrides contradict each other.
+    """
+    if params_b is None and not (layers and hidden):
+        raise ValueError("give the size (params_b), or both the number of layers and the hidden size")
+    if params_b is not None and layers and hidden:
+        raise ValueError("the size follows from the number of layers and the hidden size: leave out params_b")
+    for name, value in (("vocab", vocab), ("layers", layers), ("hidden", hidden)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} = {value}: must be a whole number, at least 1")
+    if layers is not None and layers > MAX_CUSTOM_LAYERS:
+        raise ValueError(f"layers = {layers}: more than {MAX_CUSTOM_LAYERS} layers is not a model anyone trains")
+    if params_b is not None and (not math.isfinite(params_b) or params_b <= 0 or params_b > MAX_CUSTOM_PARAMS_B):
+        raise ValueError(
+            f"params_b = {params_b}: must be a positive number of billions, at most {MAX_CUSTOM_PARAMS_B:,} "
+            "(no shape of the catalog has that many layers: give --hidden or --config)"
+        )
+    reference_id = nearest_reference(params_b if params_b is not None else 7.0, named)
+    ref = named[reference_id]
+    base = replace(ref, experts=0, experts_per_token=0, shared_experts=0, moe_intermediate=0, dense_layers=0, layers=1)
+    if vocab is not None:
+        base = replace(base, vocab=vocab)
+
+    def widen(width: int) -> Architecture:
+        group = max(1, ref.heads // max(1, ref.kv_heads))
+        step = ref.head_dim * group
+        if width % step:
+            raise ValueError(
+                f"hidden = {width}: must be a multiple of {step} (head size {ref.head_dim} x {group} query heads "
+                f"per key-value head, as in {reference_id})"
+            )
+        heads = width // ref.head_dim
+        return replace(
+            base,
+            hidden=width,
+            heads=heads,
+            kv_heads=max(1, heads // group),
+            intermediate=max(1, round(ref.intermediate * width / ref.hidden)),
+        )
+
+    if hidden is not None:
+        base = widen(hidden)
+    if params_b is None:
+        return replace(base, layers=layers), reference_id
+    if not math.isfinite(params_b) or params_b <= 0:
+        raise ValueError(f"params_b = {params_b}: must be a positive number of billions")
+    target = params_b * 1e9
+    if layers is None:
+        one = parameter_counts(base).total
+        per_layer = parameter_counts(replace(base, layers=2)).total - one
+        guess = (target - (one - per_layer)) / per_layer
+        if guess > MAX_CUSTOM_LAYERS:
+            raise ValueError(
+                f"{params_b:g} B with the shape of {reference_id} would need {guess:,.0f} layers: give --hidden "
+                "(a wider model) or --config"
+            )
+        candidates = {max(1, math.floor(guess)), max(1, math.ceil(guess))}
+        n = min(sorted(candidates), key=lambda k: abs(parameter_counts(replace(base, layers=k)).total - target))
+        arch = replace(base, layers=n)
+    else:
+        base = replace(base, layers=layers)
+        step = ref.head_dim * max(1, ref.heads // max(1, ref.kv_heads))
+        widths = range(step, 64 * 1024 + step, step)
+        arch = min(
+            (widen(w) for w in widths), key=lambda a: abs(parameter_counts(replace(a, layers=layers)).total - target)
+        )
+        arch = replace(arch, layers=layers)
+    total = parameter_counts(arch).total
+    if abs(total - target) > CUSTOM_SIZE_TOLERANCE * target:
+        smallest = parameter_counts(replace(arch, layers=1)).total / 1e9
+        raise ValueError(
+            f"{params_b:g} B cannot take the shape of {reference_id}: the nearest it gives is {total / 1e9:.3g} B "
+            f"(one layer with a {arch.vocab:,}-word vocabulary is already {smallest:.3g} B); give --vocab, "
+            "--hidden or --layers, or --config"
+        )
+    return arch, reference_id
 
 
 def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
@@ -390,18 +725,95 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
     return found
 
 
-BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "overhead")
+BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead")
+
+# The settings of sources/typical_setup.csv: each one's kind and what it may be.
+TYPICAL_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "seq_len": ("count", ()),
+    "micro_batch": ("count", ()),
+    "grad_accum": ("count", ()),
+    "grad_checkpointing": ("bool", ()),
+    "flash_attention": ("bool", ()),
+    "optimizer": ("choice", OPTIMIZERS),
+    "loss": ("choice", LOSSES),
+    "lora_rank": ("count", ()),
+    "lora_targets": ("choice", LORA_TARGETS),
+    "lora_dropout": ("bool", ()),
+    "gpus": ("count", ()),
+    "multi_gpu_sharding": ("choice", SHARDINGS[1:]),
+    "offload": ("choice", OFFLOADS),
+}
+TYPICAL_PREFIX = "typical_"
 
 
-def typical_setup(method_id: str, c: Mapping[str, float]) -> Setup:
-    """The setup the site's pages show for each method: one GPU, the typical sequence and batch of
-    constants.csv, checkpointing as set there, FlashAttention, AdamW; LoRA on every linear layer."""
+def parse_typical_value(setting: str, text: str) -> object:
+    """A typical_setup.csv value as its Python value; ValueError with the rule when it is not valid."""
+    kind, allowed = TYPICAL_SETTINGS[setting]
+    text = text.strip()
+    if kind == "count":
+        if not text.isdigit() or int(text) < 1 or int(text) > 10_000_000:
+            raise ValueError("must be a whole number from 1 to 10 000 000")
+        return int(text)
+    if kind == "bool":
+        if text not in ("true", "false"):
+            raise ValueError("must be true or false")
+        return text == "true"
+    if text not in allowed:
+        raise ValueError(f"must be one of {', '.join(allowed)}")
+    return text
+
+
+def typical_setup_problems(rows: list[tuple[int | None, str | None, str | None]]) -> list[tuple]:
+    """Problems of typical_setup.csv rows (line, setting_id, value): (line, column, value, rule) each;
+    every setting must be present once, known, and valid."""
+    found, seen = [], set()
+    for line, setting, value in rows:
+        if setting not in TYPICAL_SETTINGS:
+            found.append(
+                (line, "setting_id", setting, f"unknown setting; expected one of {', '.join(TYPICAL_SETTINGS)}")
+            )
+            continue
+        seen.add(setting)
+        try:
+            parse_typical_value(setting, value or "")
+        except ValueError as exc:
+            found.append((line, "value", value, f"{setting}: {exc}"))
+    for setting in TYPICAL_SETTINGS:
+        if setting not in seen:
+            found.append((None, "setting_id", setting, "this setting of the typical setup must be present"))
+    return found
+
+
+def typical_constants(frame: pl.DataFrame) -> dict[str, object]:
+    """The typical setup as `typical_<setting>` entries beside the constants (templates read them with
+    t.const). Numbers and true/false become floats (1/0) as constants are; choices stay text."""
+    out: dict[str, object] = {}
+    for setting, value in frame.select("setting_id", "value").iter_rows():
+        parsed = parse_typical_value(setting, value)
+        out[TYPICAL_PREFIX + setting] = float(parsed) if isinstance(parsed, (bool, int)) else parsed
+    return out
+
+
+def typical_setup(method_id: str, c: Mapping[str, object], gpus: int | None = None) -> Setup:
+    """The site's typical setup (sources/typical_setup.csv, as `typical_constants` puts it beside the
+    constants) for one method; on more than one card with its multi-GPU sharding."""
+    t = {k.removeprefix(TYPICAL_PREFIX): v for k, v in c.items() if k.startswith(TYPICAL_PREFIX)}
+    cards = int(t["gpus"]) if gpus is None else gpus
     return Setup(
         method=method_id,
-        seq_len=int(c["typical_seq_len"]),
-        micro_batch=int(c["typical_micro_batch"]),
-        grad_checkpointing=bool(c["typical_grad_checkpointing"]),
-        lora_rank=int(c["typical_lora_rank"]),
+        optimizer=str(t["optimizer"]),
+        seq_len=int(t["seq_len"]),
+        micro_batch=int(t["micro_batch"]),
+        grad_accum=int(t["grad_accum"]),
+        gpus=cards,
+        sharding=str(t["multi_gpu_sharding"]) if cards > 1 else "ddp",
+        offload=str(t["offload"]) if cards > 1 else "none",
+        grad_checkpointing=bool(t["grad_checkpointing"]),
+        flash_attention=bool(t["flash_attention"]),
+        lora_rank=int(t["lora_rank"]),
+        lora_targets=str(t["lora_targets"]),
+        lora_dropout=bool(t["lora_dropout"]) and not method_id.startswith("full"),
+        loss=str(t["loss"]),
     )
 
 
@@ -431,7 +843,8 @@ def memory_breakdown_table(
                     "lora_rank": None if setup.is_full else setup.lora_rank,
                     "lora_targets": None if setup.is_full else setup.lora_targets,
                     "trainable_params": float(b.trainable_params),
-                    **{f"{k}_gb": parts[k] for k in (*BREAKDOWN_COLUMNS, "total")},
+                    **{f"{k}_gb": parts[k] for k in (*BREAKDOWN_COLUMNS, "allocated", "reserved", "total")},
+                    "peak_phase": b.phase,
                     "table_rule_gb": table[(model_id, method_id)],
                 }
             )

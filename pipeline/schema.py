@@ -515,6 +515,10 @@ LEGACY_OFFER_JOBS = Table(
 # Techniques a measured row may use that the first-principles estimator does not model.
 EXTRA_TECHNIQUES = (
     "torch_compile",
+    "frozen_fp32",
+    "quantized_lm_head",
+    "lora_lm_head",
+    "fsdp_frozen_unsharded",
     "optimizer_in_backward",
     "activation_offloading",
     "unsloth_kernels",
@@ -525,6 +529,9 @@ EXTRA_TECHNIQUES = (
     "lora_dropout",
     "unknown_lengths",
 )
+# Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
+MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused")
+FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
 # Adapters without a rank: their rows leave lora_rank and lora_targets empty although the method is lora.
 RANKLESS_ADAPTERS = ("ia3", "prompt_tuning")
 _TECHNIQUE = f"(?:{'|'.join(EXTRA_TECHNIQUES)})"
@@ -551,8 +558,9 @@ MEASUREMENTS = Table(
         Field(
             "optimizer",
             "str",
-            "Оптимизатор: adamw — AdamW с 32-битными состояниями, adamw_8bit — 8-битный AdamW, sgd — SGD с моментом.",
-            allowed=("adamw", "adamw_8bit", "sgd"),
+            "Оптимизатор: adamw — AdamW PyTorch (foreach), adamw_fused — он же одним ядром, adamw_8bit — 8-битный "
+            "AdamW, paged_adamw и paged_adamw_8bit — их страничные варианты bitsandbytes, sgd — SGD с моментом.",
+            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
             label_ru="Оптимизатор",
         ),
         Field(
@@ -616,24 +624,38 @@ MEASUREMENTS = Table(
         Field(
             "lora_targets",
             "str",
-            "Слои с LoRA: qv — только q и v, attention — все проекции внимания, all — все линейные слои; "
-            "пусто у полного дообучения и у адаптеров без ранга.",
+            "Слои с LoRA: qv — только q и v, qkv — q, k и v, attention — все проекции внимания, all — все линейные "
+            "слои; пусто у полного дообучения и у адаптеров без ранга.",
             required=False,
-            allowed=("qv", "attention", "all"),
+            allowed=("qv", "qkv", "attention", "all"),
             label_ru="Слои LoRA",
         ),
         Field(
-            "chunked_loss",
-            "bool",
-            "Выходной слой и кросс-энтропия считаются по кускам, без полного буфера логитов.",
-            label_ru="Потери по кускам",
+            "loss",
+            "str",
+            "Как посчитана функция потерь: hf — кросс-энтропия transformers с 4.46 (логиты bf16 переводятся в fp32), "
+            "hf_legacy — она же до 4.46 (ещё одна fp32-копия), chunked — выходной слой и кросс-энтропия по кускам "
+            "(torchtune, LitGPT), fused — слитое ядро выходного слоя и потерь (Liger, Unsloth).",
+            allowed=MEASUREMENT_LOSSES,
+            label_ru="Функция потерь",
+        ),
+        Field(
+            "framework",
+            "str",
+            "Чем обучали: transformers — Trainer, TRL, PEFT и accelerate Hugging Face; litgpt, torchtune, "
+            "llama_factory, unsloth, axolotl — одноимённые библиотеки; deepspeed — собственный цикл на DeepSpeed; "
+            "other — другое. Библиотеки по-разному хранят одни и те же тензоры (см. страницу точности).",
+            allowed=FRAMEWORKS,
+            label_ru="Библиотека",
         ),
         Field(
             "extra_techniques",
             "str",
             "Особенности запуска через запятую: "
             + ", ".join(EXTRA_TECHNIQUES)
-            + ". double_quant и lora_dropout оценка учитывает; unknown_lengths — длина примеров неизвестна "
+            + ". double_quant, lora_dropout, frozen_fp32 (несжатые замороженные веса в fp32), quantized_lm_head "
+            "(QLoRA сжимает и выходной слой), lora_lm_head (адаптер на выходном слое) и optimizer_in_backward "
+            "оценка учитывает; unknown_lengths — длина примеров неизвестна "
             "(seq_len — только верхняя граница); с остальными строка показывается, но не входит в сводку "
             "точности. Пусто — таких нет.",
             required=False,
@@ -677,8 +699,9 @@ MEASUREMENTS = Table(
             "metric",
             "str",
             "Что измерено: allocated — max_memory_allocated, reserved — max_memory_reserved, reserved_delta — прирост "
-            "reserved от старта, active — пик active_bytes, nvidia_smi — по nvidia-smi, unknown — не указано.",
-            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            "reserved от старта, active — пик active_bytes, nvidia_smi — по nvidia-smi, unknown — не указано, "
+            "fits_on — источник говорит лишь, что обучение поместилось в столько памяти (бюджет карты).",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown", "fits_on"),
             label_ru="Метрика",
         ),
         Field(
@@ -693,6 +716,20 @@ MEASUREMENTS = Table(
     ("measurement_id",),
 )
 
+TYPICAL_SETUP = Table(
+    "typical_setup",
+    "Типовая постановка",
+    "Постановка обучения, которую показывают страницы моделей, таблица memory_breakdown и подробный режим "
+    "калькулятора и которую берёт по умолчанию команда estimate: одна строка на параметр.",
+    (
+        Field("setting_id", "id", "Параметр постановки (их список — в sources/README.md).", label_ru="Параметр"),
+        Field("value", "str", "Значение: число, true/false или вариант из списка.", max_length=40, label_ru="Значение"),
+        Field("description_ru", "str", "Почему выбрано это значение.", max_length=600, label_ru="Обоснование"),
+        _ref(),
+    ),
+    ("setting_id",),
+)
+
 SOURCE_TABLES: tuple[Table, ...] = (
     REFERENCES,
     CONSTANTS,
@@ -705,6 +742,7 @@ SOURCE_TABLES: tuple[Table, ...] = (
     LEGACY_OFFERS,
     LEGACY_OFFER_JOBS,
     MEASUREMENTS,
+    TYPICAL_SETUP,
 )
 
 ESTIMATES = Table(
@@ -825,7 +863,13 @@ def _part(name: str, what: str, label: str) -> Field:
 def _setup_fields() -> tuple[Field, ...]:
     """The training setup columns shared by the estimator's tables."""
     return (
-        Field("optimizer", "str", "Оптимизатор.", allowed=("adamw", "adamw_8bit", "sgd"), label_ru="Оптимизатор"),
+        Field(
+            "optimizer",
+            "str",
+            "Оптимизатор.",
+            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            label_ru="Оптимизатор",
+        ),
         Field("seq_len", "int", "Длина последовательности.", unit="токенов", label_ru="Длина, токенов"),
         Field("micro_batch", "int", "Последовательностей на карту за шаг.", unit="шт.", label_ru="Микробатч"),
         Field("gpus", "int", "Карт в обучении.", unit="шт.", label_ru="Карт"),
@@ -855,9 +899,9 @@ MEMORY_BREAKDOWN = Table(
         Field(
             "lora_targets",
             "str",
-            "Слои с адаптером: qv, attention (все проекции внимания), all (все линейные); пусто для полного.",
+            "Слои с адаптером: qv, qkv, attention (все проекции внимания), all (все линейные); пусто для полного.",
             required=False,
-            allowed=("qv", "attention", "all"),
+            allowed=("qv", "qkv", "attention", "all"),
             label_ru="Слои LoRA",
         ),
         Field("trainable_params", "float", "Обучаемых параметров.", unit="шт.", label_ru="Обучаемых параметров"),
@@ -866,8 +910,22 @@ MEMORY_BREAKDOWN = Table(
         _part("optimizer", "Состояния оптимизатора (со 32-битной копией весов при смешанной точности).", "Оптимизатор"),
         _part("activations", "Активации, сохранённые для обратного прохода.", "Активации"),
         _part("logits", "Логиты выходного слоя и буферы функции потерь.", "Логиты и потери"),
-        _part("overhead", "Контекст CUDA и кэш распределителя памяти.", "Накладные расходы"),
-        _part("total", "Всего на одну карту.", "Всего на карту"),
+        _part(
+            "buffers",
+            "Временные буферы: собранные слои ZeRO-3, распакованный вес QLoRA, временные тензоры шага оптимизатора.",
+            "Буферы",
+        ),
+        _part("overhead", "Кэш распределителя памяти и контекст CUDA.", "Накладные расходы"),
+        _part("allocated", "Выдано тензорам на пике (torch.cuda.max_memory_allocated).", "Выдано тензорам"),
+        _part("reserved", "Занято распределителем PyTorch на пике (max_memory_reserved).", "Занято распределителем"),
+        _part("total", "Вся занятая память карты (как в nvidia-smi): то, что должно поместиться.", "Всего на карту"),
+        Field(
+            "peak_phase",
+            "str",
+            "Момент пика: backward — начало обратного прохода, optimizer_step — шаг оптимизатора.",
+            allowed=("backward", "optimizer_step"),
+            label_ru="Момент пика",
+        ),
         _part("table_rule", "Оценка по опорной таблице для сравнения.", "Оценка по таблице"),
     ),
     ("model_id", "method_id"),
@@ -904,9 +962,25 @@ CALIBRATION = Table(
             "metric",
             "str",
             "Что измерено: allocated/active — тензоры; reserved, reserved_delta — с кэшем распределителя; "
-            "nvidia_smi, unknown — вся занятая память карты.",
-            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown"),
+            "nvidia_smi, unknown — вся занятая память карты; fits_on — бюджет, в который обучение поместилось.",
+            allowed=("allocated", "reserved", "reserved_delta", "active", "nvidia_smi", "unknown", "fits_on"),
             label_ru="Метрика",
+        ),
+        Field(
+            "metric_kind",
+            "str",
+            "Какое показание оценки сравнивается: allocated — тензоры, reserved — с кэшем распределителя, card — "
+            "вся карта (nvidia-smi или метрика не названа), fits_on — бюджет, в который обучение поместилось.",
+            allowed=("allocated", "reserved", "card", "fits_on"),
+            label_ru="Вид показания",
+        ),
+        Field("framework", "str", "Библиотека обучения.", allowed=FRAMEWORKS, label_ru="Библиотека"),
+        Field(
+            "sharding",
+            "str",
+            "Шардирование: ddp (и одна карта), zero1, zero2, zero3 (и FSDP).",
+            allowed=("ddp", "zero1", "zero2", "zero3"),
+            label_ru="Шардирование",
         ),
         Field("measured_value", "float", "Значение, как в источнике.", required=False, label_ru="Измерено"),
         Field("measured_unit", "str", "Единица источника.", allowed=("GB", "GiB"), label_ru="Единица"),
@@ -987,6 +1061,155 @@ CALIBRATION_SUMMARY = Table(
     kind="derived",
 )
 
+_STATS = (
+    Field("rows", "int", "Строк с прогнозом.", unit="шт.", label_ru="Строк"),
+    Field("median_abs_error", "float", "Медиана |ошибки|.", unit="доля", required=False, label_ru="Медиана |ошибки|"),
+    Field(
+        "within_25",
+        "float",
+        "Доля строк с |ошибкой| не больше calibration_within (25 %).",
+        unit="доля",
+        required=False,
+        label_ru="В ±25 %",
+    ),
+    Field(
+        "median_error",
+        "float",
+        "Медиана ошибки со знаком: меньше нуля — занижает.",
+        unit="доля",
+        required=False,
+        label_ru="Медиана ошибки",
+    ),
+)
+
+CALIBRATION_BREAKDOWN = Table(
+    "calibration_breakdown",
+    "Точность оценок: по видам показаний, способам, шардированию и библиотекам",
+    "Для каждого способа оценки — ошибка по строкам сводки, разложенная по одному признаку: виду показания, "
+    "способу дообучения, шардированию или библиотеке обучения.",
+    (
+        Field("estimator", "id", "Способ оценки.", allowed=tuple(_ESTIMATOR_NAMES), label_ru="Способ оценки"),
+        Field(
+            "dimension",
+            "str",
+            "Признак: metric_kind — вид показания, method — способ дообучения, sharding — шардирование, framework — "
+            "библиотека, framework_method — библиотека и способ вместе (код группы: библиотека-способ).",
+            allowed=("metric_kind", "method", "sharding", "framework", "framework_method"),
+            label_ru="Признак",
+        ),
+        Field(
+            "group_id",
+            "id",
+            "Значение признака: код вида показания, способа, шардирования или библиотеки.",
+            label_ru="Группа",
+        ),
+        Field("sort_order", "int", "Порядок на странице.", label_ru="Порядок"),
+        *_STATS,
+    ),
+    ("estimator", "dimension", "group_id"),
+    kind="derived",
+)
+
+ESTIMATOR_RANGE = Table(
+    "estimator_range",
+    "Измеренный разброс оценки из первых принципов",
+    "Насколько оценка из первых принципов расходится с измерениями сводки: 10-й и 90-й процентили ошибки со "
+    "знаком, всего и по видам показаний, и множители, которые переводят оценку в измеренный диапазон: "
+    "пик лежит между оценкой × low_factor и оценкой × high_factor у 80 % строк.",
+    (
+        Field(
+            "scope",
+            "id",
+            "Какие строки: all — все строки сводки, иначе вид показания (allocated, reserved, card, fits_on).",
+            allowed=("all", "allocated", "reserved", "card", "fits_on"),
+            label_ru="Строки",
+        ),
+        Field("sort_order", "int", "Порядок на странице.", label_ru="Порядок"),
+        Field("rows", "int", "Строк сводки.", unit="шт.", label_ru="Строк"),
+        Field(
+            "error_p10",
+            "float",
+            "10-й процентиль ошибки со знаком (прогноз − измерение) / измерение; пусто, если строк меньше 5.",
+            unit="доля",
+            required=False,
+            label_ru="Ошибка, 10-й процентиль",
+        ),
+        Field(
+            "error_median", "float", "Медиана ошибки со знаком.", unit="доля", required=False, label_ru="Медиана ошибки"
+        ),
+        Field(
+            "error_p90",
+            "float",
+            "90-й процентиль ошибки со знаком; пусто, если строк меньше 5.",
+            unit="доля",
+            required=False,
+            label_ru="Ошибка, 90-й процентиль",
+        ),
+        Field(
+            "low_factor",
+            "float",
+            "Нижний множитель измеренного диапазона: 1 / (1 + error_p90).",
+            required=False,
+            label_ru="Множитель снизу",
+        ),
+        Field(
+            "high_factor",
+            "float",
+            "Верхний множитель измеренного диапазона: 1 / (1 + error_p10).",
+            required=False,
+            label_ru="Множитель сверху",
+        ),
+    ),
+    ("scope",),
+    kind="derived",
+)
+
+ESTIMATOR_CONSTANTS_TABLE = Table(
+    "estimator_constants",
+    "Константы оценки из первых принципов: откуда каждая",
+    "Каждая константа оценки из первых принципов с её значением и происхождением: derived — выведена из "
+    "устройства тензоров или кода библиотек, assumed — принята без подбора, fitted — подобрана по калибровочным "
+    "измерениям (с тем, по скольким строкам и что даёт подбор на текущих строках).",
+    (
+        Field("constant_id", "id", "Константа.", references="constants.constant_id", label_ru="Константа"),
+        Field("value", "float", "Значение в constants.csv.", label_ru="Значение"),
+        Field(
+            "basis",
+            "str",
+            "Происхождение: derived — выведена, assumed — принята, fitted — подобрана.",
+            allowed=("derived", "assumed", "fitted"),
+            label_ru="Происхождение",
+        ),
+        Field(
+            "fitted_on",
+            "str",
+            "Для подобранной: по каким строкам (вид показания); пусто у остальных.",
+            required=False,
+            label_ru="Подобрана по",
+        ),
+        Field(
+            "fit_rows", "int", "Для подобранной: строк подбора.", unit="шт.", required=False, label_ru="Строк подбора"
+        ),
+        Field(
+            "refit_value",
+            "float",
+            "Для подобранной: значение с наименьшей медианой |ошибки| на этих строках сейчас (перебор с шагом 0,05).",
+            required=False,
+            label_ru="Подбор сейчас",
+        ),
+        Field(
+            "refit_median_abs_error",
+            "float",
+            "Медиана |ошибки| на строках подбора при refit_value.",
+            unit="доля",
+            required=False,
+            label_ru="Медиана |ошибки| при подборе",
+        ),
+    ),
+    ("constant_id",),
+    kind="derived",
+)
+
 PRETRAINING = Table(
     "pretraining",
     "Предобучение: черновой план",
@@ -1041,6 +1264,9 @@ DERIVED_TABLES: tuple[Table, ...] = (
     MEMORY_BREAKDOWN,
     CALIBRATION,
     CALIBRATION_SUMMARY,
+    CALIBRATION_BREAKDOWN,
+    ESTIMATOR_RANGE,
+    ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
@@ -1061,7 +1287,12 @@ ESTIMATOR_CONSTANTS = (
     "zero3_gather_bytes_per_param",
     "offload_cpu_buffer_factor",
     "cuda_context_gb",
-    "allocator_reserve_factor",
+    "logits_legacy_bytes",
+    "loss_chunks",
+    "fused_loss_bytes_per_hidden",
+    "zero3_prefetch_units",
+    "allocator_fragmentation",
+    "nccl_buffers_gb",
 )
 
 
@@ -1120,13 +1351,14 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "zero3_gather_bytes_per_param": Bounds(ge=0, le=32),
     "offload_cpu_buffer_factor": Bounds(ge=1, le=10),
     "cuda_context_gb": Bounds(ge=0, le=10),
-    "allocator_reserve_factor": Bounds(ge=0, le=2),
+    "logits_legacy_bytes": Bounds(gt=0, le=64),
+    "loss_chunks": Bounds(ge=1, le=1024, integer=True),
+    "fused_loss_bytes_per_hidden": Bounds(ge=0, le=64),
+    "zero3_prefetch_units": Bounds(ge=0, le=16, integer=True),
+    "allocator_fragmentation": Bounds(ge=0, le=2, usual=(0, 1)),
+    "nccl_buffers_gb": Bounds(ge=0, le=10),
     "tokens_per_param": Bounds(gt=0, le=100_000, usual=(1, 5000)),
     "pretraining_target_days": Bounds(gt=0, le=3650),
-    "typical_seq_len": Bounds(ge=1, le=1_000_000, integer=True, usual=(128, 131_072)),
-    "typical_micro_batch": Bounds(ge=1, le=100_000, integer=True, usual=(1, 64)),
-    "typical_grad_checkpointing": Bounds(ge=0, le=1, integer=True),
-    "typical_lora_rank": Bounds(ge=1, le=65_536, integer=True, usual=(1, 1024)),
     "comparison_accumulation_steps": Bounds(ge=2, le=1024, integer=True),
     "calibration_within": Bounds(gt=0, lt=1),
 }
@@ -1141,6 +1373,7 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
     ("legacy_qlora_7b_gb", "<=", "legacy_qlora_13b_gb"),
     ("legacy_qlora_13b_gb", "<=", "legacy_qlora_70b_gb"),
     ("logits_chunked_bytes", "<=", "logits_bytes"),
+    ("logits_bytes", "<=", "logits_legacy_bytes"),
     ("double_quant_scale_bytes", "<=", "quant_scale_bytes"),
 )
 

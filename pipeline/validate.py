@@ -845,6 +845,23 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
         _sql_rule(out, con, sources_dir, "models", "generic sizes have a model to borrow a shape from", rows)
 
 
+def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Every setting of the typical setup is present once, known, and of its kind (memory.TYPICAL_SETTINGS)."""
+    if "typical_setup" not in names:
+        return
+    from pipeline.memory import typical_setup_problems
+
+    rows = con.sql(f"SELECT {LINE}, setting_id, value FROM raw_typical_setup ORDER BY 1").fetchall()
+    _sql_rule(
+        out,
+        con,
+        sources_dir,
+        "typical_setup",
+        "every typical setting is present and valid",
+        typical_setup_problems(rows),
+    )
+
+
 def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """A peak is given exactly for measured rows, LoRA settings exactly for LoRA methods, and a peak fits its GPU."""
     if "measurements" not in names:
@@ -1033,6 +1050,7 @@ def start_validation(
             architecture_rules,
             server_rules,
             constant_rules,
+            typical_setup_rules,
             measurement_rules,
             name_rules,
             catalog_rules,

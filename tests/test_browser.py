@@ -59,7 +59,7 @@ def test_tables_are_complete_without_javascript(browser, site_server):
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(site_server + "models/index.html")
-    assert len(first_column(page)) == 38
+    assert len(first_column(page)) == 45
     assert page.locator("button.sort").count() == 0
     context.close()
 

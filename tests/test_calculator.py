@@ -1,10 +1,14 @@
 """The «Дообучение» calculator: its JSON, its page, and parity of the browser's figures with the pipeline's."""
 
+import csv
 import html
 import json
 import math
 import re
+import subprocess
+import sys
 from dataclasses import asdict, replace
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import polars as pl
@@ -12,8 +16,10 @@ import pytest
 
 from pipeline import estimate, memory, training
 from pipeline import format as fmt
-from pipeline.architecture import parameter_counts
+from pipeline.architecture import architecture_from_config, parameter_counts
 from pipeline.calculator import CONSTANTS, ESTIMATOR_CONSTANTS, calculator_data, calculator_json
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # Custom sizes (B): below, on, between and above the anchors (7, 14, 30, 70) and the seed's sizes.
 SIZES = [0.5, 3.3, 7, 8, 10.5, 12.5, 14, 22, 30, 32, 50, 70, 84, 100, 235, 405]
@@ -81,7 +87,7 @@ def test_anchor_sizes_are_data(catalog):
 def test_page_has_labels_noscript_and_the_time_block(built):
     page = (built / "site" / "calculator.html").read_text(encoding="utf-8")
     ids = re.findall(r'<(?:input|select)[^>]* id="([^"]+)"', page)
-    assert len(ids) == 9 + 16  # the table rule's fields, the advanced switch and the 15 Setup fields
+    assert len(ids) == 9 + 20  # the table rule's fields, the advanced switch and the 19 Setup fields
     for field_id in ids:
         assert f'<label for="{field_id}">' in page, field_id
     assert "<noscript>" in page
@@ -525,7 +531,8 @@ def test_data_carries_the_estimator(catalog):
     assert data["architectures"]["generic-70b"] == asdict(archs["generic-70b"])  # synthetic, as Python shapes it
     assert data["constants"] == {name: catalog.constants[name] for name in ESTIMATOR_CONSTANTS}
     assert set(memory.CONSTANTS) <= set(data["constants"])
-    assert data["setup_defaults"] == asdict(memory.Setup())
+    # The advanced mode opens with the typical setup: checkpointing on, sources/typical_setup.csv.
+    assert data["setup_defaults"] == asdict(TYPICAL) and TYPICAL.grad_checkpointing
     assert data["options"]["optimizers"] == list(memory.OPTIMIZERS)
     assert data["options"]["optimizer_state_bytes"] == memory.OPTIMIZER_STATE_BYTES
     assert "deepseek-v3" not in data["dense_references"] and "llama-3-1-405b" in data["dense_references"]
@@ -546,7 +553,16 @@ def architectures(catalog):
     return memory.model_architectures(models)
 
 
-SETUP_FIELDS = {name: type(value) for name, value in asdict(memory.Setup()).items()}
+SETUP_FIELDS = {name: type(value) for name, value in asdict(memory.Setup()).items() if name != "torch_compile"}
+TYPICAL = memory.typical_setup(
+    "full_amp",
+    {
+        f"typical_{r['setting_id']}": memory.parse_typical_value(r["setting_id"], r["value"])
+        for r in csv.DictReader((ROOT / "sources" / "typical_setup.csv").open(encoding="utf-8"))
+    },
+)
+LORA_ONLY = ("lora_rank", "lora_targets", "lora_dropout", "lora_lm_head", "frozen_fp32")
+QLORA_ONLY = ("double_quant", "quantized_lm_head")
 
 
 def setup_of(case: dict) -> memory.Setup:
@@ -556,12 +572,12 @@ def setup_of(case: dict) -> memory.Setup:
     for name, kind in SETUP_FIELDS.items():
         if name not in case:
             continue
-        if (name in ("lora_rank", "lora_targets", "lora_dropout") and full) or (name == "fp8" and not full):
+        if (name in LORA_ONLY and full) or (name == "fp8" and not full):
             continue
-        if name == "double_quant" and not case["method"].startswith("qlora"):
+        if name in QLORA_ONLY and not case["method"].startswith("qlora"):
             continue
         values[name] = case[name] == "1" if kind is bool else kind(case[name])
-    return memory.Setup(**values)
+    return replace(TYPICAL, **values)
 
 
 def python_advanced(catalog, architectures, expected, case: dict) -> dict:
@@ -603,7 +619,14 @@ def python_advanced(catalog, architectures, expected, case: dict) -> dict:
     out = {
         "_no_fp8": {g for g, row in gpus.items() if no_fp8(row)},
         "problems": [],
-        "breakdown": {**asdict(breakdown), "total": breakdown.total},
+        "breakdown": {
+            **asdict(breakdown),
+            "overhead": breakdown.overhead,
+            "allocated": breakdown.allocated,
+            "reserved": breakdown.reserved,
+            "card": breakdown.card,
+            "total": breakdown.total,
+        },
         "gpus": gpu_fit,
         "servers": [[s["server_id"], total] for s, total in servers],
         "table_memory": expected[(key, case["method"])]["_row"]["memory_gb"],
@@ -668,9 +691,16 @@ PROBLEM_CODES = [
     (r"^(seq_len|micro_batch|grad_accum|gpus|lora_rank) = .*must be at least 1$", "min_{0}"),
     (r"^offload needs ZeRO sharding", "offload_ddp"),
     (r"^offloading the weights", "offload_full"),
-    (r"^LoRA dropout applies", "dropout_full"),
+    (r"^lora_dropout applies", "dropout_full"),
+    (r"^lora_lm_head applies", "head_full"),
+    (r"^frozen_fp32 applies", "frozen_full"),
     (r"^double quantisation applies", "double_quant_qlora"),
+    (r"^a quantised output layer applies", "quantized_head_qlora"),
     (r"^FP8 training applies", "fp8_full"),
+    (r"^the optimizer step inside the backward pass cannot", "in_backward_accum"),
+    (r"^the optimizer step inside the backward pass runs", "in_backward_offload"),
+    (r"^a paged optimizer", "paged_offload"),
+    (r"^torch.compile changes", "torch_compile"),
 ]
 
 
@@ -765,7 +795,7 @@ ADVANCED_CASES = [
         "lora_rank": "8",
         "double_quant": "1",
     },
-    {"model": "custom", "params": "3.3", "method": "lora", "chunked_loss": "1", "micro_batch": "8"},
+    {"model": "custom", "params": "3.3", "method": "lora", "loss": "chunked", "micro_batch": "8"},
     {
         "model": "qwen2-5-7b",
         "method": "qlora_8bit",
@@ -777,7 +807,7 @@ ADVANCED_CASES = [
     },
     {"model": "phi-1-5", "method": "full_amp", "flash_attention": "0", "micro_batch": "2"},
     {"model": "phi-1-5", "method": "lora", "lora_dropout": "1", "gpu": "rtx-4090", "tokens": "5", "epochs": "3"},
-    {"model": "gemma-2-9b", "method": "full_amp", "fp8": "1", "chunked_loss": "1"},
+    {"model": "gemma-2-9b", "method": "full_amp", "fp8": "1", "loss": "chunked"},
     {
         "model": "gemma-2-27b",
         "method": "full_bf16",
@@ -801,7 +831,7 @@ ADVANCED_CASES = [
         "sharding": "zero3",
         "gpus": "128",
         "grad_checkpointing": "1",
-        "chunked_loss": "1",
+        "loss": "chunked",
         "fp8": "1",
         "server": "hgx-b200-8x",
         "tokens": "500",
@@ -826,7 +856,7 @@ ADVANCED_CASES = [
     },
     {"model": "qwen3-235b-a22b", "method": "full_amp", "sharding": "zero3", "offload": "optimizer", "gpus": "32"},
     {"model": "llama-3-2-1b", "method": "full_amp", "seq_len": "8192", "micro_batch": "4", "flash_attention": "0"},
-    {"model": "llama-3-2-1b", "method": "qlora_4bit", "chunked_loss": "1", "lora_rank": "8", "lora_targets": "qv"},
+    {"model": "llama-3-2-1b", "method": "qlora_4bit", "loss": "chunked", "lora_rank": "8", "lora_targets": "qv"},
     {"model": "custom", "params": "0.5", "method": "full_bf16", "optimizer": "adamw_8bit"},
     {
         "model": "custom",
@@ -882,7 +912,7 @@ ADVANCED_CASES = [
         "method": "qlora_4bit",
         "lora_targets": "attention",
         "lora_rank": "8",
-        "chunked_loss": "1",
+        "loss": "chunked",
         "gpu": "l40s",
         "tokens": "20",
     },
@@ -894,7 +924,7 @@ ADVANCED_CASES = [
         "offload": "optimizer",
         "optimizer": "adamw_8bit",
     },
-    {"model": "stablelm-alpha-3b", "method": "full_amp", "chunked_loss": "1", "flash_attention": "0"},
+    {"model": "stablelm-alpha-3b", "method": "full_amp", "loss": "chunked", "flash_attention": "0"},
     {
         "model": "custom",
         "params": "12.5",
@@ -907,19 +937,44 @@ ADVANCED_CASES = [
         "tokens": "100",
     },
     {"model": "qwen2-5-0-5b", "method": "qlora_2bit", "micro_batch": "16", "seq_len": "4096", "lora_rank": "64"},
+    # The estimator's second version: losses, optimizers, targets, the head, fp32 bases, optimizer in backward.
+    {"model": "llama-3-1-8b", "method": "lora", "lora_targets": "qkv", "loss": "hf_legacy", "lora_lm_head": "1"},
+    {"model": "qwen2-5-7b", "method": "qlora_4bit", "frozen_fp32": "1", "loss": "fused", "seq_len": "16384"},
+    {"model": "llama-3-2-3b", "method": "qlora_4bit", "quantized_lm_head": "1", "optimizer": "paged_adamw"},
+    {
+        "model": "mistral-7b",
+        "method": "lora",
+        "optimizer": "paged_adamw_8bit",
+        "frozen_fp32": "1",
+        "grad_checkpointing": "0",
+    },
+    {"model": "llama-3-2-1b", "method": "full_bf16", "optimizer_in_backward": "1", "grad_accum": "1"},
+    {
+        "model": "phi-4",
+        "method": "full_amp",
+        "optimizer": "adamw_fused",
+        "gpus": "4",
+        "sharding": "zero3",
+        "micro_batch": "4",
+    },
+    {"model": "mixtral-8x7b", "method": "qlora_4bit", "gpus": "8", "sharding": "zero3", "lora_targets": "qkv"},
+    {"model": "deepseek-v3", "method": "lora", "gpus": "16", "sharding": "zero3", "lora_lm_head": "1", "loss": "fused"},
+    {"model": "llama-3-1-70b", "method": "full_amp", "gpus": "8", "sharding": "ddp", "grad_accum": "1"},
 ]
 
 
 def test_advanced_cases_cover_every_option(architectures):
-    seen = {name: {c.get(name, str(getattr(memory.Setup(), name))) for c in ADVANCED_CASES} for name in SETUP_FIELDS}
+    seen = {name: {c.get(name, str(getattr(TYPICAL, name))) for c in ADVANCED_CASES} for name in SETUP_FIELDS}
     assert seen["method"] >= set(memory.METHODS)
     assert seen["optimizer"] >= set(memory.OPTIMIZERS)
     assert seen["sharding"] >= set(memory.SHARDINGS)
     assert seen["offload"] >= set(memory.OFFLOADS)
     assert seen["lora_targets"] >= set(memory.LORA_TARGETS)
     assert {"8", "64"} <= seen["lora_rank"]
-    for flag in ("grad_checkpointing", "flash_attention", "chunked_loss", "lora_dropout", "double_quant", "fp8"):
-        assert {"1", "0"} <= {c.get(flag, "1" if getattr(memory.Setup(), flag) else "0") for c in ADVANCED_CASES}, flag
+    assert seen["loss"] >= set(memory.LOSSES)
+    flags = [name for name, kind in SETUP_FIELDS.items() if kind is bool]
+    for flag in flags:
+        assert {"1", "0"} <= {c.get(flag, "1" if getattr(TYPICAL, flag) else "0") for c in ADVANCED_CASES}, flag
     assert {"3.3", "100"} <= {c["params"] for c in ADVANCED_CASES if c["model"] == "custom"}
     kinds = {architectures[model_key(c)].attention_kind for c in ADVANCED_CASES}
     assert kinds == {"mha", "mla"}
@@ -1029,7 +1084,8 @@ def test_advanced_inputs_live_in_the_url(page, site_server):
     page.select_option("#calc-sharding", "zero3")
     page.fill("#calc-gpus", "8")
     page.fill("#calc-seq-len", "4 096")
-    page.check("#calc-grad-checkpointing")
+    assert page.is_checked("#calc-grad-checkpointing")  # the typical setup: checkpointing on
+    page.uncheck("#calc-grad-checkpointing")
     page.uncheck("#calc-flash-attention")
     page.select_option("#calc-optimizer", "adamw_8bit")
     page.check("#calc-fp8")
@@ -1042,7 +1098,7 @@ def test_advanced_inputs_live_in_the_url(page, site_server):
         "seq_len": "4096",
         "gpus": "8",
         "sharding": "zero3",
-        "grad_checkpointing": "1",
+        "grad_checkpointing": "0",
         "flash_attention": "0",
         "fp8": "1",
         "epochs": "1",
@@ -1065,6 +1121,8 @@ def test_advanced_mode_by_keyboard(page, site_server):
     assert page.evaluate("document.activeElement.id") == "calc-adv"
     page.keyboard.press("Space")
     assert page.is_checked("#calc-adv") and page.is_visible("#adv-result")
+    page.keyboard.press("Tab")  # the config.json field comes first: a pasted config replaces the model's shape
+    assert page.evaluate("document.activeElement.id") == "calc-config"
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "calc-optimizer"
     page.keyboard.press("End")
@@ -1073,9 +1131,9 @@ def test_advanced_mode_by_keyboard(page, site_server):
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.id") == "calc-grad-checkpointing":
             break
-    page.keyboard.press("Space")
-    assert page.is_checked("#calc-grad-checkpointing")
-    assert "grad_checkpointing=1" in page.evaluate("window.location.search")
+    page.keyboard.press("Space")  # the typical setup has it on: Space turns it off
+    assert not page.is_checked("#calc-grad-checkpointing")
+    assert "grad_checkpointing=0" in page.evaluate("window.location.search")
 
 
 ADVANCED_SHOT = {
@@ -1103,3 +1161,99 @@ def test_advanced_mode_fits_a_phone_and_passes_axe(browser, site_server):
         violations = serious_axe_violations(page)
         assert violations == [], violations
     context.close()
+
+
+# -- a pasted config.json (the advanced mode's port of architecture.architecture_from_config) --
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+# Real Hugging Face config.json files, each with the catalog model of the same architecture.
+CONFIG_FILES = {
+    "llama-3.1-8b.json": "llama-3-1-8b",
+    "mixtral-8x7b.json": "mixtral-8x7b",
+    "qwen3-30b-a3b.json": "qwen3-30b-a3b",
+}
+
+
+def cli_json(*args: str) -> dict:
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", "estimate", *args, "--json"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_FILES))
+def test_pasted_config_gives_the_architecture_and_figures_of_the_cli(page, site_server, catalog, built, expected, name):
+    text_value = (CONFIGS / name).read_text(encoding="utf-8")
+    arch = architecture_from_config(json.loads(text_value))
+    assert arch == memory.model_architectures(catalog["models"])[CONFIG_FILES[name]]  # the same model as the catalog's
+    page_text(built)  # the page renders its texts
+    open_calculator(page, site_server, {"advanced": "1", "model": "llama-3-2-1b", "method": "full_amp"})
+    page.fill("#calc-config", text_value)
+    for method_id in ("full_amp", "lora", "qlora_4bit"):
+        page.select_option("#calc-method", method_id)
+        shown = read_advanced(page)
+        raw = shown["raw"]
+        assert raw["config_architecture"] == asdict(arch), (name, method_id)
+        # The same figures as Python gives for that architecture in the page's (typical) setup ...
+        case = {"model": "llama-3-2-1b", "method": method_id}
+        want = python_advanced(catalog, {"llama-3-2-1b": arch}, expected, case)
+        public = {k: v for k, v in want.items() if not k.startswith("_")}
+        assert close({k: v for k, v in raw.items() if k != "config_architecture"}, public) == [], (name, method_id)
+        # ... and as the command line prints for the same file.
+        cli = cli_json("--config", str(CONFIGS / name), "--method", method_id)
+        assert cli["per_gpu_gb"]["total"] == pytest.approx(raw["breakdown"]["total"] / memory.GB, rel=1e-9)
+        assert cli["readings_gb"]["allocated"] == pytest.approx(raw["breakdown"]["allocated"] / memory.GB, rel=1e-9)
+        assert shown["visible"] and shown["total"] == fmt.gb(raw["breakdown"]["total"] / memory.GB)
+    note = page.text_content("#calc-config-note")
+    assert f"слоёв — {arch.layers}" in note and page.is_visible("#calc-config-note")
+    if arch.is_moe:
+        assert f"экспертов — {arch.experts}, на токен — {arch.experts_per_token}" in note
+
+
+MALFORMED_CONFIGS = [
+    ('{"num_hidden_layers": 32,', "config_json"),
+    ("[1, 2, 3]", "config_object"),
+    ('{"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}', "config_missing"),
+    (
+        '{"num_hidden_layers": 32.5, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}',
+        "config_not_whole",
+    ),
+    (
+        '{"num_hidden_layers": true, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}',
+        "config_not_whole",
+    ),
+    (
+        '{"num_hidden_layers": 0, "hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000}',
+        "config_at_least_one",
+    ),
+    (
+        '{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100, "num_experts": 4}',
+        "config_missing",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config_text", "code"), MALFORMED_CONFIGS)
+def test_malformed_config_gets_a_russian_message_and_no_figures(page, site_server, built, tmp_path, config_text, code):
+    text = page_text(built)
+    open_calculator(page, site_server, {"advanced": "1", "model": "llama-3-1-8b", "method": "lora"})
+    page.fill("#calc-config", config_text)
+    shown = read_advanced(page)
+    assert shown["raw"]["config_error"] == code and not shown["visible"]
+    message = page.text_content("#calc-config-error")
+    assert page.is_visible("#calc-config-error") and page.get_attribute("#calc-config", "aria-invalid") == "true"
+    template = text[code]
+    fixed = [part for part in re.split(r"\{[a-z_]+\}", template) if part.strip()]
+    assert all(part in message for part in fixed), message
+    assert re.search(r"[а-яё]", message) and "{" not in message.replace("{ до }", "").replace("{ … }", "")
+    # The command line refuses the same file (exit 2, one line, no traceback).
+    path = tmp_path / "config.json"
+    path.write_text(config_text, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", "estimate", "--config", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr and run.stderr.startswith("estimate: --config")
+    # Emptying the field brings the selected model back.
+    page.fill("#calc-config", "")
+    assert read_advanced(page)["visible"] and not page.is_visible("#calc-config-error")

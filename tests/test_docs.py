@@ -57,3 +57,28 @@ def test_every_template_table_is_documented():
         for name in dir(builders):
             if name.endswith("_table") and not name.startswith("_"):
                 assert f'table("{name.removesuffix("_table")}"' in guide, name
+
+
+def test_readme_describes_the_estimate_command():
+    """The estimator section names the three readings, both phases, the typical setup, the cache folder and
+    every column of --batch, in and out, as the code has them."""
+    from pipeline import cache, estimate_command, memory
+
+    section = README.split("## The first-principles estimator", 1)[1].split("\n## ", 1)[0]
+    for reading in ("allocated", "reserved", "whole_card", "peak_phase", "per_gpu_gb", "readings_gb"):
+        assert f"`{reading}`" in section, reading
+    assert "backward pass" in section and "optimizer step" in section
+    assert "`sources/typical_setup.csv`" in section
+    assert f"${cache.ENV_DIR}" in section and "gpu-finetune-reference" in section
+    for column in estimate_command.BATCH_COLUMNS:
+        assert f"`{column}`" in section, column
+    for column in estimate_command.BATCH_OUT:
+        if column not in {k for k, _ in estimate_command.PARTS}:
+            assert f"`{column}`" in section or column in ("allocated", "reserved", "whole_card"), column
+    for loss in memory.LOSSES:
+        assert f"`{loss}`" in section, loss
+    help_text = subprocess.run(
+        [sys.executable, "-m", "pipeline", "estimate", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert "typical_setup.csv" in help_text and cache.ENV_DIR in help_text
+    assert "default: 2048, the typical setup" in help_text.replace("\n", " ").replace("  ", " ")

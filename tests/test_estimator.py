@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from statistics import median
@@ -94,7 +96,11 @@ def test_pretraining_plan_takes_the_larger_card_count(catalog_constants):
 def catalog_constants():
     import csv
 
-    return {r["constant_id"]: float(r["value"]) for r in csv.DictReader((ROOT / "sources/constants.csv").open())}
+    constants = {r["constant_id"]: float(r["value"]) for r in csv.DictReader((ROOT / "sources/constants.csv").open())}
+    typical = csv.DictReader((ROOT / "sources/typical_setup.csv").open(encoding="utf-8"))
+    return constants | {
+        f"typical_{r['setting_id']}": memory.parse_typical_value(r["setting_id"], r["value"]) for r in typical
+    }
 
 
 # -- on the built site (the session's `built` fixture is the real catalog, built once) --
@@ -160,8 +166,87 @@ def estimate_cli(*args: str) -> subprocess.CompletedProcess:
             "GX_ANALYTICS_ENABLED": "False",
             "PATH": "/usr/bin:/bin",
             "SOURCE_DATE_EPOCH": os.environ["SOURCE_DATE_EPOCH"],
+            "GPU_FINETUNE_CACHE_DIR": CACHE_DIR,
         },
     )
+
+
+CACHE_DIR = tempfile.mkdtemp(prefix="estimate-cache-")
+
+
+def test_cli_caches_the_validated_catalog_and_ignores_a_damaged_entry():
+    first = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert first.returncode == 0, first.stderr
+    entries = list(Path(CACHE_DIR).glob("estimate-catalog/*.bin"))
+    assert len(entries) == 1
+    again = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert again.stdout == first.stdout
+    # A corrupted entry (one byte changed) is not trusted: validated anew, rewritten, same answer.
+    data = bytearray(entries[0].read_bytes())
+    data[-10] ^= 0xFF
+    entries[0].write_bytes(bytes(data))
+    damaged = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert damaged.returncode == 0 and damaged.stdout == first.stdout
+    assert entries[0].read_bytes() != bytes(data)
+
+
+def test_cache_get_put_verifies_every_entry(tmp_path):
+    from pipeline import cache
+
+    store = cache.Cache(tmp_path)
+    key = cache.make_key("a", "b")
+    assert store.get("ns", key) is None
+    assert store.put("ns", key, b"payload")
+    assert store.get("ns", key) == b"payload"
+    assert store.get("other", key) is None  # another namespace's entry is not this one
+    path = tmp_path / "ns" / f"{key}.bin"
+    other = cache.make_key("c")
+    (tmp_path / "ns" / f"{other}.bin").write_bytes(path.read_bytes())  # a copy under a foreign key
+    assert store.get("ns", other) is None
+    path.write_bytes(path.read_bytes()[:-1])  # truncated
+    assert store.get("ns", key) is None
+    with pytest.raises(ValueError):
+        store.get("ns", "../etc")
+
+
+def test_cli_batch_scores_every_row_and_reports_bad_ones(tmp_path):
+    batch = tmp_path / "setups.csv"
+    batch.write_text(
+        "model,params_b,method,seq_len,gpus,sharding\n"
+        "llama-3-1-8b,,lora,4096,,\n"
+        ",14,full_amp,,8,zero3\n"
+        "llama-3-1-8b,,lora,-1,,\n",
+        encoding="utf-8",
+    )
+    run = estimate_cli("--batch", str(batch))
+    assert run.returncode == 2
+    assert f"{batch}:line 4, column seq_len: seq_len = '-1'" in run.stderr
+    rows = pl.read_csv(io.StringIO(run.stdout))
+    assert rows["line"].to_list() == [2, 3]
+    assert {"weights", "allocated", "reserved", "whole_card", "peak_phase", "table_rule"} <= set(rows.columns)
+    assert rows["shape_borrowed_from"].to_list()[1] in ("phi-4", "qwen2-5-14b")  # the nearest dense 14-15 B model
+
+
+def test_cli_config_file_and_custom_shapes(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                "tie_word_embeddings": False,
+            }
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    run = estimate_cli("--config", str(config), "--method", "lora", "--json")
+    assert run.returncode == 0, run.stderr
+    same = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--json")
+    assert json.loads(run.stdout)["per_gpu_gb"] == json.loads(same.stdout)["per_gpu_gb"]
+    custom = json.loads(estimate_cli("--params-b", "71", "--vocab", "32000", "--json").stdout)
+    assert custom["shape_borrowed_from"] == "llama-3-1-70b" and custom["architecture"]["vocab"] == 32000
+    rule = estimate_cli("--params-b", "20", "--method", "lora", "--table-rule")
+    assert rule.returncode == 0 and "table rule" in rule.stdout
 
 
 def test_cli_json_matches_the_estimator(catalog_constants):
@@ -171,11 +256,18 @@ def test_cli_json_matches_the_estimator(catalog_constants):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    setup = memory.Setup(seq_len=4096, micro_batch=2, gpus=8, sharding="zero3", grad_checkpointing=True)
-    expected = memory.estimate(LLAMA3_8B_31(), setup, catalog_constants).gb()
+    typical = memory.typical_setup("full_amp", catalog_constants, gpus=8)
+    setup = replace(typical, seq_len=4096, micro_batch=2, sharding="zero3", grad_checkpointing=True)
+    b = memory.estimate(LLAMA3_8B_31(), setup, catalog_constants)
+    expected = b.gb()
     assert out["per_gpu_gb"]["total"] == pytest.approx(expected["total"], rel=1e-12)
     assert out["per_gpu_gb"]["weights"] == pytest.approx(expected["weights"], rel=1e-12)
-    assert out["effective_batch"] == 16
+    # The three readings, each named.
+    assert out["readings_gb"] == pytest.approx(
+        {"allocated": b.allocated / 1e9, "reserved": b.reserved / 1e9, "whole_card": b.card / 1e9}, rel=1e-12
+    )
+    assert out["peak_phase"] == b.phase
+    assert out["effective_batch"] == 2 * 8 * 8  # micro-batch x the typical accumulation (8) x GPUs
     assert out["table_rule_gb"]["memory_gb"] > 0
     h100 = next(g for g in out["gpus"] if g["gpu_id"] == "h100-sxm")
     assert h100["cards"] == memory.min_gpus(LLAMA3_8B_31(), setup, catalog_constants, 80)
@@ -207,8 +299,36 @@ def test_cli_help_explains_every_option():
         "--model", "--params-b", "--method", "--seq-len", "--micro-batch", "--grad-accum", "--gpus", "--sharding",
         "--offload", "--grad-checkpointing", "--flash-attention", "--lora-rank", "--lora-targets", "--optimizer",
         "--json", "--tokens", "--utilization", "--server", "--fp8", "--chunked-loss", "--double-quant",
+        "--loss", "--config", "--vocab", "--layers", "--hidden", "--batch", "--table-rule", "--frozen-fp32",
     ):  # fmt: skip
         assert option in run.stdout
+    # Every unset option says its default: the typical setup's.
+    text = " ".join(run.stdout.split())
+    assert "tokens per sequence (default: 2048, the typical setup)" in text
+    assert "(default: true, the typical setup)" in text  # checkpointing
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--params-b", "nan"), "must be a finite number"),
+        (("--params-b", "inf"), "must be a finite number"),
+        (("--params-b", "1e308"), "at most 100,000"),
+        (("--params-b", "0.01"), "cannot take the shape of"),
+        (("--params-b", "-3"), "must be greater than 0"),
+        (("--model", "llama-3-1-8b", "--tokens", "-5"), "must be greater than 0"),
+        (("--model", "llama-3-1-8b", "--tokens", "1e9", "--utilization", "0"), "greater than 0 and at most 1"),
+        (("--model", "llama-3-1-8b", "--tokens", "1e9", "--utilization", "1.5"), "greater than 0 and at most 1"),
+        (("--model", "llama-3-1-8b", "--server", "xfusion-2x-h100"), "--server prices a training run"),
+        (("--model", "llama-3-1-8b", "--seq-len", "0"), "from 1 to 100 000 000"),
+        (("--model", "llama-3-1-8b", "--torch-compile"), "torch.compile changes memory"),
+    ],
+)
+def test_cli_refuses_bad_values_with_exit_2(args, message):
+    run = estimate_cli(*args)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert message in run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
@@ -217,7 +337,7 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     servers = {s["server_id"]: s for s in json.loads(run.stdout)["servers"]}
     models = pl.read_csv(ROOT / "sources/models.csv", infer_schema_length=None)
     arch = memory.model_architectures(models)["llama-3-1-70b"]
-    setup = memory.Setup(sharding="zero3")
+    setup = memory.typical_setup("full_amp", catalog_constants, gpus=16)
     h200 = servers["esc8000a-8x-h200"]
     cards = memory.min_gpus(arch, setup, catalog_constants, 141)
     assert h200["servers_needed"] == math.ceil(cards / 8) > 1  # 70B full does not fit on 8 cards
@@ -225,3 +345,80 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     expected = memory.estimate(arch, replace(setup, gpus=h200["gpus_in_job"]), catalog_constants).total / 1e9
     assert expected <= 141 < memory.estimate(arch, replace(setup, gpus=cards - 1), catalog_constants).total / 1e9
     assert h200["per_gpu_gb"] == pytest.approx(expected, rel=1e-12)
+
+
+# -- the accuracy page's derived tables --
+
+
+def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
+    from statistics import quantiles
+
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
+    spread = {r["scope"]: r for r in pl.read_csv(built / "site/data/estimator_range.csv").iter_rows(named=True)}
+    assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on"]
+    for scope, row in spread.items():
+        part = cal if scope == "all" else cal.filter(pl.col("metric_kind") == scope)
+        errors = part["first_principles_error"].to_list()
+        assert row["rows"] == len(errors) and row["rows"] >= 5
+        cuts = quantiles(errors, n=10, method="inclusive")
+        assert row["error_p10"] == pytest.approx(cuts[0]) and row["error_p90"] == pytest.approx(cuts[-1])
+        assert row["error_median"] == pytest.approx(median(errors))
+        assert row["low_factor"] == pytest.approx(1 / (1 + cuts[-1]))
+        assert row["high_factor"] == pytest.approx(1 / (1 + cuts[0]))
+        # 80 % of the rows' measured peaks lie between estimate x low_factor and estimate x high_factor.
+        inside = [
+            r["first_principles_gb"] * row["low_factor"] - 1e-9
+            <= r["measured_gb"]
+            <= r["first_principles_gb"] * row["high_factor"] + 1e-9
+            for r in part.iter_rows(named=True)
+        ]
+        assert sum(inside) / len(inside) >= 0.8 - 1 / len(inside)
+
+
+def test_calibration_breakdown_recomputes_from_the_rows(built):
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
+    table = pl.read_csv(built / "site/data/calibration_breakdown.csv")
+    assert set(table["dimension"]) == {"metric_kind", "method", "sharding", "framework", "framework_method"}
+    for r in table.filter(pl.col("estimator") == "first_principles").iter_rows(named=True):
+        if r["dimension"] == "framework_method":
+            framework, method = r["group_id"].split("-", 1)
+            part = cal.filter((pl.col("framework") == framework) & (pl.col("method_id") == method))
+        else:
+            column = "method_id" if r["dimension"] == "method" else r["dimension"]
+            part = cal.filter(pl.col(column) == r["group_id"])
+        errors = part["first_principles_error"].to_list()
+        assert r["rows"] == len(errors) > 0
+        assert r["median_abs_error"] == pytest.approx(median(abs(e) for e in errors))
+        assert r["within_25"] == pytest.approx(sum(abs(e) <= 0.25 for e in errors) / len(errors))
+    kinds = table.filter((pl.col("estimator") == "first_principles") & (pl.col("dimension") == "metric_kind"))
+    assert kinds["rows"].sum() == cal.height  # every summary row has one metric kind
+
+
+def test_estimator_constants_say_which_is_fitted_and_to_what(built):
+    table = {
+        r["constant_id"]: r for r in pl.read_csv(built / "site/data/estimator_constants.csv").iter_rows(named=True)
+    }
+    assert set(table) == set(memory.CONSTANTS) | {"forward_flops_per_param_token", "train_flops_per_param_token"}
+    assert [c for c, r in table.items() if r["basis"] == "fitted"] == ["allocator_fragmentation"]
+    assert {c for c, r in table.items() if r["basis"] == "assumed"} == {"cuda_context_gb", "nccl_buffers_gb"}
+    fitted = table["allocator_fragmentation"]
+    cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None)
+    reserved_rows = cal.filter(pl.col("in_summary") & (pl.col("metric_kind") == "reserved")).height
+    assert fitted["fitted_on"] == "reserved" and fitted["fit_rows"] == reserved_rows
+    assert fitted["refit_value"] in [i / 20 for i in range(21)]
+    page = (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\xa0", " ")
+    assert f"по {reserved_rows} строкам калибровочного набора" in page
+    assert "estimator_range.csv" in page and "calibration_breakdown.csv" in page
+
+
+def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
+    page = (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\xa0", " ")
+    spread = pl.read_csv(built / "site/data/estimator_range.csv").filter(pl.col("scope") == "all").row(0, named=True)
+    low = f"{spread['low_factor']:.2f}".replace(".", ",")
+    high = f"{spread['high_factor']:.2f}".replace(".", ",")
+    assert f"между оценкой × {low} и оценкой × {high}" in page
+    frozen = pl.read_csv(ROOT / "sources/measurements.csv")["extra_techniques"].fill_null("")
+    count = sum("fsdp_frozen_unsharded" in t for t in frozen.to_list())
+    assert count == 6 and f"Таких строк {count}" in page
+    for heading in ("По видам показаний", "По шардированию", "По библиотекам", "Чем библиотеки отличаются"):
+        assert heading in page

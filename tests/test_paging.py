@@ -1,5 +1,5 @@
 """Long tables split over pages (pipeline/paging.py): the real catalog with `table_page_rows = 10`
-so that its 38-model and 15-GPU tables are split, and checked as a site: every row once, pagers,
+so that its 45-model and 15-GPU tables are split, and checked as a site: every row once, pagers,
 continuation pages with their own titles, links, sitemap, HTML5 and axe-core."""
 
 import re
@@ -110,14 +110,14 @@ def row_heads(html: str) -> list[str]:
 
 def test_continuation_pages_hold_the_rest_of_the_rows(paged_site, built):
     whole = row_heads((built / "site" / "servers" / "hgx-b200-8x.html").read_text(encoding="utf-8"))
-    assert len(whole) == 38
+    assert len(whole) == 45
     pages = [paged_site / "servers" / "hgx-b200-8x.html"] + [
-        paged_site / "servers" / "hgx-b200-8x" / f"jobs-{k}.html" for k in (2, 3, 4)
+        paged_site / "servers" / "hgx-b200-8x" / f"jobs-{k}.html" for k in (2, 3, 4, 5)
     ]
     parts = [row_heads(p.read_text(encoding="utf-8")) for p in pages]
-    assert [len(p) for p in parts] == [10, 10, 10, 8]
+    assert [len(p) for p in parts] == [10, 10, 10, 10, 5]
     assert [head for part in parts for head in part] == whole
-    assert not (paged_site / "servers" / "hgx-b200-8x" / "jobs-5.html").exists()
+    assert not (paged_site / "servers" / "hgx-b200-8x" / "jobs-6.html").exists()
     # 15 GPUs on a model page: 10 + 5; ten servers fit on one page and are not split.
     assert (paged_site / "models" / "llama-3-1-8b" / "cards-2.html").exists()
     assert not (paged_site / "models" / "llama-3-1-8b" / "servers-2.html").exists()
@@ -125,6 +125,7 @@ def test_continuation_pages_hold_the_rest_of_the_rows(paged_site, built):
         "page-2.html",
         "page-3.html",
         "page-4.html",
+        "page-5.html",
     ]
 
 
@@ -133,24 +134,24 @@ def test_pager_text_and_links(paged_site):
     pager = first[first.index('<nav class="pager"') :]
     assert 'aria-label="Страницы таблицы «Какие задачи помещаются»"' in pager
     assert (
-        "<p>Строки 1–10 из 38 (страница 1 из 4). Сортировка по столбцу — в пределах страницы. "
+        "<p>Строки 1–10 из 45 (страница 1 из 5). Сортировка по столбцу — в пределах страницы. "
         "Вся таблица одним файлом — в загрузке выше.</p>"
     ) in pager
     assert 'rel="prev"' not in pager
     assert '<a aria-current="page" href="../servers/hgx-b200-8x.html" aria-label="Страница 1">1</a>' in pager
     assert '<a rel="next" href="../servers/hgx-b200-8x/jobs-2.html">Следующая →</a>' in pager
 
-    last = (paged_site / "servers" / "hgx-b200-8x" / "jobs-4.html").read_text(encoding="utf-8")
+    last = (paged_site / "servers" / "hgx-b200-8x" / "jobs-5.html").read_text(encoding="utf-8")
     pager = last[last.index('<nav class="pager"') :]
-    assert "<p>Строки 31–38 из 38 (страница 4 из 4)." in pager
-    assert '<a rel="prev" href="../../servers/hgx-b200-8x/jobs-3.html">← Предыдущая</a>' in pager
+    assert "<p>Строки 41–45 из 45 (страница 5 из 5)." in pager
+    assert '<a rel="prev" href="../../servers/hgx-b200-8x/jobs-4.html">← Предыдущая</a>' in pager
     assert 'rel="next"' not in pager
 
 
 def test_a_continuation_page_is_a_page_of_its_own(paged_site):
     page = parse(paged_site / "servers" / "hgx-b200-8x" / "jobs-2.html")
-    assert page.title == "8 × B200 (HGX). Какие задачи помещаются, страница 2 из 4 — Память GPU для дообучения"
-    assert page.meta["description"] == "8 × B200 (HGX). Какие задачи помещаются: строки 11–20 из 38."
+    assert page.title == "8 × B200 (HGX). Какие задачи помещаются, страница 2 из 5 — Память GPU для дообучения"
+    assert page.meta["description"] == "8 × B200 (HGX). Какие задачи помещаются: строки 11–20 из 45."
     assert page.canonical == "/servers/hgx-b200-8x/jobs-2.html"
     html = (paged_site / "servers" / "hgx-b200-8x" / "jobs-2.html").read_text(encoding="utf-8")
     assert (
@@ -158,7 +159,7 @@ def test_a_continuation_page_is_a_page_of_its_own(paged_site):
         '<a href="../../servers/index.html">Серверы каталога</a> → '
         '<a href="../../servers/hgx-b200-8x.html">8 × B200 (HGX)</a></nav>'
     ) in html
-    assert '<h2 id="table">Какие задачи помещаются: страница 2 из 4</h2>' in html
+    assert '<h2 id="table">Какие задачи помещаются: страница 2 из 5</h2>' in html
     # Same sources line and download link as the first page.
     assert '<a href="../../data/server_fit.csv">server_fit.csv</a>' in html
     index = (paged_site / "models" / "index" / "page-2.html").read_text(encoding="utf-8")

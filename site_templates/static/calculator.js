@@ -236,10 +236,12 @@ export function parameterCounts(a) {
   return counts;
 }
 
-export function loraTrainableParams(a, rank, targets) {
+export function loraTrainableParams(a, rank, targets, lmHead = false) {
   const groups = { attention: ["attention"], all: ["attention", "mlp", "expert"] };
-  const chosen = linearLayers(a).filter((x) => (targets === "qv" ? QV.has(x.name) : groups[targets].includes(x.group)));
-  return sum(chosen.map((x) => rank * (x.inFeatures + x.outFeatures) * x.count));
+  const pick = (x) => (targets === "qv" ? QV.has(x.name) : targets === "qkv" ? QV.has(x.name) || x.name === "k" : groups[targets].includes(x.group));
+  const chosen = linearLayers(a).filter(pick);
+  const head = lmHead ? rank * (a.hidden + a.vocab) : 0;
+  return sum(chosen.map((x) => rank * (x.inFeatures + x.outFeatures) * x.count)) + head;
 }
 
 // architecture.synthetic_architecture: the reference's shape, only the number of layers changes.
@@ -270,6 +272,105 @@ export function customArchitecture(data, paramsB) {
   return best && syntheticArchitecture(paramsB, best.arch);
 }
 
+// A problem of a pasted config.json: `code` names the page's Russian message, `values` fill it.
+export class ConfigError extends Error {
+  constructor(code, values = {}) {
+    super(code);
+    this.code = code;
+    this.values = values;
+  }
+}
+
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+// Python's truthiness, which architecture_from_config relies on: empty arrays and objects are false too.
+const truthy = (value) =>
+  !(value === null || value === undefined || value === false || value === 0 || value === "") &&
+  !(Array.isArray(value) && value.length === 0) &&
+  !(isObject(value) && Object.keys(value).length === 0);
+
+// architecture.architecture_from_config: the Architecture of a Hugging Face config.json (already parsed).
+export function architectureFromConfig(data, parsed) {
+  const cfg = data.estimator.config;
+  if (!isObject(parsed)) throw new ConfigError("config_object");
+  const config = isObject(parsed.text_config) ? { ...parsed, ...parsed.text_config } : parsed;
+  const first = (names, fallback = null, required = true) => {
+    for (const name of names) if (config[name] !== null && config[name] !== undefined) return config[name];
+    if (required && fallback === null) throw new ConfigError("config_missing", { names: names.join(" / ") });
+    return fallback;
+  };
+  const whole = (value, name) => {
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+      throw new ConfigError("config_not_whole", { name, value: JSON.stringify(value) });
+    }
+    return value;
+  };
+  const k = cfg.keys;
+  const modelType = truthy(config.model_type) ? String(config.model_type) : "";
+  const layers = whole(first(k.layers), k.layers[0]);
+  const hidden = whole(first(k.hidden), k.hidden[0]);
+  const heads = whole(first(k.heads), k.heads[0]);
+  if (layers < 1 || hidden < 1 || heads < 1) throw new ConfigError("config_at_least_one");
+  const intermediate = whole(first(k.intermediate, 4 * hidden), k.intermediate[0]);
+  const kvDefault = truthy(config.multi_query) ? 1 : heads;
+  const kvHeads = whole(first(k.kv_heads, kvDefault), k.kv_heads[0]);
+  const headDim = whole(first(k.head_dim, Math.floor(hidden / heads)), k.head_dim[0]);
+  const vocab = whole(first(k.vocab), k.vocab[0]);
+  const tiedValue = config.tie_word_embeddings;
+  const tied = tiedValue === null || tiedValue === undefined ? cfg.tied_by_default.includes(modelType) : truthy(tiedValue);
+  const arch = {
+    layers,
+    hidden,
+    intermediate,
+    heads,
+    kv_heads: Math.max(1, kvHeads),
+    head_dim: headDim,
+    vocab,
+    tied_embeddings: tied,
+    gated_mlp: !cfg.plain_mlp_types.includes(modelType),
+    qkv_bias: truthy(config.attention_bias) || truthy(config.qkv_bias) || modelType === "qwen2",
+    experts: 0,
+    experts_per_token: 0,
+    shared_experts: 0,
+    moe_intermediate: 0,
+    dense_layers: 0,
+    attention_kind: "mha",
+    q_lora_rank: 0,
+    kv_lora_rank: 0,
+    qk_rope_head_dim: 0,
+    qk_nope_head_dim: 0,
+    v_head_dim: 0,
+  };
+  const experts = first(k.experts, 0, false);
+  if (truthy(experts)) {
+    arch.experts = whole(experts, "num_experts");
+    arch.experts_per_token = whole(first(k.experts_per_token), k.experts_per_token[0]);
+    const shared = first(k.shared_experts, 0, false);
+    arch.shared_experts = whole(truthy(shared) ? shared : 0, "n_shared_experts");
+    arch.moe_intermediate = whole(first(k.moe_intermediate, intermediate, false), "moe_intermediate_size");
+    const dense = first(k.dense_layers, 0, false);
+    arch.dense_layers = whole(truthy(dense) ? dense : 0, "first_k_dense_replace");
+  }
+  if (truthy(config.kv_lora_rank)) {
+    arch.attention_kind = "mla";
+    arch.q_lora_rank = whole(truthy(config.q_lora_rank) ? config.q_lora_rank : 0, "q_lora_rank");
+    arch.kv_lora_rank = whole(config.kv_lora_rank, "kv_lora_rank");
+    for (const name of ["qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"]) arch[name] = whole(first(k[name]), name);
+    arch.qkv_bias = false;
+  }
+  return arch;
+}
+
+// A pasted config.json's text: the architecture, or a ConfigError (code config_json when it is not JSON).
+export function parseConfigText(data, textValue) {
+  let parsed;
+  try {
+    parsed = JSON.parse(textValue);
+  } catch (error) {
+    throw new ConfigError("config_json", { detail: error.message });
+  }
+  return architectureFromConfig(data, parsed);
+}
+
 const isFull = (setup) => setup.method.startsWith("full");
 const baseBits = (setup) => (setup.method.startsWith("qlora") ? Number(setup.method.split("_")[1].replace(/bit$/, "")) : 16);
 
@@ -283,15 +384,24 @@ export function setupProblems(data, setup) {
     sharding: o.shardings,
     offload: o.offloads,
     lora_targets: o.lora_targets,
+    loss: o.losses,
   };
   for (const [name, values] of Object.entries(allowed)) if (!values.includes(setup[name])) found.push(`unknown_${name}`);
   const counts = ["seq_len", "micro_batch", "grad_accum", "gpus", ...(isFull(setup) ? [] : ["lora_rank"])];
   for (const name of counts) if (setup[name] < 1) found.push(`min_${name}`);
   if (setup.offload !== "none" && setup.sharding === "ddp") found.push("offload_ddp");
   if (setup.offload === "full" && setup.sharding !== "zero3") found.push("offload_full");
-  if (setup.double_quant && !setup.method.startsWith("qlora")) found.push("double_quant_qlora");
+  const qlora = setup.method.startsWith("qlora");
+  if (setup.double_quant && !qlora) found.push("double_quant_qlora");
+  if (setup.quantized_lm_head && !qlora) found.push("quantized_head_qlora");
   if (setup.lora_dropout && isFull(setup)) found.push("dropout_full");
+  if (setup.lora_lm_head && isFull(setup)) found.push("head_full");
+  if (setup.frozen_fp32 && isFull(setup)) found.push("frozen_full");
   if (setup.fp8 && !isFull(setup)) found.push("fp8_full");
+  if (setup.optimizer_in_backward && setup.grad_accum > 1) found.push("in_backward_accum");
+  if (setup.optimizer_in_backward && setup.offload !== "none") found.push("in_backward_offload");
+  if (o.paged.includes(setup.optimizer) && setup.offload !== "none") found.push("paged_offload");
+  if (setup.torch_compile) found.push("torch_compile");
   return found;
 }
 
@@ -314,18 +424,13 @@ export function layerActivationBytes(a, setup, c, units, moeLayer) {
   const mlp = mlpWidth(a, moeLayer);
   let linearInputs = act * (h + oIn);
   let kept = 2 * c.norm_input_bytes * h + act * (q + k + v);
-  if (isFull(setup)) {
-    linearInputs += act * (h + mlp);
-    kept += act * (a.gated_mlp ? 3 : 1) * mlp;
-  } else {
-    kept += act * (a.gated_mlp ? 3 : 1) * mlp;
-    if (setup.lora_targets === "all") linearInputs += act * (h + mlp);
-    if (setup.lora_dropout) {
-      const perInput = act + c.dropout_mask_bytes;
-      const up = (a.gated_mlp ? 2 : 1) * h;
-      const adapted = { qv: 2 * h, attention: 3 * h + oIn, all: 3 * h + oIn + up + mlp };
-      kept += perInput * adapted[setup.lora_targets];
-    }
+  kept += act * (a.gated_mlp ? 3 : 1) * mlp;
+  if (isFull(setup) || setup.lora_targets === "all" || setup.method.startsWith("qlora")) linearInputs += act * (h + mlp);
+  if (!isFull(setup) && setup.lora_dropout) {
+    const perInput = act + c.dropout_mask_bytes;
+    const up = (a.gated_mlp ? 2 : 1) * h;
+    const adapted = { qv: 2 * h, qkv: 3 * h, attention: 3 * h + oIn, all: 3 * h + oIn + up + mlp };
+    kept += perInput * adapted[setup.lora_targets];
   }
   if (moeLayer) kept += act * h * a.experts_per_token;
   if (setup.fp8) linearInputs /= act / units.fp8;
@@ -335,17 +440,31 @@ export function layerActivationBytes(a, setup, c, units, moeLayer) {
 }
 
 export function activationBytes(a, setup, c, units) {
+  const [kept, recomputed] = activationSplit(a, setup, c, units);
+  return kept + recomputed;
+}
+
+// memory.activation_split: what stays through the backward pass, and the one layer checkpointing recomputes.
+export function activationSplit(a, setup, c, units) {
   const tokens = setup.seq_len * setup.micro_batch;
   const moeLayers = isMoe(a) ? a.layers - a.dense_layers : 0;
   const dense = layerActivationBytes(a, setup, c, units, false);
   const moe = moeLayers ? layerActivationBytes(a, setup, c, units, true) : 0;
-  if (!setup.grad_checkpointing) return tokens * ((a.layers - moeLayers) * dense + moeLayers * moe);
-  return tokens * (a.layers * c.activation_bytes * a.hidden + Math.max(dense, moe));
+  const head = setup.lora_lm_head || setup.quantized_lm_head ? c.activation_bytes * a.hidden : 0;
+  if (!setup.grad_checkpointing) return [tokens * ((a.layers - moeLayers) * dense + moeLayers * moe + head), 0];
+  const residual = setup.frozen_fp32 ? units.fp32 : c.activation_bytes;
+  return [tokens * (a.layers * residual * a.hidden + head), tokens * Math.max(dense, moe)];
 }
 
 export function logitsBytes(a, setup, c) {
-  const perElement = setup.chunked_loss ? c.logits_chunked_bytes : c.logits_bytes;
-  return setup.seq_len * setup.micro_batch * a.vocab * perElement;
+  const tokens = setup.seq_len * setup.micro_batch;
+  if (setup.loss === "fused") return tokens * a.hidden * c.fused_loss_bytes_per_hidden;
+  if (setup.loss === "chunked") {
+    const fp32Part = c.logits_bytes - c.logits_chunked_bytes;
+    return tokens * a.vocab * (c.logits_chunked_bytes + fp32Part / c.loss_chunks);
+  }
+  const perElement = setup.loss === "hf_legacy" ? c.logits_legacy_bytes : c.logits_bytes;
+  return tokens * a.vocab * perElement;
 }
 
 // memory.quant_constant_bytes: quantisation scales per weight, with or without double quantisation.
@@ -356,79 +475,179 @@ function quantConstantBytes(setup, c) {
   return c.quant_scale_bytes / c.quant_block_size;
 }
 
-// memory.estimate: bytes per GPU of each part of the peak, and what is offloaded to RAM.
-export function estimateBreakdown(data, a, setup) {
-  const c = data.estimator.constants;
-  const units = data.estimator.units;
-  const stateBytes = data.estimator.options.optimizer_state_bytes;
+// memory._unit_params: one decoder layer's parameters (the largest) and the root unit's.
+function unitParams(a) {
+  const counts = parameterCounts(a);
+  const root = counts.embedding + counts.lmHead + a.hidden;
+  if (!isMoe(a)) return [(counts.total - root) / a.layers, root];
+  const perLayer = (counts.attention + counts.norms - a.hidden) / a.layers;
+  const denseMlp = (a.gated_mlp ? 3 : 2) * a.hidden * a.intermediate;
+  const moeMlp = (counts.mlp - a.dense_layers * denseMlp) / (a.layers - a.dense_layers);
+  return [perLayer + Math.max(moeMlp, a.dense_layers ? denseMlp : 0), root];
+}
+
+// memory._weight_bytes: all weights on one unsharded GPU, one decoder layer's, the root unit's.
+function weightBytes(a, setup, c, units) {
   const counts = parameterCounts(a);
   const total = counts.total;
-  const linearParamsTotal = counts.attention + counts.mlp;
+  const linear = counts.attention + counts.mlp;
+  const [layer, root] = unitParams(a);
+  if (isFull(setup)) {
+    const perParam = units.bf16 + (setup.fp8 ? (units.fp8 * linear) / total : 0);
+    return [perParam * total, perParam * layer, units.bf16 * root];
+  }
+  const frozen = setup.frozen_fp32 ? units.fp32 : units.bf16;
+  if (!setup.method.startsWith("qlora")) return [frozen * total, frozen * layer, frozen * root];
+  const perWeight = baseBits(setup) / 8 + quantConstantBytes(setup, c);
+  const head = setup.quantized_lm_head ? counts.lmHead : 0;
+  const quantised = linear + head;
+  const weights = perWeight * quantised + frozen * (total - quantised);
+  const layerLinear = linear / a.layers;
+  const layerBytes = perWeight * layerLinear + frozen * (layer - layerLinear);
+  const rootBytes = frozen * (root - head) + perWeight * head;
+  return [weights, layerBytes, rootBytes];
+}
+
+// memory.estimate: the peak per GPU (the larger of the backward pass and the optimizer step), part by part.
+export function estimateBreakdown(data, a, setup) {
+  const est = data.estimator;
+  const c = est.constants;
+  const units = est.units;
+  const o = est.options;
+  const counts = parameterCounts(a);
+  const total = counts.total;
   const n = setup.gpus;
   const shardOptimizer = ["zero1", "zero2", "zero3"].includes(setup.sharding);
   const shardGradients = ["zero2", "zero3"].includes(setup.sharding);
   const shardWeights = setup.sharding === "zero3";
+  let [weights, layerBytes, rootBytes] = weightBytes(a, setup, c, units);
+  const [layerParams] = unitParams(a);
+  const stateBytes = o.optimizer_state_bytes[setup.optimizer];
   let trainable;
-  let weights;
   let gradients;
   let optimizer;
-  let gather;
+  let stateWidth;
+  let gradWidth;
   if (isFull(setup)) {
     trainable = total;
-    weights = units.bf16 * total;
     gradients = units.bf16 * total;
-    if (setup.method === "full_amp") optimizer = (units.fp32 + stateBytes[setup.optimizer]) * total;
-    else optimizer = (stateBytes[setup.optimizer] / 2) * total;
-    if (setup.fp8) weights += units.fp8 * linearParamsTotal;
-    gather = c.zero3_gather_bytes_per_param * counts.largest;
-  } else {
-    trainable = loraTrainableParams(a, setup.lora_rank, setup.lora_targets);
-    const bits = baseBits(setup);
-    let base;
-    if (bits === 16) base = units.bf16 * total;
-    else {
-      const perWeight = bits / 8 + quantConstantBytes(setup, c);
-      base = perWeight * linearParamsTotal + units.bf16 * (total - linearParamsTotal);
+    if (setup.method === "full_amp") {
+      optimizer = (units.fp32 + stateBytes) * total;
+      stateWidth = units.fp32;
+    } else {
+      optimizer = (stateBytes / 2) * total;
+      stateWidth = units.bf16;
     }
-    weights = base + c.adapter_bytes * trainable;
+    gradWidth = units.bf16;
+  } else {
+    trainable = loraTrainableParams(a, setup.lora_rank, setup.lora_targets, setup.lora_lm_head);
+    weights += c.adapter_bytes * trainable;
     gradients = c.adapter_bytes * trainable;
-    optimizer = stateBytes[setup.optimizer] * trainable;
-    gather = units.bf16 * counts.largest;
+    optimizer = stateBytes * trainable;
+    stateWidth = c.adapter_bytes;
+    gradWidth = c.adapter_bytes;
   }
+  const foreach = o.foreach_temporary.includes(setup.optimizer);
+  let stepTemporary = foreach ? stateWidth * trainable : 0;
   let cpu = 0;
   if (setup.offload !== "none") {
     cpu += optimizer + units.fp32 * trainable;
     optimizer = 0;
+    stepTemporary = 0;
   }
-  if (setup.offload === "full") {
-    cpu += weights;
-    weights = 0;
-  }
+  if (setup.offload === "full") cpu += weights;
   cpu *= c.offload_cpu_buffer_factor;
-  if (shardOptimizer) optimizer /= n;
+  if (shardOptimizer) {
+    optimizer /= n;
+    stepTemporary /= n;
+  }
   if (shardGradients) gradients /= n;
-  if (shardWeights) weights = weights / n + gather;
-  else if (setup.offload === "full") weights = gather;
-  const activations = activationBytes(a, setup, c, units);
-  const logits = logitsBytes(a, setup, c);
-  const tensors = weights + gradients + optimizer + activations + logits;
-  const context = c.cuda_context_gb * units.gb;
-  const overhead = context + c.allocator_reserve_factor * tensors;
+  const staged = setup.offload === "full" ? weights / n : 0;
+  if (shardWeights) weights = setup.offload === "full" ? 0 : weights / n;
+  let live = 0;
+  if (shardWeights) live += rootBytes + (1 + c.zero3_prefetch_units) * layerBytes;
+  if (isFull(setup) && shardGradients) live += gradWidth * layerParams;
+  if (setup.method.startsWith("qlora")) {
+    let largestQuantised = Math.max(...linearLayers(a).map((x) => x.inFeatures * x.outFeatures));
+    if (setup.quantized_lm_head) largestQuantised = Math.max(largestQuantised, a.vocab * a.hidden);
+    live += units.bf16 * largestQuantised;
+  }
+  const bucket = setup.sharding === "ddp" && n > 1 ? gradWidth * trainable : 0;
+  const [kept, recomputed] = activationSplit(a, setup, c, units);
+  const activations = kept + recomputed;
+  const lossBuffers = logitsBytes(a, setup, c);
+  const atPeak = recomputed > lossBuffers ? kept + recomputed : kept;
+  const logits = recomputed > lossBuffers ? 0 : lossBuffers;
+  const paged = o.paged.includes(setup.optimizer) ? optimizer : 0;
+  const resident = weights + optimizer - paged + bucket;
+  let backward;
+  let step;
+  let atBackward;
+  if (setup.optimizer_in_backward) {
+    const largest = counts.largest / (shardGradients ? n : 1);
+    const held = (gradWidth + (foreach ? stateWidth : 0)) * largest;
+    backward = resident + atPeak + logits + live + held;
+    step = 0;
+    atBackward = [weights, held, optimizer, atPeak, logits, live + bucket];
+  } else {
+    const carried = setup.grad_accum > 1 ? gradients : 0;
+    const produced = gradients - carried;
+    backward = resident + carried + live + Math.max(atPeak + logits, produced);
+    step = resident + gradients + stepTemporary;
+    atBackward =
+      atPeak + logits >= produced
+        ? [weights, carried, optimizer, atPeak, logits, live + bucket]
+        : [weights, gradients, optimizer, 0, 0, live + bucket];
+  }
+  let phase;
+  let parts;
+  let transient;
+  if (step > backward) {
+    phase = "optimizer_step";
+    parts = [weights, gradients, optimizer, 0, 0, stepTemporary + bucket];
+    transient = stepTemporary;
+  } else {
+    phase = "backward";
+    parts = atBackward;
+    transient = parts[3] + parts[4] + live;
+  }
+  const [w, g, opt, act, lg, buffers] = parts;
+  const allocated = w + g + opt - paged + act + lg + buffers;
+  let cache = c.allocator_fragmentation * transient;
+  if (phase === "optimizer_step") {
+    const atBackwardReserved = backward + c.allocator_fragmentation * (atBackward[3] + atBackward[4] + live);
+    cache = Math.max(cache, atBackwardReserved - allocated);
+  }
+  if (staged > allocated + cache) cache = staged - allocated;
+  const context = c.cuda_context_gb * units.gb + (n > 1 ? c.nccl_buffers_gb * units.gb : 0);
+  const reserved = allocated + cache;
+  const card = reserved + context;
   return {
-    weights,
-    gradients,
-    optimizer,
-    activations,
-    logits,
-    overhead,
+    weights: w,
+    gradients: g,
+    optimizer: opt,
+    activations: act,
+    logits: lg,
+    buffers,
+    cache,
+    context,
+    paged,
+    overhead: cache + context,
     cpu,
     trainable_params: trainable,
-    context,
-    total: tensors + overhead,
+    phase,
+    backward_peak: backward,
+    step_peak: step,
+    saved_activations: activations,
+    loss_buffers: lossBuffers,
+    allocated,
+    reserved,
+    card,
+    total: card,
   };
 }
 
-const fitsCard = (data, breakdown, memoryGb) => breakdown.total <= memoryGb * data.estimator.units.gb;
+const fitsCard = (data, breakdown, memoryGb) => breakdown.card <= memoryGb * data.estimator.units.gb;
 
 // memory.min_gpus: fewest cards the setup fits on with its sharding, or null.
 export function minGpus(data, a, setup, memoryGb) {
@@ -472,10 +691,21 @@ export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
 const FIELDS = ["model", "params", "method", "gpu", "server", "tokens", "epochs", "util", "cards"];
 // The advanced mode's fields, named as memory.Setup's (method is the shared one above).
 const COUNT_FIELDS = ["seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank"];
-const SELECT_FIELDS = { optimizer: "optimizers", sharding: "shardings", offload: "offloads", lora_targets: "lora_targets" };
-const CHECK_FIELDS = ["grad_checkpointing", "flash_attention", "chunked_loss", "lora_dropout", "double_quant", "fp8"];
-const LORA_FIELDS = ["lora_rank", "lora_targets", "lora_dropout"];
-const PARTS = ["weights", "gradients", "optimizer", "activations", "logits", "overhead"];
+const SELECT_FIELDS = { optimizer: "optimizers", sharding: "shardings", offload: "offloads", lora_targets: "lora_targets", loss: "losses" };
+const CHECK_FIELDS = [
+  "grad_checkpointing",
+  "flash_attention",
+  "lora_dropout",
+  "lora_lm_head",
+  "frozen_fp32",
+  "double_quant",
+  "quantized_lm_head",
+  "optimizer_in_backward",
+  "fp8",
+];
+const LORA_FIELDS = ["lora_rank", "lora_targets", "lora_dropout", "lora_lm_head", "frozen_fp32"];
+const QLORA_FIELDS = ["double_quant", "quantized_lm_head"];
+const PARTS = ["weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead"];
 
 // A whole number of at least 0 as typed ("2 048" too); null otherwise.
 export function parseCount(text) {
@@ -568,7 +798,7 @@ function setup(form, data, text) {
   // Fields that do not apply to the chosen method are hidden, keep the defaults and stay out of the URL.
   const isQloraMethod = () => field("method").value.startsWith("qlora");
   const applies = (name) =>
-    LORA_FIELDS.includes(name) ? !isFullMethod() : name === "fp8" ? isFullMethod() : name === "double_quant" ? isQloraMethod() : true;
+    LORA_FIELDS.includes(name) ? !isFullMethod() : name === "fp8" ? isFullMethod() : QLORA_FIELDS.includes(name) ? isQloraMethod() : true;
 
   function saveState() {
     const state = new URLSearchParams();
@@ -618,7 +848,43 @@ function setup(form, data, text) {
     return { setup: values, invalid };
   }
 
+  // The pasted config.json: { arch } when it reads, { error } (a ConfigError) when not, null when the field is empty.
+  function pastedConfig() {
+    const value = field("config").value.trim();
+    if (!value) return null;
+    try {
+      return { arch: parseConfigText(data, value) };
+    } catch (error) {
+      if (error instanceof ConfigError) return { error };
+      throw error;
+    }
+  }
+
+  function showConfig(config) {
+    const note = $("calc-config-note");
+    const problem = $("calc-config-error");
+    note.hidden = !(config && config.arch);
+    problem.hidden = !(config && config.error);
+    field("config").setAttribute("aria-invalid", String(Boolean(config && config.error)));
+    if (config && config.error) problem.textContent = fill(text[config.error.code], config.error.values);
+    if (config && config.arch) {
+      const a = config.arch;
+      const moe = a.experts ? fill(text.config_moe, { experts: formatInteger(a.experts), per_token: formatInteger(a.experts_per_token) }) : "";
+      note.textContent = fill(text.config_used, {
+        layers: formatInteger(a.layers),
+        hidden: formatInteger(a.hidden),
+        heads: formatInteger(a.heads),
+        kv_heads: formatInteger(a.kv_heads),
+        vocab: formatInteger(a.vocab),
+        moe,
+        params: formatNumber(parameterCounts(a).total / 1e9, 2),
+      });
+    }
+  }
+
   function architectureOf(p) {
+    const config = pastedConfig();
+    if (config) return config.arch ?? null;
     if (modelSelect.value === "custom") return customArchitecture(data, p);
     return est.architectures[modelSelect.value];
   }
@@ -633,9 +899,18 @@ function setup(form, data, text) {
     for (const node of form.querySelectorAll(".calc-lora")) node.hidden = isFullMethod();
     $("calc-fp8").closest(".calc-field").hidden = !isFullMethod();
     $("calc-double-quant").closest(".calc-field").hidden = !isQloraMethod();
+    $("calc-quantized-lm-head").closest(".calc-field").hidden = !isQloraMethod();
     const result = $("adv-result");
+    const config = on ? pastedConfig() : null;
+    showConfig(config);
     if (!on || p === null) {
       delete result.dataset.raw;
+      return null;
+    }
+    if (config && config.error) {
+      $("adv-problems").hidden = true;
+      $("adv-output").hidden = true;
+      result.dataset.raw = JSON.stringify({ config_error: config.error.code, values: config.error.values });
       return null;
     }
     const { setup, invalid } = readSetup();
@@ -671,6 +946,10 @@ function setup(form, data, text) {
     const breakdown = estimateBreakdown(data, arch, setup);
     $("adv-total").textContent = formatGb(breakdown.total / gb);
     $("adv-total-cell").textContent = formatGb(breakdown.total / gb);
+    $("adv-phase").textContent = text[`phase_${breakdown.phase}`];
+    $("adv-allocated").textContent = formatGb(breakdown.allocated / gb);
+    $("adv-reserved").textContent = formatGb(breakdown.reserved / gb);
+    $("adv-card").textContent = formatGb(breakdown.card / gb);
     $("adv-bar").replaceChildren(
       ...PARTS.filter((part) => breakdown[part] > 0).map((part) => {
         const label = fill(text.bar_label, { name: text[`part_${part}`], gb: formatGb(breakdown[part] / gb) });
@@ -763,6 +1042,7 @@ function setup(form, data, text) {
       flops_per_token: flopsPerToken,
       layers: arch.layers,
     };
+    if (config && config.arch) raw.config_architecture = arch;
     result.dataset.raw = JSON.stringify(raw);
     return { setup, flopsPerToken, raw };
   }

@@ -4,11 +4,11 @@
 // table cells. The estimator is calculator.js's, imported under its content-hashed name from the
 // page; the data are data/calculator.json. No formula and no figure is repeated here.
 
-const PARTS = ["weights", "gradients", "optimizer", "activations", "logits", "overhead"];
+const PARTS = ["weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead"];
 // The form's fields, named as memory.Setup's.
 const COUNT_FIELDS = ["seq_len", "micro_batch", "gpus", "lora_rank"];
-const SELECT_FIELDS = { sharding: "shardings", offload: "offloads", optimizer: "optimizers", lora_targets: "lora_targets" };
-const CHECK_FIELDS = ["grad_checkpointing", "flash_attention", "chunked_loss", "fp8"];
+const SELECT_FIELDS = { sharding: "shardings", offload: "offloads", optimizer: "optimizers", lora_targets: "lora_targets", loss: "losses" };
+const CHECK_FIELDS = ["grad_checkpointing", "flash_attention", "fp8"];
 const FIELDS = [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS), ...CHECK_FIELDS];
 // Fields that apply to LoRA/QLoRA only; FP8 applies to full fine-tuning only (memory.Setup.problems).
 const LORA_FIELDS = ["lora_rank", "lora_targets"];
@@ -106,7 +106,7 @@ function start(form, data, calc, text) {
     let extra = "";
     if (s.grad_checkpointing) extra += text.setup_gc;
     if (!s.flash_attention) extra += text.setup_eager;
-    if (s.chunked_loss) extra += text.setup_chunked;
+    if (s.loss === "chunked") extra += text.setup_chunked;
     if (s.lora_rank !== typical.lora_rank || s.lora_targets !== typical.lora_targets) {
       extra += fill(text.setup_lora, { rank: String(s.lora_rank), targets: text[`targets_${s.lora_targets}`] });
     }

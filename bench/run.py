@@ -177,8 +177,8 @@ def child_stages(sources: str, out: str) -> dict:
     import pipeline.__main__ as cli
     import pipeline.combine
     import pipeline.load
-    import pipeline.publish
-    import pipeline.render
+    import pipeline.publish.staging
+    import pipeline.render.site
     import pipeline.validate
 
     totals: dict[str, float] = {}
@@ -212,12 +212,12 @@ def child_stages(sources: str, out: str) -> dict:
         (pipeline.validate, "start_validation", "validate"),
         (pipeline.load, "create_core_tables", "compute"),
         (pipeline.combine, "combine", "compute"),
-        (pipeline.render.Renderer, "__init__", "render"),
-        (pipeline.render.Renderer, "render", "render"),
-        (pipeline.publish, "stage", "write"),
-        (pipeline.publish.Staging, "swap", "write"),
-        (pipeline.publish, "download_files", "write: of which downloads"),
-        (pipeline.publish, "write_database", "write: of which downloads"),
+        (pipeline.render.site.Renderer, "__init__", "render"),
+        (pipeline.render.site.Renderer, "render", "render"),
+        (pipeline.publish.staging, "stage", "write"),
+        (pipeline.publish.staging.Staging, "swap", "write"),
+        (pipeline.publish.staging, "download_files", "write: of which downloads"),
+        (pipeline.publish.staging, "write_database", "write: of which downloads"),
     ):
         timed(owner, name, stage)
     started, children = time.perf_counter(), os.times()
@@ -236,7 +236,7 @@ def child_stages(sources: str, out: str) -> dict:
 
 
 def _frames(sources: str) -> tuple[dict, dict, float]:
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.schema import SOURCE_TABLES
 
     started = time.perf_counter()
@@ -248,7 +248,7 @@ def _frames(sources: str) -> tuple[dict, dict, float]:
 
 def child_derive(sources: str, out: str) -> dict:
     """Compute estimates, gpu_fit and server_fit with polars, then write them as Parquet."""
-    from pipeline import estimate
+    from pipeline.estimate import table_rule as estimate
 
     tables, constants, load_s = _frames(sources)
     figures: dict = {"load_validate_s": load_s, "rss_before_mb": _rss_mb("VmRSS"), "peak_reset": _reset_peak()}
@@ -300,7 +300,7 @@ def child_duckdb(sources: str, out: str) -> dict:
     """The server_fit cross join in DuckDB SQL, on the same estimates, then COPY to Parquet."""
     import duckdb
 
-    from pipeline import estimate
+    from pipeline.estimate import table_rule as estimate
 
     tables, constants, _ = _frames(sources)
     estimates = estimate.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
@@ -346,7 +346,7 @@ def _timed_pages(renderer) -> dict[str, float]:
 
 def _entity_pages(catalog, validation) -> tuple[dict[str, float], float, float]:
     """Render the entity and comparison pages of a catalog; (cost per page, setup s, pages s)."""
-    from pipeline.render import Renderer, read_articles
+    from pipeline.render.site import Renderer, read_articles
 
     started = time.perf_counter()
     renderer = Renderer(catalog, validation)
@@ -377,9 +377,9 @@ def child_render(sources: str, sample: str) -> dict:
     """Entity and comparison pages: all of them, or (big catalogs) samples and an extrapolated total."""
     import tomllib
 
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.combine import combine
-    from pipeline.render import TEMPLATES
+    from pipeline.render.site import TEMPLATES
 
     con, validation = load_and_validate(Path(sources))
     catalog = combine(con)
@@ -448,7 +448,7 @@ def child_serve(sources: str, out: str, edits: str) -> dict:
     """
     import urllib.request
 
-    from pipeline import serve
+    from pipeline.tools import serve
 
     path = Path(sources) / "servers.csv"
     header, rows = synth.read_csv(path)

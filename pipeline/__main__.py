@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 
-from pipeline.problems import DataError, Problem, TemplateError, format_report
+from pipeline.problems import DataError, TemplateError, format_report
 
 EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
 EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
@@ -20,218 +19,6 @@ EXIT_CODES = """exit codes:
      --out folder the build must not replace; nothing was written
   3  an environment problem (full disk, read-only or immutable folder, missing permission);
      the previous output was left as it was"""
-
-
-def load_and_validate(sources: Path):
-    """Load the sources into DuckDB and validate them; raises DataError with every problem.
-
-    Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
-    """
-    from pipeline.load import connect, create_core_tables, read_sources
-    from pipeline.validate import validate
-
-    frames, problems, notices = read_sources(sources)
-    con = connect(frames)
-    validation = validate(con, sources, list(frames))
-    problems += validation.problems
-    if problems:
-        raise DataError(problems)
-    validation.warnings = sorted(notices) + validation.warnings
-    create_core_tables(con)
-    return con, validation
-
-
-def load_validated_before(sources: Path):
-    """Load sources that an earlier build already validated (unchanged since): no GX run."""
-    from pipeline.load import connect, create_core_tables, read_sources
-
-    frames, problems, _ = read_sources(sources)
-    problems += path_id_problems(frames, sources)
-    if problems:
-        raise DataError(problems)
-    con = connect(frames)
-    create_core_tables(con)
-    return con
-
-
-ID_RULE = "ids use lowercase latin letters and digits, joined by '-' or '_'"
-
-
-def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
-    """Ids that would not be safe in a file name (the id rule, the length limit), found before
-    anything is written: pages are rendered and written while the Great Expectations suites,
-    which check the same rules, still run in a forked child."""
-    import polars as pl
-
-    from pipeline.load import LINE, display_path
-    from pipeline.schema import ID_PATTERN, SOURCE_TABLES
-
-    found = []
-    for table in SOURCE_TABLES:
-        frame = frames.get(table.name)
-        for field in table.fields if frame is not None else ():
-            if field.type != "id":
-                continue
-            column = pl.col(field.name)
-            bad = frame.filter(
-                column.is_not_null() & (~column.str.contains(ID_PATTERN) | (column.str.len_chars() > field.max_length))
-            )
-            for line, value in bad.select(LINE, field.name).iter_rows():
-                too_long = len(value) > field.max_length
-                rule = f"longer than {field.max_length} characters" if too_long else ID_RULE
-                found.append(Problem(display_path(sources, table), line, field.name, value, rule))
-    return found
-
-
-def _source_names(sources: Path) -> dict[str, str]:
-    """How reports name each source file (relative to the working directory) -> its name in `sources`."""
-    from pipeline.load import display_path
-    from pipeline.schema import SOURCE_TABLES
-
-    return {display_path(sources, table): table.file for table in SOURCE_TABLES}
-
-
-def published(validation, sources: Path):
-    """The validation as the site shows it (quality.html, data.html) and build-state.json keeps it:
-    source files named within the sources folder (`servers.csv`), never by a path of the build machine."""
-    import dataclasses
-
-    names = _source_names(sources)
-    return dataclasses.replace(
-        validation, warnings=[dataclasses.replace(w, file=names.get(w.file, w.file)) for w in validation.warnings]
-    )
-
-
-def shown(warnings: list[Problem], sources: Path) -> list[Problem]:
-    """Published warnings as the terminal shows them: source files named from the working directory."""
-    import dataclasses
-
-    names = {name: path for path, name in _source_names(sources).items()}
-    return [dataclasses.replace(w, file=names.get(w.file, w.file)) for w in warnings]
-
-
-def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress=None) -> dict:
-    """Build `sources` into `out` (see _build): the output folder is checked first (outdir.check_output,
-    outdir.writable), and the build holds the folder's lock, so that a second build of it waits."""
-    from pipeline import outdir
-
-    folder = outdir.check_output(out, sources)
-    outdir.writable(folder)
-    with outdir.locked(folder):
-        outdir.tidy(folder)
-        return _build(sources, folder, base_url, force, progress)
-
-
-def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress=None) -> dict:
-    """The whole pipeline; returns counts and stage times for the summary line.
-
-    A build whose inputs (sources, templates, code, base URL, build date) are unchanged
-    since the build in `out` is skipped; one with unchanged sources and code reuses that
-    build's validation. Otherwise Great Expectations runs in a forked child while this
-    process computes, renders and writes the new build beside `out`; the build is put in
-    place (with its quality page, the one page that shows the checks) only once every check
-    has passed, so the result, the report and the exit code are those of validating first.
-    """
-    from pipeline import fingerprint
-
-    say = progress or (lambda stage, seconds: None)
-    started = time.perf_counter()
-    inputs = fingerprint.inputs(sources, base_url)
-    if not force and fingerprint.is_current(out, inputs):
-        return {"unchanged": True, "seconds": {"check": time.perf_counter() - started}}
-
-    from pipeline.combine import combine
-    from pipeline.downloads import start_workbooks
-    from pipeline.load import connect, create_core_tables, read_sources
-    from pipeline.publish import stage
-    from pipeline.render import Renderer
-    from pipeline.validate import Validation, start_validation
-
-    seconds = {"imports": time.perf_counter() - started}
-    say("imports", seconds["imports"])
-    previous = fingerprint.read_state(out)
-    same = all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date"))
-
-    def timed(stage_name: str, run):
-        tick = time.perf_counter()
-        result = run()
-        seconds[stage_name] = time.perf_counter() - tick
-        say(stage_name, seconds[stage_name])
-        return result
-
-    def start_loading():
-        """load_and_validate, with the GX suites left running: (connection, validation so far, finish)."""
-        frames, problems, notices = read_sources(sources)
-        con = connect(frames)
-        early, finish_suites = start_validation(con, sources, list(frames))
-
-        def finish() -> Validation:
-            validation = finish_suites()
-            problems_all = problems + validation.problems
-            if problems_all:
-                raise DataError(problems_all)
-            validation.warnings = sorted(notices) + validation.warnings
-            return validation
-
-        unsafe = path_id_problems(frames, sources)
-        if problems or early.problems or unsafe:
-            finish()  # raises DataError with every problem, as load_and_validate does
-            raise DataError(unsafe)  # (the suites check ids too: not reached unless they disagree)
-        try:
-            create_core_tables(con)  # strict casts: cells GX has yet to reject may fail here
-        except Exception:
-            finish()
-            raise
-        return con, Validation(warnings=sorted(notices) + early.warnings, build_date=early.build_date), finish
-
-    def render(renderer):
-        return renderer, renderer.render()
-
-    finish = None
-    if same and "validation" in previous and not force:
-        con = timed("load (validation reused)", lambda: load_validated_before(sources))
-        validation = Validation.from_dict(previous["validation"])
-    else:
-        con, validation, finish = timed("load, validation started", start_loading)
-        validation = published(validation, sources)
-    workbooks = None
-    try:
-        catalog = timed("compute", lambda: combine(con))
-        workbooks = start_workbooks(catalog)  # made in a forked child while this process renders
-        renderer, rendered = timed("render", lambda: render(Renderer(catalog, validation, base_url=base_url)))
-        tick = time.perf_counter()
-        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
-        writing = time.perf_counter() - tick
-    except Exception:
-        if workbooks is not None:
-            with contextlib.suppress(Exception):
-                workbooks()  # the child is waited for, not left behind (a warm process goes on)
-        if finish is not None:
-            finish()  # problems in the sources are reported before what they broke downstream
-        raise
-    try:
-        if finish is not None:
-            validation = published(timed("validation (rest)", finish), sources)
-            rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
-        state = {"inputs": inputs, "validation": validation.to_dict()}
-        late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
-        tick = time.perf_counter()
-        counts = staging.swap(state, late)
-        seconds["write"] = writing + time.perf_counter() - tick  # before and after the wait
-        say("write", seconds["write"])
-    except BaseException:
-        staging.discard()
-        raise
-    return {
-        "unchanged": False,
-        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
-        "leftover": staging.leftover,
-        "pages": sum(1 for name in rendered.site if name.endswith(".html")),
-        "markdown": len(rendered.markdown),
-        "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
-        "files": counts,
-        "seconds": seconds,
-    }
 
 
 def print_warnings(warnings) -> None:
@@ -297,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
     )
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
-    from pipeline import estimate_command
+    from pipeline.tools import estimate_cli as estimate_command
 
     estimate_command.add_parser(commands)
     args = parser.parse_args(argv)
@@ -306,21 +93,23 @@ def main(argv: list[str] | None = None) -> int:
         return estimate_command.run(args)
 
     if args.command == "diff":
-        from pipeline.diff import run
+        from pipeline.tools.diff import run
 
         return run(args.out, args.against, as_json=args.json)
+
+    from pipeline.build import build, check
 
     started = time.perf_counter()
     out = getattr(args, "out", None)
     try:
         if args.command == "serve":
-            from pipeline import outdir
-            from pipeline.serve import serve
+            from pipeline.publish import outdir
+            from pipeline.tools.serve import serve
 
             outdir.writable(outdir.check_output(args.out, args.sources))
             return serve(args.sources, args.out, args.port, os.environ.get("SITE_BASE_URL", "/"), quiet=args.quiet)
         if args.command == "check":
-            _, validation = load_and_validate(args.sources)
+            validation = check(args.sources)
             print_warnings(validation.warnings)
             print(f"{args.sources}: all {len(validation.checks)} checks passed")
             return 0
@@ -338,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_INVALID_DATA
     except Exception as exc:
-        from pipeline.outdir import OutputRefused
-        from pipeline.paths import UnsafePath
+        from pipeline.publish.outdir import OutputRefused
+        from pipeline.publish.paths import UnsafePath
 
         if isinstance(exc, OutputRefused):
             print(f"Refused: {exc}.", file=sys.stderr)

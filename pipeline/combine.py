@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from pipeline import calibration, estimate, memory, training
+from pipeline.estimate import calibration, first_principles, table_rule, training
 from pipeline.schema import SOURCE_TABLES
 
 
@@ -26,12 +26,12 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the typed tables and compute estimates, gpu_fit and server_fit."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
-    constants |= memory.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
-    estimates = estimate.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
+    constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
+    estimates = table_rule.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
     tables["estimates"] = estimates
-    tables["gpu_fit"] = estimate.gpu_fit(estimates, tables["gpus"])
-    tables["server_fit"] = estimate.server_fit(estimates, tables["servers"], tables["gpus"])
-    tables["memory_breakdown"] = memory.memory_breakdown_table(
+    tables["gpu_fit"] = table_rule.gpu_fit(estimates, tables["gpus"])
+    tables["server_fit"] = table_rule.server_fit(estimates, tables["servers"], tables["gpus"])
+    tables["memory_breakdown"] = first_principles.memory_breakdown_table(
         tables["models"], tables["methods"], estimates, constants
     )
     calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)

@@ -13,8 +13,10 @@ import json
 import os
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
-TEMPLATES = PACKAGE.parent / "site_templates"
+from pipeline import ROOT, TEMPLATES
+
+PACKAGE = ROOT / "pipeline"
+
 STATE = "build-state.json"  # in the output folder, beside site/ and markdown/
 MANIFEST = "manifest.json"  # in site/: every published file with its content hash
 # The DuckDB file's bytes differ in every build (its header holds a random id): its SHA-256 is kept

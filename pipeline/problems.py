@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import unicodedata
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 # A report lists at most this many problems of one rule in one file, then says how many more
 # there are: a file of junk gives a screenful, not millions of lines.
@@ -122,3 +123,40 @@ def format_report(problems: list[Problem]) -> str:
     n = sum(p.omitted or 1 for items in by_file.values() for p in items)
     lines.append(f"{n} problem(s) in {len(by_file)} file(s); nothing was written.")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What the data-quality page shows for one check."""
+
+    table: str
+    column: str
+    rule: str
+    engine: str  # "Great Expectations" or "DuckDB SQL"
+    failures: int
+
+
+@dataclass
+class Validation:
+    """What validating the sources found: problems (stop the build), warnings (shown), checks (quality.html)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    build_date: dt.date = dt.date(1970, 1, 1)
+
+    def to_dict(self) -> dict:
+        """What a later build of the same sources reuses instead of validating again."""
+        return {
+            "warnings": [asdict(w) for w in self.warnings],
+            "checks": [asdict(c) for c in self.checks],
+            "build_date": self.build_date.isoformat(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Validation:
+        return cls(
+            warnings=[Problem(**w) for w in data["warnings"]],
+            checks=[CheckResult(**c) for c in data["checks"]],
+            build_date=dt.date.fromisoformat(data["build_date"]),
+        )

@@ -1271,7 +1271,7 @@ DERIVED_TABLES: tuple[Table, ...] = (
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
 
-# Constants the first-principles estimator (pipeline/memory.py) reads.
+# Constants the first-principles estimator (pipeline/estimate/first_principles.py) reads.
 ESTIMATOR_CONSTANTS = (
     "activation_bytes",
     "norm_input_bytes",

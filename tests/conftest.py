@@ -32,7 +32,7 @@ def sources(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def catalog():
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.combine import combine
 
     return combine(load_and_validate(SOURCES)[0])
@@ -41,7 +41,7 @@ def catalog():
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> Path:
     """output/ of one build of the real sources."""
-    from pipeline.__main__ import build
+    from pipeline.build import build
 
     out = tmp_path_factory.mktemp("build") / "output"
     build(SOURCES, out)

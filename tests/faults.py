@@ -37,7 +37,7 @@ def main() -> int:
     out = Path(os.path.abspath(args[args.index("--out") + 1])) if "--out" in args else ROOT / "output"
     beside = str(out.parent)
 
-    import pipeline.publish as publish
+    import pipeline.publish.staging as publish
 
     def pause(point: str) -> None:
         print(f"paused at {point}", flush=True)
@@ -141,7 +141,7 @@ def main() -> int:
     if spec.get("duckdb_full"):
         import duckdb
 
-        import pipeline.downloads as downloads
+        import pipeline.publish.downloads as downloads
 
         class FullDuckDB:
             @staticmethod

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, edit_csv
-from pipeline.__main__ import load_and_validate
-from pipeline.architecture import (
+from pipeline.build import load_and_validate
+from pipeline.estimate.architecture import (
     Architecture,
     architecture_from_row,
     linear_layers,

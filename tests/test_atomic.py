@@ -109,10 +109,10 @@ def test_build_is_what_validating_first_gives(builds, tmp_path):
     """Great Expectations runs while the build computes and renders: the output is that of
     validating, then computing, rendering and publishing one after the other."""
     from pipeline import fingerprint
-    from pipeline.__main__ import load_and_validate, published
+    from pipeline.build import load_and_validate, published
     from pipeline.combine import combine
-    from pipeline.publish import publish
-    from pipeline.render import Renderer
+    from pipeline.publish.staging import publish
+    from pipeline.render.site import Renderer
 
     root, _, snapshots = builds
     con, validation = load_and_validate(SOURCES)
@@ -126,7 +126,7 @@ def test_build_is_what_validating_first_gives(builds, tmp_path):
 
 def test_a_value_only_great_expectations_rejects_leaves_output_untouched(builds, tmp_path):
     """The rejected price still computes and renders (GX runs meanwhile); nothing is published."""
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.problems import DataError, format_report
 
     root, _, snapshots = builds
@@ -223,7 +223,7 @@ def test_without_folder_exchange_a_kill_at_every_step_leaves_a_complete_build(ur
 
 def test_no_exchange_first_build_makes_the_link(tmp_path, monkeypatch):
     """Where folders cannot be exchanged, a first build (no output/ yet) is put in place as a link."""
-    from pipeline import publish
+    from pipeline.publish import staging as publish
 
     monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
     monkeypatch.setattr(publish, "_EXCHANGE", {})
@@ -277,7 +277,7 @@ def test_serve_rebuild_waits_for_the_lock(url_builds, tmp_path, capfd):
     """`serve` rebuilds under the same lock: while another process holds it, the rebuild waits."""
     import threading
 
-    from pipeline.serve import EditorLoop
+    from pipeline.tools.serve import EditorLoop
 
     a, old, _ = url_builds
     out = tmp_path / "output"

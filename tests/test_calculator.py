@@ -14,10 +14,12 @@ from urllib.parse import parse_qsl, urlencode
 import polars as pl
 import pytest
 
-from pipeline import estimate, memory, training
-from pipeline import format as fmt
-from pipeline.architecture import architecture_from_config, parameter_counts
-from pipeline.calculator import CONSTANTS, ESTIMATOR_CONSTANTS, calculator_data, calculator_json
+from pipeline.estimate import first_principles as memory
+from pipeline.estimate import table_rule as estimate
+from pipeline.estimate import training
+from pipeline.estimate.architecture import architecture_from_config, parameter_counts
+from pipeline.render import format as fmt
+from pipeline.render.calculator_json import CONSTANTS, ESTIMATOR_CONSTANTS, calculator_data, calculator_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,7 +113,7 @@ def page_text(built) -> dict:
 
 
 def custom_catalog_tables(catalog):
-    """estimates, gpu_fit and server_fit for the custom SIZES, computed by pipeline/estimate.py."""
+    """estimates, gpu_fit and server_fit for the custom SIZES, computed by pipeline/estimate/table_rule.py."""
     models = pl.DataFrame({"model_id": [f"custom:{s}" for s in SIZES], "params_b": [float(s) for s in SIZES]})
     est = estimate.estimate_memory(models, catalog["methods"], catalog["memory_anchors"], catalog.constants)
     return est, estimate.gpu_fit(est, catalog["gpus"]), estimate.server_fit(est, catalog["servers"], catalog["gpus"])
@@ -119,7 +121,7 @@ def custom_catalog_tables(catalog):
 
 @pytest.fixture(scope="module")
 def expected(catalog, built):
-    """(model key, method) -> the figures the page must show, formatted by pipeline/format.py."""
+    """(model key, method) -> the figures the page must show, formatted by pipeline/render/format.py."""
     text = page_text(built)
     custom = custom_catalog_tables(catalog)
     estimates = pl.concat([catalog["estimates"], custom[0]])
@@ -514,13 +516,13 @@ def test_keyboard_only(page, site_server, expected):
 
 def test_calculator_constants_are_required_by_validation():
     # A constant the page reads but validation does not require would surface as a KeyError, not a report line.
-    from pipeline.calculator import CONSTANTS
+    from pipeline.render.calculator_json import CONSTANTS
     from pipeline.schema import REQUIRED_CONSTANTS
 
     assert set(CONSTANTS) <= set(REQUIRED_CONSTANTS)
 
 
-# ---- the advanced mode: the first-principles estimator (pipeline/memory.py) in the browser ----
+# ---- the advanced mode: the first-principles estimator (pipeline/estimate/first_principles.py) in the browser ----
 
 
 def test_data_carries_the_estimator(catalog):
@@ -581,7 +583,7 @@ def setup_of(case: dict) -> memory.Setup:
 
 
 def python_advanced(catalog, architectures, expected, case: dict) -> dict:
-    """What the advanced mode must show for a URL case, computed by pipeline/memory.py and pipeline/training.py."""
+    """What the advanced mode must show for a URL case, computed by pipeline/estimate/first_principles.py and pipeline/estimate/training.py."""
     key = model_key(case)
     arch = architectures[key]
     setup = setup_of(case)
@@ -712,7 +714,7 @@ def problem_code(message: str) -> str:
 
 
 def displayed(text: dict, want: dict) -> dict:
-    """The texts the page shows for Python's raw figures, formatted by pipeline/format.py."""
+    """The texts the page shows for Python's raw figures, formatted by pipeline/render/format.py."""
     parts = want["breakdown"]
     no_fp8 = want["_no_fp8"]
     return {

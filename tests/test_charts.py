@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline import charts
-from pipeline import format as fmt
-from pipeline.render import load_labels
+from pipeline.render import charts
+from pipeline.render import format as fmt
+from pipeline.render.site import load_labels
 
 
 class Page(HTMLParser):
@@ -208,7 +208,7 @@ def test_every_page_links_to_the_charts(built):
 
 def test_catalog_without_prices_has_no_price_chart(catalog):
     from pipeline.combine import Catalog
-    from pipeline.render import Renderer
+    from pipeline.render.site import Renderer
 
     tables = dict(catalog.tables, servers=catalog["servers"].with_columns(price_rub_month=pl.lit(None, pl.Int64)))
     site = Renderer(Catalog(tables, catalog.constants)).render().site

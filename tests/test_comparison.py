@@ -1,4 +1,4 @@
-"""The article «Сравнение методик»: its key figures against pipeline.memory computed here, both renderings,
+"""The article «Сравнение методик»: its key figures against pipeline.estimate.first_principles computed here, both renderings,
 its links, and no figure typed into the template's prose."""
 
 import math
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import calibration, memory
-from pipeline import format as fmt
-from pipeline.architecture import parameter_counts
+from pipeline.estimate import calibration
+from pipeline.estimate import first_principles as memory
+from pipeline.estimate.architecture import parameter_counts
+from pipeline.render import format as fmt
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "site_templates" / "articles" / "method-comparison.md"
 SERVER = "hgx-h200-8x"
@@ -18,10 +19,10 @@ SERVER = "hgx-h200-8x"
 
 @pytest.fixture(scope="module")
 def cmp(catalog):
-    from pipeline.comparison import Comparison
-    from pipeline.estimator_pages import EstimatorTables
-    from pipeline.render import load_labels
-    from pipeline.tables import Tables
+    from pipeline.render.site import load_labels
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.comparison import Comparison
+    from pipeline.render.views.estimator import EstimatorTables
 
     labels = load_labels()
     tables = Tables(catalog, labels)

@@ -10,8 +10,9 @@ import polars as pl
 import pytest
 
 from conftest import ROOT, SOURCES, edit_csv
-from pipeline.__main__ import build, main
-from pipeline.diff import diff, format_text
+from pipeline.__main__ import main
+from pipeline.build import build
+from pipeline.tools.diff import diff, format_text
 
 NBSP = "\u00a0"  # the group separator of Russian numbers, as on the site
 

@@ -5,10 +5,10 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from pipeline.comparison import Comparison
-from pipeline.estimator_pages import EstimatorTables
+from pipeline.render.views.articles import Tables
+from pipeline.render.views.comparison import Comparison
+from pipeline.render.views.estimator import EstimatorTables
 from pipeline.schema import SOURCE_TABLES
-from pipeline.tables import Tables
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -62,7 +62,9 @@ def test_every_template_table_is_documented():
 def test_readme_describes_the_estimate_command():
     """The estimator section names the three readings, both phases, the typical setup, the cache folder and
     every column of --batch, in and out, as the code has them."""
-    from pipeline import cache, estimate_command, memory
+    from pipeline.estimate import first_principles as memory
+    from pipeline.tools import cache
+    from pipeline.tools import estimate_cli as estimate_command
 
     section = README.split("## The first-principles estimator", 1)[1].split("\n## ", 1)[0]
     for reading in ("allocated", "reserved", "whole_card", "peak_phase", "per_gpu_gb", "readings_gb"):

@@ -13,9 +13,9 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from conftest import SOURCES, edit_csv
-from pipeline.__main__ import build
-from pipeline.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
-from pipeline.format import spreadsheet_safe
+from pipeline.build import build
+from pipeline.publish.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
+from pipeline.render.format import spreadsheet_safe
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
 
 TABLES = [pytest.param(t, id=t.name) for t in ALL_TABLES]
@@ -243,7 +243,7 @@ def test_formula_becomes_a_string_in_xlsx_and_numbers_stay_numbers(hostile):
 
 def test_a_typed_apostrophe_gets_its_own_workbook():
     """The CSV of "=x" and of "'=x" is the same ("'=x"): a warm process must not reuse one's workbook for the other."""
-    from pipeline.downloads import _typed_apostrophes
+    from pipeline.publish.downloads import _typed_apostrophes
 
     table = TABLES_BY_NAME["references"]
     frame = pl.DataFrame({"title": ["=x"]})
@@ -280,7 +280,7 @@ def test_downloads_are_byte_identical_across_builds(built, catalog, tmp_path):
 
 
 def test_tables_beyond_excel_rows_get_no_xlsx(tmp_path, catalog, monkeypatch):
-    from pipeline import downloads
+    from pipeline.publish import downloads
 
     monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 3000)  # server_fit has 2 700 rows, gpu_fit 4 050
     downloads.write_downloads(tmp_path, catalog)

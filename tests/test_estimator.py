@@ -16,7 +16,8 @@ from statistics import median
 import polars as pl
 import pytest
 
-from pipeline import calibration, memory, training
+from pipeline.estimate import calibration, training
+from pipeline.estimate import first_principles as memory
 from tests.test_memory import LLAMA3_8B, P
 from tests.test_memory import C as TEST_CONSTANTS
 
@@ -191,7 +192,7 @@ def test_cli_caches_the_validated_catalog_and_ignores_a_damaged_entry():
 
 
 def test_cache_get_put_verifies_every_entry(tmp_path):
-    from pipeline import cache
+    from pipeline.tools import cache
 
     store = cache.Cache(tmp_path)
     key = cache.make_key("a", "b")

@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from pipeline import format as fmt
+from pipeline.render import format as fmt
 
 NBSP = "\xa0"
 

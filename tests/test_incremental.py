@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, edit_csv
-from pipeline.__main__ import build
+from pipeline.build import build
 
 
 def stats(folder: Path) -> dict[str, tuple[int, int]]:

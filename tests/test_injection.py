@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from markupsafe import Markup
 
 from conftest import edit_csv
-from pipeline.__main__ import build, load_and_validate
-from pipeline.format import spreadsheet_safe
+from pipeline.build import build, load_and_validate
 from pipeline.problems import DataError
+from pipeline.render.format import spreadsheet_safe
 from pipeline.validate import HIDDEN_RULE
 
 SCRIPT = "<script>alert(1)</script>"
@@ -145,13 +145,13 @@ REFUSED = " (an article may use only the helpers listed in site_templates/README
 
 @pytest.fixture(scope="module")
 def renderer(catalog):
-    from pipeline.render import Renderer
+    from pipeline.render.site import Renderer
 
     return Renderer(catalog)
 
 
 def hostile_article(body: str):
-    from pipeline.render import Article
+    from pipeline.render.site import Article
 
     return Article("hostile", "Статья", "Описание", 99, "Статья", body, ARTICLE_LINE)
 
@@ -245,8 +245,8 @@ def test_other_template_errors_name_file_and_line(renderer, payload, rule):
 def test_a_sandbox_escape_stops_the_build_with_exit_2(built, tmp_path, monkeypatch, capsys):
     """Through the command line: exit 2, the article's file and line, the previous output untouched."""
     from conftest import SOURCES
-    from pipeline import render
     from pipeline.__main__ import main
+    from pipeline.render import site as render
 
     out = tmp_path / "output"
     shutil.copytree(built, out)  # the same sources: the build reuses their validation
@@ -382,7 +382,7 @@ def test_markup_outside_the_allow_list_is_removed_and_reported(renderer, payload
 
 def assert_inert(text: str) -> None:
     """Every tag in the text is an allowed one with allowed attributes and addresses; every other "<" is text."""
-    from pipeline.sanitize import ATTRIBUTES, TAGS, url_allowed
+    from pipeline.render.sanitize import ATTRIBUTES, TAGS, url_allowed
 
     for tag in re.findall(r"<[^<>]*>?", text):
         m = re.fullmatch(r"<(/?)([a-z0-9]+)((?:\s+[a-z-]+(?:=\"[^\"<>]*\")?)*)\s*/?>", tag)
@@ -466,8 +466,8 @@ def test_warnings_name_the_line_in_the_file(renderer):
 def test_a_build_publishes_cleaned_markup_and_prints_the_warnings(built, tmp_path, monkeypatch, capsys):
     """Through the command line: exit 0, the article's page and its CMS Markdown cleaned, each removal printed."""
     from conftest import SOURCES
-    from pipeline import render
     from pipeline.__main__ import main
+    from pipeline.render import site as render
 
     out = tmp_path / "output"
     shutil.copytree(built, out)  # the same sources: the build reuses their validation
@@ -490,8 +490,8 @@ def plain_render(renderer, article, mode: str) -> tuple[str, dict]:
     """An article as the pipeline rendered it before the sandbox: plain Jinja over the helper objects."""
     import jinja2
 
-    from pipeline import format as fmt
-    from pipeline.render import TOKEN, _inert, markdown_table
+    from pipeline.render import format as fmt
+    from pipeline.render.site import TOKEN, _inert, markdown_table
 
     sources = (renderer.tables, renderer.estimator, renderer.comparison)
     views = {}
@@ -517,8 +517,8 @@ def test_existing_articles_are_untouched_by_sandbox_and_sanitiser(renderer):
     """Every article renders byte-identically to plain Jinja with unsanitised Markdown and HTML."""
     import markdown as markdown_lib
 
-    from pipeline import sanitize
-    from pipeline.render import read_articles
+    from pipeline.render import sanitize
+    from pipeline.render.site import read_articles
 
     renderer.article_warnings.clear()
     articles = read_articles()
@@ -540,7 +540,7 @@ def test_sandbox_and_plain_templates_are_cached_apart():
     """Jinja compiles sandboxed code differently: its bytecode cache must not be shared with a plain one."""
     import jinja2
 
-    from pipeline.render import _ARTICLE_ENV, _bytecode_cache, _inert
+    from pipeline.render.site import _ARTICLE_ENV, _bytecode_cache, _inert
 
     plain = jinja2.Environment(
         undefined=jinja2.StrictUndefined, autoescape=False, finalize=_inert, keep_trailing_newline=True
@@ -549,10 +549,10 @@ def test_sandbox_and_plain_templates_are_cached_apart():
 
 
 def test_every_article_helper_and_table_is_documented_and_exists(renderer):
-    from pipeline.comparison import Comparison
-    from pipeline.estimator_pages import EstimatorTables
-    from pipeline.render import ARTICLE_HELPERS, ARTICLE_TABLES
-    from pipeline.tables import Tables
+    from pipeline.render.site import ARTICLE_HELPERS, ARTICLE_TABLES
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.comparison import Comparison
+    from pipeline.render.views.estimator import EstimatorTables
 
     guide = (Path(__file__).resolve().parent.parent / "site_templates" / "README.md").read_text(encoding="utf-8")
     for name, members in ARTICLE_HELPERS.items():
@@ -652,7 +652,7 @@ def markup_problems(html: str) -> list:
     """Tags, attributes and addresses outside the allow-list in some HTML, as a browser would see them."""
     from html.parser import HTMLParser
 
-    from pipeline.sanitize import ATTRIBUTES, CLASSES, TAGS, url_allowed
+    from pipeline.render.sanitize import ATTRIBUTES, CLASSES, TAGS, url_allowed
 
     found = []
 
@@ -687,7 +687,7 @@ def test_cleaned_markdown_makes_only_allowed_html(text):
     cleaning it again changes nothing."""
     import markdown as markdown_lib
 
-    from pipeline.sanitize import clean_html, clean_markdown
+    from pipeline.render.sanitize import clean_html, clean_markdown
 
     cleaned, _ = clean_markdown(text)
     assert clean_markdown(cleaned) == (cleaned, [])

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES
-from pipeline.__main__ import load_and_validate
+from pipeline.build import load_and_validate
 from pipeline.problems import DataError
 
 

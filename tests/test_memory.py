@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import memory
-from pipeline.architecture import Architecture
+from pipeline.estimate import first_principles as memory
+from pipeline.estimate.architecture import Architecture
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import edit_csv
-from pipeline.__main__ import build, load_and_validate
+from pipeline.build import build, load_and_validate
 from pipeline.combine import combine
 from pipeline.problems import DataError, format_report
 

@@ -1,6 +1,6 @@
 """Model pages' live breakdown (static/model-advanced.js): without JavaScript the static bars and table of
 the typical setup; with it, a form whose setups redraw the same bars and table with calculator.js's
-estimator, equal to pipeline/memory.py. Playwright drives Debian's chromium over a local http.server."""
+estimator, equal to pipeline/estimate/first_principles.py. Playwright drives Debian's chromium over a local http.server."""
 
 import html
 import json
@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl
 import pytest
 
 from conftest import ROOT, serious_axe_violations
-from pipeline import format as fmt
-from pipeline import memory
+from pipeline.estimate import first_principles as memory
+from pipeline.render import format as fmt
 
 LABELS = tomllib.loads((ROOT / "site_templates" / "labels.toml").read_text(encoding="utf-8"))["estimator"]
 LORA_ONLY = ("lora_rank", "lora_targets")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from pipeline import outdir, publish
-from pipeline.paths import UnsafePath, check_relative, link_verified, safe_path, write_file
+from pipeline.publish import outdir
+from pipeline.publish import staging as publish
+from pipeline.publish.paths import UnsafePath, check_relative, link_verified, safe_path, write_file
 
 FAULTS = ROOT / "tests" / "faults.py"
 
@@ -131,7 +132,7 @@ def test_link_verified_reuses_only_identical_regular_files(tmp_path):
 
 @pytest.fixture
 def small_render():
-    from pipeline.render import Rendered
+    from pipeline.render.site import Rendered
 
     return Rendered({"index.html": "<!doctype html>ok", "charts/memory.0123456789.svg": "<svg/>"}, {"a.md": "# a\n"})
 
@@ -197,7 +198,7 @@ def test_database_writer_refuses_a_planted_link(tmp_path, catalog, small_render,
 
 
 def test_write_downloads_writes_through_the_same_function(tmp_path, catalog, monkeypatch):
-    from pipeline import downloads, paths
+    from pipeline.publish import downloads, paths
 
     seen = []
     real = paths.write_file
@@ -216,7 +217,7 @@ def add_gpu(sources: Path, gpu_id: str) -> None:
 
 
 def test_path_id_problems_names_every_unsafe_id(tmp_path, sources):
-    from pipeline.__main__ import path_id_problems
+    from pipeline.build import path_id_problems
     from pipeline.load import read_sources
 
     for gpu_id in ("../../escaped", "/tmp/escaped", "Upper", "a" * 201):
@@ -263,7 +264,7 @@ def forge_validated(sources: Path, out: Path) -> None:
 
 
 def test_ids_are_checked_even_when_validation_is_reused(tmp_path, sources, monkeypatch):
-    from pipeline.__main__ import build
+    from pipeline.build import build
     from pipeline.problems import DataError
 
     add_gpu(sources, "../../escaped")
@@ -277,7 +278,7 @@ def test_ids_are_checked_even_when_validation_is_reused(tmp_path, sources, monke
 
 
 def test_serve_rebuild_refuses_traversal_ids(tmp_path, sources):
-    from pipeline.serve import EditorLoop
+    from pipeline.tools.serve import EditorLoop
 
     add_gpu(sources, "../../escaped")
     out = tmp_path / "output"

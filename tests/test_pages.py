@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import format as fmt
+from pipeline.render import format as fmt
 
 
 def text(path: Path) -> str:

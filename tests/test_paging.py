@@ -1,4 +1,4 @@
-"""Long tables split over pages (pipeline/paging.py): the real catalog with `table_page_rows = 10`
+"""Long tables split over pages (pipeline/render/paging.py): the real catalog with `table_page_rows = 10`
 so that its 45-model and 15-GPU tables are split, and checked as a site: every row once, pagers,
 continuation pages with their own titles, links, sitemap, HTML5 and axe-core."""
 
@@ -11,8 +11,8 @@ import pytest
 from test_site import check_links, parse
 
 from conftest import SOURCES, serious_axe_violations, serve_directory
-from pipeline.paging import page_items, split
-from pipeline.tables import Link, TableView
+from pipeline.render.paging import split
+from pipeline.render.view import Link, TableView, page_items
 
 
 @pytest.mark.parametrize(
@@ -62,9 +62,9 @@ def test_the_real_catalog_has_no_continuation_pages(built):
 def test_a_bad_page_size_is_named(catalog, rows):
     import tomllib
 
-    from pipeline.pages import config_problems
-    from pipeline.render import TEMPLATES, load_labels
-    from pipeline.tables import Tables
+    from pipeline.render.site import TEMPLATES, load_labels
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.entities import config_problems
 
     site = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
     assert config_problems(Tables(catalog, load_labels()), site) == []
@@ -78,9 +78,9 @@ def test_a_bad_page_size_is_named(catalog, rows):
 def paged_site(tmp_path_factory, built) -> Path:
     """The real catalog's site rendered with table_page_rows = 10 (site_templates copied and edited);
     the downloads, which do not depend on templates, are those of the real build."""
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.combine import combine
-    from pipeline.render import TEMPLATES, Renderer
+    from pipeline.render.site import TEMPLATES, Renderer
 
     root = tmp_path_factory.mktemp("paged")
     templates = root / "site_templates"

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import RULE_CONSTANTS as CONSTANTS
-from pipeline import estimate
+from pipeline.estimate import table_rule as estimate
 
 # The code shrinks every ratio by one part in 1e9 before ceil (estimate.RELATIVE_TOLERANCE). So:
 # within 1e-9 (relative, at least 1e-9 absolute) of a boundary either answer is right, but a

@@ -4,8 +4,8 @@ import polars as pl
 import pytest
 
 from conftest import RULE_CONSTANTS as CONSTANTS
-from pipeline import estimate
-from pipeline.format import gb
+from pipeline.estimate import table_rule as estimate
+from pipeline.render.format import gb
 
 
 def small_estimates(sizes: list[float]) -> pl.DataFrame:

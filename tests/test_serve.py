@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, edit_csv
-from pipeline.serve import LONG_POLL_SECONDS, LONG_POLLS, TEMPLATES, WORKERS, EditorLoop, Handler, inject
+from pipeline.tools.serve import LONG_POLL_SECONDS, LONG_POLLS, TEMPLATES, WORKERS, EditorLoop, Handler, inject
 
 NBSP = "\u00a0"
 PAGE = "servers/esc8000a-8x-h100.html"

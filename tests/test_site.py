@@ -80,7 +80,7 @@ def test_links_resolve_at_the_root(built):
 
 @pytest.fixture(scope="module")
 def subpath_build(tmp_path_factory) -> Path:
-    from pipeline.__main__ import build
+    from pipeline.build import build
 
     out = tmp_path_factory.mktemp("subpath") / "output"
     build(SOURCES, out, base_url="https://example.org/docs/gpu/")
@@ -174,7 +174,7 @@ def test_data_page_lists_every_table_and_column(built):
 
 
 def test_quality_page_lists_every_check_and_warning(built):
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
 
     _, validation = load_and_validate(SOURCES)
     html = (built / "site" / "quality.html").read_text(encoding="utf-8")

@@ -39,7 +39,7 @@ def test_small_synthetic_catalog_passes_check_with_expected_counts(tmp_path):
 
 
 def test_derived_row_counts_match_what_the_rules_compute(tmp_path):
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.combine import combine
 
     counts = synth.generate(tmp_path, models=40, servers=12)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, edit_csv
-from pipeline.__main__ import load_and_validate
+from pipeline.build import load_and_validate
 from pipeline.problems import DataError, format_report
 from pipeline.schema import SOURCE_TABLES
 from pipeline.validate import HIDDEN_RULE
@@ -555,7 +555,7 @@ def edge_values(which: str) -> dict[str, float]:
 def test_every_constant_at_the_edge_of_its_bounds_builds(src, tmp_path, which):
     # What validation lets through, the compute and render stages must survive: no division by
     # zero, no index out of range, no cast that fails, whatever the constants within their bounds.
-    from pipeline.__main__ import build
+    from pipeline.build import build
 
     for constant_id, value in edge_values(which).items():
         set_constant(src, constant_id, f"{value:.15f}".rstrip("0").rstrip("."))
@@ -611,7 +611,7 @@ def test_the_pretraining_page_needs_a_pretraining_row(src):
 
 
 def test_warnings_do_not_stop_the_build(src, tmp_path):
-    from pipeline.__main__ import build
+    from pipeline.build import build
 
     edit_csv(src / "servers.csv", ",585000,", ",5000,")
     edit_csv(src / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,")

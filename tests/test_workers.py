@@ -1,11 +1,11 @@
-"""pipeline.workers.split_map: the same results as a plain loop, computed on two cores."""
+"""pipeline.parallel.split_map: the same results as a plain loop, computed on two cores."""
 
 import os
 import time
 
 import pytest
 
-from pipeline import workers
+from pipeline import parallel as workers
 
 two_cores = pytest.mark.skipif((os.cpu_count() or 1) < 2 or workers.WORKERS < 2, reason="needs two cores")
 
@@ -103,9 +103,9 @@ def children() -> set[int]:
 def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
     """The workbooks start in a child before rendering: a render that fails still waits for it
     (a warm `just serve` process would otherwise pile up children)."""
-    from pipeline import downloads
-    from pipeline.__main__ import build
-    from pipeline.render import Renderer
+    from pipeline.build import build
+    from pipeline.publish import downloads
+    from pipeline.render.site import Renderer
 
     def broken(self):
         raise RuntimeError("a template bug")

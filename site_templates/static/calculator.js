@@ -1,5 +1,5 @@
 // The «Дообучение» calculator: the rules of DESIGN.md recomputed in the browser from
-// data/calculator.json (written by pipeline/calculator.py). No figure is typed here: anchors,
+// data/calculator.json (written by pipeline/render/calculator_json.py). No figure is typed here: anchors,
 // constants, GPUs, servers and prices come from the JSON, the Russian text from the page.
 
 // An interpolated 630 GB can be 630.0000000000001; like estimate.ceil_div, the ratio is shrunk
@@ -7,7 +7,7 @@
 let tolerance = 0;
 export const ceilDiv = (a, b) => Math.max(1, Math.ceil((a / b) * (1 - tolerance)));
 
-// ---- formatting: the same output as pipeline/format.py (Babel ru_RU, half up) ----
+// ---- formatting: the same output as pipeline/render/format.py (Babel ru_RU, half up) ----
 
 // Decimal digits of a float's shortest representation (what Python's repr gives), as
 // [digits, position of the decimal point], so that rounding works on the shown decimal.
@@ -157,7 +157,7 @@ export function trainingCost(data, hours, server, servers) {
   return (hours / data.constants.hours_per_month) * server.price_rub_month * servers;
 }
 
-// ---- the first-principles estimator (advanced mode): pipeline/architecture.py and pipeline/memory.py ----
+// ---- the first-principles estimator (advanced mode): pipeline/estimate/architecture.py and pipeline/estimate/first_principles.py ----
 // Ported line by line, so that every part agrees with Python's to the last bits of a float.
 
 const QV = new Set(["q", "v", "q_a", "q_b", "kv_a", "kv_b"]);

@@ -10,42 +10,9 @@ whole tables. A table that fits on one page is not touched.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from pipeline.tables import TableView
-
-
-@dataclass(frozen=True)
-class Pager:
-    """Where one page of a split table sits: page `current` (1-based) of `hrefs` (root-relative)."""
-
-    hrefs: list[str]
-    current: int
-    first_row: int  # 1-based numbers of the rows on this page
-    last_row: int
-    total_rows: int
-    label: str  # the table's title, for the pager's accessible name
-
-    @property
-    def total(self) -> int:
-        return len(self.hrefs)
-
-    def items(self, around: int = 2) -> list[int | None]:
-        """Page numbers to link: the first, the last and `around` either side of the current one;
-        None where numbers are left out."""
-        return page_items(self.current, self.total, around)
-
-
-def page_items(current: int, total: int, around: int = 2) -> list[int | None]:
-    shown = sorted({1, total} | set(range(max(current - around, 1), min(current + around, total) + 1)))
-    out: list[int | None] = []
-    for n in shown:
-        if out and n - out[-1] > 2:
-            out.append(None)
-        elif out and n - out[-1] == 2:
-            out.append(n - 1)  # a gap of one page: show its number rather than an ellipsis
-        out.append(n)
-    return out
+from pipeline.render.view import Pager, TableView
 
 
 def continuation_href(path: str, key: str, k: int) -> str:

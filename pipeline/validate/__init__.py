@@ -12,15 +12,16 @@ import datetime as dt
 import os
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
-from pipeline import architecture
+from pipeline.estimate import architecture
 from pipeline.fingerprint import build_date
 from pipeline.load import LINE, display_path, typed_sql
-from pipeline.problems import Problem, capped
+from pipeline.parallel import start_map
+from pipeline.problems import CheckResult, Problem, Validation, capped
 from pipeline.schema import (
     CONSTANT_BOUNDS,
     CONSTANT_RELATIONS,
@@ -39,7 +40,6 @@ from pipeline.schema import (
     Field,
     Table,
 )
-from pipeline.workers import start_map
 
 
 @dataclass(frozen=True)
@@ -51,41 +51,6 @@ class Check:
     on: str  # "raw" (text cells) or "typed" (cast values)
     expectation: object
     rule: str
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What the data-quality page shows for one check."""
-
-    table: str
-    column: str
-    rule: str
-    engine: str  # "Great Expectations" or "DuckDB SQL"
-    failures: int
-
-
-@dataclass
-class Validation:
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[Problem] = field(default_factory=list)
-    checks: list[CheckResult] = field(default_factory=list)
-    build_date: dt.date = dt.date(1970, 1, 1)
-
-    def to_dict(self) -> dict:
-        """What a later build of the same sources reuses instead of validating again."""
-        return {
-            "warnings": [asdict(w) for w in self.warnings],
-            "checks": [asdict(c) for c in self.checks],
-            "build_date": self.build_date.isoformat(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Validation:
-        return cls(
-            warnings=[Problem(**w) for w in data["warnings"]],
-            checks=[CheckResult(**c) for c in data["checks"]],
-            build_date=dt.date.fromisoformat(data["build_date"]),
-        )
 
 
 HIDDEN_RULE = (
@@ -280,7 +245,7 @@ def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date)
             for on in ("raw", "typed"):
                 if _CONTEXT:  # a warm process makes each suite once; the child inherits it
                     _definition(table, on, today)
-    # GX is pure Python: the suites are shared between two cores (pipeline.workers).
+    # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
     weights = [len(job[0].fields) * (1 + len(job[4]) / 2000) for job in jobs.values()]
     finish = start_map(_run_suite, list(jobs.values()), weights)
 
@@ -472,7 +437,7 @@ PARAMS_TOLERANCE = 0.02
 def architecture_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """The architecture columns of models.csv hang together and give the stated parameter counts.
 
-    The count is Python (pipeline/architecture.py), so these rules run over the typed rows
+    The count is Python (pipeline/estimate/architecture.py), so these rules run over the typed rows
     in Python and report in the same form as the SQL rules.
     """
     if "models" not in names:
@@ -798,7 +763,7 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
         ).fetchall()
         _sql_rule(out, con, sources_dir, "legacy_offers", "every offer has a job", rows)
     if {"legacy_gpu_counts", "gpus"} <= names:
-        from pipeline.training import PRETRAINING_GPUS
+        from pipeline.estimate.training import PRETRAINING_GPUS
 
         gpus = {r[0] for r in con.sql("SELECT gpu_id FROM raw_gpus").fetchall()}
         pretraining = con.sql(
@@ -849,7 +814,7 @@ def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation
     """Every setting of the typical setup is present once, known, and of its kind (memory.TYPICAL_SETTINGS)."""
     if "typical_setup" not in names:
         return
-    from pipeline.memory import typical_setup_problems
+    from pipeline.estimate.first_principles import typical_setup_problems
 
     rows = con.sql(f"SELECT {LINE}, setting_id, value FROM raw_typical_setup ORDER BY 1").fetchall()
     _sql_rule(

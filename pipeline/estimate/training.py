@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from pipeline import memory
-from pipeline.architecture import Architecture, parameter_counts
+from pipeline.estimate import first_principles
+from pipeline.estimate.architecture import Architecture, parameter_counts
 from pipeline.schema import PRETRAINING
 
 
@@ -29,10 +29,10 @@ class Plan:
     cost_rub: float | None = None
 
 
-def training_flops(arch: Architecture, setup: memory.Setup, tokens: float, c: Mapping[str, float]) -> float:
+def training_flops(arch: Architecture, setup: first_principles.Setup, tokens: float, c: Mapping[str, float]) -> float:
     """Compute of training on `tokens` tokens (tokens x epochs): per-token FLOPs of the active parameters."""
     active = parameter_counts(arch).active
-    return memory.training_flops_per_token(active, setup, c) * tokens
+    return first_principles.training_flops_per_token(active, setup, c) * tokens
 
 
 def peak_tflops(gpu: Mapping[str, object], fp8: bool) -> float:
@@ -52,7 +52,7 @@ def plan(
     server: Mapping[str, object] | None = None,
 ) -> Plan:
     """Hours on `cards` cards of `gpu`; with a server, the servers needed and the rent for those hours."""
-    hours = memory.training_hours(flops, cards, peak_tflops(gpu, fp8), utilization)
+    hours = first_principles.training_hours(flops, cards, peak_tflops(gpu, fp8), utilization)
     if server is None:
         return Plan(flops, cards, hours)
     servers = math.ceil(cards / server["gpu_count"])
@@ -83,7 +83,7 @@ def pretraining(
     days: float,
     utilization: float,
     tokens_per_param: float | None = None,
-    setup: memory.Setup | None = None,
+    setup: first_principles.Setup | None = None,
     server: Mapping[str, object] | None = None,
 ) -> Pretraining:
     """Plan pretraining from scratch: tokens = tokens_per_param x parameters (20, Chinchilla, by default).
@@ -92,16 +92,16 @@ def pretraining(
     checkpointing (the usual way to pretrain at scale); the time side needs the cards that
     do the compute within `days`.
     """
-    setup = setup or memory.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
+    setup = setup or first_principles.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
     tokens = (tokens_per_param or c["tokens_per_param"]) * parameter_counts(arch).total
     flops = training_flops(arch, setup, tokens, c)
     tflops = peak_tflops(gpu, setup.fp8)
-    for_time = memory.cards_for_duration(flops, days * 24, tflops, utilization)
-    for_memory = memory.min_gpus(arch, setup, c, float(gpu["memory_gb"]))
+    for_time = first_principles.cards_for_duration(flops, days * 24, tflops, utilization)
+    for_memory = first_principles.min_gpus(arch, setup, c, float(gpu["memory_gb"]))
     if for_memory is None:
         return Pretraining(tokens, flops, None, for_time, None, None, None, None, None)
     cards = max(for_memory, for_time)
-    per_card = memory.estimate(arch, replace(setup, gpus=cards), c).total / memory.GB
+    per_card = first_principles.estimate(arch, replace(setup, gpus=cards), c).total / first_principles.GB
     result = plan(flops, gpu, cards, utilization, c, setup.fp8, server)
     return Pretraining(
         tokens, flops, for_memory, for_time, cards, per_card, result.hours, result.servers, result.cost_rub
@@ -121,7 +121,7 @@ def pretraining_table(
 ) -> pl.DataFrame:
     """The `pretraining` table: seed 000's pretraining rows (7B, 13B, 70B on H100 and H200) recomputed
     with the stated assumptions, costed on the largest priced catalog server with that card."""
-    archs = memory.model_architectures(models)
+    archs = first_principles.model_architectures(models)
     seed = legacy_gpu_counts.filter(pl.col("method_id").is_null())
     gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     rows = []

@@ -17,12 +17,13 @@ from functools import cached_property
 import polars as pl
 from markupsafe import Markup
 
-from pipeline import calibration, memory
-from pipeline import format as fmt
-from pipeline.architecture import parameter_counts
 from pipeline.combine import Catalog
-from pipeline.estimator_pages import signed_percent
-from pipeline.tables import Tables, TableView
+from pipeline.estimate import calibration, first_principles
+from pipeline.estimate.architecture import parameter_counts
+from pipeline.render import format as fmt
+from pipeline.render.view import TableView
+from pipeline.render.views.articles import Tables
+from pipeline.render.views.estimator import signed_percent
 
 SCALES = ("card", "server", "servers")
 
@@ -34,7 +35,7 @@ ESTIMATOR_CONSTANTS = {
     "table_rule": (),
     "rule_of_thumb": ("legacy_full_bytes_per_param", "legacy_lora_bytes_per_param", "legacy_qlora_7b_gb"),
     "deepspeed": ("zero3_gather_bytes_per_param",),
-    "first_principles": memory.CONSTANTS,
+    "first_principles": first_principles.CONSTANTS,
 }
 
 
@@ -51,8 +52,8 @@ class Comparison:
         return self.c.constants
 
     @cached_property
-    def archs(self) -> dict[str, memory.Architecture]:
-        return memory.model_architectures(self.c["models"])
+    def archs(self) -> dict[str, first_principles.Architecture]:
+        return first_principles.model_architectures(self.c["models"])
 
     @cached_property
     def _calibration(self) -> dict[str, dict]:
@@ -74,8 +75,10 @@ class Comparison:
             return count
         return count * self.t.server_fit_row(model_id, method_id, server)["servers_needed"]
 
-    def setup(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> memory.Setup:
-        base = memory.typical_setup(method_id, self.constants)
+    def setup(
+        self, model_id: str, method_id: str, scale: str = "card", server: str | None = None
+    ) -> first_principles.Setup:
+        base = first_principles.typical_setup(method_id, self.constants)
         if scale == "card":
             return base
         return replace(base, gpus=self.gpus(model_id, method_id, scale, server), sharding="zero3")
@@ -90,15 +93,15 @@ class Comparison:
         arch = self.archs[model_id]
         params_b = self.t.model(model_id)["params_b"]
         thumb = calibration.rule_of_thumb_gb(params_b, method_id, self.constants)
-        states = memory.deepspeed_model_states(arch, setup)
+        states = first_principles.deepspeed_model_states(arch, setup)
         return {
             "table_rule": self.t.estimate(model_id, method_id)["memory_gb"] / setup.gpus,
             "rule_of_thumb": None if thumb is None else thumb / setup.gpus,
-            "deepspeed": None if states is None else states / memory.GB,
-            "first_principles": memory.estimate(arch, setup, self.constants).gb()["total"],
+            "deepspeed": None if states is None else states / first_principles.GB,
+            "first_principles": first_principles.estimate(arch, setup, self.constants).gb()["total"],
         }
 
-    def measured_for(self, model_id: str, method_id: str, setup: memory.Setup) -> dict | None:
+    def measured_for(self, model_id: str, method_id: str, setup: first_principles.Setup) -> dict | None:
         """A calibration row measured in exactly this setup, if the catalog has one."""
         keys = ("seq_len", "micro_batch", "gpus", "sharding", "grad_checkpointing")
         for row in self._calibration.values():
@@ -116,7 +119,7 @@ class Comparison:
     def deepspeed_bytes_per_param(self, model_id: str) -> str:
         """DeepSpeed's model states per parameter on one card without sharding, bytes."""
         arch = self.archs[model_id]
-        states = memory.deepspeed_model_states(arch, memory.Setup(method="full_amp"))
+        states = first_principles.deepspeed_model_states(arch, first_principles.Setup(method="full_amp"))
         return fmt.number(states / parameter_counts(arch).total, 1)
 
     def gb(
@@ -140,7 +143,7 @@ class Comparison:
     def part(self, model_id: str, method_id: str, part: str, scale: str = "card", server: str | None = None) -> str:
         """One part of the first-principles breakdown (weights, activations, ... or total), GB per card."""
         setup = self.setup(model_id, method_id, scale, server)
-        return fmt.gb(memory.estimate(self.archs[model_id], setup, self.constants).gb()[part])
+        return fmt.gb(first_principles.estimate(self.archs[model_id], setup, self.constants).gb()[part])
 
     def cards(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> str:
         return fmt.integer(self.gpus(model_id, method_id, scale, server))
@@ -184,10 +187,10 @@ class Comparison:
         return fmt.number(self.c.constants["calibration_within"] * 100, 0)
 
     def bytes_per_gb(self) -> str:
-        return fmt.integer(memory.GB)
+        return fmt.integer(first_principles.GB)
 
     def gib_in_gb(self) -> str:
-        return fmt.number(memory.GIB / memory.GB, 3)
+        return fmt.number(first_principles.GIB / first_principles.GB, 3)
 
     def measured(self, measurement_id: str) -> str:
         return fmt.gb(self._calibration[measurement_id]["measured_gb"])
@@ -228,7 +231,7 @@ class Comparison:
         return TableView(
             [L["estimator"]] + [L[f"takes_{k}"] for k in inputs],
             rows,
-            self._known(refs + self._constant_refs(memory.CONSTANTS)),
+            self._known(refs + self._constant_refs(first_principles.CONSTANTS)),
             ["memory_anchors", "constants", "calibration_summary"],
             [False] * (len(inputs) + 1),
         )
@@ -287,13 +290,13 @@ class Comparison:
         rows, models = [], []
         for model_id, method_id, scale in setups:
             setup = self.setup(model_id, method_id, scale, server)
-            parts = memory.estimate(self.archs[model_id], setup, self.constants).gb()
+            parts = first_principles.estimate(self.archs[model_id], setup, self.constants).gb()
             rows.append(
                 [
                     self.t.model_link(model_id, "short_name"),
                     self.t.method_link(method_id, "short_name_ru"),
                     fmt.integer(setup.gpus),
-                    *(fmt.gb(parts[p]) for p in memory.BREAKDOWN_COLUMNS),
+                    *(fmt.gb(parts[p]) for p in first_principles.BREAKDOWN_COLUMNS),
                     fmt.gb(parts["total"]),
                 ]
             )
@@ -302,16 +305,16 @@ class Comparison:
             self.L["model"],
             self.L["method"],
             self.L["cards"],
-            *(E["gb"].format(part=E[f"part_{p}"]) for p in memory.BREAKDOWN_COLUMNS),
+            *(E["gb"].format(part=E[f"part_{p}"]) for p in first_principles.BREAKDOWN_COLUMNS),
             E["total"],
         ]
-        refs = self._constant_refs(memory.CONSTANTS) + [self.t.model(m)["arch_reference_id"] for m in models]
+        refs = self._constant_refs(first_principles.CONSTANTS) + [self.t.model(m)["arch_reference_id"] for m in models]
         return TableView(
             headers,
             rows,
             self._known(refs),
             ["memory_breakdown", "constants", "models"],
-            [False, False] + [True] * (len(memory.BREAKDOWN_COLUMNS) + 2),
+            [False, False] + [True] * (len(first_principles.BREAKDOWN_COLUMNS) + 2),
         )
 
     def measured_table(self, measurements: list[str]) -> TableView:
@@ -379,7 +382,7 @@ class Comparison:
         ]
         refs = [
             "article-gpu-count",
-            *self._constant_refs(memory.CONSTANTS),
+            *self._constant_refs(first_principles.CONSTANTS),
             self.t.model(model_id)["arch_reference_id"],
         ]
         refs.append(gpu["reference_id"])
@@ -397,7 +400,7 @@ class Comparison:
         cache = self.__dict__.setdefault("_advice_cache", {})
         if key in cache:
             return cache[key]
-        base = replace(memory.typical_setup(method_id, self.constants), grad_checkpointing=False)
+        base = replace(first_principles.typical_setup(method_id, self.constants), grad_checkpointing=False)
         n = self.t.server(server)["gpu_count"]
         k = int(self.constants["comparison_accumulation_steps"])
         setups = {
@@ -412,7 +415,7 @@ class Comparison:
         }
         out = {}
         for step, setup in setups.items():
-            parts = memory.estimate(self.archs[model_id], setup, self.constants).gb()
+            parts = first_principles.estimate(self.archs[model_id], setup, self.constants).gb()
             out[step] = {
                 "setup": setup,
                 "total": parts["total"],
@@ -452,11 +455,11 @@ class Comparison:
             return L["promise_grad_accum"].format(steps=self.advice_steps())
         return L[f"promise_{'zero' if step.startswith('zero') else step}"]
 
-    def _fp8_text(self, setup: memory.Setup) -> str:
+    def _fp8_text(self, setup: first_principles.Setup) -> str:
         return self.L["setup_fp8"] if setup.fp8 else ""
 
     @staticmethod
-    def _setup_row(setup: memory.Setup) -> dict:
+    def _setup_row(setup: first_principles.Setup) -> dict:
         """A Setup in the shape of a measurements row, for `EstimatorTables.setup_text`."""
         row = asdict(setup)
         if setup.is_full:

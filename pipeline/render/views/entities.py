@@ -9,10 +9,11 @@ from functools import cached_property
 
 import polars as pl
 
-from pipeline import estimate
-from pipeline import format as fmt
+from pipeline.estimate import table_rule
 from pipeline.problems import Problem
-from pipeline.tables import Link, Tables, TableView, _unique
+from pipeline.render import format as fmt
+from pipeline.render.view import Link, TableView
+from pipeline.render.views.articles import Tables, _unique
 
 
 def config_problems(tables: Tables, site: dict) -> list[Problem]:
@@ -49,7 +50,7 @@ class EntityTables:
         self._models = self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
         self._gpus = self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
         self._servers = (
-            estimate.server_memory(self.c["servers"], self.c["gpus"])
+            table_rule.server_memory(self.c["servers"], self.c["gpus"])
             .sort("server_memory_gb", "server_id")["server_id"]
             .to_list()
         )
@@ -93,9 +94,9 @@ class EntityTables:
 
     @cached_property
     def cheapest(self) -> dict[tuple[str, str], dict[str, dict]]:
-        """(model, method) -> basis -> the cheapest priced option (estimate.cheapest_options)."""
+        """(model, method) -> basis -> the cheapest priced option (table_rule.cheapest_options)."""
         out: dict[tuple[str, str], dict[str, dict]] = {}
-        options = estimate.cheapest_options(self.c["estimates"], self.c["servers"], self.c["gpus"])
+        options = table_rule.cheapest_options(self.c["estimates"], self.c["servers"], self.c["gpus"])
         for o in options.iter_rows(named=True):
             out.setdefault((o["model_id"], o["method_id"]), {})[o["basis"]] = o
         return out
@@ -177,7 +178,7 @@ class EntityTables:
 
     def servers_index(self) -> TableView:
         L = self.L
-        memory = estimate.server_memory(self.c["servers"], self.c["gpus"])
+        memory = table_rule.server_memory(self.c["servers"], self.c["gpus"])
         by_id = {r["server_id"]: r for r in memory.iter_rows(named=True)}
         rows = []
         for s in self.server_ids():

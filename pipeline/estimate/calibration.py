@@ -16,7 +16,7 @@ from statistics import median, quantiles
 
 import polars as pl
 
-from pipeline import memory
+from pipeline.estimate import first_principles
 from pipeline.schema import (
     CALIBRATION,
     CALIBRATION_BREAKDOWN,
@@ -28,7 +28,7 @@ from pipeline.schema import (
 
 ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")
 
-UNIT_BYTES = {"GB": memory.GB, "GiB": memory.GIB}
+UNIT_BYTES = {"GB": first_principles.GB, "GiB": first_principles.GIB}
 
 # Which reading of the breakdown each metric measures.
 METRIC_PART = {
@@ -87,7 +87,7 @@ def techniques(row: Mapping[str, object]) -> list[str]:
     return [t for t in (row.get("extra_techniques") or "").split(",") if t]
 
 
-def setup_from_row(row: Mapping[str, object]) -> memory.Setup:
+def setup_from_row(row: Mapping[str, object]) -> first_principles.Setup:
     """The estimator's Setup of a measurements.csv row (empty LoRA cells keep the defaults)."""
     values = {k: row[k] for k in SETUP_COLUMNS if row.get(k) is not None}
     values["method"] = values.pop("method_id")
@@ -96,7 +96,7 @@ def setup_from_row(row: Mapping[str, object]) -> memory.Setup:
     for technique in techniques(row):
         if technique in MODELLED_TECHNIQUES:
             values[MODELLED_TECHNIQUES[technique]] = True
-    return memory.Setup(**values)
+    return first_principles.Setup(**values)
 
 
 def rule_of_thumb_gb(params_b: float, method_id: str, constants: Mapping[str, float]) -> float | None:
@@ -135,7 +135,7 @@ def calibration(
     constants: Mapping[str, float],
 ) -> pl.DataFrame:
     """One row per measurement: the measured peak and each estimator's prediction and error, in GB."""
-    archs = memory.model_architectures(models)
+    archs = first_principles.model_architectures(models)
     params = dict(models.select("model_id", "params_b").iter_rows())
     table = {(m, k): v for m, k, v in estimates.select("model_id", "method_id", "memory_gb").iter_rows()}
     gpu_gb = dict(gpus.select("gpu_id", "memory_gb").iter_rows())
@@ -145,13 +145,13 @@ def calibration(
         arch = archs.get(row["model_id"])
         measured = None
         if row["outcome"] == "value":
-            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]] / memory.GB
+            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]] / first_principles.GB
         predicted = {}
         if arch is not None:
-            parts = memory.estimate(arch, setup, constants).gb()
+            parts = first_principles.estimate(arch, setup, constants).gb()
             predicted["first_principles"] = parts[METRIC_PART[row["metric"]]]
-            states = memory.deepspeed_model_states(arch, setup)
-            predicted["deepspeed"] = None if states is None else states / memory.GB
+            states = first_principles.deepspeed_model_states(arch, setup)
+            predicted["deepspeed"] = None if states is None else states / first_principles.GB
             total_gb = parts["total"]
         else:
             predicted["first_principles"] = predicted["deepspeed"] = total_gb = None
@@ -226,8 +226,8 @@ def _stats(errors: list[float], within: float) -> dict:
 # The groups of each dimension of the breakdown, in page order.
 DIMENSIONS = {
     "metric_kind": METRIC_KINDS,
-    "method": memory.METHODS,
-    "sharding": memory.SHARDINGS,
+    "method": first_principles.METHODS,
+    "sharding": first_principles.SHARDINGS,
     "framework": FRAMEWORKS,
 }
 
@@ -239,7 +239,9 @@ def breakdown(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
     used = [r for r in calibrated.filter(pl.col("in_summary")).iter_rows(named=True)]
     for r in used:
         r["framework_method"] = f"{r['framework']}-{r['method_id']}"
-    dimensions = DIMENSIONS | {"framework_method": tuple(f"{f}-{m}" for f in FRAMEWORKS for m in memory.METHODS)}
+    dimensions = DIMENSIONS | {
+        "framework_method": tuple(f"{f}-{m}" for f in FRAMEWORKS for m in first_principles.METHODS)
+    }
     rows, order = [], 0
     for name in ESTIMATORS:
         for dimension, groups in dimensions.items():
@@ -325,7 +327,7 @@ def _fit(
     grid: tuple[float, ...],
     calibrated: pl.DataFrame,
     measurements: pl.DataFrame,
-    archs: Mapping[str, memory.Architecture],
+    archs: Mapping[str, first_principles.Architecture],
     constants: Mapping[str, float],
 ) -> tuple[int, float | None, float | None]:
     """(rows, the grid value with the smallest median absolute error on them, that error)."""
@@ -338,7 +340,7 @@ def _fit(
         c = dict(constants) | {constant: value}
         errors = []
         for row in chosen:
-            b = memory.estimate(archs[row["model_id"]], setup_from_row(row), c)
+            b = first_principles.estimate(archs[row["model_id"]], setup_from_row(row), c)
             measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]]
             errors.append((getattr(b, METRIC_PART[row["metric"]]) - measured) / measured)
         score = median(abs(e) for e in errors)
@@ -353,7 +355,7 @@ def estimator_constants(
     """Every constant of the first-principles estimator with its basis, and for a fitted one the rows it
     is fitted on and what the same fit gives on today's calibration rows."""
     constants = dict(constants_table.select("constant_id", "value").iter_rows())
-    archs = memory.model_architectures(models)
+    archs = first_principles.model_architectures(models)
     rows = []
     for constant_id in sorted(CONSTANT_BASIS):
         out = {

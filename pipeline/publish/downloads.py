@@ -22,9 +22,9 @@ import polars as pl
 import xlsxwriter
 
 from pipeline.combine import Catalog
-from pipeline.format import FORMULA_PREFIXES
+from pipeline.parallel import start_map
+from pipeline.render.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
-from pipeline.workers import start_map
 
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
@@ -153,7 +153,7 @@ def write_database(path: Path, catalog: Catalog) -> None:
 
 def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:
     """Every download into a new folder `data_dir`, each file through paths.write_file."""
-    from pipeline.paths import safe_path, write_file
+    from pipeline.publish.paths import safe_path, write_file
 
     data_dir.mkdir(parents=True, exist_ok=True)
     for name, content in download_files(catalog, workbooks).items():

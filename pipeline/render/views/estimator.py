@@ -11,11 +11,12 @@ from urllib.parse import urlencode
 
 import polars as pl
 
-from pipeline import calibration
-from pipeline import format as fmt
 from pipeline.combine import Catalog
-from pipeline.memory import BREAKDOWN_COLUMNS
-from pipeline.tables import Link, Tables, TableView
+from pipeline.estimate import calibration
+from pipeline.estimate.first_principles import BREAKDOWN_COLUMNS
+from pipeline.render import format as fmt
+from pipeline.render.view import Link, TableView
+from pipeline.render.views.articles import Tables
 
 BAR_WIDTH = 100.0  # the bars' scale in SVG user units (percent of the widest bar)
 

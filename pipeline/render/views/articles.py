@@ -2,47 +2,21 @@
 
 Each builder returns a TableView; `render` turns it into Markdown or HTML.
 Russian words come from site_templates/labels.toml; every figure comes from
-the catalog, formatted by `pipeline.format`.
+the catalog, formatted by `pipeline.render.format`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from pipeline import estimate
-from pipeline import format as fmt
 from pipeline.combine import Catalog
-
-if TYPE_CHECKING:
-    from pipeline.paging import Pager
-
-
-@dataclass(frozen=True)
-class Link:
-    """A cell that links to a page of the site; `href` is relative to the site root."""
-
-    text: str
-    href: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass
-class TableView:
-    headers: list[str]
-    rows: list[list[str | Link]]
-    references: list[str]  # reference ids, in order of first use
-    downloads: list[str] = field(default_factory=list)  # table names under data/
-    numeric: list[bool] = field(default_factory=list)  # right-align these columns
-    notes: list[str] = field(default_factory=list)
-    sortable: bool = False
-    pager: Pager | None = None  # set on the pages of a table split by pipeline.paging
+from pipeline.estimate import table_rule
+from pipeline.render import format as fmt
+from pipeline.render.view import Link, TableView
 
 
 class Tables:
@@ -398,7 +372,7 @@ class Tables:
                 need = max(ests, key=lambda e: e["memory_gb"])
                 row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
-                options = estimate.cheapest_option(
+                options = table_rule.cheapest_option(
                     row["memory_gb"], row["memory_high_gb"], self.c["servers"], self.c["gpus"]
                 ).iter_rows(named=True)
                 row["cheapest"] = {o["basis"]: o for o in options}

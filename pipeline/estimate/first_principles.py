@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, replace
 
 import polars as pl
 
-from pipeline.architecture import (
+from pipeline.estimate.architecture import (
     LORA_TARGETS as ARCH_LORA_TARGETS,
 )
-from pipeline.architecture import (
+from pipeline.estimate.architecture import (
     Architecture,
     architecture_from_row,
     linear_layers,

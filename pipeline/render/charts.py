@@ -12,18 +12,15 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from html import escape
-from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline import estimate
-from pipeline import format as fmt
 from pipeline.combine import Catalog
-from pipeline.tables import TableView
-
-if TYPE_CHECKING:
-    from pipeline.render import Renderer
+from pipeline.estimate import table_rule
+from pipeline.render import format as fmt
+from pipeline.render.view import TableView
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif'
 GRID_POINTS = 60  # sizes on the curve; the anchor sizes are always added, so the kinks are exact
@@ -54,7 +51,7 @@ def size_grid(catalog: Catalog, points: int = GRID_POINTS) -> list[float]:
 def memory_curves(catalog: Catalog, sizes: list[float]) -> pl.DataFrame:
     """estimate_memory over a grid of sizes instead of the catalog models: one row per size x method."""
     grid = pl.DataFrame({"model_id": [f"grid-{i:04d}" for i in range(len(sizes))], "params_b": sizes})
-    curves = estimate.estimate_memory(grid, catalog["methods"], catalog["memory_anchors"], catalog.constants)
+    curves = table_rule.estimate_memory(grid, catalog["methods"], catalog["memory_anchors"], catalog.constants)
     methods = method_order(catalog).select("method_id", "name_ru", "short_name_ru", "sort_order")
     return curves.join(methods, on="method_id").sort("sort_order", "params_b")
 
@@ -71,7 +68,7 @@ def gpu_levels(catalog: Catalog) -> list[dict]:
 def priced_servers(catalog: Catalog) -> pl.DataFrame:
     """Servers with a price, with their total GPU memory and the price of one GB of it."""
     return (
-        estimate.server_memory(catalog["servers"], catalog["gpus"])
+        table_rule.server_memory(catalog["servers"], catalog["gpus"])
         .filter(pl.col("price_rub_month").is_not_null())
         .with_columns(rub_per_gb=pl.col("price_rub_month") / pl.col("server_memory_gb"))
         .sort("server_memory_gb", "price_rub_month", "server_id")
@@ -427,9 +424,9 @@ def _content_key(catalog: Catalog, tables: tuple[str, ...], *extra) -> str:
     return digest.hexdigest()
 
 
-def pages(renderer: Renderer) -> dict[str, str | bytes]:
-    """charts.html and its SVG files (content-hashed names), for Renderer.render()."""
-    catalog, labels = renderer.catalog, renderer.labels
+def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:
+    """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
+    lists a view's sources (both the Renderer's)."""
     alts = {"memory": memory_alt(catalog, labels)}
     # The memory chart does not depend on servers or prices: a warm process (`just serve`) reuses
     # it until one of the tables it is drawn from changes (building it with Altair is the slow part).
@@ -451,6 +448,6 @@ def pages(renderer: Renderer) -> dict[str, str | bytes]:
         files[path] = svg
         width, height = _SIZE.search(svg).groups()
         src[name] = {"path": path, "width": width, "height": height}
-    tables = {key: {"view": view, "refs": renderer.source_refs(view)} for key, view in views.items()}
-    files["charts.html"] = renderer.page("charts.html", "charts.html", src=src, alts=alts, tables=tables)
+    tables = {key: {"view": view, "refs": source_refs(view)} for key, view in views.items()}
+    files["charts.html"] = page("charts.html", "charts.html", src=src, alts=alts, tables=tables)
     return files

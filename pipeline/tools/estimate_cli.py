@@ -13,8 +13,8 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from pipeline import memory, training
-from pipeline.architecture import architecture_from_config, parameter_counts
+from pipeline.estimate import first_principles, training
+from pipeline.estimate.architecture import architecture_from_config, parameter_counts
 from pipeline.problems import DataError, format_report
 
 PARTS = (
@@ -193,7 +193,7 @@ def add_parser(commands) -> None:
     )
     e.add_argument(
         "--method",
-        choices=memory.METHODS,
+        choices=first_principles.METHODS,
         default="full_amp",
         help="full_amp: all weights trained, bf16 compute with an fp32 master copy; full_bf16: all weights "
         "trained, everything in bf16; lora: a small adapter trained, the model frozen in 16 bits; "
@@ -201,7 +201,7 @@ def add_parser(commands) -> None:
     )
     e.add_argument(
         "--optimizer",
-        choices=memory.OPTIMIZERS,
+        choices=first_principles.OPTIMIZERS,
         help="adamw: PyTorch's AdamW (foreach: one temporary of a state's size at the step); adamw_fused: the "
         "same in one kernel; adamw_8bit: two 1-byte states (bitsandbytes); paged_adamw, paged_adamw_8bit: "
         "their paged variants, states in CUDA unified memory outside PyTorch's allocator; sgd: one momentum "
@@ -218,14 +218,14 @@ def add_parser(commands) -> None:
     e.add_argument("--gpus", type=_typed(_count), help="GPUs training together" + default("gpus"))
     e.add_argument(
         "--sharding",
-        choices=memory.SHARDINGS,
+        choices=first_principles.SHARDINGS,
         help="ddp: every GPU holds everything; zero1: optimizer states split across the GPUs; zero2: and the "
         "gradients; zero3 (= FSDP full shard): and the weights (default: ddp on one GPU, "
         f"{typical.get('multi_gpu_sharding', 'zero3')} on more, the typical setup)",
     )
     e.add_argument(
         "--offload",
-        choices=memory.OFFLOADS,
+        choices=first_principles.OFFLOADS,
         help="none; optimizer: optimizer states and fp32 gradients kept in the server's RAM (needs ZeRO); "
         "full: the weights too (needs zero3). Slower, frees GPU memory" + default("offload"),
     )
@@ -242,7 +242,7 @@ def add_parser(commands) -> None:
     )
     e.add_argument(
         "--loss",
-        choices=memory.LOSSES,
+        choices=first_principles.LOSSES,
         help="hf: Hugging Face's loss (bf16 logits upcast to fp32); hf_legacy: transformers before 4.46 (one "
         "more fp32 copy); chunked: torchtune's chunked cross-entropy; fused: the output layer and the loss in "
         "one kernel (Liger), no full logits" + default("loss"),
@@ -251,7 +251,7 @@ def add_parser(commands) -> None:
     e.add_argument("--lora-rank", type=_typed(_count), help="LoRA rank r" + default("lora_rank"))
     e.add_argument(
         "--lora-targets",
-        choices=memory.LORA_TARGETS,
+        choices=first_principles.LORA_TARGETS,
         help="which layers get an adapter: qv (query and value), qkv (and key), attention (q, k, v, o), all "
         "(every linear layer, MLP included)" + default("lora_targets"),
     )
@@ -331,7 +331,8 @@ def _catalog_key(sources: Path) -> str:
     import importlib.metadata
     import platform
 
-    from pipeline import cache, fingerprint
+    from pipeline import fingerprint
+    from pipeline.tools import cache
 
     versions = []
     for package in ("polars", "duckdb", "great_expectations"):
@@ -388,7 +389,7 @@ def catalog_from_bytes(payload: bytes):
 def _load(sources: Path):
     """The validated catalog: from the user cache when these exact sources (and code) were validated
     before, otherwise validated now and cached."""
-    from pipeline import cache
+    from pipeline.tools import cache
 
     store = cache.Cache()
     key = _catalog_key(sources)
@@ -398,7 +399,7 @@ def _load(sources: Path):
             return catalog_from_bytes(payload)
         except ValueError:
             store.delete(CACHE_NAMESPACE, key)
-    from pipeline.__main__ import load_and_validate
+    from pipeline.build import load_and_validate
     from pipeline.combine import combine
 
     catalog = combine(load_and_validate(sources)[0])
@@ -409,10 +410,10 @@ def _load(sources: Path):
 # -- one setup -------------------------------------------------------------------------------------
 
 
-def _setup(c, args) -> memory.Setup:
+def _setup(c, args) -> first_principles.Setup:
     """The Setup of the options, every unset one from the typical setup."""
     gpus = args.gpus if args.gpus is not None else None
-    base = memory.typical_setup(args.method, c, gpus=gpus)
+    base = first_principles.typical_setup(args.method, c, gpus=gpus)
     changes = {}
     for name in (
         "optimizer",
@@ -448,7 +449,7 @@ def _architecture(catalog, args):
             raise UsageError(f"unknown model {args.model!r}; models: {', '.join(sorted(ids))}")
         if args.vocab or args.layers or args.hidden:
             raise UsageError("--vocab, --layers and --hidden change a custom size: use them with --params-b")
-        arch = memory.model_architectures(models)[args.model]
+        arch = first_principles.model_architectures(models)[args.model]
         row = models.filter(models["model_id"] == args.model).row(0, named=True)
         return arch, row["display_name"], row["params_b"], None
     if args.config is not None:
@@ -468,9 +469,11 @@ def _architecture(catalog, args):
         return arch, f"{args.config.name} ({total:.3g} B from its config)", total, None
     if args.params_b is None and not (args.layers and args.hidden):
         raise UsageError("give --model ID, --params-b N or --config FILE (or --batch FILE.csv)")
-    named = memory.model_architectures(models.filter(models["kind"] == "named"))
+    named = first_principles.model_architectures(models.filter(models["kind"] == "named"))
     try:
-        arch, borrowed = memory.custom_architecture(named, args.params_b, args.vocab, args.layers, args.hidden)
+        arch, borrowed = first_principles.custom_architecture(
+            named, args.params_b, args.vocab, args.layers, args.hidden
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     total = parameter_counts(arch).total / 1e9
@@ -482,7 +485,7 @@ def table_rule(catalog, params_b: float, method_id: str) -> dict[str, float]:
     """The site's table rule (anchor interpolation, DESIGN.md rules 1-2) for any size."""
     import polars as pl
 
-    from pipeline.estimate import estimate_memory
+    from pipeline.estimate.table_rule import estimate_memory
 
     one = pl.DataFrame({"model_id": ["custom"], "params_b": [float(params_b)]})
     methods = catalog["methods"].filter(pl.col("method_id") == method_id)
@@ -508,12 +511,12 @@ def result(catalog, args) -> dict:
         out["architecture"] = asdict(arch)
     if problems:
         return out
-    breakdown = memory.estimate(arch, setup, c)
+    breakdown = first_principles.estimate(arch, setup, c)
     out["per_gpu_gb"] = breakdown.gb()
     out["readings_gb"] = {
-        "allocated": breakdown.allocated / memory.GB,
-        "reserved": breakdown.reserved / memory.GB,
-        "whole_card": breakdown.card / memory.GB,
+        "allocated": breakdown.allocated / first_principles.GB,
+        "reserved": breakdown.reserved / first_principles.GB,
+        "whole_card": breakdown.card / first_principles.GB,
     }
     out["peak_phase"] = breakdown.phase
     out["trainable_params"] = breakdown.trainable_params
@@ -524,7 +527,7 @@ def result(catalog, args) -> dict:
     for gpu in gpus.iter_rows(named=True):
         if setup.fp8 and not gpu["fp8_dense_tflops"]:
             continue
-        cards = memory.min_gpus(arch, setup, c, gpu["memory_gb"])
+        cards = first_principles.min_gpus(arch, setup, c, gpu["memory_gb"])
         fitting.append(
             {"gpu_id": gpu["gpu_id"], "name": gpu["short_name"], "memory_gb": gpu["memory_gb"], "cards": cards}
         )
@@ -536,10 +539,10 @@ def result(catalog, args) -> dict:
         count = server["gpu_count"]
         usable = not (setup.fp8 and not gpu["fp8_dense_tflops"])
         # With ZeRO the job may span several servers of a kind: the fewest whose cards all fit it.
-        cards = memory.min_gpus(arch, setup, c, gpu["memory_gb"]) if usable else None
+        cards = first_principles.min_gpus(arch, setup, c, gpu["memory_gb"]) if usable else None
         needed = None if cards is None else (1 if setup.sharding == "ddp" else math.ceil(cards / count))
         in_job = count * (needed or 1)  # DDP, too, trains on every card of the server
-        total = memory.estimate(arch, replace(setup, gpus=in_job), c).total / memory.GB
+        total = first_principles.estimate(arch, replace(setup, gpus=in_job), c).total / first_principles.GB
         servers.append(
             {
                 "server_id": server["server_id"],
@@ -705,12 +708,12 @@ def _batch_args(row: dict[str, str], line: int, defaults: argparse.Namespace) ->
                 setattr(args, column, text.lower() in ("true", "1"))
             elif column in ("method", "optimizer", "sharding", "offload", "loss", "lora_targets"):
                 allowed = {
-                    "method": memory.METHODS,
-                    "optimizer": memory.OPTIMIZERS,
-                    "sharding": memory.SHARDINGS,
-                    "offload": memory.OFFLOADS,
-                    "loss": memory.LOSSES,
-                    "lora_targets": memory.LORA_TARGETS,
+                    "method": first_principles.METHODS,
+                    "optimizer": first_principles.OPTIMIZERS,
+                    "sharding": first_principles.SHARDINGS,
+                    "offload": first_principles.OFFLOADS,
+                    "loss": first_principles.LOSSES,
+                    "lora_targets": first_principles.LORA_TARGETS,
                 }[column]
                 if text not in allowed:
                     raise UsageError(f"{column} = {text!r}: expected one of {', '.join(allowed)}")

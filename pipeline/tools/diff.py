@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline import format as fmt
+from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 3

@@ -10,10 +10,10 @@ import inspect
 import json
 from dataclasses import asdict
 
-from pipeline import memory
-from pipeline.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.combine import Catalog
-from pipeline.estimate import RELATIVE_TOLERANCE, server_memory
+from pipeline.estimate import first_principles
+from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
+from pipeline.estimate.table_rule import RELATIVE_TOLERANCE, server_memory
 
 # The constants the page uses; the rest of constants.csv serves the articles.
 CONSTANTS = (
@@ -27,9 +27,9 @@ CONSTANTS = (
     "hours_per_month",
 )
 
-# The first-principles estimator's constants (pipeline/memory.py), for the advanced mode.
+# The first-principles estimator's constants (pipeline/estimate/first_principles.py), for the advanced mode.
 ESTIMATOR_CONSTANTS = (
-    *memory.CONSTANTS,
+    *first_principles.CONSTANTS,
     "forward_flops_per_param_token",
     "train_flops_per_param_token",
     "hours_per_month",
@@ -45,20 +45,20 @@ def _number(value):
 
 
 def _dense_references(models) -> list[str]:
-    """The models a custom size borrows its shape from, in the order memory.architecture_for_size
+    """The models a custom size borrows its shape from, in the order first_principles.architecture_for_size
     scans them; the page does the same."""
     named = {}
     for row in models.iter_rows(named=True):
         arch = architecture_from_row(row)
         if arch is not None:
             named[row["model_id"]] = arch
-    return memory.shape_references(named)
+    return first_principles.shape_references(named)
 
 
 def estimator_data(catalog: Catalog) -> dict:
     """What the advanced mode needs: every model's architecture (synthetic for the generic sizes,
-    as memory.model_architectures makes them), the estimator's options, Setup's defaults, constants."""
-    architectures = memory.model_architectures(catalog["models"])
+    as first_principles.model_architectures makes them), the estimator's options, Setup's defaults, constants."""
+    architectures = first_principles.model_architectures(catalog["models"])
     return {
         "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
         "dense_references": _dense_references(catalog["models"]),
@@ -69,22 +69,27 @@ def estimator_data(catalog: Catalog) -> dict:
             "tied_by_default": sorted(TIED_BY_DEFAULT),
         },
         "options": {
-            "optimizers": list(memory.OPTIMIZERS),
-            "shardings": list(memory.SHARDINGS),
-            "offloads": list(memory.OFFLOADS),
-            "lora_targets": list(memory.LORA_TARGETS),
-            "losses": list(memory.LOSSES),
-            "optimizer_state_bytes": dict(memory.OPTIMIZER_STATE_BYTES),
-            "foreach_temporary": sorted(memory.FOREACH_TEMPORARY),
-            "paged": sorted(memory.PAGED),
+            "optimizers": list(first_principles.OPTIMIZERS),
+            "shardings": list(first_principles.SHARDINGS),
+            "offloads": list(first_principles.OFFLOADS),
+            "lora_targets": list(first_principles.LORA_TARGETS),
+            "losses": list(first_principles.LOSSES),
+            "optimizer_state_bytes": dict(first_principles.OPTIMIZER_STATE_BYTES),
+            "foreach_temporary": sorted(first_principles.FOREACH_TEMPORARY),
+            "paged": sorted(first_principles.PAGED),
         },
         # The advanced mode opens with the site's typical setup (sources/typical_setup.csv).
-        "setup_defaults": asdict(memory.typical_setup("full_amp", catalog.constants)),
-        "typical_multi_gpu_sharding": catalog.constants[memory.TYPICAL_PREFIX + "multi_gpu_sharding"],
+        "setup_defaults": asdict(first_principles.typical_setup("full_amp", catalog.constants)),
+        "typical_multi_gpu_sharding": catalog.constants[first_principles.TYPICAL_PREFIX + "multi_gpu_sharding"],
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
-        # Byte widths of data types (units, not tunable constants) and GB, as memory.py has them.
-        "units": {"fp32": memory.FP32, "bf16": memory.BF16, "fp8": memory.FP8, "gb": _number(memory.GB)},
-        "min_gpus_limit": inspect.signature(memory.min_gpus).parameters["limit"].default,
+        # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.
+        "units": {
+            "fp32": first_principles.FP32,
+            "bf16": first_principles.BF16,
+            "fp8": first_principles.FP8,
+            "gb": _number(first_principles.GB),
+        },
+        "min_gpus_limit": inspect.signature(first_principles.min_gpus).parameters["limit"].default,
     }
 
 

@@ -1,7 +1,7 @@
 """Stage 6, publishing: write a complete build beside output/ and put it in place atomically.
 
 Nothing is written into output/ itself: a build goes to a fresh sibling folder, every file
-through pipeline.paths (so no name can lead outside it), and only when every file is written
+through pipeline.publish.paths (so no name can lead outside it), and only when every file is written
 does it replace output/:
 - where the kernel can exchange two folders atomically (Linux's renameat2 RENAME_EXCHANGE),
   the new folder and output/ trade places;
@@ -30,11 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.combine import Catalog
-from pipeline.downloads import DATABASE, download_files, download_paths, write_database
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
-from pipeline.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.paths import link_verified, safe_path, write_file
-from pipeline.render import TEMPLATES, Rendered
+from pipeline.publish.downloads import DATABASE, download_files, download_paths, write_database
+from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
+from pipeline.publish.paths import link_verified, safe_path, write_file
+from pipeline.render.site import TEMPLATES, Rendered
 
 DATABASE_PATH = f"site/data/{DATABASE}"
 

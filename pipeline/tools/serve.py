@@ -1,7 +1,7 @@
 """The editors' loop: serve OUT/site on 127.0.0.1, rebuild on every change, reload the open page.
 
 A watcher thread polls the sizes and modification times of sources/ and site_templates/
-and rebuilds in this (warm) process with pipeline.__main__.build. HTML is sent with a small
+and rebuilds in this (warm) process with pipeline.build.build. HTML is sent with a small
 script that long-polls /__status (the answer comes as soon as a rebuild finishes) and
 reloads the page; after a failed
 rebuild every page also gets a banner with the report, while the last good site stays in
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
-import inspect
 import json
 import os
 import re
@@ -28,8 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
-from pipeline import outdir
+from pipeline import TEMPLATES
 from pipeline.problems import format_report
+from pipeline.publish import outdir
 
 STATUS_PATH = "/__status"
 # How often the watcher looks at the folders (a few dozen stat calls) and how long files must
@@ -39,7 +39,6 @@ STATUS_PATH = "/__status"
 POLL_SECONDS = 0.1
 SETTLE_SECONDS = 0.02
 LONG_POLL_SECONDS = 25.0
-TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
 # The server: a fixed pool of worker threads, at most WAITING accepted connections queued for them
 # and BACKLOG more waiting in the kernel; at most LONG_POLLS workers wait in long polls (the others
 # keep serving pages), a further long poll is told to come back (503). A client that sends nothing
@@ -286,7 +285,7 @@ class EditorLoop:
         watch: list[Path] | None = None,
         interval: float = POLL_SECONDS,
     ):
-        # target(): output/ may be a link that each rebuild points at a new folder (pipeline.publish)
+        # target(): output/ may be a link that each rebuild points at a new folder (pipeline.publish.staging)
         self.sources, self.out = Path(sources), outdir.target(Path(out))
         self.base_url, self.quiet, self.interval = base_url, quiet, interval
         self.watch = watch or [self.sources, TEMPLATES]
@@ -326,18 +325,17 @@ class EditorLoop:
 
     def rebuild(self) -> bool:
         """Build once in this process; on failure keep the last good site and remember the report."""
-        from pipeline.__main__ import build
+        from pipeline.build import build
 
         def progress(stage: str, seconds: float) -> None:
             if not self.quiet:
                 print(f"  {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
 
-        options = {"progress": progress} if "progress" in inspect.signature(build).parameters else {}
         with self.lock:
             self.building = True
         started = time.perf_counter()
         try:
-            summary = build(self.sources, self.out, self.base_url, **options)
+            summary = build(self.sources, self.out, self.base_url, progress=progress)
         except Exception as exc:  # the loop must survive any broken template or source
             problems = getattr(exc, "problems", None)
             if problems is not None:

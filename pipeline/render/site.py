@@ -22,19 +22,21 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, sanitize
-from pipeline import format as fmt
+from pipeline import TEMPLATES
 from pipeline.combine import Catalog
-from pipeline.comparison import Comparison
-from pipeline.downloads import EXCEL_MAX_ROWS
-from pipeline.estimator_pages import EstimatorTables
-from pipeline.pages import EntityTables, config_problems
-from pipeline.problems import Problem, TemplateError
+from pipeline.problems import Problem, TemplateError, Validation
+from pipeline.publish.downloads import EXCEL_MAX_ROWS
+from pipeline.render import calculator_json as calculator
+from pipeline.render import charts, paging, sanitize
+from pipeline.render import format as fmt
+from pipeline.render.view import Link, TableView
+from pipeline.render.views import estimator as estimator_pages
+from pipeline.render.views.articles import Tables
+from pipeline.render.views.comparison import Comparison
+from pipeline.render.views.entities import EntityTables, config_problems
+from pipeline.render.views.estimator import EstimatorTables
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
-from pipeline.tables import Link, Tables, TableView
-from pipeline.validate import Validation
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "site_templates"
 TOKEN = "TABLEPLACEHOLDER{}X"
 
 
@@ -588,7 +590,7 @@ class Renderer:
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
         """One page into `out`; a table of the context longer than `table_page_rows` shows its first
-        rows there and the rest on continuation pages (pipeline.paging), also put into `out`."""
+        rows there and the rest on continuation pages (pipeline.render.paging), also put into `out`."""
         titles = self.labels["paging"]["tables"].get(template.removesuffix(".html"), {})
         first, rest = dict(context), []
         for key, view in context.items():
@@ -804,7 +806,7 @@ class Renderer:
             site["quality.html"] = self.page("quality.html", "quality.html", validation=self.validation)
         site.update(self.entity_pages())
         site["404.html"] = self.not_found_page()
-        site.update(charts.pages(self))
+        site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs))
         site.update(estimator_pages.pages(self))
         site["calculator.html"] = self.page(
             "calculator.html",

@@ -1,0 +1,256 @@
+"""The flow: sources/ -> output/, in data-flow order (fingerprint -> load -> validate -> combine -> render -> publish).
+
+`build` is what `python -m pipeline build` and the editors' loop (`serve`) call; `check` is
+`python -m pipeline check`. The editor tools (pipeline/tools/) import this module; nothing here
+imports them. Stage modules are imported inside the functions: a build whose inputs have not
+changed answers from the fingerprint alone, without loading polars or DuckDB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.problems import DataError, Problem, Validation
+
+Progress = Callable[[str, float], None]
+
+
+def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress: Progress | None = None) -> dict:
+    """Build `sources` into `out`: the output folder is checked first (outdir.check_output,
+    outdir.writable), and the build holds the folder's lock, so that a second build of it waits."""
+    from pipeline.publish import outdir
+
+    folder = outdir.check_output(out, sources)
+    outdir.writable(folder)
+    with outdir.locked(folder):
+        outdir.tidy(folder)
+        return run(sources, folder, base_url, force, progress)
+
+
+def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress: Progress | None = None) -> dict:
+    """The whole pipeline; returns counts and stage times for the summary line.
+
+    A build whose inputs (sources, templates, code, base URL, build date) are unchanged since
+    the build in `out` is skipped; one with unchanged sources and code reuses that build's
+    validation. Otherwise Great Expectations runs in a forked child while this process
+    computes, renders and writes the new build beside `out`; the build is put in place (with
+    its quality page, the one page that shows the checks) only once every check has passed, so
+    the result, the report and the exit code are those of validating first.
+    """
+    from pipeline import fingerprint
+
+    clock = Clock(progress)
+    inputs = fingerprint.inputs(sources, base_url)
+    if not force and fingerprint.is_current(out, inputs):
+        return {"unchanged": True, "seconds": {"check": clock.elapsed()}}
+
+    from pipeline.combine import combine
+    from pipeline.publish.downloads import start_workbooks
+    from pipeline.publish.staging import stage
+    from pipeline.render.site import Renderer
+
+    clock.record("imports", clock.elapsed())
+    previous = fingerprint.read_state(out)
+
+    #
+    # Load inputs.
+    #
+    reuse = not force and "validation" in previous
+    reuse = reuse and all(previous["inputs"].get(k) == inputs[k] for k in ("sources", "code", "build_date"))
+    if reuse:
+        con = clock.timed("load (validation reused)", lambda: load_validated_before(sources))
+        validation, pending = Validation.from_dict(previous["validation"]), None
+    else:
+        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
+        validation = published(validation, sources)
+
+    #
+    # Process data.
+    #
+    workbooks = None
+    try:
+        catalog = clock.timed("compute", lambda: combine(con))
+        workbooks = start_workbooks(catalog)  # made in a forked child while this process renders
+        renderer = Renderer(catalog, validation, base_url=base_url)
+        rendered = clock.timed("render", renderer.render)
+        tick = time.perf_counter()
+        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
+        writing = time.perf_counter() - tick
+    except Exception:
+        if workbooks is not None:
+            with contextlib.suppress(Exception):
+                workbooks()  # the child is waited for, not left behind (a warm process goes on)
+        if pending is not None:
+            pending()  # problems in the sources are reported before what they broke downstream
+        raise
+
+    #
+    # Save outputs.
+    #
+    try:
+        if pending is not None:
+            validation = published(clock.timed("validation (rest)", pending), sources)
+            rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
+        state = {"inputs": inputs, "validation": validation.to_dict()}
+        late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
+        tick = time.perf_counter()
+        counts = staging.swap(state, late)
+        clock.record("write", writing + time.perf_counter() - tick)  # before and after the wait
+    except BaseException:
+        staging.discard()
+        raise
+    return {
+        "unchanged": False,
+        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
+        "leftover": staging.leftover,
+        "pages": sum(1 for name in rendered.site if name.endswith(".html")),
+        "markdown": len(rendered.markdown),
+        "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
+        "files": counts,
+        "seconds": clock.seconds,
+    }
+
+
+def check(sources: Path) -> Validation:
+    """`python -m pipeline check`: load and validate the sources, write nothing; raises DataError."""
+    return load_and_validate(sources)[1]
+
+
+class Clock:
+    """Stage times for the summary (and, as each stage ends, for `progress`)."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.started = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+        self.say = progress or (lambda stage, seconds: None)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def record(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = seconds
+        self.say(stage, seconds)
+
+    def timed(self, stage: str, step: Callable):
+        tick = time.perf_counter()
+        result = step()
+        self.record(stage, time.perf_counter() - tick)
+        return result
+
+
+def load_and_validate(sources: Path):
+    """Load the sources into DuckDB and validate them; raises DataError with every problem.
+
+    Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
+    """
+    from pipeline.load import connect, create_core_tables, read_sources
+    from pipeline.validate import validate
+
+    frames, problems, notices = read_sources(sources)
+    con = connect(frames)
+    validation = validate(con, sources, list(frames))
+    problems += validation.problems
+    if problems:
+        raise DataError(problems)
+    validation.warnings = sorted(notices) + validation.warnings
+    create_core_tables(con)
+    return con, validation
+
+
+def start_loading(sources: Path):
+    """load_and_validate with the GX suites left running: (connection, validation so far, pending),
+    where pending() waits for the suites and returns the whole Validation or raises DataError."""
+    from pipeline.load import connect, create_core_tables, read_sources
+    from pipeline.validate import start_validation
+
+    frames, problems, notices = read_sources(sources)
+    con = connect(frames)
+    early, finish_suites = start_validation(con, sources, list(frames))
+
+    def pending() -> Validation:
+        validation = finish_suites()
+        problems_all = problems + validation.problems
+        if problems_all:
+            raise DataError(problems_all)
+        validation.warnings = sorted(notices) + validation.warnings
+        return validation
+
+    unsafe = path_id_problems(frames, sources)
+    if problems or early.problems or unsafe:
+        pending()  # raises DataError with every problem, as load_and_validate does
+        raise DataError(unsafe)  # (the suites check ids too: not reached unless they disagree)
+    try:
+        create_core_tables(con)  # strict casts: cells GX has yet to reject may fail here
+    except Exception:
+        pending()
+        raise
+    return con, Validation(warnings=sorted(notices) + early.warnings, build_date=early.build_date), pending
+
+
+def load_validated_before(sources: Path):
+    """Load sources that an earlier build already validated (unchanged since): no GX run."""
+    from pipeline.load import connect, create_core_tables, read_sources
+
+    frames, problems, _ = read_sources(sources)
+    problems += path_id_problems(frames, sources)
+    if problems:
+        raise DataError(problems)
+    con = connect(frames)
+    create_core_tables(con)
+    return con
+
+
+ID_RULE = "ids use lowercase latin letters and digits, joined by '-' or '_'"
+
+
+def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
+    """Ids that would not be safe in a file name (the id rule, the length limit), found before
+    anything is written: pages are rendered and written while the Great Expectations suites,
+    which check the same rules, still run in a forked child."""
+    import polars as pl
+
+    from pipeline.load import LINE, display_path
+    from pipeline.schema import ID_PATTERN, SOURCE_TABLES
+
+    found = []
+    for table in SOURCE_TABLES:
+        frame = frames.get(table.name)
+        for field in table.fields if frame is not None else ():
+            if field.type != "id":
+                continue
+            column = pl.col(field.name)
+            bad = frame.filter(
+                column.is_not_null() & (~column.str.contains(ID_PATTERN) | (column.str.len_chars() > field.max_length))
+            )
+            for line, value in bad.select(LINE, field.name).iter_rows():
+                too_long = len(value) > field.max_length
+                rule = f"longer than {field.max_length} characters" if too_long else ID_RULE
+                found.append(Problem(display_path(sources, table), line, field.name, value, rule))
+    return found
+
+
+def _source_names(sources: Path) -> dict[str, str]:
+    """How reports name each source file (relative to the working directory) -> its name in `sources`."""
+    from pipeline.load import display_path
+    from pipeline.schema import SOURCE_TABLES
+
+    return {display_path(sources, table): table.file for table in SOURCE_TABLES}
+
+
+def published(validation: Validation, sources: Path) -> Validation:
+    """The validation as the site shows it (quality.html, data.html) and build-state.json keeps it:
+    source files named within the sources folder (`servers.csv`), never by a path of the build machine."""
+    names = _source_names(sources)
+    return dataclasses.replace(
+        validation, warnings=[dataclasses.replace(w, file=names.get(w.file, w.file)) for w in validation.warnings]
+    )
+
+
+def shown(warnings: list[Problem], sources: Path) -> list[Problem]:
+    """Published warnings as the terminal shows them: source files named from the working directory."""
+    names = {name: path for path, name in _source_names(sources).items()}
+    return [dataclasses.replace(w, file=names.get(w.file, w.file)) for w in warnings]

@@ -18,6 +18,10 @@ check:
 test *ARGS: browser-tools
     python -m pytest {{ARGS}}
 
+# The inner loop: the tests that neither build a whole catalog nor drive a browser (markers slow, browser)
+test-fast *ARGS:
+    python -m pytest -m "not slow and not browser" {{ARGS}}
+
 # Install the browser-test tools if missing: Debian's chromium (apt) and axe-core (npm)
 browser-tools:
     #!/usr/bin/env bash
@@ -29,8 +33,8 @@ browser-tools:
 
 # Lint and check formatting
 lint:
-    ruff check pipeline tests
-    ruff format --check pipeline tests
+    ruff check pipeline tests bench
+    ruff format --check pipeline tests bench
 
 # Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick)
 bench *ARGS:

@@ -1377,8 +1377,101 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
     ("double_quant_scale_bytes", "<=", "quant_scale_bytes"),
 )
 
-# Constants the rules read from sources/constants.csv; each must be present.
-REQUIRED_CONSTANTS = tuple(dict.fromkeys((*CONSTANT_BOUNDS, *ESTIMATOR_CONSTANTS)))
+# Which constants of constants.csv each module reads (by name, in its code). tests/test_constants.py reads
+# every module and fails when it names a constant its entry does not list; the templates' and articles'
+# reads (`t.const("…")`, `constants.…`) are found by scanning them (validate.template_constants).
+CONSTANT_READS: dict[str, tuple[str, ...]] = {
+    "pipeline.combine": ("calibration_within",),
+    "pipeline.estimate.calibration": (
+        "activation_bytes",
+        "adapter_bytes",
+        "allocator_fragmentation",
+        "cuda_context_gb",
+        "double_quant_block_size",
+        "double_quant_scale_bytes",
+        "dropout_mask_bytes",
+        "eager_attention_score_bytes",
+        "forward_flops_per_param_token",
+        "fused_loss_bytes_per_hidden",
+        "legacy_full_bytes_per_param",
+        "legacy_lora_bytes_per_param",
+        "legacy_qlora_13b_gb",
+        "legacy_qlora_70b_gb",
+        "legacy_qlora_7b_gb",
+        "logits_bytes",
+        "logits_chunked_bytes",
+        "logits_legacy_bytes",
+        "loss_chunks",
+        "nccl_buffers_gb",
+        "norm_input_bytes",
+        "offload_cpu_buffer_factor",
+        "quant_block_size",
+        "quant_scale_bytes",
+        "train_flops_per_param_token",
+        "zero3_gather_bytes_per_param",
+        "zero3_prefetch_units",
+    ),
+    "pipeline.estimate.first_principles": (
+        *ESTIMATOR_CONSTANTS,
+        "forward_flops_per_param_token",
+        "train_flops_per_param_token",
+    ),
+    "pipeline.estimate.table_rule": (
+        "adamw_grad_bytes",
+        "adamw_optimizer_bytes",
+        "adamw_weight_bytes",
+        "range_high_factor",
+        "range_low_factor",
+    ),
+    "pipeline.estimate.training": (
+        "default_utilization",
+        "hours_per_month",
+        "pretraining_target_days",
+        "tokens_per_param",
+    ),
+    "pipeline.render.calculator_json": (
+        "adamw_grad_bytes",
+        "adamw_optimizer_bytes",
+        "adamw_weight_bytes",
+        "default_utilization",
+        "forward_flops_per_param_token",
+        "hours_per_month",
+        "range_high_factor",
+        "range_low_factor",
+        "train_flops_per_param_token",
+    ),
+    "pipeline.render.views.articles": (
+        "adamw_grad_bytes",
+        "adamw_optimizer_bytes",
+        "adamw_weight_bytes",
+        "legacy_full_bytes_per_param",
+        "legacy_overhead_high",
+        "legacy_overhead_low",
+    ),
+    "pipeline.render.views.comparison": (
+        "calibration_within",
+        "comparison_accumulation_steps",
+        "legacy_fp8_memory_factor",
+        "legacy_full_bytes_per_param",
+        "legacy_lora_bytes_per_param",
+        "legacy_overhead_high",
+        "legacy_qlora_7b_gb",
+        "zero3_gather_bytes_per_param",
+    ),
+    "pipeline.render.views.estimator": (
+        "activation_bytes",
+        "calibration_within",
+        "cuda_context_gb",
+        "logits_bytes",
+        "quant_block_size",
+        "zero3_gather_bytes_per_param",
+    ),
+    "pipeline.tools.estimate_cli": ("default_utilization",),
+    "pipeline.validate": ("stale_after_days",),
+}
+
+# Constants the rules read from sources/constants.csv; each must be present (with those the templates read).
+REQUIRED_CONSTANTS = tuple(dict.fromkeys((*CONSTANT_BOUNDS, *(c for ids in CONSTANT_READS.values() for c in ids))))
 
 # Dates in the sources are when a fact was checked: before this one, the year is a typo.
 EARLIEST_DATE = dt.date(2000, 1, 1)

@@ -115,3 +115,17 @@ def serious_axe_violations(page) -> list[dict]:
             .map(v => ({id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))"""
     )
     return [v for v in violations if v["impact"] in ("serious", "critical")]
+
+
+# Markers (registered in pyproject.toml): `browser` for tests that drive chromium, `slow` for tests that
+# build or validate a whole catalog (Great Expectations, every page). `just test-fast` skips both.
+SLOW_FIXTURES = {"built", "catalog", "site_server", "sources", "browser"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "browser" in names:
+            item.add_marker(pytest.mark.browser)
+        if names & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import TEMPLATES
 from pipeline.estimate import architecture
 from pipeline.fingerprint import build_date
 from pipeline.load import LINE, display_path, typed_sql
@@ -541,6 +542,12 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
         for c in REQUIRED_CONSTANTS
         if c not in present
     ]
+    read = template_constants()
+    rows += [
+        (None, "constant_id", c, f"this constant is read by {', '.join(read[c])} and must be present")
+        for c in sorted(read)
+        if c not in present and c not in REQUIRED_CONSTANTS
+    ]
     _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
     values = _constant_rows(con)
     rows = []
@@ -556,6 +563,28 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
             rule = f"{left} must be {_RELATION_WORDS[op]} {right} ({_num(b)})"
             rows.append((line, "value", _num(a), rule))
     _sql_rule(out, con, sources_dir, "constants", "the relations between constants hold", sorted(rows))
+
+
+# How templates and articles read a constant: t.const("…") (articles), constants.… / constants["…"] (pages).
+_TEMPLATE_CONSTANT = re.compile(
+    r"""\bt\.const\(\s*["']([a-z0-9_]+)["']|\bconstants\s*\[\s*["']([a-z0-9_]+)["']|\bconstants\.([a-z0-9_]+)\b"""
+)
+
+
+def template_constants(templates: Path | None = None) -> dict[str, list[str]]:
+    """Constant id -> the templates and articles that read it (their `t.const("…")` and `constants.…`), for
+    `check`. The typical setup's `typical_…` values come from typical_setup.csv, not constants.csv."""
+    templates = templates or TEMPLATES
+    found: dict[str, list[str]] = {}
+    for path in sorted(templates.rglob("*")):
+        if path.suffix not in (".html", ".md") or path.parent.name == "static" or path.name == "README.md":
+            continue
+        for match in _TEMPLATE_CONSTANT.finditer(path.read_text(encoding="utf-8")):
+            constant = next(group for group in match.groups() if group)
+            name = f"site_templates/{path.relative_to(templates).as_posix()}"
+            if not constant.startswith("typical_") and name not in found.setdefault(constant, []):
+                found[constant].append(name)
+    return found
 
 
 _RELATIONS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b}

@@ -22,7 +22,7 @@ import polars as pl
 
 from pipeline.problems import Problem, capped
 from pipeline.problems import shown as shown_value
-from pipeline.schema import DUCKDB_TYPES, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
+from pipeline.schema import DUCKDB_TYPES, MONEY_UNITS, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
 
 LINE = "_line"
 
@@ -52,7 +52,7 @@ def normalise(field: Field, value: str) -> str:
     """The documented clean-ups of one cell (see sources/README.md); anything else is left for validation."""
     if field.type in ("int", "float"):
         value = _SPACES.sub("", value).replace("\u2212", "-")
-        if "₽" in field.unit:
+        if field.unit in MONEY_UNITS:
             value = _RUB.sub("", value)
         if field.type == "float" and _DECIMAL_COMMA.match(value):
             value = value.replace(",", ".")

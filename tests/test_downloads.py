@@ -81,9 +81,9 @@ def xlsx_value(field, value):
 
 
 def expected_format(field) -> str:
-    if field.type == "float" and field.unit == "ГБ":
+    if field.type == "float" and field.unit == "gb":
         return "#,##0.0"
-    if field.unit.startswith("₽"):
+    if field.unit in ("rub", "rub_per_month"):
         return '#,##0" ₽"'
     return {"int": "#,##0", "date": "dd.mm.yyyy"}.get(field.type, "General")
 
@@ -152,7 +152,7 @@ def test_metadata_describes_the_table(built, catalog, table):
     for column, field in zip(meta["columns"], table.fields, strict=True):
         assert column["label_ru"] == field.label_ru != ""
         assert column["type"] == field.type and column["required"] == field.required
-        assert column["unit"] == (field.unit or None) and column["allowed"] == list(field.allowed)
+        assert column["unit"] == (field.unit_label or None) and column["allowed"] == list(field.allowed)
         assert column["description_ru"] == field.description_ru
     references = {r["reference_id"]: r for r in catalog["references"].iter_rows(named=True)}
     assert meta["sources"], table.name
@@ -207,7 +207,7 @@ def test_every_field_has_a_russian_label():
 def test_vectorised_neutralising_matches_spreadsheet_safe(text):
     table = TABLES_BY_NAME["references"]
     frame = pl.DataFrame({"title": [text]}, schema={"title": pl.String})
-    got = spreadsheet_safe_frame(frame, Table("t", "", "", (table.field("title"),), ("title",)))
+    got = spreadsheet_safe_frame(frame, Table("t", (table.field("title"),), ("title",)))
     assert got["title"].to_list() == [spreadsheet_safe(text)]
 
 
@@ -248,7 +248,7 @@ def test_a_typed_apostrophe_gets_its_own_workbook():
     table = TABLES_BY_NAME["references"]
     frame = pl.DataFrame({"title": ["=x"]})
     typed = pl.DataFrame({"title": ["'=x"]})
-    one = Table("t", "", "", (table.field("title"),), ("title",))
+    one = Table("t", (table.field("title"),), ("title",))
     assert spreadsheet_safe_frame(frame, one).write_csv() == spreadsheet_safe_frame(typed, one).write_csv()
     assert _typed_apostrophes(frame, one) == ""
     assert _typed_apostrophes(typed, one) == "title\n'=x\n"

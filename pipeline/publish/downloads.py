@@ -24,7 +24,7 @@ import xlsxwriter
 from pipeline.combine import Catalog
 from pipeline.parallel import start_map
 from pipeline.render.format import FORMULA_PREFIXES
-from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
+from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
 
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
@@ -202,9 +202,9 @@ def data_date(catalog: Catalog) -> dt.datetime:
 
 
 def number_format(field: Field) -> str | None:
-    if field.type == "float" and field.unit == "ГБ":
+    if field.type == "float" and field.unit == "gb":
         return GB_FORMAT
-    if field.type in ("int", "float") and field.unit.startswith("₽"):
+    if field.type in ("int", "float") and field.unit in MONEY_UNITS:
         return RUB_FORMAT
     if field.type == "int":
         return INT_FORMAT
@@ -270,7 +270,7 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
         words.write_string(0, i, h, bold)
     wrap = wb.add_format({"text_wrap": True, "valign": "top"})
     for r, f in enumerate(table.fields, 1):
-        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit, "да" if f.required else "нет", describe(f))
+        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit_label, "да" if f.required else "нет", describe(f))
         for c, value in enumerate(values):
             words.write_string(r, c, value, wrap)
     wb.close()
@@ -332,7 +332,7 @@ def table_metadata(table: Table, catalog: Catalog) -> dict:
                 "label_ru": f.label_ru,
                 "type": f.type,
                 "duckdb_type": DUCKDB_TYPES[f.type],
-                "unit": f.unit or None,
+                "unit": f.unit_label or None,
                 "required": f.required,
                 "description_ru": f.description_ru,
                 "allowed": list(f.allowed),

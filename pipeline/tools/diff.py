@@ -100,7 +100,7 @@ def show(field: Field, text: str) -> str:
     if field.type == "int":
         return fmt.integer(int(text))
     if field.type == "float":
-        return fmt.gb(float(text)) if field.unit == "ГБ" else fmt.number(float(text), 6)
+        return fmt.gb(float(text)) if field.unit == "gb" else fmt.number(float(text), 6)
     if field.type == "date":
         return fmt.date(dt.date.fromisoformat(text))
     if field.type == "bool":
@@ -113,7 +113,7 @@ def show(field: Field, text: str) -> str:
 def label(field: Field) -> str:
     """The column's Russian label without its unit ("Цена, ₽/мес" -> "Цена"): the unit follows the values."""
     text = field.label_ru or field.name
-    return text.removesuffix(f", {field.unit}") if field.unit else text
+    return text.removesuffix(f", {field.unit_label}") if field.unit else text
 
 
 class Names:
@@ -137,7 +137,7 @@ class Names:
             if (target, value) in self.names:
                 parts.append(self.names[(target, value)])
             elif field.type in ("int", "float"):
-                parts.append(f"{show(field, value)} {field.unit}".strip())
+                parts.append(f"{show(field, value)} {field.unit_label}".strip())
             else:
                 parts.append(value)
         return ", ".join(parts)
@@ -154,7 +154,7 @@ def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:
             if before == after:
                 continue
             entity = names.entity(table, key)
-            unit = f" {field.unit}" if field.unit else ""
+            unit = f" {field.unit_label}" if field.unit else ""
             values.append(
                 {
                     "table": table.name,

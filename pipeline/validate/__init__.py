@@ -112,7 +112,7 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
             f"must be one of: {', '.join(field.allowed)}",
         )
     if field.min is not None or field.max is not None:
-        unit = f" {field.unit}" if field.unit else ""
+        unit = f" {field.unit_label}" if field.unit else ""
         add(
             "typed",
             gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max),
@@ -948,7 +948,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
             if f.usual is None:
                 continue
             low, high = f.usual
-            unit = f" {f.unit}" if f.unit else ""
+            unit = f" {f.unit_label}" if f.unit else ""
             rule = f"unusual: most are between {_num(low)} and {_num(high)}{unit}; check the figure"
             for line, value in con.execute(
                 f"SELECT {LINE}, {f.name} FROM typed_{table.name} WHERE {f.name} < ? OR {f.name} > ? ORDER BY 1",

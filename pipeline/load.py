@@ -48,6 +48,20 @@ _RU_DATE = re.compile(r"^(\d{2})\.(\d{2})\.(\d{4})$")
 _BOOLS = {"true": "true", "false": "false", "истина": "true", "ложь": "false", "да": "true", "нет": "false"}
 
 
+# Numbers stated in names (the plausibility rules compare them with the row's figures), in the editors'
+# spellings; numbers have at most six digits: int() refuses strings of over 4 300 digits.
+# "80GB", "141 ГБ"
+GB_IN_NAME = re.compile(r"(?<![\w.])(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:GB|ГБ)\b", re.IGNORECASE)
+# "8 × H200", "2x H100", "4 * H200" (× lost in Windows-1251): count, then the GPU part
+SERVER_NAME = re.compile(r"^\s*(\d{1,6})\s*[×xXх*]\s*(.+?)\s*$")
+# "7 млрд", "8B", "0.5B", "8x7B" (Mixtral: 8 experts of 7B)
+PARAMS_IN_NAME = re.compile(r"(?<![\w.])(?:(\d{1,6})\s*[x×]\s*)?(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:млрд|B)(?!\w)")
+# "4bit", "8-bit", "2 бита"
+BITS_IN_NAME = re.compile(r"(?<![\d.])(\d{1,6})[-\s]?(?:bit|бит)\w*", re.IGNORECASE)
+# What separates the words of a name ("H100 SXM5 80GB" -> h100, sxm5, 80gb).
+NOT_IN_WORD = re.compile(r"[^0-9a-zа-яё]+")
+
+
 def normalise(field: Field, value: str) -> str:
     """The documented clean-ups of one cell (see sources/README.md); anything else is left for validation."""
     if field.type in ("int", "float"):

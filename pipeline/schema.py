@@ -50,9 +50,9 @@ TYPE_PATTERNS = {
 # The data dictionary's words (site_templates/dictionary.toml): titles, descriptions and labels of the
 # tables and columns below, the display names of units and of value types.
 DICTIONARY = tomllib.loads((TEMPLATES / "dictionary.toml").read_text(encoding="utf-8"))
-UNITS: dict[str, str] = DICTIONARY["units"]  # unit id -> its display name ("gb" -> "ГБ")
+UNITS: dict[str, str] = DICTIONARY["units"]  # unit id -> its display name
 TYPE_NAMES_RU: dict[str, str] = DICTIONARY["types"]
-MONEY_UNITS = ("rub", "rub_per_month")  # prices in roubles: read with the "руб." suffix, shown as money
+MONEY_UNITS = ("rub", "rub_per_month")  # prices in roubles: read with a rouble suffix, shown as money
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Field:
 
     @property
     def unit_label(self) -> str:
-        """The unit as a reader sees it ("ГБ"), from the dictionary; "" without a unit."""
+        """The unit as a reader sees it, from the dictionary; "" without a unit."""
         return UNITS[self.unit] if self.unit else ""
 
 

@@ -14,10 +14,12 @@ from polars.testing import assert_frame_equal
 
 from conftest import SOURCES, edit_csv
 from pipeline.build import build
-from pipeline.publish.downloads import DATABASE, DICTIONARY_SHEET, spreadsheet_safe_frame
+from pipeline.publish.downloads import DATABASE, spreadsheet_safe_frame
 from pipeline.render.format import spreadsheet_safe
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
+from pipeline.words import labels
 
+DICTIONARY_SHEET = labels()["xlsx"]["sheet"]
 TABLES = [pytest.param(t, id=t.name) for t in ALL_TABLES]
 FORMULA = '=HYPERLINK("http://evil.example/x","y")'
 

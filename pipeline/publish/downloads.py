@@ -1,7 +1,7 @@
 """Downloads for analysts: every source and derived table as files under site/data/.
 
 Per table: `<table>.csv` (UTF-8 with BOM, comma, dot decimal), `<table>.xlsx` (Russian
-headers, typed cells, a "Словарь" sheet), `<table>.parquet` and `<table>.metadata.json`;
+headers, typed cells, a data dictionary sheet), `<table>.parquet` and `<table>.metadata.json`;
 all tables together in `gpu-finetune.duckdb`. Names are stable (no content hash), and every
 file but the DuckDB one is byte-identical across builds of the same sources.
 """
@@ -25,10 +25,10 @@ from pipeline.combine import Catalog
 from pipeline.parallel import start_map
 from pipeline.render.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
+from pipeline.words import labels
 
 DATABASE = "gpu-finetune.duckdb"
 FORMATS = ("csv", "xlsx", "parquet")
-DICTIONARY_SHEET = "Словарь"
 # A sheet holds 1,048,576 rows, one of them the header: a larger table is offered as CSV and Parquet only.
 EXCEL_MAX_ROWS = 1_048_575
 
@@ -261,16 +261,18 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
             if value is not None:
                 writers[c](r, c, value)
 
-    words = wb.add_worksheet(DICTIONARY_SHEET)
+    xlsx = labels()["xlsx"]
+    words = wb.add_worksheet(xlsx["sheet"])
     words.freeze_panes(1, 0)
-    headers = ("Столбец", "Заголовок", "Тип", "Единица", "Обязателен", "Описание")
+    headers = xlsx["headers"]
     for i, width in enumerate((24, 32, 20, 16, 12, 100)):
         words.set_column(i, i, width)
     for i, h in enumerate(headers):
         words.write_string(0, i, h, bold)
     wrap = wb.add_format({"text_wrap": True, "valign": "top"})
     for r, f in enumerate(table.fields, 1):
-        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit_label, "да" if f.required else "нет", describe(f))
+        required = xlsx["yes"] if f.required else xlsx["no"]
+        values = (f.name, f.label_ru, TYPE_NAMES_RU[f.type], f.unit_label, required, describe(f, xlsx))
         for c, value in enumerate(values):
             words.write_string(r, c, value, wrap)
     wb.close()
@@ -287,12 +289,14 @@ def _column_writer(ws, field: Field, fmt):
     return lambda r, c, v: ws.write_number(r, c, v, fmt)
 
 
-def describe(field: Field) -> str:
+def describe(field: Field, xlsx: dict | None = None) -> str:
+    """The column's description with its allowed values and the column it refers to (labels.toml [xlsx])."""
+    xlsx = xlsx or labels()["xlsx"]
     text = field.description_ru
     if field.allowed:
-        text += f" Допустимо: {', '.join(field.allowed)}."
+        text += xlsx["allowed"].format(values=", ".join(field.allowed))
     if field.references:
-        text += f" Ссылается на {field.references}."
+        text += xlsx["references"].format(target=field.references)
     return text
 
 
@@ -364,8 +368,10 @@ def _quote(text: str) -> str:
 
 def _comment(con: duckdb.DuckDBPyConnection, table: Table) -> None:
     """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`)."""
+    xlsx = labels()["xlsx"]
     statements = [f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}']
     statements += [
-        f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f)}")}' for f in table.fields
+        f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f, xlsx)}")}'
+        for f in table.fields
     ]
     con.execute(";\n".join(statements))  # one call: a call per statement cost more than the statements

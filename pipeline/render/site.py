@@ -425,7 +425,7 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
         tricky = "<b>\"A&B\" 'c'</b>"
         link = Link(tricky, "models/a&b.html")
         ref = {"url": "https://example.org/?a=1&b=<2>", "title": tricky, "checked_on": dt.date(2026, 1, 2)}
-        ref_no_url = {"url": None, "title": "Без ссылки", "checked_on": dt.date(2025, 12, 31)}
+        ref_no_url = {"url": None, "title": "No link", "checked_on": dt.date(2025, 12, 31)}
         samples = [
             (
                 TableView(

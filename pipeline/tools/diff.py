@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
+from pipeline.words import labels
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 3
 DATABASE = "gpu-finetune.duckdb"
@@ -38,44 +39,9 @@ NAME_COLUMNS = {
     "gpus": "name",
     "servers": "display_name",
 }
-# The entity of each source table, for the added/removed lists.
-NOUNS = {
-    "references": "Источник",
-    "constants": "Константа",
-    "methods": "Способ дообучения",
-    "memory_anchors": "Опорная точка памяти",
-    "models": "Модель",
-    "gpus": "Карта",
-    "servers": "Сервер",
-    "legacy_gpu_counts": "Строка прежней таблицы числа карт",
-    "legacy_offers": "Прежняя рекомендация",
-    "legacy_offer_jobs": "Задача прежней рекомендации",
-}
-WORDS = {
-    "title": "Изменения сборки {new} по сравнению с {old}",
-    "nothing": "Изменений нет.",
-    "values": "Изменённые значения",
-    "added": "Добавлено",
-    "removed": "Удалено",
-    "derived": "Расчётные таблицы",
-    "derived_changed": "изменено строк {n}",
-    "derived_added": "добавлено {n}",
-    "derived_removed": "удалено {n}",
-    "derived_columns": " (столбцы: {columns})",
-    "pages": "Страницы с изменённым содержимым",
-    "downloads": "Загрузки с изменённым содержимым",
-    "markdown": "Статьи для CMS с изменённым содержимым",
-    "other": "Другие изменённые файлы",
-    "new_file": " (новый)",
-    "gone_file": " (удалён)",
-    "empty": "пусто",
-    "true": "да",
-    "false": "нет",
-    "missing": "нет папки {path}: {hint}",
-    "hint_out": "сначала соберите сайт (just build)",
-    "hint_against": "опубликованной сборки ещё нет (just publish)",
-    "unreadable": "не удалось сравнить {out} и {against}: {error}",
-}
+# The report's words, and the entity of each source table for the added/removed lists (labels.toml [diff]).
+WORDS: dict[str, str] = labels()["diff"]["words"]
+NOUNS: dict[str, str] = labels()["diff"]["nouns"]
 
 
 def read_table(out: Path, table: Table) -> dict[tuple, dict[str, str]] | None:
@@ -111,7 +77,7 @@ def show(field: Field, text: str) -> str:
 
 
 def label(field: Field) -> str:
-    """The column's Russian label without its unit ("Цена, ₽/мес" -> "Цена"): the unit follows the values."""
+    """The column's label without its unit (its unit suffix dropped): the unit follows the values."""
     text = field.label_ru or field.name
     return text.removesuffix(f", {field.unit_label}") if field.unit else text
 

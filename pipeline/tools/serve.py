@@ -27,9 +27,13 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
 
+import jinja2
+from markupsafe import Markup
+
 from pipeline import TEMPLATES
 from pipeline.problems import format_report
 from pipeline.publish import outdir
+from pipeline.words import labels
 
 STATUS_PATH = "/__status"
 # How often the watcher looks at the folders (a few dozen stat calls) and how long files must
@@ -66,15 +70,17 @@ RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
   poll();
 })();</script>
 """
-# The banner's words are Russian (editors read it); it exists only in serve mode.
-ERROR_BANNER = (
-    '<div id="pipeline-serve-error" role="alert" style="position:fixed;top:0;left:0;right:0;z-index:2147483647;'
-    "max-height:60vh;overflow:auto;margin:0;padding:1em;background:#fff0f0;color:#600;"
-    'border-bottom:3px solid #c00;font:14px/1.4 system-ui,sans-serif">'
-    "<strong>Сборка не прошла — показан последний удачный вариант сайта.</strong>"
-    '<pre style="white-space:pre-wrap;margin:.5em 0 0;font:13px/1.4 monospace">{report}</pre></div>\n'
-)
-NO_SITE = "<!doctype html><html lang=ru><meta charset=utf-8><title>Нет сайта</title><body><p>Сайт ещё не собран.</p></body></html>"
+# The banner and the "no site" page (site_templates/partials/serve-*.html), and the words of refused requests
+# (labels.toml [serve]): editors read them; they exist only in serve mode.
+SERVE_WORDS: dict[str, str] = labels()["serve"]
+
+
+def serve_partial(name: str, **values) -> str:
+    """site_templates/partials/serve-<name>.html, with `values` filled in (autoescaped)."""
+    environment = jinja2.Environment(autoescape=True, keep_trailing_newline=True)
+    return environment.from_string((TEMPLATES / "partials" / f"serve-{name}.html").read_text(encoding="utf-8")).render(
+        **values
+    )
 
 
 def snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
@@ -99,7 +105,7 @@ def inject(page: bytes, version: int, report: str | None) -> bytes:
     """The page with the reload script (and the error banner) before </body>."""
     snippet = RELOAD_SCRIPT % (version, STATUS_PATH)
     if report is not None:
-        snippet = ERROR_BANNER.format(report=html.escape(report)) + snippet
+        snippet = serve_partial("error", report=Markup(html.escape(report))) + snippet  # as html.escape writes it
     text = page.decode("utf-8", errors="replace")
     at = text.lower().rfind("</body>")
     text = text[:at] + snippet + text[at:] if at >= 0 else text + snippet
@@ -111,12 +117,12 @@ def site_segments(url_path: str) -> tuple[list[str], tuple[int, str] | None]:
     name a file there: (400, why) for a NUL or a "..", (414, why) for a segment too long for a name."""
     text = urllib.parse.unquote(url_path, errors="replace")
     if "\x00" in text:
-        return [], (400, "В адресе есть нулевой байт.")
+        return [], (400, SERVE_WORDS["nul"])
     parts = [part for part in text.split("/") if part not in ("", ".")]
     if ".." in parts:
-        return [], (400, "Адрес выходит за пределы сайта («..»).")
+        return [], (400, SERVE_WORDS["dotdot"])
     if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in parts):
-        return [], (414, f"Часть адреса длиннее {MAX_NAME_BYTES} байт.")
+        return [], (414, SERVE_WORDS["segment_too_long"].format(limit=MAX_NAME_BYTES))
     return parts, None
 
 
@@ -175,13 +181,13 @@ class Handler(SimpleHTTPRequestHandler):
             print(f"serve: {self.command} {self.path[:200]!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
             self.close_connection = True
             with contextlib.suppress(Exception):
-                self.refuse(500, "Сервер не смог ответить на этот запрос.")
+                self.refuse(500, SERVE_WORDS["internal"])
 
     do_HEAD = do_GET
 
     def answer(self) -> None:
         if len(self.path.encode("utf-8", "replace")) > MAX_URL_BYTES:
-            return self.refuse(414, f"Адрес длиннее {MAX_URL_BYTES} байт.")
+            return self.refuse(414, SERVE_WORDS["url_too_long"].format(limit=MAX_URL_BYTES))
         url = urllib.parse.urlsplit(self.path)
         if url.path == STATUS_PATH:
             return self.send_status(url.query)
@@ -203,7 +209,7 @@ class Handler(SimpleHTTPRequestHandler):
             kind = None
         if kind is None:
             not_found = _read(root / "404.html") if _kind(root / "404.html") == "file" else None
-            return self.send_page(not_found if not_found is not None else NO_SITE.encode(), 404)
+            return self.send_page(not_found if not_found is not None else serve_partial("no-site").encode(), 404)
         return self.send_file()
 
     def send_status(self, query: str) -> None:
@@ -211,10 +217,10 @@ class Handler(SimpleHTTPRequestHandler):
         try:
             values = urllib.parse.parse_qs(query, keep_blank_values=True, max_num_fields=20)
         except ValueError:
-            return self.refuse(400, "Слишком много параметров.")
+            return self.refuse(400, SERVE_WORDS["too_many_parameters"])
         after = values.get("after")
         if after is not None and (len(after) != 1 or not re.fullmatch(r"[0-9]{1,18}", after[0])):
-            return self.refuse(400, "Параметр after — одно целое неотрицательное число.")
+            return self.refuse(400, SERVE_WORDS["bad_after"])
         if after is None or self.command == "HEAD":
             status = self.editor.status()
         elif self.server.long_polls.acquire(blocking=False):

@@ -20,7 +20,16 @@ import duckdb
 from pipeline import TEMPLATES
 from pipeline.estimate import architecture
 from pipeline.fingerprint import build_date
-from pipeline.load import LINE, display_path, typed_sql
+from pipeline.load import (
+    BITS_IN_NAME,
+    GB_IN_NAME,
+    LINE,
+    NOT_IN_WORD,
+    PARAMS_IN_NAME,
+    SERVER_NAME,
+    display_path,
+    typed_sql,
+)
 from pipeline.parallel import start_map
 from pipeline.problems import CheckResult, Problem, Validation, capped
 from pipeline.schema import (
@@ -41,6 +50,7 @@ from pipeline.schema import (
     Field,
     Table,
 )
+from pipeline.words import labels
 
 
 @dataclass(frozen=True)
@@ -631,15 +641,6 @@ def valid_constants(con) -> dict[str, float]:
 
 # -- plausibility: numbers that a name states, and figures that cannot be -----------------------
 
-# Numbers in names have at most six digits here: int() refuses strings of over 4 300 digits.
-# "80GB", "141 ГБ"
-_GB_IN_NAME = re.compile(r"(?<![\w.])(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:GB|ГБ)\b", re.IGNORECASE)
-# "8 × H200", "2x H100", "4 * H200" (× lost in Windows-1251): count, then the GPU part
-_SERVER_NAME = re.compile(r"^\s*(\d{1,6})\s*[×xXх*]\s*(.+?)\s*$")
-# "7 млрд", "8B", "0.5B", "8x7B" (Mixtral: 8 experts of 7B)
-_PARAMS_IN_NAME = re.compile(r"(?<![\w.])(?:(\d{1,6})\s*[x×]\s*)?(\d{1,6}(?:[.,]\d{1,6})?)\s*(?:млрд|B)(?!\w)")
-# "4bit", "8-bit", "2 бита"
-_BITS_IN_NAME = re.compile(r"(?<![\d.])(\d{1,6})[-\s]?(?:bit|бит)\w*", re.IGNORECASE)
 # How far a named model's size may be from the one in its marketing name before a warning:
 # "Llama 3.2 1B" has 1.24 B parameters, "Mixtral 8x7B" 46.7 B.
 NAMED_SIZE_FACTOR = 1.5
@@ -668,7 +669,7 @@ def _bounds(table: str, column: str) -> tuple[float, float]:
 
 
 def _tokens(*texts: str | None) -> set[str]:
-    return {t for text in texts if text for t in re.split(r"[^0-9a-zа-яё]+", text.lower()) if t}
+    return {t for text in texts if text for t in NOT_IN_WORD.split(text.lower()) if t}
 
 
 def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -678,7 +679,7 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
         rows = []
         for r in _rows(con, "typed_gpus"):
             for column in ("name", "short_name"):
-                for m in _GB_IN_NAME.finditer(r[column] or ""):
+                for m in GB_IN_NAME.finditer(r[column] or ""):
                     if _valid("gpus", "memory_gb", r["memory_gb"]) and not _near(_number(m.group(1)), r["memory_gb"]):
                         rule = f"the name says {m.group(0)}, but memory_gb is {_num(r['memory_gb'])}"
                         rows.append((r[LINE], column, r[column], rule))
@@ -687,7 +688,7 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
         gpus = {r["gpu_id"]: r for r in _rows(con, "typed_gpus")}
         rows = []
         for r in _rows(con, "typed_servers"):
-            m = _SERVER_NAME.match(r["display_name"] or "")
+            m = SERVER_NAME.match(r["display_name"] or "")
             gpu = gpus.get(r["gpu_id"])
             if not m:
                 continue
@@ -699,11 +700,11 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
                 )
             if gpu is None:
                 continue
-            for g in _GB_IN_NAME.finditer(part):
+            for g in GB_IN_NAME.finditer(part):
                 if _valid("gpus", "memory_gb", gpu["memory_gb"]) and not _near(_number(g.group(1)), gpu["memory_gb"]):
                     rule = f"the name says {g.group(0)} per GPU, but {gpu['gpu_id']} has {_num(gpu['memory_gb'])} GB"
                     rows.append((r[LINE], "display_name", name, rule))
-            model = next((t for t in _tokens(_GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
+            model = next((t for t in _tokens(GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
             if model and model not in _tokens(gpu["name"], gpu["short_name"], gpu["gpu_id"]):
                 rule = f"the name says {model.upper()}, but gpu_id {gpu['gpu_id']} is {gpu['name']}"
                 rows.append((r[LINE], "display_name", name, rule))
@@ -737,7 +738,7 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
             if not _valid("methods", "bits", r["bits"]):
                 continue
             for column in ("method_id", "name_ru", "short_name_ru", "name_en"):
-                for m in _BITS_IN_NAME.finditer(r[column] or ""):
+                for m in BITS_IN_NAME.finditer(r[column] or ""):
                     if int(m.group(1)) != r["bits"]:
                         rows.append((r[LINE], "bits", str(r["bits"]), f"{column} says {m.group(0)}"))
             family_bits = {"qlora": r["bits"] <= 8, "lora": r["bits"] >= 16, "full": r["bits"] >= 16}
@@ -752,7 +753,7 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
 
 
 def _stated_params(name: str | None) -> float | None:
-    m = _PARAMS_IN_NAME.search(name or "")
+    m = PARAMS_IN_NAME.search(name or "")
     if not m:
         return None
     return (int(m.group(1)) if m.group(1) else 1) * _number(m.group(2))
@@ -939,7 +940,13 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
     if "servers" in names:
         for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
             found.append(
-                Problem(shown("servers"), line, "price_rub_month", None, 'no price; the site shows "по запросу"')
+                Problem(
+                    shown("servers"),
+                    line,
+                    "price_rub_month",
+                    None,
+                    f'no price; the site shows "{labels()["common"]["price_on_request"]}"',
+                )
             )
     for table in SOURCE_TABLES:
         if table.name not in names:

@@ -1,4 +1,4 @@
-"""Figures and tables of the article «Сравнение методик»: the four ways of estimating side by side.
+"""Figures and tables of the method-comparison article: the four ways of estimating side by side.
 
 The four estimators are the anchor-table rule (DESIGN.md rules 1-2, the `estimates` table),
 the earlier article's rule of thumb (`calibration.rule_of_thumb_gb`), DeepSpeed's model-states

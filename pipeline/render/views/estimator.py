@@ -1,5 +1,5 @@
 """The first-principles estimator on the site: breakdown bars on model pages, the accuracy page
-("Точность оценок") and the pretraining page.
+(accuracy.html) and the pretraining page.
 
 Tables and figures come from the catalog's derived tables (memory_breakdown, calibration,
 calibration_summary, pretraining); Russian words from labels.toml [estimator].

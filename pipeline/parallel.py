@@ -1,10 +1,9 @@
 """Sharing CPU-bound work with one forked child, so that a build uses two cores.
 
-Great Expectations and XlsxWriter are pure Python (one core each under the GIL). `split_map`
+Great Expectations and XlsxWriter are pure Python (one core each under the GIL). `start_map`
 runs the items in this process and in a child made with fork(), which shares everything
 already loaded. Both take the next item from one pipe until none is left, so neither waits
-for the other. `start_map` forks the child at once and lets this process do other work
-before it joins in (a build validates, and makes its workbooks, while it renders). A child
+for the other. The child starts at once and this process does other work before it joins in (a build validates, and makes its workbooks, while it renders). A child
 that fails in any way is not an error: whatever it did not deliver is computed here, so the
 result (and any exception) is exactly that of a plain loop. Only pure Python runs in a child:
 polars and DuckDB keep thread pools that a forked process does not have.
@@ -24,19 +23,11 @@ WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
 _ITEM = struct.Struct("<I")  # one item number in the queue pipe; reads this small are atomic
 
 
-def split_map(function: Callable, items: Sequence, weights: Sequence[float] | None = None) -> list:
-    """[function(item) for item in items], shared with a forked child; heavier items (weights) start first."""
-    if weights and 2 * max(weights, default=0) >= sum(weights):
-        # The heaviest item takes as long as all the others together: a child would not finish sooner.
-        return [function(item) for item in items]
-    return start_map(function, items, weights)()
-
-
 def start_map(
     function: Callable, items: Sequence, weights: Sequence[float] | None = None, alone: bool = False
 ) -> Callable[[], list]:
-    """split_map in two halves: a forked child starts on the items now, while this process does
-    other work; calling the returned function takes what the child has not begun, here, and
+    """[function(item) for item in items], shared with a forked child (heavier items, by weight, start
+    first): the child starts on the items now, while this process does other work; calling the returned function takes what the child has not begun, here, and
     returns every result in item order. With one core nothing runs until then; with one item
     neither, unless `alone`: then the child takes even a single item (this process has other
     work to do meanwhile).

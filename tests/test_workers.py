@@ -1,4 +1,4 @@
-"""pipeline.parallel.split_map: the same results as a plain loop, computed on two cores."""
+"""pipeline.parallel.start_map: the same results as a plain loop, computed on two cores."""
 
 import os
 import time
@@ -21,14 +21,14 @@ def square_and_pid(x: int) -> tuple[int, int]:
 
 def test_same_results_as_a_loop_in_item_order():
     items = list(range(40))
-    assert workers.split_map(square, items, weights=[i % 7 for i in items]) == [x * x for x in items]
-    assert workers.split_map(square, []) == []
-    assert workers.split_map(square, [3]) == [9]
+    assert workers.start_map(square, items, weights=[i % 7 for i in items])() == [x * x for x in items]
+    assert workers.start_map(square, [])() == []
+    assert workers.start_map(square, [3])() == [9]
 
 
 @two_cores
 def test_the_work_is_shared_with_a_child_process():
-    results = workers.split_map(square_and_pid, list(range(60)))
+    results = workers.start_map(square_and_pid, list(range(60)))()
     assert [r[0] for r in results] == [x * x for x in range(60)]
     assert len({pid for _, pid in results}) == 2
 
@@ -42,7 +42,7 @@ def test_what_the_child_could_not_do_is_done_here():
             os._exit(3)
         return x + 1
 
-    assert workers.split_map(dies_in_child, list(range(30))) == list(range(1, 31))
+    assert workers.start_map(dies_in_child, list(range(30)))() == list(range(1, 31))
 
 
 def test_an_error_is_raised_as_by_a_loop():
@@ -52,7 +52,7 @@ def test_an_error_is_raised_as_by_a_loop():
         return x
 
     with pytest.raises(ValueError, match="seven"):
-        workers.split_map(fails_on_seven, list(range(20)))
+        workers.start_map(fails_on_seven, list(range(20)))()
 
 
 @two_cores

@@ -116,7 +116,6 @@ MLA_COLUMNS = {
     "qk_nope_head_dim": "qk_nope_head_dim",
     "v_head_dim": "v_head_dim",
 }
-ARCHITECTURE_COLUMNS = (*CORE_COLUMNS, *MOE_COLUMNS, "attention_kind", *MLA_COLUMNS)
 
 
 def architecture_from_row(row: Mapping[str, object]) -> Architecture | None:

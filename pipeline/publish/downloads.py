@@ -224,11 +224,6 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
     return min(max(header, longest) + 2, MAX_WIDTH)
 
 
-def xlsx_bytes(table: Table, frame: pl.DataFrame, stamp: dt.datetime) -> bytes:
-    """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
-    return workbook_bytes(table, *sheet_inputs(table, frame), stamp)
-
-
 def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], list[tuple]]:
     """What a workbook needs from the frame: column widths and the rows (so no polars runs in a worker)."""
     return [column_width(f, frame) for f in table.fields], frame.rows()
@@ -239,7 +234,7 @@ def _xlsx_job(job: tuple) -> bytes:
 
 
 def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
-    """xlsx_bytes from the sheet's inputs."""
+    """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
     buffer = io.BytesIO()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb = xlsxwriter.Workbook(buffer, {"in_memory": True})

@@ -234,14 +234,9 @@ _SOURCE: list = []  # the one pandas data source of the process's GX context
 _OUTCOMES: dict[tuple, tuple[list[Problem], list[CheckResult]]] = {}
 
 
-def run_expectations(con, sources_dir: Path, names: list[str], today: dt.date, out: Validation) -> None:
-    """Run the generated GX suites on each loaded table; every failing cell becomes a Problem."""
-    start_expectations(con, sources_dir, names, today)(out)
-
-
 def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date) -> Callable[[Validation], None]:
-    """run_expectations in two halves: the suites start in a forked child now; calling the result
-    waits for them and adds their outcomes to a Validation, in table order."""
+    """Run the generated GX suites on each loaded table (every failing cell becomes a Problem): they start in
+    a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order."""
     keys, jobs = [], {}
     for name in names:
         table = TABLES_BY_NAME[name]

@@ -41,7 +41,6 @@ class EntityTables:
         self.t = tables
         self.c = tables.c
         self.L = labels["entities"]
-        self.fit_labels = labels["fit"]
         self.basis_labels = labels["basis"]
         self.site = site
         self.anchor_refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()

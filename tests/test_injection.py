@@ -549,19 +549,22 @@ def test_sandbox_and_plain_templates_are_cached_apart():
 
 
 def test_every_article_helper_and_table_is_documented_and_exists(renderer):
-    from pipeline.render.site import ARTICLE_HELPERS, ARTICLE_TABLES
+    from pipeline.render import registry
     from pipeline.render.views.articles import Tables
     from pipeline.render.views.comparison import Comparison
     from pipeline.render.views.estimator import EstimatorTables
 
     guide = (Path(__file__).resolve().parent.parent / "site_templates" / "README.md").read_text(encoding="utf-8")
-    for name, members in ARTICLE_HELPERS.items():
+    views = (renderer.tables, renderer.estimator, renderer.comparison)
+    for name, members in registry.article_helpers(*views).items():
         for member in members:
             assert f"{name}.{member}" in guide, f"{name}.{member}"
-    classes = {"t": Tables, "e": EstimatorTables, "cmp": Comparison}
-    for name, kinds in ARTICLE_TABLES.items():
-        public = {n.removesuffix("_table") for n in dir(classes[name]) if n.endswith("_table") and n[0] != "_"}
-        assert set(kinds) == public, name
+    tables = registry.article_tables(*views)
+    for kind, function in tables.items():
+        assert f'table("{kind}"' in guide, kind
+        assert function.__name__ == f"{kind}_table" and type(function.__self__) in (Tables, EstimatorTables, Comparison)
+    documented = set(re.findall(r'table\("([a-z_]+)"', guide))
+    assert documented == set(tables)  # every documented table exists, and no other is reachable
     assert "## Что можно писать в статье" in guide
 
 

@@ -27,7 +27,7 @@ from pipeline.combine import Catalog
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
-from pipeline.render import charts, paging, sanitize
+from pipeline.render import charts, paging, registry, sanitize
 from pipeline.render import format as fmt
 from pipeline.render.view import Link, TableView
 from pipeline.render.views import estimator as estimator_pages
@@ -101,37 +101,7 @@ def markdown_table(view: TableView, sources: str) -> str:
 _ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
 _ARTICLE_BODIES: dict[str, tuple[str, str]] = {}  # template name -> (body, file)
 
-# What an article may use (site_templates/README.md lists them): these members of its four helper
-# objects, the tables of table(kind, ...), and three of Jinja's globals. Nothing else of Python is
-# reachable: articles run in a sandbox, like any text an editor or a CMS may write.
-ARTICLE_HELPERS = {
-    "t": (
-        *("mem", "mem_low", "mem_high", "tmin", "cards", "cards_high", "percent", "anchor_sizes", "min_bytes"),
-        *("const", "max_anchor_b", "model", "method", "gpu", "server", "legacy_row", "server_fit_row"),
-    ),
-    "e": ("median_error", "within_25", "bias", "rows_used", "measurements_count", "part"),
-    "cmp": (
-        *("gb", "applies", "part", "cards", "ratio", "bytes_per_param", "fits", "advice", "advice_steps"),
-        *("measured", "predicted", "error", "error_abs", "seq_len", "link", "legacy_full_high_bytes"),
-        *("legacy_qlora_gb", "deepspeed_bytes_per_param", "within_percent", "gib_in_gb", "bytes_per_gb"),
-    ),
-    "fmt": ("gb", "number", "integer"),
-}
-ARTICLE_TABLES = {
-    "t": (
-        "methods",
-        "anchors",
-        "memory",
-        "min",
-        "cards",
-        "server_fit",
-        "rule_of_thumb",
-        "legacy_counts",
-        "legacy_offers",
-    ),
-    "e": ("summary", "calibration", "breakdown", "pretraining"),
-    "cmp": ("estimators", "setups", "parts", "measured", "advice"),
-}
+# What an article may use besides pipeline/render/registry.py's helpers and tables: three of Jinja's globals.
 ARTICLE_GLOBALS = ("range", "dict", "namespace")
 # Filters whose result passes into the article as markup, unescaped: an article has no use for them.
 MARKUP_FILTERS = ("safe", "escape", "e", "forceescape", "urlize", "xmlattr", "tojson")
@@ -141,13 +111,13 @@ MAX_POWER_BITS = 65_536  # the largest integer `**` may make
 
 
 class Helpers:
-    """The documented members of one helper object (`t`, `e`, `cmp`, `fmt`), and nothing else of it."""
+    """The documented members of one helper object (`t`, `e`, `cmp`, `fmt`; registry.article_helpers), and nothing else."""
 
     __slots__ = ("_name", "_members")
 
-    def __init__(self, name: str, source, members: tuple[str, ...]):
+    def __init__(self, name: str, members: dict[str, Callable]):
         self._name = name
-        self._members = {m: getattr(source, m) for m in members}
+        self._members = members
 
     def __getattr__(self, attribute: str):
         if attribute.startswith("_"):
@@ -512,13 +482,12 @@ class Renderer:
         removed goes to self.article_warnings); in html mode, tables are left as tokens to fill later.
         Raises TemplateError when the template fails or is refused by the sandbox."""
         views: dict[str, TableView] = {}
-        sources = {"t": self.tables, "e": self.estimator, "cmp": self.comparison}
-        builders = {kind: sources[name] for name, kinds in ARTICLE_TABLES.items() for kind in kinds}
+        builders = registry.article_tables(self.tables, self.estimator, self.comparison)
 
         def table(kind: str, **kwargs) -> Markup:
             if kind not in builders:
                 raise SecurityError(f'table("{kind}") is not an article table')
-            view = getattr(builders[kind], f"{kind}_table")(**kwargs)
+            view = builders[kind](**kwargs)
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))
@@ -526,8 +495,8 @@ class Renderer:
             return Markup("\n\n" + token + "\n\n")
 
         if not self.article_helpers:  # made once per renderer
-            helpers = {**sources, "fmt": fmt}
-            self.article_helpers = {name: Helpers(name, helpers[name], ARTICLE_HELPERS[name]) for name in helpers}
+            helpers = registry.article_helpers(self.tables, self.estimator, self.comparison)
+            self.article_helpers = {name: Helpers(name, members) for name, members in helpers.items()}
         context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
             text, line_at = render_lines(article_template(article), context)

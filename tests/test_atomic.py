@@ -286,7 +286,7 @@ def test_serve_rebuild_waits_for_the_lock(url_builds, tmp_path, capfd):
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from pipeline import outdir\n"
+            "import sys; from pathlib import Path; from pipeline.publish import outdir\n"
             "with outdir.locked(outdir.target(Path(sys.argv[1]))):\n"
             "    print('held', flush=True); sys.stdin.readline()",
             str(out),

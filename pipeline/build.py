@@ -4,6 +4,13 @@
 `python -m pipeline check`. The editor tools (pipeline/tools/) import this module; nothing here
 imports them. Stage modules are imported inside the functions: a build whose inputs have not
 changed answers from the fingerprint alone, without loading polars or DuckDB.
+
+A build whose inputs (sources, templates, code, base URL, build date) are unchanged since the build
+in `out` is skipped; one with unchanged sources and code reuses that build's validation. Otherwise
+Great Expectations runs in a forked child while this process computes, renders and writes the new
+build beside `out` (the XLSX workbooks are made in another child meanwhile); the build is put in
+place (with its quality page, the one page that shows the checks) only once every check has passed,
+so the result, the report and the exit code are those of validating first.
 """
 
 from __future__ import annotations
@@ -32,15 +39,7 @@ def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, pr
 
 
 def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress: Progress | None = None) -> dict:
-    """The whole pipeline; returns counts and stage times for the summary line.
-
-    A build whose inputs (sources, templates, code, base URL, build date) are unchanged since
-    the build in `out` is skipped; one with unchanged sources and code reuses that build's
-    validation. Otherwise Great Expectations runs in a forked child while this process
-    computes, renders and writes the new build beside `out`; the build is put in place (with
-    its quality page, the one page that shows the checks) only once every check has passed, so
-    the result, the report and the exit code are those of validating first.
-    """
+    """The whole pipeline; returns counts and stage times for the summary line (see the module's docstring)."""
     from pipeline import fingerprint
 
     clock = Clock(progress)
@@ -59,14 +58,7 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
     #
     # Load inputs.
     #
-    reuse = not force and "validation" in previous
-    reuse = reuse and all(previous["inputs"].get(k) == inputs[k] for k in ("sources", "code", "build_date"))
-    if reuse:
-        con = clock.timed("load (validation reused)", lambda: load_validated_before(sources))
-        validation, pending = Validation.from_dict(previous["validation"]), None
-    else:
-        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
-        validation = published(validation, sources)
+    con, validation, pending = load_inputs(sources, None if force else previous, inputs, clock)
 
     #
     # Process data.
@@ -81,11 +73,7 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
         staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
         writing = time.perf_counter() - tick
     except Exception:
-        if workbooks is not None:
-            with contextlib.suppress(Exception):
-                workbooks()  # the child is waited for, not left behind (a warm process goes on)
-        if pending is not None:
-            pending()  # problems in the sources are reported before what they broke downstream
+        abandon(workbooks, pending)
         raise
 
     #
@@ -103,16 +91,43 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
     except BaseException:
         staging.discard()
         raise
-    return {
-        "unchanged": False,
-        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
+    return summary(sources, validation, rendered, catalog) | {
         "leftover": staging.leftover,
-        "pages": sum(1 for name in rendered.site if name.endswith(".html")),
-        "markdown": len(rendered.markdown),
-        "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
         "files": counts,
         "seconds": clock.seconds,
     }
+
+
+def abandon(workbooks: Callable | None, pending: Callable | None) -> None:
+    """After a failed stage: wait for the workbook child (a warm process goes on), then report the
+    problems in the sources (pending raises DataError) before what they broke downstream."""
+    if workbooks is not None:
+        with contextlib.suppress(Exception):
+            workbooks()
+    if pending is not None:
+        pending()
+
+
+def summary(sources: Path, validation: Validation, rendered, catalog) -> dict:
+    """What the summary line reports of a build that was written (with its files and stage times)."""
+    return {
+        "unchanged": False,
+        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
+        "pages": sum(1 for name in rendered.site if name.endswith(".html")),
+        "markdown": len(rendered.markdown),
+        "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
+    }
+
+
+def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock):
+    """(connection, validation, pending): the previous build's validation when the sources and the code
+    are unchanged (pending None), otherwise the validation so far with the GX suites still running."""
+    if previous and "validation" in previous:
+        if all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")):
+            con = clock.timed("load (validation reused)", lambda: load_validated_before(sources))
+            return con, Validation.from_dict(previous["validation"]), None
+    con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
+    return con, published(validation, sources), pending
 
 
 def check(sources: Path) -> Validation:

@@ -127,7 +127,7 @@ ARTICLE_TABLES = {
         "legacy_counts",
         "legacy_offers",
     ),
-    "e": ("summary", "calibration", "breakdown", "pretraining"),
+    "e": ("summary", "calibration", "breakdown", "pretraining", "accuracy_breakdown", "range", "constants"),
     "cmp": ("estimators", "setups", "parts", "measured", "advice"),
 }
 ARTICLE_GLOBALS = ("range", "dict", "namespace")

@@ -167,6 +167,6 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     summary = build(sources, out)
     assert summary["unchanged"] is False
     con = duckdb.connect(str(database), read_only=True)
-    assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2280,)
+    assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2700,)
     con.close()
     assert build(sources, out)["unchanged"] is True

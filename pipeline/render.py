@@ -797,6 +797,7 @@ class Renderer:
             type_names=TYPE_NAMES_RU,
             excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
+            licence=self.site_config["data_licence"],
         )
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))

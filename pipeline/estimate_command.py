@@ -44,6 +44,13 @@ folder ($GPU_FINETUNE_CACHE_DIR, else $XDG_CACHE_HOME/gpu-finetune-reference, el
 a CSV with every part and reading per row.
 """
 
+EXIT_CODES = """\
+exit codes:
+  0  estimated (no problem in the setup)
+  1  an internal error (a bug)
+  2  invalid sources, an impossible or unknown setup, or a --batch/--config file with bad rows
+  64 a wrong command line (an unknown option or a value of the wrong type)"""
+
 # Columns a --batch file may have (a header row; every column but one of model/params_b is optional).
 BATCH_COLUMNS = (
     "model",
@@ -161,6 +168,7 @@ def add_parser(commands) -> None:
         "estimate",
         help="memory of one training setup from first principles, and what it fits",
         description=HELP,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     e.add_argument(

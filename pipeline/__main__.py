@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline build|check|serve|diff|estimate` (`--help` on each)."""
+"""Command line: `python -m pipeline build|check|serve|diff|estimate|publish` (`--help` on each)."""
 
 from __future__ import annotations
 
@@ -367,10 +367,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     from pipeline import estimate_command
 
     estimate_command.add_parser(commands)
+    from pipeline import publish_s3
+
+    publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
     args = parser.parse_args(argv)
 
     if args.command == "estimate":
         return estimate_command.run(args)
+    if args.command == "publish":
+        return publish_s3.run(args)
 
     if args.command == "diff":
         from pipeline.diff import run

@@ -462,3 +462,55 @@ def test_publish_refuses_a_bad_target_and_reports_an_unreachable_storage(built, 
     )
     assert down.returncode == 3 and "Traceback" not in down.stderr, down.stderr
     assert down.stderr.startswith("publish: s3://site: ")
+
+
+# --- search ------------------------------------------------------------------------------------------------
+
+
+def test_search_index_is_built_and_listed_in_the_manifest(built):
+    site = built / "site"
+    manifest = json.loads((site / "manifest.json").read_text())["files"]
+    index = sorted(n for n in manifest if n.startswith("pagefind/"))
+    assert "pagefind/pagefind.js" in index and "pagefind/pagefind-entry.json" in index
+    assert any(n.endswith(".pf_fragment") for n in index) and any(n.endswith(".pf_meta") for n in index)
+    assert not any("pagefind-ui" in n for n in index)  # the ready-made UIs are not published
+    entry = json.loads((site / "pagefind" / "pagefind-entry.json").read_text())
+    assert list(entry["languages"]) == ["ru"]
+    page = (site / "gpus" / "index.html").read_text(encoding="utf-8")
+    assert '<form class="site-search" role="search" action="../search.html" method="get">' in page
+    assert '<main id="main" data-pagefind-body>' in page
+
+
+def test_search_finds_a_gpu_a_model_and_a_server_by_name_and_works_without_javascript(browser, site_server):
+
+    page = browser.new_page()
+    try:
+        page.goto(site_server + "gpus/index.html")
+        page.fill("#site-search-q", "H100")
+        page.press("#site-search-q", "Enter")
+        page.wait_for_url("**/search.html?q=H100")
+        page.wait_for_selector("#search-results li a", timeout=30_000)
+        links = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
+        assert any(link.startswith(site_server + "gpus/h100") for link in links), links
+        assert page.text_content("#search-status").startswith("По запросу «H100» найден")
+        assert page.input_value("#search-q") == "H100"
+        page.goto(site_server + "search.html?q=" + "Llama 3.1 8B")
+        page.wait_for_selector("#search-results li a", timeout=30_000)
+        links = page.eval_on_selector_all("#search-results li a", "els => els.map(e => e.getAttribute('href'))")
+        assert site_server + "models/llama-3-1-8b.html" in links, links
+        page.goto(site_server + "search.html?q=zzzqqq")
+        page.wait_for_function("document.getElementById('search-status').textContent.includes('ничего не нашлось')")
+    finally:
+        page.close()
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(site_server + "methods/index.html")
+        page.fill("#site-search-q", "H100")
+        page.press("#site-search-q", "Enter")
+        page.wait_for_url("**/search.html?q=H100")
+        hrefs = page.eval_on_selector_all("main a", "els => els.map(e => e.getAttribute('href'))")
+        for index in ("models/index.html", "methods/index.html", "gpus/index.html", "servers/index.html"):
+            assert index in hrefs
+    finally:
+        context.close()

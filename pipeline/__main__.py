@@ -45,8 +45,13 @@ class Parser(argparse.ArgumentParser):
     """argparse exits 2 on a mistyped option; here 2 means invalid data, so a usage error exits EXIT_USAGE."""
 
     def error(self, message: str):
+        """Exit EXIT_USAGE; a value that an option's own rule refuses (a type marked `invalid_data`,
+        as estimate's ranges) is invalid input and exits EXIT_INVALID_DATA, like a bad row of a file."""
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        option = message.removeprefix("argument ").split(":", 1)[0].split("/")
+        refused = [a for a in self._actions if set(a.option_strings) & set(option)]
+        code = EXIT_INVALID_DATA if refused and getattr(refused[0].type, "invalid_data", False) else EXIT_USAGE
+        self.exit(code, f"{self.prog}: error: {message}\n")
 
 
 def version() -> str:

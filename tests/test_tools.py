@@ -514,3 +514,15 @@ def test_search_finds_a_gpu_a_model_and_a_server_by_name_and_works_without_javas
             assert index in hrefs
     finally:
         context.close()
+
+
+def test_browser_tests_are_marked_and_skipped_with_the_reason_outside_ci():
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["CHROMIUM"] = "/nonexistent/chromium"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "tests/test_browser.py"]
+    skipped = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert skipped.returncode == 0, skipped.stdout[-2000:]
+    assert "browser test skipped: $CHROMIUM=/nonexistent/chromium does not exist" in skipped.stdout
+    assert " passed" not in skipped.stdout and " skipped" in skipped.stdout.splitlines()[-1]
+    deselected = subprocess.run([*command, "-m", "not browser"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert deselected.returncode == 5  # every test there is deselected: none ran

@@ -238,7 +238,7 @@ def stage(
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
-        searching = search.start_index(files)  # the search index is made while the downloads are written
+        searching = search.start_index(files, staging)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         downloads = {f"site/data/{name}": content for name, content in download_files(catalog, workbooks).items()}

@@ -38,10 +38,12 @@ def executable() -> str:
     raise OSError(errno.ENOENT, "the Pagefind binary is missing: pip install 'pagefind[extended]'", "pagefind")
 
 
-def start_index(site: dict[str, str | bytes], prefix: str = "site/") -> Callable[[], dict[str, bytes]]:
+def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/") -> Callable[[], dict[str, bytes]]:
     """Index the pages among `site` (paths under `prefix`) in a child process; the returned function
-    waits for it and gives the index files by path (`site/pagefind/...`)."""
-    work = Path(tempfile.mkdtemp(prefix="gpu-finetune-search-"))
+    waits for it and gives the index files by path (`site/pagefind/...`). Pagefind reads the pages
+    from, and writes its index into, a folder made inside `inside` (the build's staging folder, so
+    nothing is written outside the build's own folder), removed when the function returns."""
+    work = Path(tempfile.mkdtemp(prefix=".search-", dir=inside))
     try:
         pages = work / "site"
         for rel, content in site.items():

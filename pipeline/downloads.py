@@ -21,12 +21,17 @@ import duckdb
 import polars as pl
 import xlsxwriter
 
+from pipeline import datapackage
 from pipeline.combine import Catalog
 from pipeline.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
 from pipeline.workers import start_map
 
 DATABASE = "gpu-finetune.duckdb"
+# The oldest DuckDB storage format that keeps what the file uses (tables, primary keys, NOT NULL,
+# comments): every DuckDB from 1.0 on opens it, and so do the R, JDBC and DBeaver clients that lag
+# behind the Python package. The default is the writer's own newest format, which older clients refuse.
+DATABASE_STORAGE = "v1.0.0"
 FORMATS = ("csv", "xlsx", "parquet")
 DICTIONARY_SHEET = "Словарь"
 # A sheet holds 1,048,576 rows, one of them the header: a larger table is offered as CSV and Parquet only.
@@ -97,7 +102,7 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
 
 def download_paths(catalog: Catalog) -> list[str]:
     """The name of every download under site/data/ (known before any of them is made)."""
-    names = [DATABASE]
+    names = [DATABASE, datapackage.NAME]
     for table in ALL_TABLES:
         names += [*file_names(table, catalog[table.name].height).values(), f"{table.name}.metadata.json"]
     return names
@@ -109,6 +114,8 @@ def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[
     build started them early."""
     texts, books = (workbooks or start_workbooks(catalog))()
     files: dict[str, bytes] = {}
+    licence = datapackage.data_licence()
+    metadata_of: dict[str, dict] = {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         files[f"{table.name}.csv"] = texts[table.name].encode("utf-8")
@@ -117,8 +124,11 @@ def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[
         buffer = io.BytesIO()
         frame.write_parquet(buffer, compression="zstd", statistics=True)
         files[f"{table.name}.parquet"] = buffer.getvalue()
-        metadata = table_metadata(table, catalog)
+        metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
         files[f"{table.name}.metadata.json"] = (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    files[datapackage.NAME] = datapackage.package_bytes(
+        metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
     return files
 
 
@@ -128,7 +138,7 @@ def write_database(path: Path, catalog: Catalog) -> None:
     if os.path.lexists(path) or os.path.lexists(f"{path}.wal"):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
-        con = duckdb.connect(str(path))
+        con = duckdb.connect(str(path), config={"storage_compatibility_version": DATABASE_STORAGE})
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES:
@@ -312,8 +322,10 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
 # --- metadata.json and DuckDB comments -----------------------------------------------------------
 
 
-def table_metadata(table: Table, catalog: Catalog) -> dict:
-    """The sidecar: the table's schema from the registry, its row count, and the sources its rows rest on."""
+def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) -> dict:
+    """The sidecar: the table's schema from the registry, its row count, the sources its rows rest on,
+    and the data licence (site_templates/site.toml)."""
+    licence = licence or datapackage.data_licence()
     references = catalog["references"]
     ids = sorted(reference_ids(table, catalog))
     rows = {r["reference_id"]: r for r in references.filter(pl.col("reference_id").is_in(ids)).iter_rows(named=True)}
@@ -349,6 +361,7 @@ def table_metadata(table: Table, catalog: Catalog) -> dict:
             }
             for rid in ids
         ],
+        "licence": {"id": licence["id"], "title": licence["title"], "url": licence["url"]},
     }
 
 

@@ -797,7 +797,9 @@ class Renderer:
             type_names=TYPE_NAMES_RU,
             excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
+            licence=self.site_config["data_licence"],
         )
+        site["search.html"] = self.page("search.html", "search.html")
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
         if self.validation is not None:

@@ -105,6 +105,8 @@ class Bench:
                 before(i)
             cmd = [sys.executable, *args] if python else [sys.executable, "-m", "pipeline", *args]
             runs.append(measure(cmd, self.repo, self.env))
+            m = runs[-1]
+            print(f"  {' '.join(args)[:70]}: {m['wall']:.3f} s wall, {m['cpu']:.3f} s cpu", file=sys.stderr, flush=True)
         return median(runs)
 
     def floor(self, code: str) -> dict:

@@ -52,7 +52,8 @@ lint:
     ruff check pipeline tests
     ruff format --check pipeline tests
 
-# Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick)
+# Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick);
+# `just bench --whole [--sizes 1e6,1e7] [--repo PATH]`: whole-process targets (cpu, peak RSS of the process tree)
 bench *ARGS:
     {{python}} bench/run.py {{ARGS}}
 

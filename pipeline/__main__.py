@@ -68,7 +68,13 @@ def load_and_validate(sources: Path):
     """Load the sources into DuckDB and validate them; raises DataError with every problem.
 
     Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
+    Sources validated before (pipeline.validation_cache) are loaded without validating again.
     """
+    from pipeline import validation_cache
+
+    remembered = validation_cache.remembered(sources)
+    if remembered is not None:
+        return load_validated_before(sources), remembered
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.validate import validate
 
@@ -80,6 +86,7 @@ def load_and_validate(sources: Path):
         raise DataError(problems)
     validation.warnings = sorted(notices) + validation.warnings
     create_core_tables(con)
+    validation_cache.remember(sources, validation)
     return con, validation
 
 
@@ -174,7 +181,7 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
     place (with its quality page, the one page that shows the checks) only once every check
     has passed, so the result, the report and the exit code are those of validating first.
     """
-    from pipeline import fingerprint
+    from pipeline import fingerprint, validation_cache
 
     say = progress or (lambda stage, seconds: None)
     started = time.perf_counter()
@@ -213,6 +220,7 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
             if problems_all:
                 raise DataError(problems_all)
             validation.warnings = sorted(notices) + validation.warnings
+            validation_cache.remember(sources, validation)
             return validation
 
         unsafe = path_id_problems(frames, sources)
@@ -230,11 +238,16 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
         return renderer, renderer.render()
 
     finish = None
+    remembered = None if force else validation_cache.remembered(sources)
     if same and "validation" in previous and not force:
         con = timed("load (validation reused)", lambda: load_validated_before(sources))
         validation = Validation.from_dict(previous["validation"])
+    elif remembered is not None:  # these sources passed before, in this or another --out, build or check
+        con = timed("load (validation remembered)", lambda: load_validated_before(sources))
+        validation = published(remembered, sources)
     else:
-        con, validation, finish = timed("load, validation started", start_loading)
+        with validation_cache.fresh(force):  # --force validates every table anew
+            con, validation, finish = timed("load, validation started", start_loading)
         validation = published(validation, sources)
     workbooks = None
     try:
@@ -281,6 +294,9 @@ def print_warnings(warnings) -> None:
         print(f"{len(warnings)} warning(s), the build goes on:", file=sys.stderr)
         for w in warnings:
             print(f"  {w}", file=sys.stderr)
+
+
+ESTIMATE_HELP = "memory of one training setup from first principles, and what it fits"
 
 
 def cli() -> None:
@@ -369,15 +385,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
     )
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
-    from pipeline import estimate_command
+    words = sys.argv[1:] if argv is None else argv
+    if "estimate" in words or not any(w in ("build", "check", "serve", "diff", "publish") for w in words):
+        from pipeline import estimate_command  # (memory, polars): only when it may be the command
 
-    estimate_command.add_parser(commands)
+        estimate_command.add_parser(commands)
+    else:
+        commands.add_parser("estimate", help=ESTIMATE_HELP)
     from pipeline import publish_s3
 
     publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
     args = parser.parse_args(argv)
 
     if args.command == "estimate":
+        from pipeline import estimate_command
+
         return estimate_command.run(args)
     if args.command == "publish":
         return publish_s3.run(args)
@@ -397,9 +419,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
             outdir.writable(outdir.check_output(args.out, args.sources))
             return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)
         if args.command == "check":
-            _, validation = load_and_validate(args.sources)
-            print_warnings(validation.warnings)
-            print(f"{args.sources}: all {len(validation.checks)} checks passed")
+            from pipeline import validation_cache
+
+            known = validation_cache.remembered_summary(args.sources)  # sources passed before: no rule runs
+            if known is None:
+                validation = load_and_validate(args.sources)[1]
+                known = validation.warnings, len(validation.checks)
+            print_warnings(known[0])
+            print(f"{args.sources}: all {known[1]} checks passed")
             return 0
 
         def progress(stage: str, seconds: float) -> None:

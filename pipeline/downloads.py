@@ -34,8 +34,14 @@ DATABASE = "gpu-finetune.duckdb"
 DATABASE_STORAGE = "v1.0.0"
 FORMATS = ("csv", "xlsx", "parquet")
 DICTIONARY_SHEET = "Словарь"
-# A sheet holds 1,048,576 rows, one of them the header: a larger table is offered as CSV and Parquet only.
-EXCEL_MAX_ROWS = 1_048_575
+# The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page
+# says so. A sheet could hold 1,048,575 rows (plus the header), but XlsxWriter writes cell by cell in
+# Python (about 40 s for a million rows) and Excel opens such a sheet slowly: past 100 000 rows the
+# CSV and Parquet files serve an analyst better.
+EXCEL_MAX_ROWS = 100_000
+# Sheets above this many rows are written in XlsxWriter's constant_memory mode (row by row through a
+# temporary file, strings inline): memory stays flat whatever the table's size.
+CONSTANT_MEMORY_ROWS = 20_000
 
 # What each table without a reference_id column of its own is made from (combine.py):
 # its sources are the references of those tables.
@@ -250,9 +256,8 @@ def _xlsx_job(job: tuple) -> bytes:
 
 def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
     """xlsx_bytes from the sheet's inputs."""
-    buffer = io.BytesIO()
+    wb, contents = _workbook(len(rows))
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
-    wb = xlsxwriter.Workbook(buffer, {"in_memory": True})
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
     bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
     ws = wb.add_worksheet(table.name)
@@ -284,7 +289,29 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
         for c, value in enumerate(values):
             words.write_string(r, c, value, wrap)
     wb.close()
-    return _pinned_zip(buffer.getvalue(), stamp)
+    return _pinned_zip(contents(), stamp)
+
+
+def _workbook(rows: int) -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
+    """A new workbook and the function that gives its bytes once closed: in memory for a small
+    sheet, in constant_memory mode through a private temporary folder above CONSTANT_MEMORY_ROWS."""
+    if rows <= CONSTANT_MEMORY_ROWS:
+        buffer = io.BytesIO()
+        return xlsxwriter.Workbook(buffer, {"in_memory": True}), buffer.getvalue
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="gpu-finetune-xlsx-")
+    path = os.path.join(folder, "book.xlsx")
+
+    def contents() -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return xlsxwriter.Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
 
 
 def _column_writer(ws, field: Field, fmt):

@@ -1,6 +1,7 @@
 import contextlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
 os.environ["SOURCE_DATE_EPOCH"] = "1795996800"  # 2026-11-30
+# The user cache (validated catalogs, validation outcomes) in a folder of this test run, never ~/.cache.
+os.environ["GPU_FINETUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-finetune-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"

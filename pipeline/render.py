@@ -22,7 +22,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, sanitize
+from pipeline import calculator, charts, estimator_pages, paging, russian, sanitize
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -114,6 +114,7 @@ ARTICLE_HELPERS = {
         *("legacy_qlora_gb", "deepspeed_bytes_per_param", "within_percent", "gib_in_gb", "bytes_per_gb"),
     ),
     "fmt": ("gb", "number", "integer"),
+    "ru": ("count", "plural", "noun_form", "value", "claim"),
 }
 ARTICLE_TABLES = {
     "t": (
@@ -290,7 +291,9 @@ def template_line(exc: BaseException, filename: str | None) -> int:
 def article_problem(article: Article, exc: BaseException) -> Problem:
     """An article's template error as the editor reads it: file, line, what was refused or is unknown."""
     line = template_line(exc, article.file)
-    if isinstance(exc, SecurityError):
+    if isinstance(exc, russian.ClaimError):
+        rule = f"статья «{article.title}»: {exc.message()}"
+    elif isinstance(exc, SecurityError):
         rule = f"refused: {exc} (an article may use only the helpers listed in site_templates/README.md)"
     elif isinstance(exc, KeyError):
         rule = f"unknown id {exc}"
@@ -322,7 +325,7 @@ def html_environment(templates: Path) -> jinja2.Environment:
         )
         env.bytecode_cache = _bytecode_cache(env)
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
-        env.filters.update(number=fmt.number)
+        env.filters.update(number=fmt.number, count=russian.count)
         _ENVIRONMENTS[templates] = env
     return _ENVIRONMENTS[templates]
 
@@ -524,7 +527,7 @@ class Renderer:
             return Markup("\n\n" + token + "\n\n")
 
         if not self.article_helpers:  # made once per renderer
-            helpers = {**sources, "fmt": fmt}
+            helpers = {**sources, "fmt": fmt, "ru": russian}
             self.article_helpers = {name: Helpers(name, helpers[name], ARTICLE_HELPERS[name]) for name in helpers}
         context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
@@ -575,7 +578,7 @@ class Renderer:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
         root = "../" * path.count("/") if root is None else root
         self.pages.append(path)
-        return self.html_env.get_template(template).render(
+        html = self.html_env.get_template(template).render(
             root=root,
             asset=lambda filename: root + self.asset(filename),
             table=lambda view: self.table_html(view, root),
@@ -585,6 +588,7 @@ class Renderer:
             canonical=self.base_url + path.removesuffix("index.html"),
             **context,
         )
+        return russian.typograph(html, "html")
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
         """One page into `out`; a table of the context longer than `table_page_rows` shows its first
@@ -781,7 +785,9 @@ class Renderer:
         for article in self.articles:  # every article's problem at once
             try:
                 text, _ = self.render_article(article, "md")
-                md[f"{article.slug}.md"] = f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n"
+                md[f"{article.slug}.md"] = russian.typograph(
+                    f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n", "md"
+                )
                 body = Markup(self.article_html(article))
             except TemplateError as exc:
                 problems += exc.problems

@@ -452,6 +452,20 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
     return _VERIFIED[key]
 
 
+def check_articles(catalog: Catalog, validation: Validation | None = None, templates: Path = TEMPLATES) -> None:
+    """Render every article without writing anything: raises TemplateError with every article's
+    problem (a template error or a claim the data no longer supports), as `build` would."""
+    renderer = Renderer(catalog, validation, templates)
+    problems: list[Problem] = []
+    for article in read_articles(templates):
+        try:
+            renderer.render_article(article, "md")
+        except TemplateError as exc:
+            problems += exc.problems
+    if problems:
+        raise TemplateError(problems)
+
+
 class Renderer:
     def __init__(
         self,
@@ -817,6 +831,7 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            plural=russian.plural_data(),
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

@@ -8,7 +8,7 @@ and checked claims for articles.
 - `typograph(text, mode)` sets non-breaking spaces, «ёлочки» and dashes in HTML or Markdown.
 - `claim(condition, statement, **now)` lets an article state a fact about the data: a false claim
   stops the build with a message for the editor (ClaimError).
-The calculator's script evaluates the same CLDR rules (`plural_rules_json`), exported from Babel.
+The calculator's script evaluates the same CLDR rules (`plural_data`), exported from Babel.
 """
 
 from __future__ import annotations
@@ -139,14 +139,14 @@ def value(shown) -> float:
     return float(_decimal(shown))
 
 
-@lru_cache(maxsize=4096)
-def _plural_cached(number: Decimal) -> str:
-    return _RULE(abs(number))
+@lru_cache(maxsize=4096)  # keyed by the text: Decimal("2.0") == Decimal("2"), but their categories differ
+def _plural_cached(number: str) -> str:
+    return _RULE(abs(Decimal(number)))
 
 
 def plural(shown) -> str:
     """The CLDR plural category of a number as shown: "1" one, "2" few, "5" many, "1,5" other."""
-    return _plural_cached(_decimal(shown))
+    return _plural_cached(str(_decimal(shown)))
 
 
 def noun_form(shown, noun: str, case: str = "nom") -> str:
@@ -177,14 +177,10 @@ def forms_of(noun: str) -> dict[str, tuple[str, str, str, str]]:
     return _FORMS[noun]
 
 
-def plural_rules_json() -> str:
-    """The CLDR plural rules of Russian (Babel's parsed form) and the noun forms, as JSON for the
-    calculator's script, which evaluates them on the number as it is shown."""
-    return json.dumps(
-        {"rules": [[category, rule] for category, rule in _RULE.abstract], "nouns": _FORMS},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+def plural_data() -> dict:
+    """The CLDR plural rules of Russian (Babel's parsed form, as JSON-ready lists) and the noun forms,
+    for the calculator's script, which evaluates them on the number as it is shown."""
+    return json.loads(json.dumps({"rules": [[category, rule] for category, rule in _RULE.abstract], "nouns": _FORMS}))
 
 
 # -- checked claims --

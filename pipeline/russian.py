@@ -219,7 +219,7 @@ def claim(condition, statement: str, **now) -> str:
 _UNIT = r"(?:[%‰₽$€]|[А-Яа-яЁёA-Za-z])"
 _RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
     # straight double quotes around text become «ёлочки»
-    (re.compile(r'(?<![\w="])"([^"<>\n=]+?)"(?![\w=])'), r"«\1»"),
+    (re.compile(r'(?<![\w="])"([^"<>\n=\x00]+?)"(?![\w=])'), r"«\1»"),
     # a number and its unit or noun: «1 200 ГБ», «50 %», «13 млрд», «5 карт», «585 000 ₽/мес»
     (re.compile(r"(?<![\w.])(\d(?:[\d\u00a0]*\d)?(?:[.,]\d+)?) (?=" + _UNIT + ")"), r"\1" + NBSP),
     # «×» between two numbers or a number and a name: «2 × H100», «8 × 7B»
@@ -229,7 +229,7 @@ _RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
     # a spaced hyphen or en dash between words becomes an em dash
     (re.compile(r"(?<=[\w»)]) [-–] (?=[\w«(])"), " — "),
     # an em dash keeps to the word before it: «слово — слово»
-    (re.compile(r"(?<=[^\s|>]) — "), NBSP + "— "),
+    (re.compile(r"(?<=[^\s|>\x00]) — "), NBSP + "— "),
     # «№ 5», «§ 2»
     (re.compile(r"([№§]) ?(?=\d)"), r"\1" + NBSP),
 )
@@ -252,16 +252,28 @@ def _text_rules(text: str) -> str:
     return text
 
 
+_JOIN = "\x00"  # between the text pieces of a document while the rules run (no rule matches it)
+
+
 def typograph(text: str, mode: str = "html") -> str:
     """Russian typography for HTML ("html") or Markdown ("md"): only text is changed, never a tag,
-    an attribute, code, a script or a link target. Applying it twice changes nothing more."""
+    an attribute, code, a script or a link target. Applying it twice changes nothing more.
+
+    The text pieces between the parts left alone are joined by a NUL, which no rule matches, so the
+    rules run once over the whole document (a page has thousands of table cells)."""
+    if _JOIN in text:
+        text = text.replace(_JOIN, "")
     skip = _HTML_SKIP if mode == "html" else _MD_SKIP
-    out, last = [], 0
+    kept, pieces, last = [], [], 0
     for match in skip.finditer(text):
-        out.append(_text_rules(text[last : match.start()]))
-        out.append(match.group(0))
+        pieces.append(text[last : match.start()])
+        kept.append(match.group(0))
         last = match.end()
-    out.append(_text_rules(text[last:]))
+    pieces.append(text[last:])
+    done = _text_rules(_JOIN.join(pieces)).split(_JOIN)
+    out = [done[0]]
+    for part, piece in zip(kept, done[1:], strict=True):
+        out += (part, piece)
     return "".join(out)
 
 

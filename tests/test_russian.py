@@ -173,7 +173,7 @@ def test_editors_guide_examples_give_the_outputs_it_shows():
     import ast
 
     guide = (ROOT / "site_templates" / "README.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| [^|]* \| `ru\.(\w+)\((.*)\)` \| (.+) \|$", guide, re.MULTILINE)
+    rows = re.findall(r"^\|[^|]*\| `ru\.(\w+)\((.*)\)` \| (.+) \|$", guide, re.MULTILINE)
     assert len(rows) >= 12
     for name, args, shown in rows:
         result = getattr(russian, name)(*ast.literal_eval(f"({args},)"))

@@ -132,7 +132,7 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
     place (with its quality page, the one page that shows the checks) only once every check
     has passed, so the result, the report and the exit code are those of validating first.
     """
-    from pipeline import fingerprint
+    from pipeline import fingerprint, site_links
 
     say = progress or (lambda stage, seconds: None)
     started = time.perf_counter()
@@ -224,7 +224,9 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
         raise
     return {
         "unchanged": False,
-        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
+        "warnings": shown(validation.warnings, sources)
+        + rendered.warnings  # + the articles' removed markup
+        + site_links.base_url_warning(base_url),
         "leftover": staging.leftover,
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),

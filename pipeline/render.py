@@ -22,7 +22,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, russian, sanitize
+from pipeline import calculator, charts, estimator_pages, paging, russian, sanitize, site_links
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -114,7 +114,7 @@ ARTICLE_HELPERS = {
         *("legacy_qlora_gb", "deepspeed_bytes_per_param", "within_percent", "gib_in_gb", "bytes_per_gb"),
     ),
     "fmt": ("gb", "number", "integer"),
-    "ru": ("count", "plural", "noun_form", "value", "claim"),
+    "ru": ("count", "plural", "noun_form", "value", "claim", "calculator_url"),
 }
 ARTICLE_TABLES = {
     "t": (
@@ -799,9 +799,8 @@ class Renderer:
         for article in self.articles:  # every article's problem at once
             try:
                 text, _ = self.render_article(article, "md")
-                md[f"{article.slug}.md"] = russian.typograph(
-                    f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n", "md"
-                )
+                text = russian.typograph(f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n", "md")
+                md[f"{article.slug}.md"] = site_links.absolute_markdown(text, self.base_url)
                 body = Markup(self.article_html(article))
             except TemplateError as exc:
                 problems += exc.problems

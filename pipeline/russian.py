@@ -21,6 +21,7 @@ from functools import lru_cache
 from babel import Locale
 
 from pipeline import format as fmt
+from pipeline.site_links import calculator_url  # noqa: F401  (an article helper: ru.calculator_url)
 
 NBSP = "\u00a0"
 CATEGORIES = ("one", "few", "many", "other")

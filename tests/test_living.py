@@ -7,8 +7,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import edit_csv
-from pipeline import russian
+from pipeline import russian, site_links
 from pipeline.__main__ import main
 from pipeline.russian import NBSP
 
@@ -56,8 +58,17 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
     with (sources / "servers.csv").open("a", encoding="utf-8") as f:
         f.write("xfusion-1x-h200,1 × H200 (XFUSION),XFUSION,h200-nvl,1,pcie,99000,2026-10-12,catalog\n")
     out = tmp_path / "out"
-    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet"]) == 0
+    base = ["--base-url", "https://example.org/gpu/"]
+    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet", *base]) == 0
+    assert "--base-url" not in capsys.readouterr().err  # an absolute base URL: no warning about it
     assert disagreements(out) == {}
+    # Markdown for the CMS: every link absolute under the base URL (downloads, entity pages, calculator).
+    for path in (out / "markdown").glob("*.md"):
+        targets = re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8"))
+        assert targets and all(t.startswith("https://example.org/gpu/") for t in targets), path.name
+    fm = (out / "markdown" / "finetune-memory.md").read_text(encoding="utf-8")
+    assert "](https://example.org/gpu/data/memory_estimates.csv)" in fm or "](https://example.org/gpu/data/" in fm
+    assert "](https://example.org/gpu/calculator.html?gpu=rtx-pro-6000&method=lora&model=generic-70b)" in fm
     md = (out / "markdown" / "finetune-memory.md").read_text(encoding="utf-8").replace(NBSP, " ")
     assert (
         "LoRA на такой модели занимает 5 карт RTX PRO 6000 или 2 карты H200, "
@@ -70,7 +81,7 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
 
     # An edit that makes a claim false: build and check stop and name it; the output stays.
     edit_csv(sources / "constants.csv", "legacy_full_bytes_per_param,10,", "legacy_full_bytes_per_param,20,")
-    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet"]) == 2
+    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet", *base]) == 2
     err = capsys.readouterr().err
     line = next(
         n
@@ -88,3 +99,31 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
     assert main(["check", "--sources", str(sources)]) == 2
     err = capsys.readouterr().err
     assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
+
+
+def test_entity_pages_link_the_calculator_preselected(built):
+    gpu = (built / "site" / "gpus" / "h200-sxm.html").read_text(encoding="utf-8")
+    assert 'href="../calculator.html?gpu=h200-sxm"' in gpu
+    server = (built / "site" / "servers" / "hgx-h200-8x.html").read_text(encoding="utf-8")
+    assert 'href="../calculator.html?server=hgx-h200-8x"' in server
+    article = (built / "site" / "gpu-count.html").read_text(encoding="utf-8")
+    assert 'href="calculator.html?gpu=h100-sxm&amp;method=full_amp&amp;model=generic-70b"' in article
+    assert 'href="pretraining.html"' in article
+    assert "Прежняя статья" not in article and "прежней статье" not in article
+
+
+def test_site_links():
+    text = "[a](data/x.csv) [b](https://o.org/) [c](#top) [d](/abs) ![e](charts/e.svg)"
+    assert site_links.absolute_markdown(text, "https://example.org/gpu/") == (
+        "[a](https://example.org/gpu/data/x.csv) [b](https://o.org/) [c](#top) [d](/abs) "
+        "![e](https://example.org/gpu/charts/e.svg)"
+    )
+    assert site_links.absolute_markdown(text, "/") == text
+    assert site_links.base_url_warning("https://example.org/") == []
+    [warning] = site_links.base_url_warning("/")
+    assert warning.file == "--base-url" and "sitemap.xml и robots.txt" in warning.rule
+    assert site_links.calculator_url(model="generic-8b", method="lora", advanced=True, gpu=None) == (
+        "calculator.html?advanced=1&method=lora&model=generic-8b"
+    )
+    with pytest.raises(KeyError, match="the calculator's fields"):
+        site_links.calculator_url(modle="x")

@@ -47,6 +47,7 @@ class Article:
     nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
     line: int = 1  # the line of the file where the body starts
+    in_nav: bool = True  # in the top navigation ("nav: true"); otherwise under «Все материалы»
 
     @property
     def file(self) -> str:
@@ -69,7 +70,8 @@ def load_labels(templates: Path = TEMPLATES) -> dict:
 def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     """Articles from site_templates/articles/*.md: front matter between '---' lines, then the body.
 
-    Front matter keys: title, description, order (position in the navigation), nav (its label).
+    Front matter keys: title, description, order (position in the navigation), nav (true: in the top
+    navigation, false: only under «Все материалы»), label (its short name in the navigation).
     """
     articles = []
     for path in sorted((templates / "articles").glob("*.md")):
@@ -78,7 +80,16 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
         first = head.count("\n") + 3  # the two "---" lines and the front matter come first
         articles.append(
-            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body, first)
+            Article(
+                path.stem,
+                meta["title"],
+                meta["description"],
+                int(meta["order"]),
+                meta.get("label") or meta["nav"],  # "nav: <label>" of older articles still works
+                body,
+                first,
+                meta["nav"].strip().lower() not in ("false", "нет", "no"),
+            )
         )
     return sorted(articles, key=lambda a: (a.order, a.slug))
 

@@ -127,3 +127,30 @@ def test_site_links():
     )
     with pytest.raises(KeyError, match="the calculator's fields"):
         site_links.calculator_url(modle="x")
+
+
+def test_editors_guide_ids_are_those_of_the_sources():
+    from pipeline import guide
+
+    text = guide.GUIDE.read_text(encoding="utf-8")
+    assert guide.updated(text) == text, "run `just guide`"
+    assert "| `rtx-pro-6000` | NVIDIA RTX PRO 6000 Blackwell Server Edition |" in text
+
+
+def test_editors_guide_starter_article_builds(catalog, tmp_path):
+    import shutil
+
+    from pipeline.render import TEMPLATES, check_articles
+
+    guide = (TEMPLATES / "README.md").read_text(encoding="utf-8")
+    starter = guide.split("## Заготовка статьи", 1)[1].split("```\n", 2)[1]
+    templates = tmp_path / "site_templates"
+    shutil.copytree(TEMPLATES, templates)
+    (templates / "articles" / "moya-statya.md").write_text(starter, encoding="utf-8")
+    check_articles(catalog, templates=templates)  # renders every article, the starter too, or raises
+    from pipeline.render import Renderer, read_articles
+
+    [article] = [a for a in read_articles(templates) if a.slug == "moya-statya"]
+    assert article.in_nav is False and article.nav == "LoRA для 70 млрд"
+    text, _ = Renderer(catalog, templates=templates).render_article(article, "md")
+    assert f"Это\n2{NBSP}карты H200." in text and "На одну карту задача не помещается." in text

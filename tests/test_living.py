@@ -154,3 +154,31 @@ def test_editors_guide_starter_article_builds(catalog, tmp_path):
     assert article.in_nav is False and article.nav == "LoRA для 70 млрд"
     text, _ = Renderer(catalog, templates=templates).render_article(article, "md")
     assert f"Это\n2{NBSP}карты H200." in text and "На одну карту задача не помещается." in text
+
+
+WIDE_PAGES = [
+    "gpu-count.html",
+    "models/llama-3-1-70b.html",
+    "accuracy.html",
+    "pretraining.html",
+    "finetune-memory.html",
+]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 900)])
+def test_wide_tables_fit_the_screen_and_keep_their_first_column(browser, site_server, width, height):
+    from conftest import serious_axe_violations
+
+    context = browser.new_context(viewport={"width": width, "height": height}, locale="ru-RU")
+    page = context.new_page()
+    for path in WIDE_PAGES:
+        page.goto(site_server + path)
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
+        assert serious_axe_violations(page) == [], (path, width)
+        sticky = page.eval_on_selector_all(
+            ".scroll tbody th[scope=row]", "cells => cells.map(c => getComputedStyle(c).position)"
+        )
+        assert sticky and set(sticky) == {"sticky"}, path
+    context.close()

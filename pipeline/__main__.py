@@ -237,10 +237,12 @@ def _build(sources: Path, out: Path, base_url: str = "/", force: bool = False, p
 
 
 def print_warnings(warnings) -> None:
+    from pipeline.messages import grouped_warnings, message
+
     if warnings:
-        print(f"{len(warnings)} warning(s), the build goes on:", file=sys.stderr)
-        for w in warnings:
-            print(f"  {w}", file=sys.stderr)
+        print(message("warnings_header", count=len(warnings)), file=sys.stderr)
+        for line in grouped_warnings(warnings):
+            print(f"  {line}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,10 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = build(args.sources, args.out, args.base_url, force=args.force, progress=progress)
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)
-        print(
-            f"The build stopped; {args.out if args.command == 'build' else 'nothing'} was left as it was.",
-            file=sys.stderr,
-        )
+        from pipeline.messages import message
+
+        stopped = message("stopped_build", out=args.out) if args.command == "build" else message("stopped_check")
+        print(stopped, file=sys.stderr)
         return EXIT_INVALID_DATA
     except Exception as exc:
         from pipeline.outdir import OutputRefused

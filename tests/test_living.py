@@ -182,3 +182,27 @@ def test_wide_tables_fit_the_screen_and_keep_their_first_column(browser, site_se
         )
         assert sticky and set(sticky) == {"sticky"}, path
     context.close()
+
+
+def test_message_catalogue_is_russian():
+    from pipeline import messages
+
+    entries = messages.catalogue()
+    assert {"warnings_header", "warning_repeated", "stopped_build", "stopped_check"} <= set(entries)
+    for key, text in entries.items():
+        words = re.sub(r"\{\w+\}", "", text)
+        assert re.search(r"[а-яё]", words), key  # translated
+        assert not re.search(r"\b[A-Za-z]{3,}\b", words), key  # no English left in it
+
+
+def test_repeated_warnings_become_one_line_with_a_count():
+    from pipeline.messages import grouped_warnings
+    from pipeline.problems import Problem
+
+    rule = "нет цены; на сайте — «по запросу»"
+    warnings = [Problem("sources/servers.csv", n, "price_rub_month", None, rule) for n in (7, 8, 9, 10, 11)]
+    other = Problem("sources/gpus.csv", 3, "memory_gb", "1", "мало")
+    assert grouped_warnings([*warnings, other]) == [
+        f"sources/servers.csv: price_rub_month: {rule} (строки 7, 8, 9, 10, 11; всего 5)",
+        str(other),
+    ]

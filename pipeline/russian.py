@@ -235,9 +235,10 @@ _RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"([№§]) ?(?=\d)"), r"\1" + NBSP),
 )
 
-# Parts of HTML a typographer leaves alone: tags (attributes), comments, script, style, code, pre.
+# Parts of HTML a typographer leaves alone: tags (attributes), comments, script, style, code, pre, and
+# the title (it must read as the og:title attribute does).
 _HTML_SKIP = re.compile(
-    r"<(script|style|pre|code|textarea)\b.*?</\1>|<!--.*?-->|<[^>]*>",
+    r"<(script|style|pre|code|textarea|title)\b.*?</\1>|<!--.*?-->|<[^>]*>",
     re.DOTALL | re.IGNORECASE,
 )
 # Parts of Markdown left alone: fenced blocks, code spans, link and image targets, raw tags, URLs.

@@ -391,7 +391,9 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         return html
 
     parts = [
-        '\n<figure class="data-table">\n<div class="scroll"><table',
+        '\n<figure class="data-table">\n<div class="scroll" tabindex="0" role="region" aria-label="Таблица: ',
+        escape(view.headers[0]) if view.headers else "",
+        '"><table',
         ' class="sortable"' if view.sortable else "",
         ">\n<thead><tr>",
         *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],

@@ -222,7 +222,13 @@ _RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
     # straight double quotes around text become «ёлочки»
     (re.compile(r'(?<![\w="])"([^"<>\n=\x00]+?)"(?![\w=])'), r"«\1»"),
     # a number and its unit or noun: «1 200 ГБ», «50 %», «13 млрд», «5 карт», «585 000 ₽/мес»
-    (re.compile(r"(?<![\w.])(\d(?:[\d\u00a0]*\d)?(?:[.,]\d+)?) (?=" + _UNIT + ")"), r"\1" + NBSP),
+    # (not before a short preposition or conjunction: «1 из 5», «2 и 3», «5 или 6»)
+    (
+        re.compile(
+            r"(?<![\w.])(\d(?:[\d\u00a0]*\d)?(?:[.,]\d+)?) (?!(?:[а-яё]{1,2}|или)[\s\u00a0,.)])(?=" + _UNIT + ")"
+        ),
+        r"\1" + NBSP,
+    ),
     # «×» between two numbers or a number and a name: «2 × H100», «8 × 7B»
     (re.compile(r" ?× ?"), NBSP + "×" + NBSP),
     # «т. е.», «т. д.», «т. п.», «т. к.», «и т. д.»

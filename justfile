@@ -57,6 +57,10 @@ lint:
 bench *ARGS:
     {{python}} bench/run.py {{ARGS}}
 
+# Write the ids of sources/ into the editors' guide (site_templates/README.md)
+guide:
+    python -m pipeline.guide
+
 # Serve output/site on http://127.0.0.1:8000, rebuild on every change of sources/ or site_templates/, reload the page
 serve *ARGS:
     {{python}} -m pipeline serve {{ARGS}}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipeline import estimate
+from pipeline import estimate, russian
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.tables import TableView
@@ -406,7 +406,8 @@ def memory_alt(catalog: Catalog, labels: dict) -> str:
 
 def price_alt(catalog: Catalog, labels: dict) -> str:
     """The text alternative of the price chart, with its key figures."""
-    return labels["charts"]["price_alt"].format(**price_facts(catalog))
+    facts = price_facts(catalog)
+    return labels["charts"]["price_alt"].format(**facts | {"servers": russian.Shown(fmt.integer(facts["servers"]))})
 
 
 def _hashed(name: str, svg: str) -> str:

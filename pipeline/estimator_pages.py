@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 import polars as pl
 
-from pipeline import calibration
+from pipeline import calibration, russian
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.memory import BREAKDOWN_COLUMNS
@@ -141,7 +141,7 @@ class EstimatorTables:
         if "lora_dropout" in techniques:
             extra += L["setup_dropout"]
         return L["setup_text"].format(
-            seq=fmt.integer(row["seq_len"]),
+            seq=russian.Shown(fmt.integer(row["seq_len"])),
             batch=fmt.integer(row["micro_batch"]),
             gpus=fmt.integer(row["gpus"]),
             sharding=L[f"sharding_{row['sharding']}"],

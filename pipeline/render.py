@@ -22,7 +22,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, sanitize
+from pipeline import calculator, charts, estimator_pages, paging, russian, sanitize, site_links
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -47,6 +47,7 @@ class Article:
     nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
     line: int = 1  # the line of the file where the body starts
+    in_nav: bool = True  # in the top navigation ("nav: true"); otherwise under «Все материалы»
 
     @property
     def file(self) -> str:
@@ -69,7 +70,8 @@ def load_labels(templates: Path = TEMPLATES) -> dict:
 def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     """Articles from site_templates/articles/*.md: front matter between '---' lines, then the body.
 
-    Front matter keys: title, description, order (position in the navigation), nav (its label).
+    Front matter keys: title, description, order (position in the navigation), nav (true: in the top
+    navigation, false: only under «Все материалы»), label (its short name in the navigation).
     """
     articles = []
     for path in sorted((templates / "articles").glob("*.md")):
@@ -78,7 +80,16 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
         first = head.count("\n") + 3  # the two "---" lines and the front matter come first
         articles.append(
-            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body, first)
+            Article(
+                path.stem,
+                meta["title"],
+                meta["description"],
+                int(meta["order"]),
+                meta.get("label") or meta["nav"],  # "nav: <label>" of older articles still works
+                body,
+                first,
+                meta["nav"].strip().lower() not in ("false", "нет", "no"),
+            )
         )
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
@@ -114,6 +125,7 @@ ARTICLE_HELPERS = {
         *("legacy_qlora_gb", "deepspeed_bytes_per_param", "within_percent", "gib_in_gb", "bytes_per_gb"),
     ),
     "fmt": ("gb", "number", "integer"),
+    "ru": ("count", "plural", "noun_form", "value", "claim", "calculator_url"),
 }
 ARTICLE_TABLES = {
     "t": (
@@ -290,7 +302,9 @@ def template_line(exc: BaseException, filename: str | None) -> int:
 def article_problem(article: Article, exc: BaseException) -> Problem:
     """An article's template error as the editor reads it: file, line, what was refused or is unknown."""
     line = template_line(exc, article.file)
-    if isinstance(exc, SecurityError):
+    if isinstance(exc, russian.ClaimError):
+        rule = f"статья «{article.title}»: {exc.message()}"
+    elif isinstance(exc, SecurityError):
         rule = f"refused: {exc} (an article may use only the helpers listed in site_templates/README.md)"
     elif isinstance(exc, KeyError):
         rule = f"unknown id {exc}"
@@ -322,7 +336,7 @@ def html_environment(templates: Path) -> jinja2.Environment:
         )
         env.bytecode_cache = _bytecode_cache(env)
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
-        env.filters.update(number=fmt.number)
+        env.filters.update(number=fmt.number, count=russian.count)
         _ENVIRONMENTS[templates] = env
     return _ENVIRONMENTS[templates]
 
@@ -377,7 +391,9 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         return html
 
     parts = [
-        '\n<figure class="data-table">\n<div class="scroll"><table',
+        '\n<figure class="data-table">\n<div class="scroll" tabindex="0" role="region" aria-label="Таблица: ',
+        escape(view.headers[0]) if view.headers else "",
+        '"><table',
         ' class="sortable"' if view.sortable else "",
         ">\n<thead><tr>",
         *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
@@ -447,6 +463,20 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
             for view, refs, root in samples
         )
     return _VERIFIED[key]
+
+
+def check_articles(catalog: Catalog, validation: Validation | None = None, templates: Path = TEMPLATES) -> None:
+    """Render every article without writing anything: raises TemplateError with every article's
+    problem (a template error or a claim the data no longer supports), as `build` would."""
+    renderer = Renderer(catalog, validation, templates)
+    problems: list[Problem] = []
+    for article in read_articles(templates):
+        try:
+            renderer.render_article(article, "md")
+        except TemplateError as exc:
+            problems += exc.problems
+    if problems:
+        raise TemplateError(problems)
 
 
 class Renderer:
@@ -524,7 +554,7 @@ class Renderer:
             return Markup("\n\n" + token + "\n\n")
 
         if not self.article_helpers:  # made once per renderer
-            helpers = {**sources, "fmt": fmt}
+            helpers = {**sources, "fmt": fmt, "ru": russian}
             self.article_helpers = {name: Helpers(name, helpers[name], ARTICLE_HELPERS[name]) for name in helpers}
         context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
@@ -575,7 +605,7 @@ class Renderer:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
         root = "../" * path.count("/") if root is None else root
         self.pages.append(path)
-        return self.html_env.get_template(template).render(
+        html = self.html_env.get_template(template).render(
             root=root,
             asset=lambda filename: root + self.asset(filename),
             table=lambda view: self.table_html(view, root),
@@ -585,6 +615,7 @@ class Renderer:
             canonical=self.base_url + path.removesuffix("index.html"),
             **context,
         )
+        return russian.typograph(html, "html")
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
         """One page into `out`; a table of the context longer than `table_page_rows` shows its first
@@ -781,7 +812,8 @@ class Renderer:
         for article in self.articles:  # every article's problem at once
             try:
                 text, _ = self.render_article(article, "md")
-                md[f"{article.slug}.md"] = f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n"
+                text = russian.typograph(f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n", "md")
+                md[f"{article.slug}.md"] = site_links.absolute_markdown(text, self.base_url)
                 body = Markup(self.article_html(article))
             except TemplateError as exc:
                 problems += exc.problems
@@ -813,6 +845,7 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            plural=russian.plural_data(),
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

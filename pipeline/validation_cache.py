@@ -222,6 +222,39 @@ def remember(sources: Path, validation) -> None:
     _write(WHOLE_NAMESPACE, key, parts, {"validation": validation.to_dict()})
 
 
+ARTICLES_NAMESPACE = "articles-checked"
+
+
+def _articles_key(sources: Path) -> tuple[str, list[str]]:
+    """A passed `check` of the articles holds for these sources (the whole key) and these templates."""
+    key, parts = _whole_key(sources)
+    parts = [*parts, "articles", fingerprint.tree_hash(fingerprint.TEMPLATES)]
+    return cache.make_key(*parts, *versions()), parts
+
+
+def articles_passed(sources: Path) -> bool:
+    """True when every article's claims were checked against these exact sources and templates."""
+    if not reading():
+        return False
+    try:
+        key, parts = _articles_key(sources)
+    except OSError:
+        return False
+    data = _read(ARTICLES_NAMESPACE, key, parts)
+    return isinstance(data, dict) and data.get("articles") == "passed"
+
+
+def remember_articles(sources: Path) -> None:
+    """Store that every article's claims hold for these sources and templates."""
+    if not enabled():
+        return
+    try:
+        key, parts = _articles_key(sources)
+    except OSError:
+        return
+    _write(ARTICLES_NAMESPACE, key, parts, {"articles": "passed"})
+
+
 # -- entries -----------------------------------------------------------------------------------
 
 

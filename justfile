@@ -2,33 +2,53 @@
 
 export GX_ANALYTICS_ENABLED := "False"
 
+# The checkout's .venv (./dev-setup.sh makes it) when there is one, so recipes work without activating it.
+python := if path_exists(".venv/bin/python") == "true" { ".venv/bin/python" } else { "python3" }
+
 # List the recipes
 default:
     @just --list
 
 # Validate sources/, compute every table and write output/ (site, markdown, data)
 build *ARGS:
-    python -m pipeline build {{ARGS}}
+    {{python}} -m pipeline build {{ARGS}}
 
-# Validate sources/ only; writes nothing
-check:
-    python -m pipeline check
+# Validate sources/ only; writes nothing (e.g. just check --sources other/)
+check *ARGS:
+    {{python}} -m pipeline check {{ARGS}}
 
-# Run the whole test suite (installs the browser-test tools first if they are missing)
-test *ARGS: browser-tools
-    python -m pytest {{ARGS}}
+# Run the whole test suite (browser tests: mandatory with CI=true, else skipped with the reason if tools are missing)
+test *ARGS:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ -n "${CI:-}" ]; then
+        just browser-tools
+    else
+        just browser-tools || echo "warning: the browser tests will be skipped (see above)" >&2
+    fi
+    {{python}} -m pytest {{ARGS}}
 
 # The inner loop: the tests that neither build a whole catalog nor drive a browser (markers slow, browser)
 test-fast *ARGS:
-    python -m pytest -m "not slow and not browser" {{ARGS}}
+    {{python}} -m pytest -m "not slow and not browser" {{ARGS}}
 
-# Install the browser-test tools if missing: Debian's chromium (apt) and axe-core (npm)
+# Install the browser-test tools if missing: Debian's chromium (apt, as root) and axe-core (npm); fails loudly
 browser-tools:
     #!/usr/bin/env bash
     set -euo pipefail
-    if [ ! -x /usr/bin/chromium ]; then apt-get update -qq && apt-get install -y -qq chromium; fi
+    if [ -n "${CHROMIUM:-}" ]; then
+        [ -x "$CHROMIUM" ] || { echo "browser-tools: \$CHROMIUM=$CHROMIUM is not an executable" >&2; exit 1; }
+    elif ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+        if [ "$(id -u)" != 0 ]; then
+            echo "browser-tools: chromium is missing; install it as root (apt-get install chromium) or set CHROMIUM=/path/to/chromium" >&2
+            exit 1
+        fi
+        { apt-get update -qq && apt-get install -y -qq chromium; } || { echo "browser-tools: apt-get install chromium failed" >&2; exit 1; }
+    fi
     if [ ! -f node_modules/axe-core/axe.min.js ]; then
-        npm install --no-save --no-package-lock --no-audit --no-fund axe-core@4 >/dev/null
+        command -v npm >/dev/null || { echo "browser-tools: npm is missing (apt-get install npm) for axe-core" >&2; exit 1; }
+        npm install --no-save --no-package-lock --no-audit --no-fund axe-core@4 >/dev/null \
+            || { echo "browser-tools: npm install axe-core@4 failed" >&2; exit 1; }
     fi
 
 # Lint and check formatting
@@ -36,23 +56,29 @@ lint:
     ruff check pipeline tests bench
     ruff format --check pipeline tests bench
 
-# Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick)
+# Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick);
+# `just bench --whole [--sizes 1e6,1e7] [--repo PATH]`: whole-process targets (cpu, peak RSS of the process tree)
 bench *ARGS:
-    python bench/run.py {{ARGS}}
+    {{python}} bench/run.py {{ARGS}}
+
+# Write the ids of sources/ into the editors' guide (site_templates/README.md)
+guide:
+    python -m pipeline.tools.guide
 
 # Serve output/site on http://127.0.0.1:8000, rebuild on every change of sources/ or site_templates/, reload the page
 serve *ARGS:
-    python -m pipeline serve {{ARGS}}
+    {{python}} -m pipeline serve {{ARGS}}
 
 # What this build changes against the published one (exit code 0 nothing, 1 changes, 3 error)
 [no-exit-message]
 diff *ARGS:
-    python -m pipeline diff {{ARGS}}
+    {{python}} -m pipeline diff {{ARGS}}
 
-# Record output/ as the published build in published/ (or $PUBLISHED_DIR), which `just diff` compares with
-publish:
+# Copy output/ to published/ (or $PUBLISHED_DIR) for `just diff`; with arguments: just publish --to s3://bucket/prefix
+publish *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
+    if [ -n "{{ARGS}}" ]; then exec {{python}} -m pipeline publish {{ARGS}}; fi
     dest="${PUBLISHED_DIR:-published}"
     [ -d output/site ] || { echo "output/site is missing: run just build first" >&2; exit 2; }
     rm -rf "$dest.new" "$dest.old"
@@ -64,4 +90,4 @@ publish:
 
 # First-principles memory of one training setup: just estimate --model llama-3-1-8b --method lora (see --help)
 estimate *ARGS:
-    python -m pipeline estimate {{ARGS}}
+    {{python}} -m pipeline estimate {{ARGS}}

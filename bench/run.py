@@ -800,8 +800,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: sizes 1e4,1e5, small samples")
     parser.add_argument("--sample", type=int, default=12, help="pages per kind rendered for big catalogs")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (printed)")
+    parser.add_argument(
+        "--whole",
+        nargs=argparse.REMAINDER,
+        help="the whole-process targets instead (bench/whole.py; its options follow, e.g. --whole --sizes 1e6,1e7)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.whole is not None:
+        import whole
+
+        return whole.main(args.whole)
     if args.child:
         kind, *rest = args.child
         print(json.dumps(CHILDREN[kind](*rest), default=str))

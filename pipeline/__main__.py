@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline build|check|serve|diff|estimate` (`--help` on each)."""
+"""Command line: `python -m pipeline build|check|serve|diff|estimate|publish` (`--help` on each)."""
 
 from __future__ import annotations
 
@@ -12,29 +12,82 @@ from pipeline.problems import DataError, TemplateError, format_report
 
 EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
 EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
+EXIT_USAGE = 64  # a mistyped command line (sysexits EX_USAGE): never 2, which means invalid data
 EXIT_CODES = """exit codes:
   0  built, or nothing changed since the last build
   1  an internal error (a bug: the traceback says where)
   2  invalid sources or templates (a report names file, line, column, value and rule), or an
      --out folder the build must not replace; nothing was written
   3  an environment problem (full disk, read-only or immutable folder, missing permission);
-     the previous output was left as it was"""
+     the previous output was left as it was
+  64 a wrong command line (an unknown option or a bad value); nothing was done"""
+CHECK_EXIT_CODES = """exit codes:
+  0  every check passed (warnings may be printed)
+  1  an internal error (a bug)
+  2  invalid sources (a report names file, line, column, value and rule)
+  3  an environment problem (a folder that cannot be read)
+  64 a wrong command line"""
+SERVE_EXIT_CODES = """exit codes:
+  0  stopped with Ctrl-C or SIGTERM (a failed rebuild is shown in the page, the server goes on)
+  1  an internal error (a bug)
+  2  an --out folder the build must not replace
+  3  an environment problem, or the address and port are taken or not allowed
+  64 a wrong command line"""
+DIFF_EXIT_CODES = """exit codes:
+  0  nothing changed
+  1  something changed (the report lists it)
+  3  the folders could not be compared
+  64 a wrong command line"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a mistyped option; here 2 means invalid data, so a usage error exits EXIT_USAGE."""
+
+    def error(self, message: str):
+        """Exit EXIT_USAGE; a value that an option's own rule refuses (a type marked `invalid_data`,
+        as estimate's ranges) is invalid input and exits EXIT_INVALID_DATA, like a bad row of a file."""
+        self.print_usage(sys.stderr)
+        option = message.removeprefix("argument ").split(":", 1)[0].split("/")
+        refused = [a for a in self._actions if set(a.option_strings) & set(option)]
+        code = EXIT_INVALID_DATA if refused and getattr(refused[0].type, "invalid_data", False) else EXIT_USAGE
+        self.exit(code, f"{self.prog}: error: {message}\n")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("gpu-finetune-reference")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def print_warnings(warnings) -> None:
+    from pipeline.messages import grouped_warnings, message
+
     if warnings:
-        print(f"{len(warnings)} warning(s), the build goes on:", file=sys.stderr)
-        for w in warnings:
-            print(f"  {w}", file=sys.stderr)
+        print(message("warnings_header", count=len(warnings)), file=sys.stderr)
+        for line in grouped_warnings(warnings):
+            print(f"  {line}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline",
+ESTIMATE_HELP = "memory of one training setup from first principles, and what it fits"
+
+
+def cli() -> None:
+    """The installed command `gpu-reference` (pyproject [project.scripts]): the same as `python -m pipeline`."""
+    sys.exit(main(prog="gpu-reference"))
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+    parser = Parser(
+        prog=prog,
         description="GPU fine-tuning reference: build the site.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     b = commands.add_parser(
         "build",
@@ -58,23 +111,47 @@ def main(argv: list[str] | None = None) -> int:
         "--force", action="store_true", help="rebuild everything and write every file anew, even if nothing changed"
     )
     b.add_argument("--quiet", action="store_true", help="print only problems, warnings and the summary line")
-    c = commands.add_parser("check", help="validate the sources only; write nothing")
+    c = commands.add_parser(
+        "check",
+        help="validate the sources only; write nothing",
+        description="Validate the sources and print every problem at once; writes nothing.",
+        epilog=CHECK_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     c.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
-    s = commands.add_parser("serve", help="serve the site on 127.0.0.1, rebuild on every change, reload the page")
+    s = commands.add_parser(
+        "serve",
+        help="serve the site on 127.0.0.1, rebuild on every change, reload the page",
+        description="Build, serve the site, rebuild on every change of the sources or templates and reload "
+        "the open page, until Ctrl-C.",
+        epilog=SERVE_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
     s.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
-    s.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default: 8000; 0 picks a free one)")
+    s.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    s.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for a container or a shared VM)",
+    )
+    s.add_argument(
+        "--base-url",
+        default=os.environ.get("SITE_BASE_URL", "/"),
+        help="the base URL the builds are made for, as in build (default: $SITE_BASE_URL or /)",
+    )
     s.add_argument("--quiet", action="store_true", help="print only rebuilds and problems, no stage times")
     d = commands.add_parser(
         "diff",
         help="what this build changes compared with the published one",
-        description="What this build changes compared with the published one, in the editor's terms. "
-        "Exit codes: 0 nothing changed, 1 something changed, 3 the folders could not be compared "
-        "(2: wrong options).",
+        description="What this build changes compared with the published one, in the editor's terms.",
+        epilog=DIFF_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d.add_argument("--out", type=Path, default=Path("output"), help="this build's output folder (default: output)")
     d.add_argument(
@@ -84,13 +161,24 @@ def main(argv: list[str] | None = None) -> int:
         help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
     )
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
-    from pipeline.tools import estimate_cli as estimate_command
+    words = sys.argv[1:] if argv is None else argv
+    if "estimate" in words or not any(w in ("build", "check", "serve", "diff", "publish") for w in words):
+        from pipeline.tools import estimate_cli as estimate_command  # (polars): only when it may be the command
 
-    estimate_command.add_parser(commands)
+        estimate_command.add_parser(commands)
+    else:
+        commands.add_parser("estimate", help=ESTIMATE_HELP)
+    from pipeline.tools import publish_s3
+
+    publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
     args = parser.parse_args(argv)
 
     if args.command == "estimate":
-        return estimate_command.run(args)
+        from pipeline.tools import estimate_cli
+
+        return estimate_cli.run(args)
+    if args.command == "publish":
+        return publish_s3.run(args)
 
     if args.command == "diff":
         from pipeline.tools.diff import run
@@ -107,11 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             from pipeline.tools.serve import serve
 
             outdir.writable(outdir.check_output(args.out, args.sources))
-            return serve(args.sources, args.out, args.port, os.environ.get("SITE_BASE_URL", "/"), quiet=args.quiet)
+            return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)
         if args.command == "check":
-            validation = check(args.sources)
-            print_warnings(validation.warnings)
-            print(f"{args.sources}: all {len(validation.checks)} checks passed")
+            checks = check(args.sources, on_warnings=print_warnings)
+            print(f"{args.sources}: all {checks} checks passed")
             return 0
 
         def progress(stage: str, seconds: float) -> None:
@@ -121,10 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = build(args.sources, args.out, args.base_url, force=args.force, progress=progress)
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)
-        print(
-            f"The build stopped; {args.out if args.command == 'build' else 'nothing'} was left as it was.",
-            file=sys.stderr,
-        )
+        from pipeline.messages import message
+
+        stopped = message("stopped_build", out=args.out) if args.command == "build" else message("stopped_check")
+        print(stopped, file=sys.stderr)
         return EXIT_INVALID_DATA
     except Exception as exc:
         from pipeline.publish.outdir import OutputRefused

@@ -91,11 +91,8 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
     except BaseException:
         staging.discard()
         raise
-    return summary(sources, validation, rendered, catalog) | {
-        "leftover": staging.leftover,
-        "files": counts,
-        "seconds": clock.seconds,
-    }
+    extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds}
+    return summary(sources, validation, rendered, catalog, base_url) | extra
 
 
 def abandon(workbooks: Callable | None, pending: Callable | None) -> None:
@@ -108,11 +105,15 @@ def abandon(workbooks: Callable | None, pending: Callable | None) -> None:
         pending()
 
 
-def summary(sources: Path, validation: Validation, rendered, catalog) -> dict:
+def summary(sources: Path, validation: Validation, rendered, catalog, base_url: str) -> dict:
     """What the summary line reports of a build that was written (with its files and stage times)."""
+    from pipeline.render import site_links
+
     return {
         "unchanged": False,
-        "warnings": shown(validation.warnings, sources) + rendered.warnings,  # + the articles' removed markup
+        "warnings": shown(validation.warnings, sources)
+        + rendered.warnings  # + the articles' removed markup
+        + site_links.base_url_warning(base_url),
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
@@ -120,19 +121,42 @@ def summary(sources: Path, validation: Validation, rendered, catalog) -> dict:
 
 
 def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock):
-    """(connection, validation, pending): the previous build's validation when the sources and the code
-    are unchanged (pending None), otherwise the validation so far with the GX suites still running."""
+    """(connection, validation, pending): without --force (previous given), the previous build's validation
+    when the sources and the code are unchanged, or the one remembered for these sources (validate.cache),
+    with pending None; otherwise the validation so far, with the GX suites still running."""
+    from pipeline.validate import cache
+
     if previous and "validation" in previous:
         if all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")):
             con = clock.timed("load (validation reused)", lambda: load_validated_before(sources))
             return con, Validation.from_dict(previous["validation"]), None
-    con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
+    remembered = None if previous is None else cache.remembered(sources)
+    if remembered is not None:  # these sources passed before, in this or another --out, build or check
+        con = clock.timed("load (validation remembered)", lambda: load_validated_before(sources))
+        return con, published(remembered, sources), None
+    with cache.fresh(previous is None):  # --force validates every table anew
+        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
     return con, published(validation, sources), pending
 
 
-def check(sources: Path) -> Validation:
-    """`python -m pipeline check`: load and validate the sources, write nothing; raises DataError."""
-    return load_and_validate(sources)[1]
+def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
+    """`python -m pipeline check`: validate the sources and the articles' claims, write nothing; returns the
+    number of checks (warnings go to `on_warnings` first), raises DataError or TemplateError. Sources that
+    passed before (validate.cache) are not checked again."""
+    from pipeline.validate import cache
+
+    known = cache.remembered_summary(sources)  # sources passed before: no rule runs
+    if known is not None and cache.articles_passed(sources):
+        on_warnings(known[0])
+        return known[1]
+    from pipeline.combine import combine
+    from pipeline.render.site import check_articles
+
+    con, validation = load_and_validate(sources)
+    on_warnings(validation.warnings)
+    check_articles(combine(con), validation)  # a claim of an article the data no longer supports
+    cache.remember_articles(sources)
+    return len(validation.checks)
 
 
 class Clock:
@@ -161,7 +185,13 @@ def load_and_validate(sources: Path):
     """Load the sources into DuckDB and validate them; raises DataError with every problem.
 
     Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
+    Sources validated before (pipeline.validate.cache) are loaded without validating again.
     """
+    from pipeline.validate import cache
+
+    remembered = cache.remembered(sources)
+    if remembered is not None:
+        return load_validated_before(sources), remembered
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.validate import validate
 
@@ -173,6 +203,7 @@ def load_and_validate(sources: Path):
         raise DataError(problems)
     validation.warnings = sorted(notices) + validation.warnings
     create_core_tables(con)
+    cache.remember(sources, validation)
     return con, validation
 
 
@@ -180,7 +211,7 @@ def start_loading(sources: Path):
     """load_and_validate with the GX suites left running: (connection, validation so far, pending),
     where pending() waits for the suites and returns the whole Validation or raises DataError."""
     from pipeline.load import connect, create_core_tables, read_sources
-    from pipeline.validate import start_validation
+    from pipeline.validate import cache, start_validation
 
     frames, problems, notices = read_sources(sources)
     con = connect(frames)
@@ -192,6 +223,7 @@ def start_loading(sources: Path):
         if problems_all:
             raise DataError(problems_all)
         validation.warnings = sorted(notices) + validation.warnings
+        cache.remember(sources, validation)
         return validation
 
     unsafe = path_id_problems(frames, sources)

@@ -1,6 +1,7 @@
 import contextlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,8 @@ import pytest
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
 os.environ["SOURCE_DATE_EPOCH"] = "1795996800"  # 2026-11-30
+# The user cache (validated catalogs, validation outcomes) in a folder of this test run, never ~/.cache.
+os.environ["GPU_FINETUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-finetune-cache-")
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"
@@ -55,7 +58,54 @@ def edit_csv(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
-CHROMIUM = Path("/usr/bin/chromium")  # Debian's package (.ci/run installs it); Playwright downloads no browser
+def find_chromium() -> Path | None:
+    """The browser the browser tests drive (Playwright downloads none): $CHROMIUM if set, else the first
+    chromium or chrome on PATH, else the usual macOS place."""
+    if os.environ.get("CHROMIUM"):
+        return Path(os.environ["CHROMIUM"])
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
+        if found := shutil.which(name):
+            return Path(found)
+    mac = Path("/Applications/Chromium.app/Contents/MacOS/Chromium")
+    return mac if mac.exists() else None
+
+
+CHROMIUM = find_chromium()
+IN_CI = bool(os.environ.get("CI"))
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def missing_browser_tools() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if CHROMIUM is None or not CHROMIUM.exists():
+        where = (
+            f"$CHROMIUM={os.environ['CHROMIUM']} does not exist"
+            if os.environ.get("CHROMIUM")
+            else "no chromium on PATH"
+        )
+        return f"{where}: install it (`just browser-tools`, as root: apt-get install chromium) or set $CHROMIUM"
+    if not AXE.exists():
+        return f"{AXE.relative_to(ROOT)} is missing: run `just browser-tools` (npm install axe-core@4)"
+    return None
+
+
+# Tests that build or validate a whole catalog (Great Expectations, every page) are `slow`.
+SLOW_FIXTURES = {"built", "catalog", "site_server", "sources", "browser"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that drives the browser carries the `browser` marker (`-m "not browser"` leaves them out);
+    without the tools they are skipped with the reason, except in CI (CI=true), where they are mandatory."""
+    reason = missing_browser_tools()
+    for item in items:
+        if set(getattr(item, "fixturenames", ())) & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)  # `just test-fast` skips slow and browser tests
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+            if reason and not IN_CI:
+                item.add_marker(pytest.mark.skip(reason=f"browser test skipped: {reason}"))
+
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -97,8 +147,8 @@ def site_server(built):
 @pytest.fixture(scope="session")
 def browser():
     """Headless Debian chromium driven by Playwright."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is not installed: `just test` installs it (apt-get install chromium)")
+    if reason := missing_browser_tools():
+        pytest.fail(f"browser tests are mandatory in CI: {reason}")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -109,23 +159,9 @@ def browser():
 
 def serious_axe_violations(page) -> list[dict]:
     """axe-core's serious and critical violations on the page as it is now (id and a few targets)."""
-    page.add_script_tag(path=str(ROOT / "node_modules" / "axe-core" / "axe.min.js"))
+    page.add_script_tag(path=str(AXE))
     violations = page.evaluate(
         """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
             .map(v => ({id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))"""
     )
     return [v for v in violations if v["impact"] in ("serious", "critical")]
-
-
-# Markers (registered in pyproject.toml): `browser` for tests that drive chromium, `slow` for tests that
-# build or validate a whole catalog (Great Expectations, every page). `just test-fast` skips both.
-SLOW_FIXTURES = {"built", "catalog", "site_server", "sources", "browser"}
-
-
-def pytest_collection_modifyitems(items) -> None:
-    for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        if "browser" in names:
-            item.add_marker(pytest.mark.browser)
-        if names & SLOW_FIXTURES:
-            item.add_marker(pytest.mark.slow)

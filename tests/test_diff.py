@@ -115,9 +115,9 @@ def test_exit_codes(builds, tmp_path, capsys):
     (tmp_path / "not-a-build" / "site").mkdir(parents=True)  # a folder with site/ but no downloads
     assert main(["diff", "--out", str(tmp_path / "not-a-build"), "--against", str(published)]) == 3
     assert f"нет папки {tmp_path / 'not-a-build' / 'site' / 'data'}" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as usage:  # 2 is the command line's own: a wrong option
+    with pytest.raises(SystemExit) as usage:  # 64 is the command line's own: a wrong option (2 is invalid data)
         main(["diff", "--no-such-option"])
-    assert usage.value.code == 2
+    assert usage.value.code == 64
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ def test_every_recipe_has_a_description():
 
 
 def test_every_cli_option_is_in_readme():
-    for command in ("build", "check", "serve", "diff", "estimate"):
+    for command in ("build", "check", "serve", "diff", "estimate", "publish"):
         help_text = subprocess.run(
             [sys.executable, "-m", "pipeline", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout
@@ -40,7 +40,10 @@ def test_every_cli_option_is_in_readme():
 
 def test_quick_start_has_the_two_commands():
     quick = README.split("## Quick start", 1)[1].split("##", 1)[0]
-    assert 'pip install -e ".[dev]" && just build' in quick and "just test" in quick
+    assert "./dev-setup.sh && . .venv/bin/activate && just build" in quick and "just test" in quick
+    assert 'pip install -e ".[dev]"' in quick  # pip stays possible
+    setup = (ROOT / "dev-setup.sh").read_text(encoding="utf-8")
+    assert "-m venv .venv" in setup and "sync --quiet --frozen" in setup  # it makes its venv and installs the lock
 
 
 def test_every_source_table_is_in_the_editors_guide():
@@ -62,8 +65,8 @@ def test_every_template_table_is_documented():
 def test_readme_describes_the_estimate_command():
     """The estimator section names the three readings, both phases, the typical setup, the cache folder and
     every column of --batch, in and out, as the code has them."""
+    from pipeline import cache
     from pipeline.estimate import first_principles as memory
-    from pipeline.tools import cache
     from pipeline.tools import estimate_cli as estimate_command
 
     section = README.split("## The first-principles estimator", 1)[1].split("\n## ", 1)[0]

@@ -192,7 +192,7 @@ def test_cli_caches_the_validated_catalog_and_ignores_a_damaged_entry():
 
 
 def test_cache_get_put_verifies_every_entry(tmp_path):
-    from pipeline.tools import cache
+    from pipeline import cache
 
     store = cache.Cache(tmp_path)
     key = cache.make_key("a", "b")

@@ -90,7 +90,7 @@ def test_template_change_reuses_validation(tmp_path):
     stages = []
     summary = build(sources, out, progress=lambda stage, seconds: stages.append(stage))
     assert stages == ["imports", "load (validation reused)", "compute", "render", "write"]
-    assert len(summary["warnings"]) == 5
+    assert len(summary["warnings"]) == 6  # the five servers without a price, and the relative --base-url
     quality = (out / "site" / "quality.html").read_text(encoding="utf-8")
     assert "пройдена" in quality and "ошибок:" not in quality
 
@@ -167,6 +167,6 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     summary = build(sources, out)
     assert summary["unchanged"] is False
     con = duckdb.connect(str(database), read_only=True)
-    assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2280,)
+    assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2700,)
     con.close()
     assert build(sources, out)["unchanged"] is True

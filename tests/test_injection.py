@@ -491,6 +491,7 @@ def plain_render(renderer, article, mode: str) -> tuple[str, dict]:
     import jinja2
 
     from pipeline.render import format as fmt
+    from pipeline.render import russian
     from pipeline.render.site import TOKEN, _inert, markdown_table
 
     sources = (renderer.tables, renderer.estimator, renderer.comparison)
@@ -508,7 +509,13 @@ def plain_render(renderer, article, mode: str) -> tuple[str, dict]:
         undefined=jinja2.StrictUndefined, autoescape=False, finalize=_inert, keep_trailing_newline=True
     )
     text = plain.from_string(article.body).render(
-        t=renderer.tables, e=renderer.estimator, cmp=renderer.comparison, table=table, fmt=fmt, labels=renderer.labels
+        t=renderer.tables,
+        e=renderer.estimator,
+        cmp=renderer.comparison,
+        table=table,
+        fmt=fmt,
+        ru=russian,
+        labels=renderer.labels,
     )
     return text, views
 

@@ -508,7 +508,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:47: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
+            'constants.csv:48: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),
@@ -521,7 +521,7 @@ def test_ids_the_code_names_must_exist(src):
                 .open("a", encoding="utf-8")
                 .write("foo-7b,Foo 7B,Foo 7B,Foo,named,70,,,site-rules" + "," * 22 + "\n")
             ),
-            'models.csv:40: params_b = "70": the name says 7 B, far from params_b 70; check the figure',
+            'models.csv:47: params_b = "70": the name says 7 B, far from params_b 70; check the figure',
         ),
     ],
 )

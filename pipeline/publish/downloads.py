@@ -23,14 +23,25 @@ import xlsxwriter
 
 from pipeline.combine import Catalog
 from pipeline.parallel import start_map
+from pipeline.publish import datapackage
 from pipeline.render.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
 from pipeline.words import labels
 
 DATABASE = "gpu-finetune.duckdb"
+# The oldest DuckDB storage format that keeps what the file uses (tables, primary keys, NOT NULL,
+# comments): every DuckDB from 1.0 on opens it, and so do the R, JDBC and DBeaver clients that lag
+# behind the Python package. The default is the writer's own newest format, which older clients refuse.
+DATABASE_STORAGE = "v1.0.0"
 FORMATS = ("csv", "xlsx", "parquet")
-# A sheet holds 1,048,576 rows, one of them the header: a larger table is offered as CSV and Parquet only.
-EXCEL_MAX_ROWS = 1_048_575
+# The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page
+# says so. A sheet could hold 1,048,575 rows (plus the header), but XlsxWriter writes cell by cell in
+# Python (about 40 s for a million rows) and Excel opens such a sheet slowly: past 100 000 rows the
+# CSV and Parquet files serve an analyst better.
+EXCEL_MAX_ROWS = 100_000
+# Sheets above this many rows are written in XlsxWriter's constant_memory mode (row by row through a
+# temporary file, strings inline): memory stays flat whatever the table's size.
+CONSTANT_MEMORY_ROWS = 20_000
 
 # What each table without a reference_id column of its own is made from (combine.py):
 # its sources are the references of those tables.
@@ -97,7 +108,7 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
 
 def download_paths(catalog: Catalog) -> list[str]:
     """The name of every download under site/data/ (known before any of them is made)."""
-    names = [DATABASE]
+    names = [DATABASE, datapackage.NAME]
     for table in ALL_TABLES:
         names += [*file_names(table, catalog[table.name].height).values(), f"{table.name}.metadata.json"]
     return names
@@ -109,6 +120,8 @@ def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[
     build started them early."""
     texts, books = (workbooks or start_workbooks(catalog))()
     files: dict[str, bytes] = {}
+    licence = datapackage.data_licence()
+    metadata_of: dict[str, dict] = {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         files[f"{table.name}.csv"] = texts[table.name].encode("utf-8")
@@ -117,8 +130,11 @@ def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[
         buffer = io.BytesIO()
         frame.write_parquet(buffer, compression="zstd", statistics=True)
         files[f"{table.name}.parquet"] = buffer.getvalue()
-        metadata = table_metadata(table, catalog)
+        metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
         files[f"{table.name}.metadata.json"] = (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    files[datapackage.NAME] = datapackage.package_bytes(
+        metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
     return files
 
 
@@ -128,7 +144,7 @@ def write_database(path: Path, catalog: Catalog) -> None:
     if os.path.lexists(path) or os.path.lexists(f"{path}.wal"):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
-        con = duckdb.connect(str(path))
+        con = duckdb.connect(str(path), config={"storage_compatibility_version": DATABASE_STORAGE})
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES:
@@ -235,9 +251,8 @@ def _xlsx_job(job: tuple) -> bytes:
 
 def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
-    buffer = io.BytesIO()
+    wb, contents = _workbook(len(rows))
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
-    wb = xlsxwriter.Workbook(buffer, {"in_memory": True})
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
     bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
     ws = wb.add_worksheet(table.name)
@@ -271,7 +286,29 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
         for c, value in enumerate(values):
             words.write_string(r, c, value, wrap)
     wb.close()
-    return _pinned_zip(buffer.getvalue(), stamp)
+    return _pinned_zip(contents(), stamp)
+
+
+def _workbook(rows: int) -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
+    """A new workbook and the function that gives its bytes once closed: in memory for a small
+    sheet, in constant_memory mode through a private temporary folder above CONSTANT_MEMORY_ROWS."""
+    if rows <= CONSTANT_MEMORY_ROWS:
+        buffer = io.BytesIO()
+        return xlsxwriter.Workbook(buffer, {"in_memory": True}), buffer.getvalue
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="gpu-finetune-xlsx-")
+    path = os.path.join(folder, "book.xlsx")
+
+    def contents() -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    return xlsxwriter.Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
 
 
 def _column_writer(ws, field: Field, fmt):
@@ -311,8 +348,10 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
 # --- metadata.json and DuckDB comments -----------------------------------------------------------
 
 
-def table_metadata(table: Table, catalog: Catalog) -> dict:
-    """The sidecar: the table's schema from the registry, its row count, and the sources its rows rest on."""
+def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) -> dict:
+    """The sidecar: the table's schema from the registry, its row count, the sources its rows rest on,
+    and the data licence (site_templates/site.toml)."""
+    licence = licence or datapackage.data_licence()
     references = catalog["references"]
     ids = sorted(reference_ids(table, catalog))
     rows = {r["reference_id"]: r for r in references.filter(pl.col("reference_id").is_in(ids)).iter_rows(named=True)}
@@ -348,6 +387,7 @@ def table_metadata(table: Table, catalog: Catalog) -> dict:
             }
             for rid in ids
         ],
+        "licence": {"id": licence["id"], "title": licence["title"], "url": licence["url"]},
     }
 
 

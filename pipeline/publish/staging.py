@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
+from pipeline.publish import search
 from pipeline.publish.downloads import DATABASE, download_files, download_paths, write_database
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
 from pipeline.publish.paths import link_verified, safe_path, write_file
@@ -233,15 +234,22 @@ def stage(
     data = [f"site/data/{name}" for name in download_paths(catalog)]
     later = [f"site/{rel}" for rel in skip] + [f"site/{MANIFEST}", "README.md", STATE]
     staging = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'build')}{os.getpid()}-", dir=out.parent))
+    searching = None
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
+        searching = search.start_index(files, staging)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         downloads = {f"site/data/{name}": content for name, content in download_files(catalog, workbooks).items()}
         assert sorted(downloads) == sorted(d for d in data if d != DATABASE_PATH), "download_paths is out of date"
         counts += write_tree(staging, downloads, previous, hashes) + _write_database(staging, catalog, hashes)
+        index, searching = searching(), None
+        counts += write_tree(staging, index, previous, hashes)
     except BaseException:
+        if searching is not None:
+            with contextlib.suppress(Exception):
+                searching()  # the child is waited for and its folder removed
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return Staging(out, staging, previous, hashes, counts)

@@ -20,6 +20,7 @@ import polars as pl
 from pipeline.combine import Catalog
 from pipeline.estimate import table_rule
 from pipeline.render import format as fmt
+from pipeline.render import russian
 from pipeline.render.view import TableView
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif'
@@ -403,7 +404,8 @@ def memory_alt(catalog: Catalog, labels: dict) -> str:
 
 def price_alt(catalog: Catalog, labels: dict) -> str:
     """The text alternative of the price chart, with its key figures."""
-    return labels["charts"]["price_alt"].format(**price_facts(catalog))
+    facts = price_facts(catalog)
+    return labels["charts"]["price_alt"].format(**facts | {"servers": russian.Shown(fmt.integer(facts["servers"]))})
 
 
 def _hashed(name: str, svg: str) -> str:

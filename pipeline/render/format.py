@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
@@ -53,7 +54,8 @@ def md_inline(text: str) -> str:
 
 def md_cell(text: str) -> str:
     """Text made safe for one cell of a Markdown table (line breaks folded into spaces)."""
-    return md_inline(" ".join(str(text).split()))
+    # ASCII whitespace only: the non-breaking spaces of "1 200" and of typography stay
+    return md_inline(re.sub(r"[ \t\r\n\f\v]+", " ", str(text)).strip())
 
 
 def md_url(url: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pipeline.render import format as fmt
+from pipeline.render import russian
 from pipeline.render.view import TableView
 from pipeline.render.views.articles import Tables
 from pipeline.render.views.comparison import Comparison
@@ -16,7 +17,7 @@ from pipeline.render.views.estimator import EstimatorTables
 
 
 def article_helpers(t: Tables, e: EstimatorTables, cmp: Comparison) -> dict[str, dict[str, Callable]]:
-    """The members of the four helper objects `t`, `e`, `cmp` and `fmt` an article may call."""
+    """The members of the helper objects `t`, `e`, `cmp`, `fmt` and `ru` an article may call."""
     return {
         "t": {
             "mem": t.mem,
@@ -72,6 +73,14 @@ def article_helpers(t: Tables, e: EstimatorTables, cmp: Comparison) -> dict[str,
             "gb": fmt.gb,
             "number": fmt.number,
             "integer": fmt.integer,
+        },
+        "ru": {
+            "count": russian.count,
+            "plural": russian.plural,
+            "noun_form": russian.noun_form,
+            "value": russian.value,
+            "claim": russian.claim,
+            "calculator_url": russian.calculator_url,
         },
     }
 

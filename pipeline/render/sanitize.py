@@ -53,6 +53,7 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "li": frozenset({"value", "aria-hidden"}),
     "nav": frozenset({"aria-label"}),
     "details": frozenset({"open"}),
+    "div": frozenset({"tabindex", "role", "aria-label"}),  # a table's scroll box is a focusable region
 }
 # The classes of the site's stylesheet and table script that an article's markup carries
 # (the table helpers' figure, scroll box, sortable table, numeric cells, notes, sources, pager).

@@ -27,7 +27,7 @@ from pipeline.combine import Catalog
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
-from pipeline.render import charts, paging, registry, sanitize
+from pipeline.render import charts, paging, registry, russian, sanitize, site_links
 from pipeline.render import format as fmt
 from pipeline.render.view import Link, TableView
 from pipeline.render.views import estimator as estimator_pages
@@ -49,6 +49,7 @@ class Article:
     nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
     line: int = 1  # the line of the file where the body starts
+    in_nav: bool = True  # in the top navigation ("nav: true"); otherwise under «Все материалы»
 
     @property
     def file(self) -> str:
@@ -71,7 +72,8 @@ def load_labels(templates: Path = TEMPLATES) -> dict:
 def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     """Articles from site_templates/articles/*.md: front matter between '---' lines, then the body.
 
-    Front matter keys: title, description, order (position in the navigation), nav (its label).
+    Front matter keys: title, description, order (position in the navigation), nav (true: in the top
+    navigation, false: only under «Все материалы»), label (its short name in the navigation).
     """
     articles = []
     for path in sorted((templates / "articles").glob("*.md")):
@@ -80,7 +82,16 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
         meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
         first = head.count("\n") + 3  # the two "---" lines and the front matter come first
         articles.append(
-            Article(path.stem, meta["title"], meta["description"], int(meta["order"]), meta["nav"], body, first)
+            Article(
+                path.stem,
+                meta["title"],
+                meta["description"],
+                int(meta["order"]),
+                meta.get("label") or meta["nav"],  # "nav: <label>" of older articles still works
+                body,
+                first,
+                meta["nav"].strip().lower() not in ("false", "нет", "no"),
+            )
         )
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
@@ -262,7 +273,9 @@ def template_line(exc: BaseException, filename: str | None) -> int:
 def article_problem(article: Article, exc: BaseException) -> Problem:
     """An article's template error as the editor reads it: file, line, what was refused or is unknown."""
     line = template_line(exc, article.file)
-    if isinstance(exc, SecurityError):
+    if isinstance(exc, russian.ClaimError):
+        rule = f"статья «{article.title}»: {exc.message()}"
+    elif isinstance(exc, SecurityError):
         rule = f"refused: {exc} (an article may use only the helpers listed in site_templates/README.md)"
     elif isinstance(exc, KeyError):
         rule = f"unknown id {exc}"
@@ -294,7 +307,7 @@ def html_environment(templates: Path) -> jinja2.Environment:
         )
         env.bytecode_cache = _bytecode_cache(env)
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
-        env.filters.update(number=fmt.number)
+        env.filters.update(number=fmt.number, count=russian.count)
         _ENVIRONMENTS[templates] = env
     return _ENVIRONMENTS[templates]
 
@@ -349,7 +362,9 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         return html
 
     parts = [
-        '\n<figure class="data-table">\n<div class="scroll"><table',
+        '\n<figure class="data-table">\n<div class="scroll" tabindex="0" role="region" aria-label="Таблица: ',
+        escape(view.headers[0]) if view.headers else "",
+        '"><table',
         ' class="sortable"' if view.sortable else "",
         ">\n<thead><tr>",
         *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
@@ -419,6 +434,20 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
             for view, refs, root in samples
         )
     return _VERIFIED[key]
+
+
+def check_articles(catalog: Catalog, validation: Validation | None = None, templates: Path = TEMPLATES) -> None:
+    """Render every article without writing anything: raises TemplateError with every article's
+    problem (a template error or a claim the data no longer supports), as `build` would."""
+    renderer = Renderer(catalog, validation, templates)
+    problems: list[Problem] = []
+    for article in read_articles(templates):
+        try:
+            renderer.render_article(article, "md")
+        except TemplateError as exc:
+            problems += exc.problems
+    if problems:
+        raise TemplateError(problems)
 
 
 class Renderer:
@@ -546,7 +575,7 @@ class Renderer:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
         root = "../" * path.count("/") if root is None else root
         self.pages.append(path)
-        return self.html_env.get_template(template).render(
+        html = self.html_env.get_template(template).render(
             root=root,
             asset=lambda filename: root + self.asset(filename),
             table=lambda view: self.table_html(view, root),
@@ -556,6 +585,7 @@ class Renderer:
             canonical=self.base_url + path.removesuffix("index.html"),
             **context,
         )
+        return russian.typograph(html, "html")
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
         """One page into `out`; a table of the context longer than `table_page_rows` shows its first
@@ -752,7 +782,8 @@ class Renderer:
         for article in self.articles:  # every article's problem at once
             try:
                 text, _ = self.render_article(article, "md")
-                md[f"{article.slug}.md"] = f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n"
+                text = russian.typograph(f"# {fmt.md_inline(article.title)}\n\n{text.strip()}\n", "md")
+                md[f"{article.slug}.md"] = site_links.absolute_markdown(text, self.base_url)
                 body = Markup(self.article_html(article))
             except TemplateError as exc:
                 problems += exc.problems
@@ -768,7 +799,9 @@ class Renderer:
             type_names=TYPE_NAMES_RU,
             excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
+            licence=self.site_config["data_licence"],
         )
+        site["search.html"] = self.page("search.html", "search.html")
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
         if self.validation is not None:
@@ -782,6 +815,7 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            plural=russian.plural_data(),
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

@@ -44,6 +44,13 @@ folder ($GPU_FINETUNE_CACHE_DIR, else $XDG_CACHE_HOME/gpu-finetune-reference, el
 a CSV with every part and reading per row.
 """
 
+EXIT_CODES = """\
+exit codes:
+  0  estimated (no problem in the setup)
+  1  an internal error (a bug)
+  2  invalid sources, an impossible or unknown setup, or a --batch/--config file with bad rows
+  64 a wrong command line (an unknown option, a missing value)"""
+
 # Columns a --batch file may have (a header row; every column but one of model/params_b is optional).
 BATCH_COLUMNS = (
     "model",
@@ -127,7 +134,7 @@ def _share(text: str, name: str) -> float:
 
 
 def _typed(kind):
-    """An argparse type that raises argparse's own error (exit 2, one line, no traceback)."""
+    """An argparse type that raises argparse's own error (one line, no traceback; exit 2, see __main__.Parser)."""
 
     def convert(text: str):
         try:
@@ -135,6 +142,7 @@ def _typed(kind):
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc).removeprefix("value = ")) from None
 
+    convert.invalid_data = True  # a refused value exits 2 (invalid input), not 64 (a wrong command line)
     return convert
 
 
@@ -161,6 +169,7 @@ def add_parser(commands) -> None:
         "estimate",
         help="memory of one training setup from first principles, and what it fits",
         description=HELP,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     e.add_argument(
@@ -331,8 +340,7 @@ def _catalog_key(sources: Path) -> str:
     import importlib.metadata
     import platform
 
-    from pipeline import fingerprint
-    from pipeline.tools import cache
+    from pipeline import cache, fingerprint
 
     versions = []
     for package in ("polars", "duckdb", "great_expectations"):
@@ -389,7 +397,7 @@ def catalog_from_bytes(payload: bytes):
 def _load(sources: Path):
     """The validated catalog: from the user cache when these exact sources (and code) were validated
     before, otherwise validated now and cached."""
-    from pipeline.tools import cache
+    from pipeline import cache
 
     store = cache.Cache()
     key = _catalog_key(sources)

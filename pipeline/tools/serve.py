@@ -290,6 +290,7 @@ class EditorLoop:
         quiet: bool = False,
         watch: list[Path] | None = None,
         interval: float = POLL_SECONDS,
+        bind: str = "127.0.0.1",
     ):
         # target(): output/ may be a link that each rebuild points at a new folder (pipeline.publish.staging)
         self.sources, self.out = Path(sources), outdir.target(Path(out))
@@ -304,12 +305,14 @@ class EditorLoop:
         self.changed = threading.Condition(self.lock)  # notified when `version` changes
         self.stopping = threading.Event()
         handler = type("EditorHandler", (Handler,), {"editor": self})
-        self.server = EditorServer(("127.0.0.1", port), functools.partial(handler, directory=str(self.out / "site")))
+        self.bind = bind
+        self.server = EditorServer((bind, port), functools.partial(handler, directory=str(self.out / "site")))
         self.threads: list[threading.Thread] = []
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+        host = "127.0.0.1" if self.bind in ("", "0.0.0.0") else self.bind  # all addresses: this machine's
+        return f"http://{host}:{self.server.server_address[1]}/"
 
     def status(self, after: int | None = None) -> dict:
         """The build's status; with `after`, once the version differs from it (long poll)."""
@@ -416,13 +419,15 @@ class EditorLoop:
             thread.join()
 
 
-def serve(sources: Path, out: Path, port: int = 8000, base_url: str = "/", quiet: bool = False) -> int:
+def serve(
+    sources: Path, out: Path, port: int = 8000, base_url: str = "/", quiet: bool = False, bind: str = "127.0.0.1"
+) -> int:
     """`python -m pipeline serve`: build, serve, rebuild on change until Ctrl-C."""
     try:
-        loop = EditorLoop(sources, out, port, base_url, quiet)
+        loop = EditorLoop(sources, out, port, base_url, quiet, bind=bind)
     except OSError as exc:
-        print(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; choose another with --port", file=sys.stderr)
-        return 2
+        print(f"cannot listen on {bind}:{port}: {exc.strerror}; choose another with --port or --bind", file=sys.stderr)
+        return 3
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly when killed, as on Ctrl-C
     loop.start()
     loop.say(f"serving {loop.out / 'site'} at {loop.url}; watching {sources}/ and site_templates/; Ctrl-C stops")

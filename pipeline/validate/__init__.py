@@ -237,20 +237,28 @@ _OUTCOMES: dict[tuple, tuple[list[Problem], list[CheckResult]]] = {}
 def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date) -> Callable[[Validation], None]:
     """Run the generated GX suites on each loaded table (every failing cell becomes a Problem): they start in
     a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order."""
-    keys, jobs = [], {}
+    from pipeline.validate import cache as validation_cache
+
+    keys, jobs, entries = [], {}, {}
     for name in names:
         table = TABLES_BY_NAME[name]
         shown = display_path(sources_dir, table)
         cells = con.sql(f"SELECT * FROM raw_{name}").fetchall()
         keys.append(key := (name, shown, today, tuple(cells)))
         if key not in _OUTCOMES:
+            # outcomes remembered on disk by a process that validated these cells before
+            entries[key], stored = validation_cache.table_outcome(table, shown, today, cells)
+            if stored is not None:
+                _OUTCOMES[key] = stored
+                continue
             raw = con.sql(f"SELECT * FROM raw_{name}").df()
             jobs[key, "raw"] = (table, "raw", shown, today, raw, None)
             # the typed suite names a failing cell by its text, not by the cast value (1e+308)
             jobs[key, "typed"] = (table, "typed", shown, today, con.sql(f"SELECT * FROM typed_{name}").df(), raw)
             for on in ("raw", "typed"):
-                if _CONTEXT:  # a warm process makes each suite once; the child inherits it
-                    _definition(table, on, today)
+                # GX and the suites are made here, before the fork: the child inherits them and
+                # this process, when it takes the suites the child has not begun, imports nothing
+                _definition(table, on, today)
     # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
     weights = [len(job[0].fields) * (1 + len(job[4]) / 2000) for job in jobs.values()]
     finish = start_map(_run_suite, list(jobs.values()), weights)
@@ -259,6 +267,7 @@ def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date)
         found = dict(zip(jobs, finish(), strict=True))
         for key in dict.fromkeys(key for key, _ in jobs):
             _OUTCOMES[key] = tuple(found[key, "raw"][i] + found[key, "typed"][i] for i in (0, 1))
+            validation_cache.store_table_outcome(entries[key], _OUTCOMES[key])
         for key in keys:
             problems, checks = _OUTCOMES[key]
             out.problems.extend(problems)

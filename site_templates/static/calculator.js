@@ -713,7 +713,67 @@ export function parseCount(text) {
   return /^\d+$/.test(cleaned) ? Number(cleaned) : null;
 }
 
-const fill = (template, slots) => template.replace(/\{(\w+)\}/g, (_, key) => slots[key] ?? "");
+// ---- Russian plural agreement: the CLDR rules of pipeline/russian.py (Babel), given to the page ----
+
+// The CLDR operands of a number as it is shown ("1 024", "1,5"): n, i, v, w, f, t (c and e are 0).
+function pluralOperands(shown) {
+  const text = String(shown).replace(/[\s\u00a0\u202f]/g, "").replace(",", ".").replace(/^[−+-]/, "");
+  const [whole, fraction = ""] = text.split(".");
+  const trimmed = fraction.replace(/0+$/, "");
+  return {
+    n: Math.abs(Number(text)),
+    i: Number(whole),
+    v: fraction.length,
+    w: trimmed.length,
+    f: fraction ? Number(fraction) : 0,
+    t: trimmed ? Number(trimmed) : 0,
+    c: 0,
+    e: 0,
+  };
+}
+
+function pluralValue(node, ops) {
+  const [kind, args] = node;
+  if (kind === "value") return args[0];
+  if (kind === "mod") return pluralValue(args[0], ops) % pluralValue(args[1], ops);
+  return ops[kind];
+}
+
+function pluralTest(node, ops) {
+  const [kind, args] = node;
+  if (kind === "and") return pluralTest(args[0], ops) && pluralTest(args[1], ops);
+  if (kind === "or") return pluralTest(args[0], ops) || pluralTest(args[1], ops);
+  if (kind === "not") return !pluralTest(args[0], ops);
+  // relation: ["in" | "within", expression, ["range_list", [[low, high], ...]]]
+  const [method, expression, [, ranges]] = args;
+  const value = pluralValue(expression, ops);
+  if (method === "in" && !Number.isInteger(value)) return false;
+  return ranges.some(([low, high]) => value >= pluralValue(low, ops) && value <= pluralValue(high, ops));
+}
+
+// The CLDR category ("one", "few", "many", "other") of a number as shown.
+export function pluralCategory(plural, shown) {
+  const ops = pluralOperands(shown);
+  for (const [category, rule] of plural.rules) if (pluralTest(rule, ops)) return category;
+  return "other";
+}
+
+const PLURAL_CATEGORIES = ["one", "few", "many", "other"];
+
+// A shown number with its noun in agreement, as pipeline/russian.count writes it: "5 карт".
+export function countNoun(plural, shown, noun, grammaticalCase = "nom") {
+  const forms = plural.nouns[noun][grammaticalCase];
+  return `${shown}${NBSP}${forms[PLURAL_CATEGORIES.indexOf(pluralCategory(plural, shown))]}`;
+}
+
+let pluralData = null; // set from the page's texts
+// "{key}" is the slot; "{key:noun}" or "{key:noun/case}" the slot's number with its noun in agreement.
+const fill = (template, slots) =>
+  template.replace(/\{(\w+)(?::([^}/]+)(?:\/(\w+))?)?\}/g, (_, key, noun, grammaticalCase) =>
+    noun && pluralData && slots[key] !== undefined
+      ? countNoun(pluralData, slots[key], noun, grammaticalCase || "nom")
+      : (slots[key] ?? ""),
+  );
 
 function element(tag, attributes = {}, text = "") {
   const node = document.createElement(tag);
@@ -1214,6 +1274,7 @@ function setup(form, data, text) {
 const form = globalThis.document?.getElementById("calc");
 if (form) {
   const text = JSON.parse(document.getElementById("calc-text").textContent);
+  pluralData = text.plural ?? null;
   try {
     const response = await fetch(form.dataset.src);
     if (!response.ok) throw new Error(`${response.status} ${form.dataset.src}`);

@@ -33,6 +33,12 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
     rows = site.get("table_page_rows")
     if type(rows) is not int or rows < 10:
         out.append(Problem(shown, 0, "table_page_rows", rows, "a whole number of table rows per page, at least 10"))
+    licence = site.get("data_licence")
+    for key in ("id", "title", "title_ru", "url"):
+        value = licence.get(key) if isinstance(licence, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            rule = "the data licence needs id (SPDX), title, title_ru and url, each a text"
+            out.append(Problem(shown, 0, f"data_licence.{key}", value, rule))
     return out
 
 

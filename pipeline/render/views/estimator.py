@@ -15,6 +15,7 @@ from pipeline.combine import Catalog
 from pipeline.estimate import calibration
 from pipeline.estimate.first_principles import BREAKDOWN_COLUMNS
 from pipeline.render import format as fmt
+from pipeline.render import russian
 from pipeline.render.view import Link, TableView
 from pipeline.render.views.articles import Tables
 
@@ -142,7 +143,7 @@ class EstimatorTables:
         if "lora_dropout" in techniques:
             extra += L["setup_dropout"]
         return L["setup_text"].format(
-            seq=fmt.integer(row["seq_len"]),
+            seq=russian.Shown(fmt.integer(row["seq_len"])),
             batch=fmt.integer(row["micro_batch"]),
             gpus=fmt.integer(row["gpus"]),
             sharding=L[f"sharding_{row['sharding']}"],

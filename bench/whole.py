@@ -1,0 +1,269 @@
+"""Whole-process targets (`just bench --whole`, or `python bench/whole.py`): what a user pays per command.
+
+Every figure is a whole process started fresh: wall time, CPU (user + system of the process and
+of the children it forked and waited for, from os.wait4) and the peak memory of the process
+tree (the sum of VmRSS over the process and its descendants, sampled every 20 ms). Each is the
+median of --repeat runs, and the targets are ratios of figures measured in this same run, so a
+loaded machine shifts both sides. The user cache is a private folder: "cold" means empty.
+
+--repo measures another checkout of the project with the same interpreter (a before/after
+comparison: `python bench/whole.py --repo ../main`). --sizes adds whole builds of synthetic
+catalogs (bench/synth.py; 1e6 and 1e7 rows take minutes). Hugo, when installed (`hugo`), renders
+the same number of Markdown pages as a synthetic build, each with a 100-row table, as a reference.
+Targets are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+import synth  # noqa: E402
+
+STACK = "import polars, duckdb, jinja2, markdown, great_expectations"
+POLARS_DUCKDB = "import polars, duckdb"
+PAGE = 4096
+
+
+def _tree_rss(pid: int) -> int:
+    """Bytes resident in `pid` and all its descendants (0 once gone)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def measure(cmd: list[str], cwd: Path, env: dict) -> dict:
+    """One process: wall s, cpu s (with waited-for children), peak tree RSS MiB, exit code, stdout."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "peak_mib": max(peak[0] / 2**20, usage.ru_maxrss / 1024),
+        "rc": proc.returncode,
+        "stdout": out.decode("utf-8", "replace"),
+    }
+
+
+def median(runs: list[dict]) -> dict:
+    out = {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "peak_mib")}
+    out["n"] = len(runs)
+    out["rc"] = max(r["rc"] for r in runs)
+    out["stdout"] = runs[-1]["stdout"]
+    return out
+
+
+class Bench:
+    def __init__(self, repo: Path, work: Path, repeat: int):
+        self.repo, self.work, self.repeat = repo, work, repeat
+        self.cache = work / "cache"
+        self.env = {**os.environ, "GX_ANALYTICS_ENABLED": "False", "GPU_FINETUNE_CACHE_DIR": str(self.cache)}
+        self.env.pop("PIPELINE_WORKERS", None)
+
+    def run(self, args: list[str], before=None, repeat: int | None = None, python: bool = False) -> dict:
+        runs = []
+        for i in range(repeat or self.repeat):
+            if before:
+                before(i)
+            cmd = [sys.executable, *args] if python else [sys.executable, "-m", "pipeline", *args]
+            runs.append(measure(cmd, self.repo, self.env))
+            m = runs[-1]
+            print(f"  {' '.join(args)[:70]}: {m['wall']:.3f} s wall, {m['cpu']:.3f} s cpu", file=sys.stderr, flush=True)
+        return median(runs)
+
+    def floor(self, code: str) -> dict:
+        return self.run(["-c", code], python=True)
+
+    def clear_cache(self, _=None) -> None:
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+
+def written(stdout: str) -> int | None:
+    found = re.search(r"files: (\d+) written", stdout)
+    return int(found.group(1)) if found else None
+
+
+def real_catalog(b: Bench) -> dict:
+    sources, out = b.work / "sources", b.work / "out"
+    shutil.copytree(b.repo / "sources", sources)
+    src = ["--sources", str(sources)]
+    r = {
+        "pass": b.floor("pass"),
+        "import_polars_duckdb": b.floor(POLARS_DUCKDB),
+        "import_stack_gx": b.floor(STACK),
+    }
+    r["cold_forced_build"] = b.run(["build", *src, "--out", str(out), "--force", "--quiet"], before=b.clear_cache)
+    r["no_change_build"] = b.run(["build", *src, "--out", str(out), "--quiet"])
+    servers = sources / "servers.csv"
+    text = servers.read_text(encoding="utf-8")
+    price = re.search(r",(\d{4,}),\d{4}-\d\d-\d\d,", text)
+
+    def new_price(i: int) -> None:
+        value = int(price.group(1)) + 1 + i + int(time.time()) % 1000
+        servers.write_text(text.replace(price.group(0), price.group(0).replace(price.group(1), str(value)), 1))
+
+    r["one_price_build"] = b.run(["build", *src, "--out", str(out), "--quiet"], before=new_price)
+    r["one_price_build"]["written"] = written(r["one_price_build"]["stdout"])
+    r["one_price_build"]["files"] = sum(1 for p in out.rglob("*") if p.is_file())
+    r["check_no_change"] = b.run(["check", *src])
+    r["check_one_table"] = b.run(["check", *src], before=new_price)
+    estimate = ["estimate", "--model", "llama-3-1-8b", "--method", "lora"]  # (the checkout's own sources/)
+    b.run(estimate, repeat=1)  # fills the cache
+    r["estimate_warm"] = b.run(estimate)
+    return r
+
+
+def synthetic(b: Bench, rows: int) -> dict:
+    folder = b.work / f"synth-{rows}"
+    sources, out = folder / "sources", folder / "out"
+    counts = synth.generate_rows(sources, rows)
+    runs = b.run(["build", "--sources", str(sources), "--out", str(out), "--force", "--quiet"], repeat=1)
+    pages = sum(1 for _ in (out / "site").rglob("*.html")) if (out / "site").is_dir() else 0
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"rows": counts.get("server_fit"), "pages": pages, **runs}
+
+
+def hugo(b: Bench, pages: int) -> dict | None:
+    """Hugo rendering `pages` Markdown pages with a 100-row table each (None when not installed)."""
+    exe = shutil.which("hugo")
+    if not exe:
+        return None
+    site = b.work / f"hugo-{pages}"
+    (site / "content").mkdir(parents=True)
+    (site / "layouts" / "_default").mkdir(parents=True)
+    (site / "hugo.toml").write_text('baseURL = "/"\ntitle = "bench"\ndisableKinds = ["taxonomy", "term", "RSS"]\n')
+    (site / "layouts" / "_default" / "single.html").write_text("<html><body>{{ .Content }}</body></html>\n")
+    (site / "layouts" / "_default" / "list.html").write_text("<html><body>{{ .Title }}</body></html>\n")
+    table = "| a | b | c |\n|---|---|---|\n" + "".join(f"| {i} | {i * 2} | x{i} |\n" for i in range(100))
+    for i in range(pages):
+        (site / "content" / f"p{i}.md").write_text(f'---\ntitle: "p{i}"\n---\n\n# p{i}\n\n{table}')
+    runs = [
+        measure([exe, "--quiet", "-s", str(site), "-d", str(site / "public")], site, b.env) for _ in range(b.repeat)
+    ]
+    shutil.rmtree(site, ignore_errors=True)
+    return median(runs)
+
+
+def targets(r: dict, synthetic_runs: list[dict], hugo_runs: dict) -> list[tuple[str, str, str]]:
+    """(target, figure, verdict) rows."""
+
+    def ratio(a: str, b: str, key: str = "cpu") -> float:
+        return r[a][key] / r[b][key]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "not met"
+
+    rows = []
+    x = ratio("cold_forced_build", "import_stack_gx")
+    rows.append(("cold forced build ≤ 2× import of the stack incl. GX (cpu)", f"{x:.2f}×", verdict(x <= 2)))
+    x = ratio("one_price_build", "import_stack_gx")
+    one = r["one_price_build"]
+    rows.append(
+        (
+            "one price, new process ≤ 1.2× that import (cpu)",
+            f"{x:.2f}×; {one['written']} of {one['files']} files rewritten",
+            verdict(x <= 1.2),
+        )
+    )
+    x = ratio("no_change_build", "pass")
+    rows.append(("no change ≤ 3× python -c pass (cpu)", f"{x:.2f}×", verdict(x <= 3)))
+    x = ratio("check_no_change", "import_polars_duckdb")
+    rows.append(("check, no change ≤ import of polars and DuckDB (cpu)", f"{x:.2f}×", verdict(x <= 1)))
+    x = ratio("check_one_table", "one_price_build")
+    rows.append(("check, one table changed < a build of it (cpu)", f"{x:.2f}× the build", verdict(x < 1)))
+    x = ratio("estimate_warm", "import_polars_duckdb")
+    rows.append(("estimate, warm cache ≤ 3× import of polars and DuckDB (cpu)", f"{x:.2f}×", verdict(x <= 3)))
+    for s in synthetic_runs:
+        limit = 60 if s["rows"] and s["rows"] > 5_000_000 else 15 if s["rows"] and s["rows"] > 500_000 else None
+        figure = (
+            f"{s['wall']:.1f} s wall, {s['cpu']:.1f} s cpu, peak {s['peak_mib'] / 1024:.2f} GiB, {s['pages']} pages"
+        )
+        ok = s["rc"] == 0 and (limit is None or s["wall"] < limit) and (limit != 60 or s["peak_mib"] < 4 * 953.7)
+        name = (
+            f"whole build, {s['rows']:,} rows"
+            + (f" < {limit} s" if limit else "")
+            + (" and < 4 GB" if limit == 60 else "")
+        )
+        rows.append((name, figure, verdict(ok) if limit else "(reference)"))
+        if hugo_runs.get(s["pages"]):
+            h = hugo_runs[s["pages"]]
+            rows.append(
+                (
+                    f"  vs Hugo, {s['pages']} pages ≤ 2× (cpu)",
+                    f"{s['cpu'] / h['cpu']:.2f}×",
+                    verdict(s["cpu"] <= 2 * h["cpu"]),
+                )
+            )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, default=HERE.parent, help="the checkout to measure (default: this one)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median; default 3)")
+    parser.add_argument("--sizes", default="", help="synthetic whole builds, e.g. 1e5,1e6,1e7 (default: none)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="gpu-bench-whole-"))
+    try:
+        b = Bench(args.repo.resolve(), work, args.repeat)
+        r = real_catalog(b)
+        sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
+        synthetic_runs = [synthetic(b, rows) for rows in sizes]
+        hugo_runs = {s["pages"]: hugo(b, s["pages"]) for s in synthetic_runs if s["pages"] and shutil.which("hugo")}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'figure':<28} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}")
+    for name, m in r.items():
+        print(f"{name:<28} {m['wall']:>8.3f} {m['cpu']:>8.3f} {m['peak_mib']:>9.0f}")
+    print()
+    for name, figure, verdict in targets(r, synthetic_runs, hugo_runs):
+        print(f"{name:<62} {figure:<40} {verdict}")
+    if not shutil.which("hugo"):
+        print("(Hugo is not installed: the Hugo reference is skipped; apt-get install hugo adds it)")
+    if args.json:
+        data = {"real": r, "synthetic": synthetic_runs, "hugo": hugo_runs}
+        args.json.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""`site/data/datapackage.json`: every CSV download described as a Frictionless Data Package.
+
+Generated from the registry (pipeline/schema.py), like the metadata.json sidecars: Table Schema types,
+required and allowed values, units, Russian titles and descriptions, primary and foreign keys, the
+sources each table rests on, and the data licence (site_templates/site.toml `[data_licence]`).
+Readers get typed loading for free: `frictionless validate datapackage.json`, R's `frictionless`
+package, pandas through `dtype_backend`, Julia's DataPackage readers.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+from pipeline.fingerprint import TEMPLATES
+from pipeline.schema import ALL_TABLES, Field, Table
+
+NAME = "datapackage.json"
+PROFILE = "tabular-data-package"
+
+# The registry's types as Table Schema types.
+TYPES = {"id": "string", "str": "string", "int": "integer", "float": "number", "bool": "boolean", "date": "date"}
+
+
+def data_licence(templates: Path = TEMPLATES) -> dict:
+    """The licence of the published data (site.toml `[data_licence]`): id (SPDX), title, title_ru, url."""
+    site = tomllib.loads((templates / "site.toml").read_text(encoding="utf-8"))
+    licence = site["data_licence"]
+    return {key: licence[key] for key in ("id", "title", "title_ru", "url")}
+
+
+def licence_entry(licence: dict) -> dict:
+    """The licence as Frictionless (and data portals) write it."""
+    return {"name": licence["id"], "title": licence["title"], "path": licence["url"]}
+
+
+def field_descriptor(field: Field, table: Table) -> dict:
+    descriptor = {
+        "name": field.name,
+        "type": TYPES[field.type],
+        "title": field.label_ru or field.name,
+        "description": field.description_ru,
+    }
+    if field.type == "bool":
+        descriptor["trueValues"], descriptor["falseValues"] = ["true"], ["false"]
+    if field.unit:
+        descriptor["unit"] = field.unit  # not in Table Schema's list, allowed as a custom property
+    constraints = {}
+    if field.required:
+        constraints["required"] = True
+    if field.allowed:
+        constraints["enum"] = list(field.allowed)
+    if table.kind == "source":  # bounds are rules the sources are validated against
+        if field.min is not None and field.type in ("int", "float"):
+            constraints["minimum"] = int(field.min) if field.type == "int" else field.min
+        if field.max is not None and field.type in ("int", "float"):
+            constraints["maximum"] = int(field.max) if field.type == "int" else field.max
+    if constraints:
+        descriptor["constraints"] = constraints
+    return descriptor
+
+
+def resource(table: Table, metadata: dict) -> dict:
+    """One table's CSV as a Data Package resource; `metadata` is its metadata.json (sources, row count)."""
+    foreign_keys = []
+    for field in table.fields:
+        if field.references:
+            target, column = field.references.split(".")
+            foreign_keys.append({"fields": field.name, "reference": {"resource": target, "fields": column}})
+    schema = {
+        "fields": [field_descriptor(f, table) for f in table.fields],
+        "primaryKey": list(table.primary_key),
+        "missingValues": [""],
+    }
+    if foreign_keys:
+        schema["foreignKeys"] = foreign_keys
+    return {
+        "name": table.name,
+        "path": f"{table.name}.csv",
+        "profile": "tabular-data-resource",
+        "title": table.title_ru,
+        "description": table.description_ru,
+        "format": "csv",
+        "mediatype": "text/csv",
+        "encoding": "utf-8-sig",
+        "dialect": {"delimiter": ",", "header": True},
+        "schema": schema,
+        "sources": [{"title": s["title"], "path": s["url"]} for s in metadata["sources"] if s.get("url")],
+        "x_row_count": metadata["row_count"],
+    }
+
+
+def package(metadata: dict[str, dict], licence: dict, created: str) -> dict:
+    """The whole package; `metadata` maps every table's name to its metadata.json."""
+    return {
+        "profile": PROFILE,
+        "name": "gpu-finetune-reference",
+        "title": "Память GPU для дообучения языковых моделей: данные справочника",
+        "description": "Исходные и расчётные таблицы справочника: оценки памяти по способам и размерам моделей, "
+        "карты, серверы с ценами в рублях и всё, что из них рассчитано.",
+        "created": created,
+        "licenses": [licence_entry(licence)],
+        "resources": [resource(table, metadata[table.name]) for table in ALL_TABLES],
+    }
+
+
+def package_bytes(metadata: dict[str, dict], licence: dict, created: str) -> bytes:
+    return (json.dumps(package(metadata, licence, created), ensure_ascii=False, indent=2) + "\n").encode()

@@ -1,0 +1,60 @@
+"""Links the published files carry: Markdown for the CMS with absolute links under an absolute base
+URL, the warning when the base URL is relative, and deep links into the calculator."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+from markupsafe import Markup
+
+from pipeline.problems import Problem
+
+# The calculator's URL parameters (the `name` of its fields, read back by calculator.js).
+CALCULATOR_FIELDS = (
+    *("model", "params", "method", "gpu", "server", "advanced", "optimizer", "seq_len", "micro_batch"),
+    *("grad_accum", "gpus", "sharding", "offload", "lora_rank", "lora_targets", "grad_checkpointing"),
+    *("flash_attention", "loss", "fp8", "tokens", "epochs", "util", "cards"),
+)
+# A Markdown link or image target that is relative: not a scheme, not an anchor, not a root path.
+_RELATIVE_TARGET = re.compile(r"(\]\()(?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+)(\))")
+
+
+def is_absolute(base_url: str) -> bool:
+    return bool(re.match(r"https?://[^/\s]+", base_url))
+
+
+def absolute_markdown(text: str, base_url: str) -> str:
+    """Every relative link of a Markdown text made absolute under `base_url` (which ends with "/"),
+    so that the text works wherever the CMS shows it. A relative base leaves the text as it is."""
+    if not is_absolute(base_url):
+        return text
+    return _RELATIVE_TARGET.sub(lambda m: m[1] + base_url + m[2] + m[3], text)
+
+
+def base_url_warning(base_url: str) -> list[Problem]:
+    """The warning of a build without an absolute --base-url."""
+    if is_absolute(base_url):
+        return []
+    return [
+        Problem(
+            "--base-url",
+            0,
+            "",
+            None,
+            f"адрес сайта «{base_url}» не абсолютный: канонические ссылки, sitemap.xml и robots.txt получатся "
+            "относительными (поисковики их не примут), а ссылки в output/markdown/ не будут работать после "
+            "вставки в CMS; укажите --base-url https://…/ или SITE_BASE_URL",
+        )
+    ]
+
+
+def calculator_url(**fields) -> Markup:
+    """A link into the calculator with its fields filled in: calculator_url(model="generic-70b",
+    method="lora") -> "calculator.html?method=lora&model=generic-70b". Booleans become "1". The query
+    is percent-encoded, so the link passes into an article's Markdown as it is (Markup)."""
+    unknown = sorted(set(fields) - set(CALCULATOR_FIELDS))
+    if unknown:
+        raise KeyError(f"{', '.join(unknown)} (the calculator's fields: {', '.join(CALCULATOR_FIELDS)})")
+    query = {k: ("1" if v is True else str(v)) for k, v in sorted(fields.items()) if v not in (None, False, "")}
+    return Markup("calculator.html" + ("?" + urlencode(query) if query else ""))

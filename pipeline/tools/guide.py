@@ -1,0 +1,65 @@
+"""The ids an editor needs, generated into site_templates/README.md from sources/ (never stale).
+
+`python -m pipeline.tools.guide` (or `just guide`) rewrites the block between the two markers of the guide;
+a test fails when the block differs from the sources, so the guide and the data never disagree.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "site_templates" / "README.md"
+START, END = "<!-- ids: generated from sources/ by `just guide` -->", "<!-- /ids -->"
+
+# (file, id column, name column, heading, helper that takes the id)
+TABLES = (
+    ("models.csv", "model_id", "display_name", "Модели", 't.model("…")'),
+    ("methods.csv", "method_id", "name_ru", "Способы дообучения", 't.method("…")'),
+    ("gpus.csv", "gpu_id", "name", "Видеокарты", 't.gpu("…")'),
+    ("servers.csv", "server_id", "display_name", "Серверы", 't.server("…")'),
+    ("legacy_gpu_counts.csv", "row_id", "task_ru", "Строки рекомендаций по правилу", 't.legacy_row("…")'),
+    ("constants.csv", "constant_id", "description_ru", "Константы", 't.const("…")'),
+)
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cell(text: str) -> str:
+    return " ".join((text or "").split()).replace("|", "\\|")
+
+
+def ids_markdown(sources: Path = ROOT / "sources") -> str:
+    """The block of the guide: per table, every id with its name, and the helper that takes it."""
+    parts = [START]
+    for file, key, name, heading, helper in TABLES:
+        rows = _rows(sources / file)
+        parts.append(f"\n**{heading}** (`{file}`, помощник `{helper}`):\n\n| id | название |\n|---|---|")
+        parts += [f"| `{_cell(r[key])}` | {_cell(r.get(name, ''))} |" for r in rows]
+    parts.append("\n" + END)
+    return "\n".join(parts)
+
+
+def updated(text: str, sources: Path = ROOT / "sources") -> str:
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    return head + ids_markdown(sources) + tail
+
+
+def main() -> int:
+    text = GUIDE.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        print(f"{GUIDE}: the markers of the ids block are missing", file=sys.stderr)
+        return 2
+    GUIDE.write_text(updated(text), encoding="utf-8")
+    print(f"{GUIDE}: ids from sources/ written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""`python -m pipeline publish --to s3://bucket/prefix`: the built site to S3-compatible object storage.
+
+What changed is read from the manifests: `site/manifest.json` of this build against the
+`manifest.json` published under the prefix by the previous run (none: everything is new). Only
+new and changed files are uploaded, and only files the previous manifest listed are deleted (never
+an object this tool did not publish). The order keeps every published page whole: assets and data
+first, then the pages (so no page links to an asset not yet there), then the deletions, and the
+manifest last (an interrupted run is simply run again). Each object gets its Content-Type and a
+Cache-Control: a year and `immutable` for content-hashed names (`style.<hash>.css`), a few minutes
+for pages and data files. The URLs a CDN must purge (changed and deleted files) are printed.
+
+The endpoint is any S3-compatible one: `--endpoint-url` or `$AWS_ENDPOINT_URL` (none: AWS itself);
+credentials and region come from the usual variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+`AWS_SESSION_TOKEN`, `AWS_PROFILE`, `AWS_DEFAULT_REGION`) through boto3.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+MANIFEST = "manifest.json"
+IMMUTABLE = "public, max-age=31536000, immutable"
+SHORT = "public, max-age=300, must-revalidate"  # pages, data files, sitemap: what an edit changes
+NO_CACHE = "no-cache"  # the manifest: always asked anew
+HASHED = re.compile(r"\.[0-9a-f]{10}\.[A-Za-z0-9]+$")  # render.asset's content-hashed names
+PAGEFIND_HASHED = re.compile(r"^pagefind/(fragment|index)/.+\.pf_")  # Pagefind names these by content
+
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".json": "application/json",
+    ".csv": "text/csv; charset=utf-8",
+    ".md": "text/markdown; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".xml": "application/xml",
+    ".svg": "image/svg+xml",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".parquet": "application/vnd.apache.parquet",
+    ".duckdb": "application/octet-stream",
+    ".wasm": "application/wasm",
+}
+
+EXIT_CODES = """exit codes:
+  0  published (or nothing to publish)
+  2  no build to publish (OUT/site/manifest.json missing) or a --to that is not s3://bucket[/prefix]
+  3  the storage refused or could not be reached (the message says what); run again to finish
+  64 a wrong command line"""
+
+
+class PublishError(Exception):
+    """A problem the user can fix, with exit code 2 (input) or 3 (the storage or the network)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def content_type(name: str) -> str:
+    suffix = Path(name).suffix.lower()
+    return TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def cache_control(name: str) -> str:
+    if name == MANIFEST:
+        return NO_CACHE
+    if HASHED.search(Path(name).name) or PAGEFIND_HASHED.search(name):
+        return IMMUTABLE
+    return SHORT
+
+
+def parse_target(url: str) -> tuple[str, str]:
+    """s3://bucket/prefix -> (bucket, "prefix/") ("" for the bucket's root)."""
+    parts = urlsplit(url)
+    if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
+        raise PublishError(f"--to {url!r}: expected s3://bucket or s3://bucket/prefix", 2)
+    prefix = parts.path.strip("/")
+    if any(segment in ("", ".", "..") for segment in prefix.split("/")) and prefix:
+        raise PublishError(f"--to {url!r}: the prefix has an empty, '.' or '..' segment", 2)
+    return parts.netloc, f"{prefix}/" if prefix else ""
+
+
+@dataclass
+class Plan:
+    upload: list[str] = field(default_factory=list)  # in upload order
+    delete: list[str] = field(default_factory=list)
+    purge: list[str] = field(default_factory=list)  # changed and deleted (new files are not cached yet)
+
+
+def order_key(name: str) -> tuple[int, str]:
+    """Assets and data first, pages after them, the manifest last."""
+    if name == MANIFEST:
+        return 3, name
+    if name.endswith(".html"):
+        return 2, name
+    return 1, name
+
+
+def plan(local: dict[str, str], remote: dict[str, str] | None) -> Plan:
+    """What to upload, delete and purge, from this build's manifest and the published one."""
+    remote = remote or {}
+    changed = [name for name, digest in local.items() if remote.get(name) != digest]
+    result = Plan()
+    result.upload = sorted(changed, key=order_key)
+    result.upload.append(MANIFEST)
+    result.delete = sorted(name for name in remote if name not in local and name != MANIFEST)
+    result.purge = sorted([name for name in changed if name in remote] + result.delete)
+    return result
+
+
+def purge_urls(names: list[str], base_url: str) -> list[str]:
+    """Each purged file's URL; an index.html also as its folder's URL (how pages link to it)."""
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    urls = []
+    for name in names:
+        urls.append(base + name)
+        if name == "index.html" or name.endswith("/index.html"):
+            urls.append(base + name.removesuffix("index.html"))
+    return urls
+
+
+def client(endpoint_url: str | None):
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError as exc:
+        raise PublishError(
+            "publishing to S3 needs boto3: pip install 'gpu-finetune-reference[s3]' (or boto3)", 3
+        ) from exc
+    config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
+    return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
+
+
+def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3.get_object(Bucket=bucket, Key=prefix + MANIFEST)["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    try:
+        files = json.loads(body)["files"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PublishError(
+            f"s3://{bucket}/{prefix}{MANIFEST} is not a manifest of this site; refusing to guess what to delete", 2
+        ) from exc
+    return files
+
+
+def publish(
+    out: Path, target: str, endpoint_url: str | None = None, base_url: str = "/", dry_run: bool = False, say=print
+) -> Plan:
+    """Publish OUT/site to `target`; returns the plan carried out."""
+    bucket, prefix = parse_target(target)
+    site = Path(out) / "site"
+    try:
+        local = json.loads((site / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise PublishError(
+            f"{site / MANIFEST} is missing or unreadable: build first (python -m pipeline build)", 2
+        ) from exc
+    s3 = client(endpoint_url)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        todo = plan(local, read_remote_manifest(s3, bucket, prefix))
+        say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
+        if dry_run:
+            return todo
+        for name in todo.upload:
+            s3.upload_file(
+                str(site / name),
+                bucket,
+                prefix + name,
+                ExtraArgs={"ContentType": content_type(name), "CacheControl": cache_control(name)},
+            )
+        # The manifest went last above; deletions come after the pages that stopped linking to them.
+        for start in range(0, len(todo.delete), 1000):
+            chunk = todo.delete[start : start + 1000]
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc
+    except (BotoCoreError, OSError) as exc:
+        raise PublishError(f"{target}: {exc}", 3) from exc
+    return todo
+
+
+def add_parser(commands, formatter) -> None:
+    import os
+
+    p = commands.add_parser(
+        "publish",
+        help="publish the built site to S3-compatible storage (only what changed)",
+        description="Publish OUT/site to S3-compatible object storage.\n\n" + __doc__.split("\n\n", 1)[1],
+        epilog=EXIT_CODES,
+        formatter_class=formatter,
+    )
+    p.add_argument("--to", required=True, metavar="s3://BUCKET/PREFIX", help="where to publish")
+    p.add_argument("--out", type=Path, default=Path("output"), help="the build to publish (default: output)")
+    p.add_argument(
+        "--endpoint-url",
+        default=os.environ.get("AWS_ENDPOINT_URL"),
+        help="the S3-compatible endpoint, e.g. https://storage.example.org (default: $AWS_ENDPOINT_URL, else AWS)",
+    )
+    p.add_argument(
+        "--base-url",
+        default=os.environ.get("SITE_BASE_URL", "/"),
+        help="the site's public URL, for the list of URLs to purge (default: $SITE_BASE_URL or /)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be uploaded and deleted; change nothing")
+
+
+def run(args) -> int:
+    try:
+        todo = publish(args.out, args.to, args.endpoint_url, args.base_url, dry_run=args.dry_run)
+    except PublishError as exc:
+        print(f"publish: {exc}", file=sys.stderr)
+        return exc.code
+    if args.dry_run:
+        for name in todo.upload:
+            print(f"upload {name}")
+        for name in todo.delete:
+            print(f"delete {name}")
+        return 0
+    urls = purge_urls(todo.purge, args.base_url)
+    print(f"published: {len(todo.upload) - 1} uploaded, {len(todo.delete)} deleted; {len(urls)} URL(s) to purge:")
+    for url in urls:
+        print(url)
+    return 0

@@ -1,0 +1,305 @@
+"""Validation outcomes remembered on disk, in the user cache folder (pipeline.cache), shared by
+`build`, `check` and `estimate` and by every --out.
+
+Two kinds of entry, each keyed by everything that determines it:
+
+- **per table** (namespace `validation-table`): the Great Expectations outcomes of one table
+  (its problems and check results), keyed by the table's cells (a SHA-256 of every raw cell,
+  line numbers included), the suite's definition (the table's entry in the schema registry,
+  the patterns and rules the suites are generated from, the code of pipeline/validate.py),
+  how reports name the file, the build date (the date checks) and the library versions. A
+  new process runs GX only on the tables whose key is new: after a one-price edit, only
+  servers.csv.
+- **whole** (namespace `validation-all`): a passed validation of a whole sources folder (the
+  cross-table rules and warnings included), keyed by the bytes of every source file (the
+  cross-table rules' inputs), the pipeline's code, the build date, the working directory and
+  folder (reports name files from there) and the library versions. A `check`, `estimate` or
+  build of sources validated before reads it and runs no rule at all, before polars, DuckDB or
+  Great Expectations are imported.
+
+An entry is used only after checking it (pipeline.cache verifies the header, size and
+SHA-256; here the payload must name the same key parts and have exactly the expected shape);
+anything else is ignored and validation runs. `build --force` reads neither kind (it still
+stores what it validated). Set GPU_FINETUNE_VALIDATION_CACHE=off to validate every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from pipeline import cache, fingerprint
+from pipeline.problems import Problem
+
+FORMAT = "validation/1"
+TABLE_NAMESPACE = "validation-table"
+WHOLE_NAMESPACE = "validation-all"
+ENV_SWITCH = "GPU_FINETUNE_VALIDATION_CACHE"
+LIBRARIES = ("great_expectations", "pandas", "numpy", "duckdb", "polars", "pydantic")
+_VERSIONS: list[str] = []
+_CODE: dict[str, str] = {}
+_FRESH: list[bool] = []  # non-empty inside fresh(): entries are written, never read
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("off", "0", "no", "false")
+
+
+def reading() -> bool:
+    return enabled() and not _FRESH
+
+
+@contextlib.contextmanager
+def fresh(active: bool = True):
+    """Within this block no outcome is read from disk (build --force validates everything anew);
+    what is validated is still stored."""
+    if active:
+        _FRESH.append(True)
+    try:
+        yield
+    finally:
+        if active:
+            _FRESH.pop()
+
+
+def versions() -> list[str]:
+    """The Python and library versions an outcome depends on (read from package metadata, no import)."""
+    if not _VERSIONS:
+        import importlib.metadata
+        import platform
+
+        _VERSIONS.append(f"python={platform.python_version()}")
+        for package in LIBRARIES:
+            try:
+                _VERSIONS.append(f"{package}={importlib.metadata.version(package)}")
+            except importlib.metadata.PackageNotFoundError:
+                _VERSIONS.append(f"{package}=none")
+    return _VERSIONS
+
+
+def _code(kind: str) -> str:
+    """The hash of the code an outcome depends on: validate.py (per table) or the whole package."""
+    if kind not in _CODE:
+        if kind == "package":
+            _CODE[kind] = fingerprint.tree_hash(fingerprint.PACKAGE, "*.py")
+        else:
+            _CODE[kind] = hashlib.sha256((fingerprint.PACKAGE / "validate.py").read_bytes()).hexdigest()
+    return _CODE[kind]
+
+
+def cells_hash(cells) -> str:
+    """A SHA-256 of a table's raw rows (tuples of text cells and line numbers, None for empty)."""
+    digest = hashlib.sha256()
+    for row in cells:
+        digest.update(json.dumps(row, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def suite_definition(table) -> str:
+    """What the suites of `table` are generated from: its registry entry and the shared rules."""
+    from pipeline import schema
+    from pipeline.load import LINE
+
+    parts = (
+        repr(table),
+        repr(schema.TYPE_PATTERNS),
+        repr(schema.TYPE_NAMES_RU),
+        repr(schema.HIDDEN_CHARACTERS),
+        repr(schema.EARLIEST_DATE),
+        LINE,
+    )
+    return cache.make_key(*parts)
+
+
+# -- per table ---------------------------------------------------------------------------------
+
+
+def _table_key(table, shown: str, today, digest: str) -> tuple[str, list[str]]:
+    parts = [FORMAT, "table", table.name, shown, today.isoformat(), digest, suite_definition(table), _code("validate")]
+    return cache.make_key(*parts, *versions()), parts
+
+
+def table_outcome(table, shown: str, today, cells) -> tuple[tuple[str, list[str]], tuple[list, list] | None]:
+    """(the entry's key and key parts, the stored (problems, checks) of this table or None when none
+    verifies)."""
+    from pipeline.validate import CheckResult
+
+    entry = _table_key(table, shown, today, cells_hash(cells))
+    if not reading():
+        return entry, None
+    data = _read(TABLE_NAMESPACE, *entry)
+    if data is None:
+        return entry, None
+    try:
+        problems = [_problem(p, {shown}) for p in data["problems"]]
+        checks = [_check(c, CheckResult, table.name) for c in data["checks"]]
+    except (KeyError, TypeError, ValueError):
+        return entry, None
+    return entry, (problems, checks)
+
+
+def store_table_outcome(entry: tuple[str, list[str]], outcome: tuple[list, list]) -> None:
+    """Remember one table's (problems, checks) under the entry table_outcome returned."""
+    if not enabled():
+        return
+    problems, checks = outcome
+    payload = {"problems": [asdict(p) for p in problems], "checks": [asdict(c) for c in checks]}
+    _write(TABLE_NAMESPACE, *entry, payload)
+
+
+# -- a whole sources folder ----------------------------------------------------------------------
+
+
+def _whole_key(sources: Path) -> tuple[str, list[str]]:
+    parts = [
+        FORMAT,
+        "whole",
+        str(Path.cwd().resolve()),
+        str(sources),
+        str(Path(sources).resolve()),
+        fingerprint.tree_hash(Path(sources), "*.csv"),
+        _code("package"),
+        fingerprint.build_date().isoformat(),
+    ]
+    return cache.make_key(*parts, *versions()), parts
+
+
+def _whole(sources: Path) -> dict | None:
+    """The stored, verified to_dict() of a passed validation of these exact sources, or None."""
+    if not reading():
+        return None
+    try:
+        key, parts = _whole_key(sources)
+    except OSError:
+        return None  # an unreadable folder: validation runs and reports it
+    data = _read(WHOLE_NAMESPACE, key, parts)
+    try:
+        validation = data["validation"]
+        if set(validation) != {"warnings", "checks", "build_date"}:
+            return None
+        if validation["build_date"] != fingerprint.build_date().isoformat():
+            return None
+        for w in validation["warnings"]:
+            _problem(w, None)
+        for c in validation["checks"]:
+            _check(c, dict, None)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return validation
+
+
+def remembered(sources: Path):
+    """The Validation of these exact sources when an earlier run passed them, else None."""
+    data = _whole(sources)
+    if data is None:
+        return None
+    from pipeline.validate import Validation
+
+    return Validation.from_dict(data)
+
+
+def remembered_summary(sources: Path) -> tuple[list[Problem], int] | None:
+    """(warnings, number of checks) of a remembered validation, or None; light: hashes the source
+    files and reads one cache entry, without importing polars, DuckDB or Great Expectations."""
+    data = _whole(sources)
+    if data is None:
+        return None
+    return [Problem(**w) for w in data["warnings"]], len(data["checks"])
+
+
+def remember(sources: Path, validation) -> None:
+    """Store a passed validation of `sources` (one with problems is never stored)."""
+    if not enabled() or validation.problems:
+        return
+    try:
+        key, parts = _whole_key(sources)
+    except OSError:
+        return
+    _write(WHOLE_NAMESPACE, key, parts, {"validation": validation.to_dict()})
+
+
+ARTICLES_NAMESPACE = "articles-checked"
+
+
+def _articles_key(sources: Path) -> tuple[str, list[str]]:
+    """A passed `check` of the articles holds for these sources (the whole key) and these templates."""
+    key, parts = _whole_key(sources)
+    parts = [*parts, "articles", fingerprint.tree_hash(fingerprint.TEMPLATES)]
+    return cache.make_key(*parts, *versions()), parts
+
+
+def articles_passed(sources: Path) -> bool:
+    """True when every article's claims were checked against these exact sources and templates."""
+    if not reading():
+        return False
+    try:
+        key, parts = _articles_key(sources)
+    except OSError:
+        return False
+    data = _read(ARTICLES_NAMESPACE, key, parts)
+    return isinstance(data, dict) and data.get("articles") == "passed"
+
+
+def remember_articles(sources: Path) -> None:
+    """Store that every article's claims hold for these sources and templates."""
+    if not enabled():
+        return
+    try:
+        key, parts = _articles_key(sources)
+    except OSError:
+        return
+    _write(ARTICLES_NAMESPACE, key, parts, {"articles": "passed"})
+
+
+# -- entries -----------------------------------------------------------------------------------
+
+
+def _read(namespace: str, key: str, parts: list[str]) -> dict | None:
+    payload = cache.Cache().get(namespace, key)
+    if payload is None:
+        return None
+    try:
+        data = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("parts") != parts or data.get("versions") != versions():
+        return None  # a foreign entry (another key's payload under this name)
+    return data
+
+
+def _write(namespace: str, key: str, parts: list[str], payload: dict) -> None:
+    data = {"parts": parts, "versions": versions(), **payload}
+    cache.Cache().put(namespace, key, json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+def _problem(data: dict, files: set[str] | None) -> Problem:
+    if set(data) != {"file", "line", "column", "value", "rule", "omitted"}:
+        raise ValueError("not a problem")
+    if not isinstance(data["file"], str) or (files is not None and data["file"] not in files):
+        raise ValueError("not a problem of this table")
+    if not all(isinstance(data[k], int) for k in ("line", "omitted")) or not all(
+        isinstance(data[k], str) for k in ("rule", "column")
+    ):
+        raise ValueError("malformed problem")
+    if data["value"] is not None and not isinstance(data["value"], str):
+        raise ValueError("malformed value")
+    return Problem(**data)
+
+
+def _check(data: dict, kind, table: str | None):
+    """A check result as stored: of `table` and by GX (per table), or any passed one (table None)."""
+    if set(data) != {"table", "column", "rule", "engine", "failures"}:
+        raise ValueError("not a check")
+    if not all(isinstance(data[k], str) for k in ("table", "column", "rule")) or not isinstance(data["failures"], int):
+        raise ValueError("malformed check")
+    if table is not None and (data["table"] != table or data["engine"] != "Great Expectations"):
+        raise ValueError("not a check of this table")
+    if table is None and (
+        data["failures"] != 0 or data["engine"] not in ("Great Expectations", "DuckDB SQL", "Python")
+    ):
+        raise ValueError("not a passed check")
+    return kind(**data)

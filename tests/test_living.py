@@ -1,0 +1,209 @@
+"""Living articles over whole builds: every counted noun agrees with its number on every page and in
+every Markdown file; a catalog edit either keeps every sentence true or stops `build` and `check`
+with a message naming the claim, and the previous output stays."""
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import edit_csv
+from pipeline.__main__ import main
+from pipeline.render import russian, site_links
+from pipeline.render.russian import NBSP
+
+TAG = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.DOTALL)
+
+
+def page_texts(out: Path) -> dict[str, str]:
+    """Every page and Markdown file of a build as plain text (tags removed, entities decoded)."""
+    texts = {}
+    for path in sorted((out / "site").rglob("*.html")):
+        texts[str(path.relative_to(out))] = html.unescape(TAG.sub(" ", path.read_text(encoding="utf-8")))
+    for path in sorted((out / "markdown").rglob("*.md")):
+        texts[str(path.relative_to(out))] = path.read_text(encoding="utf-8").replace("\\", "")
+    return texts
+
+
+def disagreements(out: Path) -> dict[str, list[str]]:
+    return {name: found for name, text in page_texts(out).items() if (found := russian.disagreements(text))}
+
+
+def test_every_counted_noun_agrees_with_its_number_in_the_build(built):
+    texts = page_texts(built)
+    assert len([n for n in texts if n.endswith(".md")]) == 3 and len(texts) > 100
+    assert disagreements(built) == {}
+    # The checker reads these pages: numbers with nouns are there to be checked.
+    assert f"2{NBSP}048{NBSP}токенов" in texts["site/accuracy.html"]
+    assert f"1{NBSP}024{NBSP}токена" in texts["site/accuracy.html"]
+
+
+def test_markdown_keeps_non_breaking_spaces(built):
+    md = (built / "markdown" / "finetune-memory.md").read_text(encoding="utf-8")
+    assert f"| 1{NBSP}200 |" in md or f"1{NBSP}200" in md.split("\n|")[1]  # a table cell keeps the NBSP of "1 200"
+    assert f"1{NBSP}200{NBSP}ГБ" in md and f"+50{NBSP}%" in md
+    assert " - " not in md.replace("| - |", "")
+
+
+def manifest(out: Path) -> str:
+    return (out / "site" / "manifest.json").read_text(encoding="utf-8")
+
+
+def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp_path, capsys):
+    # A card's memory, a price and a new server: the build succeeds with every sentence right.
+    edit_csv(sources / "gpus.csv", "RTX PRO 6000,NVIDIA,96,", "RTX PRO 6000,NVIDIA,32,")
+    edit_csv(sources / "servers.csv", ",585000,", ",1585000,")
+    with (sources / "servers.csv").open("a", encoding="utf-8") as f:
+        f.write("xfusion-1x-h200,1 × H200 (XFUSION),XFUSION,h200-nvl,1,pcie,99000,2026-10-12,catalog\n")
+    out = tmp_path / "out"
+    base = ["--base-url", "https://example.org/gpu/"]
+    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet", *base]) == 0
+    assert "--base-url" not in capsys.readouterr().err  # an absolute base URL: no warning about it
+    assert disagreements(out) == {}
+    # Markdown for the CMS: every link absolute under the base URL (downloads, entity pages, calculator).
+    for path in (out / "markdown").glob("*.md"):
+        targets = re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8"))
+        assert targets and all(re.match(r"https?://", t) for t in targets), path.name  # none relative
+        assert any(t.startswith("https://example.org/gpu/data/") for t in targets), path.name
+    fm = (out / "markdown" / "finetune-memory.md").read_text(encoding="utf-8")
+    assert "](https://example.org/gpu/data/memory_estimates.csv)" in fm or "](https://example.org/gpu/data/" in fm
+    assert "](https://example.org/gpu/calculator.html?gpu=rtx-pro-6000&method=lora&model=generic-70b)" in fm
+    md = (out / "markdown" / "finetune-memory.md").read_text(encoding="utf-8").replace(NBSP, " ")
+    assert (
+        "LoRA на такой модели занимает 5 карт RTX PRO 6000 или 2 карты H200, "
+        "полное дообучение — 38 карт RTX PRO 6000 или 9 карт H200." in md
+    )
+    assert "больше одной карты нужно: LoRA для 32 млрд — 3 карты по оценке" in md
+    assert "помещаются на одну карту любого из двух типов" not in md
+    before = manifest(out)
+    capsys.readouterr()
+
+    # An edit that makes a claim false: build and check stop and name it; the output stays.
+    edit_csv(sources / "constants.csv", "legacy_full_bytes_per_param,10,", "legacy_full_bytes_per_param,20,")
+    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet", *base]) == 2
+    err = capsys.readouterr().err
+    line = next(
+        n
+        for n, text in enumerate(Path("site_templates/articles/gpu-count.md").read_text().splitlines(), 1)
+        if "правило прежней статьи меньше теоретического минимума" in text
+    )
+    assert f"site_templates/articles/gpu-count.md:{line}:" in err
+    assert "статья «Сколько GPU нужно для дообучения моделей 7B, 13B и 70B" in err
+    assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
+    assert "сейчас в данных: правило_байт = 20; минимум_байт = 16" in err
+    assert "Traceback" not in err
+    assert manifest(out) == before
+    assert json.loads(before)  # the previous build is whole
+
+    assert main(["check", "--sources", str(sources)]) == 2
+    err = capsys.readouterr().err
+    assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
+
+
+def test_entity_pages_link_the_calculator_preselected(built):
+    gpu = (built / "site" / "gpus" / "h200-sxm.html").read_text(encoding="utf-8")
+    assert 'href="../calculator.html?gpu=h200-sxm"' in gpu
+    server = (built / "site" / "servers" / "hgx-h200-8x.html").read_text(encoding="utf-8")
+    assert 'href="../calculator.html?server=hgx-h200-8x"' in server
+    article = (built / "site" / "gpu-count.html").read_text(encoding="utf-8")
+    assert 'href="calculator.html?gpu=h100-sxm&amp;method=full_amp&amp;model=generic-70b"' in article
+    assert 'href="pretraining.html"' in article
+    assert "Прежняя статья" not in article and "прежней статье" not in article
+
+
+def test_site_links():
+    text = "[a](data/x.csv) [b](https://o.org/) [c](#top) [d](/abs) ![e](charts/e.svg)"
+    assert site_links.absolute_markdown(text, "https://example.org/gpu/") == (
+        "[a](https://example.org/gpu/data/x.csv) [b](https://o.org/) [c](#top) [d](/abs) "
+        "![e](https://example.org/gpu/charts/e.svg)"
+    )
+    assert site_links.absolute_markdown(text, "/") == text
+    assert site_links.base_url_warning("https://example.org/") == []
+    [warning] = site_links.base_url_warning("/")
+    assert warning.file == "--base-url" and "sitemap.xml и robots.txt" in warning.rule
+    assert site_links.calculator_url(model="generic-8b", method="lora", advanced=True, gpu=None) == (
+        "calculator.html?advanced=1&method=lora&model=generic-8b"
+    )
+    with pytest.raises(KeyError, match="the calculator's fields"):
+        site_links.calculator_url(modle="x")
+
+
+def test_editors_guide_ids_are_those_of_the_sources():
+    from pipeline.tools import guide
+
+    text = guide.GUIDE.read_text(encoding="utf-8")
+    assert guide.updated(text) == text, "run `just guide`"
+    assert "| `rtx-pro-6000` | NVIDIA RTX PRO 6000 Blackwell Server Edition |" in text
+
+
+def test_editors_guide_starter_article_builds(catalog, tmp_path):
+    import shutil
+
+    from pipeline.render.site import TEMPLATES, check_articles
+
+    guide = (TEMPLATES / "README.md").read_text(encoding="utf-8")
+    starter = guide.split("## Заготовка статьи", 1)[1].split("```\n", 2)[1]
+    templates = tmp_path / "site_templates"
+    shutil.copytree(TEMPLATES, templates)
+    (templates / "articles" / "moya-statya.md").write_text(starter, encoding="utf-8")
+    check_articles(catalog, templates=templates)  # renders every article, the starter too, or raises
+    from pipeline.render.site import Renderer, read_articles
+
+    [article] = [a for a in read_articles(templates) if a.slug == "moya-statya"]
+    assert article.in_nav is False and article.nav == "LoRA для 70 млрд"
+    text, _ = Renderer(catalog, templates=templates).render_article(article, "md")
+    assert f"Это\n2{NBSP}карты H200." in text and "На одну карту задача не помещается." in text
+
+
+WIDE_PAGES = [
+    "gpu-count.html",
+    "models/llama-3-1-70b.html",
+    "accuracy.html",
+    "pretraining.html",
+    "finetune-memory.html",
+]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 900)])
+def test_wide_tables_fit_the_screen_and_keep_their_first_column(browser, site_server, width, height):
+    from conftest import serious_axe_violations
+
+    context = browser.new_context(viewport={"width": width, "height": height}, locale="ru-RU")
+    page = context.new_page()
+    for path in WIDE_PAGES:
+        page.goto(site_server + path)
+        page.wait_for_load_state("networkidle")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
+        assert serious_axe_violations(page) == [], (path, width)
+        sticky = page.eval_on_selector_all(
+            ".scroll tbody th[scope=row]", "cells => cells.map(c => getComputedStyle(c).position)"
+        )
+        assert sticky and set(sticky) == {"sticky"}, path
+    context.close()
+
+
+def test_message_catalogue_is_russian():
+    from pipeline import messages
+
+    entries = messages.catalogue()
+    assert {"warnings_header", "warning_repeated", "stopped_build", "stopped_check"} <= set(entries)
+    for key, text in entries.items():
+        words = re.sub(r"\{\w+\}", "", text)
+        assert re.search(r"[а-яё]", words), key  # translated
+        assert not re.search(r"\b[A-Za-z]{3,}\b", words), key  # no English left in it
+
+
+def test_repeated_warnings_become_one_line_with_a_count():
+    from pipeline.messages import grouped_warnings
+    from pipeline.problems import Problem
+
+    rule = "нет цены; на сайте — «по запросу»"
+    warnings = [Problem("sources/servers.csv", n, "price_rub_month", None, rule) for n in (7, 8, 9, 10, 11)]
+    other = Problem("sources/gpus.csv", 3, "memory_gb", "1", "мало")
+    assert grouped_warnings([*warnings, other]) == [
+        f"sources/servers.csv: price_rub_month: {rule} (строки 7, 8, 9, 10, 11; всего 5)",
+        str(other),
+    ]

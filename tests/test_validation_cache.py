@@ -1,0 +1,277 @@
+"""Validation outcomes remembered on disk (pipeline.validate.cache), the light no-change paths and
+the large-sheet XLSX mode."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from conftest import ROOT, edit_csv
+from pipeline import parallel as workers
+from pipeline import validate
+from pipeline.build import build, load_and_validate
+from pipeline.problems import DataError
+from pipeline.schema import SOURCE_TABLES
+from pipeline.validate import cache as validation_cache
+
+TABLES = {t.name for t in SOURCE_TABLES}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """An empty user cache folder of this test, and a process that has validated nothing yet."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(folder))
+    monkeypatch.setattr(validate, "_OUTCOMES", {})
+    return folder
+
+
+@pytest.fixture
+def suites(monkeypatch) -> list[tuple[str, str]]:
+    """Every GX suite run in this process, as (table, raw|typed); one process, so that all are seen."""
+    ran = []
+    real = validate._run_suite
+
+    def counted(job):
+        ran.append((job[0].name, job[1]))
+        return real(job)
+
+    monkeypatch.setattr(workers, "WORKERS", 1)
+    monkeypatch.setattr(validate, "_run_suite", counted)
+    return ran
+
+
+def new_process(monkeypatch) -> None:
+    """Forget what this process validated, as a new process would."""
+    monkeypatch.setattr(validate, "_OUTCOMES", {})
+
+
+def entries(folder: Path, namespace: str) -> list[Path]:
+    return sorted((folder / namespace).glob("*.bin"))
+
+
+def test_a_new_process_validates_only_the_table_that_changed(cache_dir, sources, suites, monkeypatch):
+    first = load_and_validate(sources)[1]
+    tables = {t for t, _ in suites}
+    assert tables == TABLES and len(suites) == 2 * len(TABLES)
+    assert len(entries(cache_dir, "validation-table")) == len(TABLES)
+    assert len(entries(cache_dir, "validation-all")) == 1
+
+    new_process(monkeypatch)
+    suites.clear()
+    edit_csv(sources / "servers.csv", ",585000,", ",585001,")
+    second = load_and_validate(sources)[1]
+    assert suites == [("servers", "raw"), ("servers", "typed")]
+    assert [(c.table, c.rule, c.failures) for c in second.checks] == [
+        (c.table, c.rule, c.failures) for c in first.checks
+    ]
+
+    new_process(monkeypatch)
+    suites.clear()
+    again = load_and_validate(sources)[1]  # the whole validation is remembered: no rule runs
+    assert suites == []
+    assert again.checks == second.checks and again.warnings == second.warnings
+
+
+def test_unchanged_sources_in_a_new_process_run_no_rule(cache_dir, sources, monkeypatch):
+    before = load_and_validate(sources)[1]
+    new_process(monkeypatch)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("validation ran again")
+
+    monkeypatch.setattr(validate, "start_validation", refuse)
+    con, after = load_and_validate(sources)
+    assert after.checks == before.checks and after.warnings == before.warnings
+    assert (
+        con.execute("SELECT count(*) FROM servers").fetchone()[0]
+        == (sources / "servers.csv").read_text(encoding="utf-8-sig").count("\n") - 1
+    )
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "garbage"])
+def test_a_damaged_or_foreign_entry_is_ignored(cache_dir, sources, suites, monkeypatch, damage):
+    before = load_and_validate(sources)[1]
+    files = entries(cache_dir, "validation-table") + entries(cache_dir, "validation-all")
+    for i, path in enumerate(files):
+        data = path.read_bytes()
+        if damage == "truncate":
+            path.write_bytes(data[: len(data) // 2])
+        elif damage == "flip":
+            path.write_bytes(data[:-20] + bytes([data[-20] ^ 1]) + data[-19:])
+        elif damage == "foreign":  # another entry's valid bytes under this name
+            path.write_bytes(files[(i + 1) % len(files)].read_bytes())
+        else:
+            path.write_bytes(b'{"format": "gpu-finetune-cache/1"}\n{}')
+    new_process(monkeypatch)
+    suites.clear()
+    after = load_and_validate(sources)[1]
+    assert len(suites) == 2 * len(TABLES)  # every table validated again
+    assert after.checks == before.checks and after.warnings == before.warnings
+
+
+def test_a_well_formed_entry_with_other_key_parts_is_not_trusted(cache_dir, sources, suites, monkeypatch):
+    load_and_validate(sources)
+    # A re-signed entry whose payload names other key parts (made for another folder): ignored.
+    from pipeline import cache
+
+    store = cache.Cache()
+    path = entries(cache_dir, "validation-all")[0]
+    key = path.stem
+    data = json.loads(store.get("validation-all", key))
+    data["parts"][2] = "/elsewhere"
+    store.put("validation-all", key, json.dumps(data).encode())
+    assert validation_cache.remembered(sources) is None
+
+
+def test_failures_are_remembered_per_table_and_reported_the_same(cache_dir, sources, suites, monkeypatch):
+    edit_csv(sources / "gpus.csv", "H100 PCIe,NVIDIA,80,", "H100 PCIe,NVIDIA,eighty,")
+    with pytest.raises(DataError) as first:
+        load_and_validate(sources)
+    assert entries(cache_dir, "validation-all") == []  # a failed validation is never stored whole
+    new_process(monkeypatch)
+    suites.clear()
+    with pytest.raises(DataError) as second:
+        load_and_validate(sources)
+    assert suites == []
+    assert [str(p) for p in second.value.problems] == [str(p) for p in first.value.problems]
+    assert any("memory_gb" in str(p) and "eighty" in str(p) for p in second.value.problems)
+
+
+def test_the_suites_definition_is_part_of_the_key(cache_dir, sources, suites, monkeypatch):
+    import dataclasses
+
+    from pipeline import schema
+
+    load_and_validate(sources)
+    for path in entries(cache_dir, "validation-all"):
+        path.unlink()  # (the whole validation's key holds the package's code, and so the registry)
+    new_process(monkeypatch)
+    suites.clear()
+    gpus = schema.TABLES_BY_NAME["gpus"]
+    monkeypatch.setitem(schema.TABLES_BY_NAME, "gpus", dataclasses.replace(gpus, min_rows=gpus.min_rows + 1))
+    load_and_validate(sources)
+    assert suites == [("gpus", "raw"), ("gpus", "typed")]
+
+
+def test_a_forced_build_reads_no_outcome_but_stores_them(cache_dir, sources, tmp_path, suites, monkeypatch):
+    build(sources, tmp_path / "one")
+    ran = len(suites)
+    new_process(monkeypatch)
+    suites.clear()
+    build(sources, tmp_path / "two", force=True)
+    assert len(suites) == ran
+    new_process(monkeypatch)
+    suites.clear()
+    build(sources, tmp_path / "three")  # another --out of the same sources: remembered
+    assert suites == []
+    for name in ("site/quality.html", "site/data.html", "build-state.json", "site/manifest.json"):
+        assert (tmp_path / "three" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+
+
+def test_switched_off_it_validates_every_time(cache_dir, sources, suites, monkeypatch):
+    monkeypatch.setenv("GPU_FINETUNE_VALIDATION_CACHE", "off")
+    load_and_validate(sources)
+    new_process(monkeypatch)
+    ran = len(suites)
+    load_and_validate(sources)
+    assert len(suites) == 2 * ran and not cache_dir.exists()
+
+
+def run(*args, env=None, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pipeline", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time")}
+
+
+def test_check_and_build_without_change_import_no_heavy_library(cache_dir, sources, tmp_path):
+    env = {"GPU_FINETUNE_CACHE_DIR": str(cache_dir)}
+    first = run("check", "--sources", str(sources), env=env)
+    assert first.returncode == 0, first.stderr
+    again = run("check", "--sources", str(sources), env=env)
+    assert again.returncode == 0
+    assert again.stdout == first.stdout  # the same summary line: "…: all N checks passed"
+    assert "checks passed" in again.stdout
+    heavy = {"polars", "duckdb", "great_expectations", "pandas", "jinja2"}
+    assert not imported(again.stderr) & heavy
+    assert "great_expectations" in imported(first.stderr)
+
+    out = tmp_path / "out"
+    built = run("build", "--sources", str(sources), "--out", str(out), "--quiet", env=env)
+    assert built.returncode == 0, built.stderr
+    assert "great_expectations" not in imported(built.stderr)  # the check validated these sources
+    unchanged = run("build", "--sources", str(sources), "--out", str(out), env=env)
+    assert "Nothing changed" in unchanged.stdout
+    assert not imported(unchanged.stderr) & heavy
+
+
+def test_gx_is_imported_once_in_a_build_that_validates(cache_dir, sources, tmp_path):
+    """The suites are made before the fork: the build process itself imports GX once, not after rendering."""
+    probe = (
+        "import sys, pipeline.validate as v; from pipeline.build import build; "
+        "build(__import__('pathlib').Path(sys.argv[1]), __import__('pathlib').Path(sys.argv[2]), force=True); "
+        "print(len(v._CONTEXT))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(sources), str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "GPU_FINETUNE_CACHE_DIR": str(cache_dir)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+
+
+def test_the_estimate_stub_has_the_real_help():
+    import argparse
+
+    from pipeline import __main__ as cli
+    from pipeline.tools import estimate_cli as estimate_command
+
+    parser = argparse.ArgumentParser()
+    estimate_command.add_parser(parser.add_subparsers())
+    real = parser._subparsers._group_actions[0]._choices_actions[0].help
+    assert cli.ESTIMATE_HELP == real
+
+
+def test_large_sheets_use_constant_memory_and_read_back_the_same(tmp_path, catalog, monkeypatch):
+    from pipeline.publish import downloads
+
+    small, large = tmp_path / "small", tmp_path / "large"
+    downloads.write_downloads(small, catalog)
+    monkeypatch.setattr(downloads, "CONSTANT_MEMORY_ROWS", 100)  # server_fit (2 700 rows) becomes "large"
+    monkeypatch.setattr(downloads, "_WORKBOOKS", {})  # (made anew, not the workbooks this process keeps)
+    downloads.write_downloads(large, catalog)
+    again = tmp_path / "again"
+    monkeypatch.setattr(downloads, "_WORKBOOKS", {})
+    downloads.write_downloads(again, catalog)
+    for name in ("server_fit.xlsx", "gpu_fit.xlsx", "gpus.xlsx"):
+        assert (large / name).read_bytes() == (again / name).read_bytes()  # reproducible
+        a = openpyxl.load_workbook(small / name)
+        b = openpyxl.load_workbook(large / name)
+        assert a.sheetnames == b.sheetnames
+        for sheet in a.sheetnames:
+            assert [list(r) for r in a[sheet].iter_rows(values_only=True)] == [
+                list(r) for r in b[sheet].iter_rows(values_only=True)
+            ]
+    import zipfile
+
+    with zipfile.ZipFile(large / "server_fit.xlsx") as z:  # constant_memory: strings inline
+        assert 't="inlineStr"' in z.read("xl/worksheets/sheet1.xml").decode()
+    with zipfile.ZipFile(large / "gpus.xlsx") as z:  # a few rows: still the in-memory workbook
+        assert 't="inlineStr"' not in z.read("xl/worksheets/sheet1.xml").decode()

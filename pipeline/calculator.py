@@ -124,6 +124,7 @@ def calculator_data(catalog: Catalog) -> dict:
                 "memory_gb": _number(r["memory_gb"]),
                 "bf16_dense_tflops": _number(r["bf16_dense_tflops"]),
                 "fp8_dense_tflops": _number(r["fp8_dense_tflops"]),
+                "has_nvlink": r["interconnect"] != "pcie",
             }
             for r in gpus.iter_rows(named=True)
         ],

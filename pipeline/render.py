@@ -647,6 +647,9 @@ class Renderer:
                 cards=E.model_cards(m),
                 servers=E.model_servers(m),
                 cheapest=E.model_cheapest(m),
+                quote_url=E.quote_link(m),
+                quote_contacts=self.site_config["quote"],
+                utilization_pct=fmt.number(t.c.constants["default_utilization"] * 100, 0),
                 breakdown=self.estimator.bars(m),
                 breakdown_view=self.estimator.breakdown_table(m),
             )
@@ -687,6 +690,8 @@ class Renderer:
                 heading=server["display_name"],
                 facts=self.server_facts(server),
                 jobs=E.server_jobs(s),
+                quote_url=E.quote_link(None, server_id=s),
+                quote_contacts=self.site_config["quote"],
             )
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]

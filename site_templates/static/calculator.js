@@ -100,7 +100,9 @@ export function estimate(data, paramsB, methodId) {
 export function gpuFit(gpu, est) {
   const cards = ceilDiv(est.memory, gpu.memory_gb);
   const cardsHigh = ceilDiv(est.high, gpu.memory_gb);
-  const nvlink = cards >= 2 ? "required" : cardsHigh >= 2 ? "recommended" : "no";
+  // Rule 10: a card without NVLink never gets "required"; the table says it runs over PCIe only.
+  const nvlink =
+    !gpu.has_nvlink && cardsHigh >= 2 ? "pcie_only" : cards >= 2 ? "required" : cardsHigh >= 2 ? "recommended" : "no";
   return { cards, cardsHigh, nvlink };
 }
 

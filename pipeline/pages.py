@@ -315,6 +315,24 @@ class EntityTables:
         )
         return quote.quote_url(self.site["quote"], subject, lines)
 
+    def headlines(self) -> dict[str, dict]:
+        """The calculator's one-line answer for every model x method ("model|method"): the recommendation's
+        line, the figures «Скачать расчёт» saves, and the quote link."""
+        out = {}
+        for m in self.model_ids():
+            for me in self.method_ids():
+                r = self.recommended.get((m, me))
+                figures = {}
+                if r is not None:
+                    figures = {k: r[k] for k in ("server_id", "gpus_per_job", "per_gpu_memory_gb", "hours", "cost_rub")}
+                line = self.L["reco"]["headline"].format(
+                    method=self.t.method(me)["short_name_ru"],
+                    model=self.t.model(m)["display_name"],
+                    line=self.recommendation_text(r),
+                )
+                out[f"{m}|{me}"] = {"text": line, "figures": figures, "quote": self.quote_link(m, me)}
+        return out
+
     def model_cheapest(self, model_id: str) -> TableView:
         """Which server, for every method: the rank-1 row of `recommendations` (pipeline/recommend.py)."""
         L, R = self.L, self.L["reco"]

@@ -816,6 +816,9 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            headlines=self.entities.headlines(),
+            opens_with=self.site_config["calculator_opens_with"],
+            quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

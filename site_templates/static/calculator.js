@@ -796,6 +796,42 @@ function setup(form, data, text) {
     if (query.get(name) === "1" || query.get(name) === "0") field(name).checked = query.get(name) === "1";
   }
 
+  // The one-line answer: the recommendations table's row for the chosen model x method (the same line as
+  // the model pages); the page opens on site.toml's calculator_opens_with when the link names no model.
+  const headlines = JSON.parse(document.getElementById("calc-headlines")?.textContent ?? '{"jobs":{}}');
+  if (!query.has("model") && headlines.opens_with) {
+    modelSelect.value = headlines.opens_with[0];
+    if (!query.has("method")) field("method").value = headlines.opens_with[1];
+  }
+  function renderHeadline() {
+    const job = headlines.jobs[`${modelSelect.value}|${field("method").value}`];
+    const line = $("calc-headline");
+    if (!line) return;
+    line.textContent = job ? job.text : text.headline_custom;
+    if (job) $("calc-quote").href = job.quote;
+    const changed = [];
+    if (field("advanced").checked) {
+      for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
+        if (applies(name) && field(name).value.trim() !== String(defaults[name])) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
+      }
+      for (const name of CHECK_FIELDS) {
+        if (applies(name) && field(name).checked !== defaults[name]) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
+      }
+    }
+    $("calc-headline-changed").hidden = changed.length === 0;
+    $("calc-headline-changed").textContent = changed.length ? fill(text.headline_changed, { fields: changed.join("; ") }) : "";
+    const rows = [["model_id", "method_id", "headline", ...Object.keys(job?.figures ?? {})]];
+    rows.push([modelSelect.value, field("method").value, line.textContent, ...Object.values(job?.figures ?? {})]);
+    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
+    $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
+    $("calc-download").hidden = false;
+    $("calc-copy").hidden = !navigator.clipboard;
+  }
+  $("calc-copy")?.addEventListener("click", async () => {
+    await navigator.clipboard.writeText(window.location.href);
+    $("calc-copied").hidden = false;
+  });
+
   const isFullMethod = () => field("method").value.startsWith("full");
   // Fields that do not apply to the chosen method are hidden, keep the defaults and stay out of the URL.
   const isQloraMethod = () => field("method").value.startsWith("qlora");
@@ -1050,6 +1086,7 @@ function setup(form, data, text) {
   }
 
   function render() {
+    renderHeadline();
     const custom = modelSelect.value === "custom";
     $("calc-custom").hidden = !custom;
     const p = paramsB();

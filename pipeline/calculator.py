@@ -136,6 +136,8 @@ def calculator_data(catalog: Catalog) -> dict:
                 "gpu_count": r["gpu_count"],
                 "server_memory_gb": _number(r["server_memory_gb"]),
                 "price_rub_month": _number(r["price_rub_month"]),
+                "price_rub_hour": _number(r["price_rub_hour"]),
+                "min_term_months": r["min_term_months"],
             }
             for r in servers.iter_rows(named=True)
         ],

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import polars as pl
+
 from pipeline import estimate, quote, recommend
 from pipeline import format as fmt
 from pipeline.problems import Problem
@@ -314,6 +316,24 @@ class EntityTables:
             what=self.t.model(model_id)["display_name"] if model_id else self.t.server(server_id)["display_name"]
         )
         return quote.quote_url(self.site["quote"], subject, lines)
+
+    @cached_property
+    def plan_with(self) -> str:
+        """The one sentence beside both estimators: which to plan with, citing their measured errors
+        (calibration_summary) and the first-principles range measured on the calibration set (estimator_range)."""
+        summary = {r["estimator"]: r for r in self.c["calibration_summary"].iter_rows(named=True)}
+        spread = self.c["estimator_range"].filter(pl.col("scope") == "all").row(0, named=True)
+        fp, table = summary["first_principles"], summary["table_rule"]
+        if fp["median_abs_error"] is None or table["median_abs_error"] is None or spread["low_factor"] is None:
+            return self.L["reco"]["plan_with_unknown"]
+        return self.L["reco"]["plan_with"].format(
+            fp=fmt.number(fp["median_abs_error"] * 100, 0),
+            table=fmt.number(table["median_abs_error"] * 100, 0),
+            table_bias=fmt.number(table["median_error"] * 100, 0),
+            rows=fmt.integer(fp["rows"]),
+            low=fmt.number(spread["low_factor"], 2),
+            high=fmt.number(spread["high_factor"], 2),
+        )
 
     def headlines(self) -> dict[str, dict]:
         """The calculator's one-line answer for every model x method ("model|method"): the recommendation's

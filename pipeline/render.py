@@ -22,7 +22,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, sanitize
+from pipeline import calculator, charts, estimator_pages, paging, quote, sanitize
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -583,6 +583,12 @@ class Renderer:
             labels=self.labels,
             path=path,
             canonical=self.base_url + path.removesuffix("index.html"),
+            # «Запросить КП» for a page without one job (the comparisons): the page's subject and address.
+            quote_page=lambda heading: quote.quote_url(
+                self.site_config["quote"],
+                self.labels["entities"]["reco"]["q_subject"].format(what=heading),
+                [(self.labels["entities"]["reco"]["q_page"], self.base_url + path)],
+            ),
             **context,
         )
 
@@ -648,6 +654,7 @@ class Renderer:
                 servers=E.model_servers(m),
                 cheapest=E.model_cheapest(m),
                 quote_url=E.quote_link(m),
+                plan_with=E.plan_with,
                 quote_contacts=self.site_config["quote"],
                 utilization_pct=fmt.number(t.c.constants["default_utilization"] * 100, 0),
                 breakdown=self.estimator.bars(m),
@@ -817,6 +824,7 @@ class Renderer:
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
             headlines=self.entities.headlines(),
+            plan_with=self.entities.plan_with,
             opens_with=self.site_config["calculator_opens_with"],
             quote_contacts=self.site_config["quote"],
             sources=[

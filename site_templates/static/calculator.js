@@ -155,8 +155,17 @@ export function trainingHours(data, paramsB, tokensM, epochs, cards, gpu, utiliz
   return flops / (cards * gpu.bf16_dense_tflops * 1e12 * utilization) / 3600;
 }
 
+// recommend.rental_cost: an hourly price bills the hours; a monthly one whole months (of hours_per_month
+// hours), at least the row's minimum term (one month when none is stated). Never monthly price / 720.
+export function rentalCost(data, hours, server, servers) {
+  if (server.price_rub_hour !== null && server.price_rub_hour !== undefined) return hours * server.price_rub_hour * servers;
+  if (server.price_rub_month === null) return null;
+  const months = Math.max(server.min_term_months ?? 1, Math.ceil(hours / data.constants.hours_per_month - 1e-9));
+  return months * server.price_rub_month * servers;
+}
+
 export function trainingCost(data, hours, server, servers) {
-  return (hours / data.constants.hours_per_month) * server.price_rub_month * servers;
+  return rentalCost(data, hours, server, servers);
 }
 
 // ---- the first-principles estimator (advanced mode): pipeline/architecture.py and pipeline/memory.py ----
@@ -683,8 +692,7 @@ export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
   const hours = flops / (cards * peakTflops(gpu, fp8) * 1e12 * utilization) / 3600;
   if (!server) return { hours, servers: null, cost: null };
   const servers = Math.ceil(cards / server.gpu_count);
-  const price = server.price_rub_month;
-  const cost = price === null ? null : ((hours * price) / data.estimator.constants.hours_per_month) * servers;
+  const cost = rentalCost(data, hours, server, servers);
   return { hours, servers, cost };
 }
 
@@ -1223,10 +1231,15 @@ function setup(form, data, text) {
     }
     const autoCards = server ? server.gpu_count * serverFit(server, est).count : gpuFit(timeGpu, est).cards;
     const cards = typedCards === null ? autoCards : Math.ceil(typedCards);
-    const hours = trainingHours(data, p, tokensM, epochs, cards, timeGpu, utilization);
+    // The same compute as the advanced mode and the recommendations table: active parameters (MoE) and
+    // the cheaper backward pass of LoRA/QLoRA, in the typical setup (memory.training_flops_per_token).
+    const arch = modelSelect.value === "custom" ? null : data.estimator.architectures[modelSelect.value];
+    const activeParams = arch ? parameterCounts(arch).active : p * 1e9;
+    const perToken = trainingFlopsPerToken(data, activeParams, { ...defaults, method: field("method").value });
+    const hours = draftPlan(data, perToken * tokensM * 1e6 * epochs, timeGpu, cards, utilization, false, null).hours;
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
     $("out-hours").textContent = formatNumber(hours, 1);
-    const priced = server !== null && server.price_rub_month !== null;
+    const priced = server !== null && rentalCost(data, hours, server, 1) !== null;
     $("out-cost-row").hidden = !priced;
     $("out-cost-na").hidden = priced;
     if (priced) {

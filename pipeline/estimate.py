@@ -119,7 +119,12 @@ def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
         estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb")
         .join(
             gpus.select(
-                "gpu_id", pl.col("memory_gb").alias("gpu_memory_gb"), (pl.col("interconnect") != "pcie").alias("link")
+                "gpu_id",
+                pl.col("memory_gb").alias("gpu_memory_gb"),
+                # a frame without the column (a test's two-column catalog) keeps rule 7 as it is
+                (pl.col("interconnect") != "pcie").alias("link")
+                if "interconnect" in gpus.columns
+                else pl.lit(True).alias("link"),
             ),
             how="cross",
         )

@@ -34,19 +34,8 @@ def job_cards(arch, method_id: str, c: Mapping[str, object], gpu_memory_gb: floa
     return None if found is None else max(found, 2)
 
 
-def rental_cost(hours: float, servers_count: int, server: Mapping[str, object], c: Mapping[str, object]):
-    """(cost in ₽, basis, months billed) of `hours` on `servers_count` servers under the row's terms.
-
-    An hourly price bills the hours; a monthly price bills whole months (of hours_per_month hours),
-    at least min_term_months (one month when the row states none); no price: (None, "on_request", None).
-    """
-    hourly, monthly = server.get("price_rub_hour"), server.get("price_rub_month")
-    if hourly is not None:
-        return hours * hourly * servers_count, "hour", None
-    if monthly is not None:
-        months = max(int(server.get("min_term_months") or 1), math.ceil(hours / float(c["hours_per_month"]) - 1e-9))
-        return months * monthly * servers_count, "month", months
-    return None, "on_request", None
+# The cost rule lives with the other time and cost rules; recommend ranks by it.
+rental_cost = training.rental_cost
 
 
 def recommendations(

@@ -64,7 +64,15 @@ def test_training_time_and_cost():
     hours = 6 * P * 1e9 / (16 * 989e12 * 0.4) / 3600
     assert plan.hours == pytest.approx(hours, rel=1e-12)
     assert plan.servers == 2
-    assert plan.cost_rub == pytest.approx(hours * 2_373_300 / 720 * 2, rel=1e-12)
+    # a job of a few hours on servers rented by the month costs a whole month of each, not hours / 720
+    assert hours < 720 and plan.cost_rub == 2_373_300 * 2
+    hourly = training.plan(flops, H100, 16, 0.4, C, server=server | {"price_rub_hour": 5000})
+    assert hourly.cost_rub == pytest.approx(hours * 5000 * 2, rel=1e-12)
+    # 1 054 hours: two months by the clock, three by the minimum term; 4 215 hours: six months
+    term = training.plan(flops * 500, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
+    assert 720 < term.hours < 2 * 720 and term.cost_rub == 2_373_300 * 2 * 3
+    long = training.plan(flops * 2000, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
+    assert 5 * 720 < long.hours < 6 * 720 and long.cost_rub == 2_373_300 * 2 * 6
     fp8 = training.plan(flops, H100, 16, 0.4, C, fp8=True)
     assert fp8.hours == pytest.approx(hours * 989 / 1979, rel=1e-12)
     lora = training.training_flops(LLAMA3_8B, memory.Setup(method="lora"), 1e9, C)

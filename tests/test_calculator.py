@@ -61,6 +61,8 @@ def test_data_servers_have_total_memory_and_price(catalog):
         "price_rub_month": 585000,
         "price_rub_hour": None,
         "min_term_months": None,
+        "interconnect": "pcie",
+        "network": None,
     }
 
 
@@ -127,20 +129,9 @@ def expected(catalog, built):
     estimates = pl.concat([catalog["estimates"], custom[0]])
     gpu_fit = pl.concat([catalog["gpu_fit"], custom[1]])
     server_fit = pl.concat([catalog["server_fit"], custom[2]])
-    servers = estimate.server_memory(catalog["servers"], catalog["gpus"])
-    names = dict(servers.select("server_id", "display_name").iter_rows())
 
     def price(value):
         return text["on_request"] if value is None else text["price"].format(price=fmt.integer(value))
-
-    def cheapest(row):
-        best = estimate.cheapest_option(row["memory_gb"], row["memory_high_gb"], catalog["servers"], catalog["gpus"])
-        return [
-            text["cheapest_one" if r["count"] == 1 else "cheapest"].format(
-                count=fmt.integer(r["count"]), name=names[r["server_id"]], total=fmt.integer(r["total_rub_month"])
-            )
-            for r in best.iter_rows(named=True)
-        ]
 
     cards = {}
     for r in gpu_fit.iter_rows(named=True):
@@ -185,7 +176,6 @@ def expected(catalog, built):
             "note": note(r["params_b"], r["method_id"], r["basis"]),
             "cards": cards[key],
             "servers": [[s["server_id"], text[f"fit_{s['fit']}"], price(s["price_rub_month"])] for s in fitting],
-            "cheapest": cheapest(r),
             "_row": r,
             "_fits": {s["server_id"]: s for s in fits[key]},
         }
@@ -216,7 +206,6 @@ READ = """() => {
     servers: shown($("out-servers"))
       ? [...document.querySelectorAll("#out-servers tbody tr")].map((r) => [r.dataset.server, ...cells(r, ["fit", "price"])])
       : [],
-    cheapest: [text("out-cheapest"), text("out-cheapest-high")],
     gpu_line: text("out-gpu-line"),
     server_line: text("out-server-line"),
     time_gpu: text("out-time-gpu"),
@@ -226,7 +215,7 @@ READ = """() => {
   };
 }"""
 
-FIGURES = ("memory", "low", "high", "min", "basis", "note", "cards", "servers", "cheapest")
+FIGURES = ("memory", "low", "high", "min", "basis", "note", "cards", "servers")
 
 
 @pytest.fixture

@@ -119,13 +119,19 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
                 continue
             assert cell_text(catalog, r) in line, (model_id, method_id)
             assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method_id)
+            # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
+            shown = p.text_content("#out-reco").replace("\xa0", " ")
+            assert line.endswith(shown), (model_id, method_id, line, shown)
+            if r["gpus_per_job"] == 1:
+                assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
             href = p.get_attribute("#calc-quote", "href")
             assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
     # the simple and the advanced mode answer with the same line for the same inputs
     p.select_option("#calc-model", "generic-70b")
     p.select_option("#calc-method", "full_amp")
-    simple = p.text_content("#calc-headline")
+    simple = [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")]
     p.check("#calc-adv")
-    assert p.text_content("#calc-headline") == simple
+    assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
+    assert p.text_content("#adv-total") == simple[1]
     assert p.is_hidden("#calc-headline-changed")
     context.close()

@@ -128,19 +128,6 @@ export function fittingServers(data, est) {
   );
 }
 
-// The cheapest priced server times how many are needed, like estimate.cheapest_option.
-export function cheapestOption(data, need) {
-  let best = null;
-  for (const server of data.servers) {
-    if (server.price_rub_month === null) continue;
-    const count = ceilDiv(need, server.server_memory_gb);
-    const total = count * server.price_rub_month;
-    const key = [total, count, server.id];
-    if (best === null || compareKeys(key, best.key) < 0) best = { server, count, total, key };
-  }
-  return best;
-}
-
 function compareKeys(a, b) {
   for (let i = 0; i < a.length; i += 1) {
     if (a[i] < b[i]) return -1;
@@ -696,6 +683,83 @@ export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
   return { hours, servers, cost };
 }
 
+// ---- the recommendation (pipeline/recommend.py): the same rules, for the shown inputs ----
+
+// memory.typical_setup: the site's typical setup for a method on `gpus` cards (ZeRO-3 on more than one).
+export function typicalSetup(data, method, gpus) {
+  const e = data.estimator;
+  return {
+    ...e.setup_defaults,
+    method,
+    gpus,
+    sharding: gpus > 1 ? e.typical_multi_gpu_sharding : "ddp",
+    offload: gpus > 1 ? e.typical_multi_gpu_offload : "none",
+    lora_dropout: Boolean(e.typical_lora_dropout) && !method.startsWith("full"),
+  };
+}
+
+// recommend.job_cards: one card plainly, else the fewest cards (at least 2) with the multi-card setup.
+export function jobCards(data, a, setupOn, memoryGb) {
+  if (fitsCard(data, estimateBreakdown(data, a, setupOn(1)), memoryGb)) return 1;
+  const found = minGpus(data, a, setupOn(2), memoryGb);
+  return found === null ? null : Math.max(found, 2);
+}
+
+// recommend.recommendations + recommend.rank for one job: every server, best first.
+// `setupOn(cards)` gives the setup on that many cards (the typical one, or the reader's advanced one).
+export function recommendationRows(data, a, setupOn, tokens, utilization) {
+  const gpus = new Map(data.gpus.map((g) => [g.id, g]));
+  const byGpu = new Map();
+  const active = parameterCounts(a).active;
+  const rows = [];
+  for (const server of [...data.servers].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))) {
+    const gpu = gpus.get(server.gpu_id);
+    if (!byGpu.has(gpu.id)) {
+      const cards = jobCards(data, a, setupOn, gpu.memory_gb);
+      let perGpu = null;
+      let hours = null;
+      if (cards !== null) {
+        const s = setupOn(cards);
+        perGpu = estimateBreakdown(data, a, s).total / data.estimator.units.gb;
+        const flops = trainingFlopsPerToken(data, active, s) * tokens;
+        hours = flops / (cards * peakTflops(gpu, Boolean(s.fp8)) * 1e12 * utilization) / 3600;
+      }
+      byGpu.set(gpu.id, { cards, perGpu, hours });
+    }
+    const { cards, perGpu, hours } = byGpu.get(gpu.id);
+    const serversCount = cards === null ? null : Math.ceil(cards / server.gpu_count);
+    const recommended = cards !== null && (serversCount === 1 || Boolean(server.network));
+    let cost = null;
+    let basis = "on_request";
+    let months = null;
+    if (cards !== null) {
+      cost = rentalCost(data, hours, server, serversCount);
+      if (server.price_rub_hour !== null && server.price_rub_hour !== undefined) basis = "hour";
+      else if (server.price_rub_month !== null) {
+        basis = "month";
+        months = Math.max(server.min_term_months || 1, Math.ceil(hours / data.constants.hours_per_month - 1e-9));
+      }
+    }
+    const link = cards === null ? null : cards === 1 ? "one_card" : serversCount === 1 ? server.interconnect : server.network;
+    rows.push({ server, gpu, cards, serversCount, perGpu, hours, cost, basis, months, link, recommended });
+  }
+  const key = (r) => [
+    r.recommended ? 0 : 1,
+    r.serversCount ?? 2 ** 30,
+    r.cost === null ? 1 : 0,
+    r.cost ?? 0,
+    r.hours ?? Infinity,
+    r.server.id,
+  ];
+  return rows.sort((x, y) => compareKeys(key(x), key(y)));
+}
+
+// The rank-1 row when it is recommended (recommend.best), else null.
+export function bestRecommendation(data, a, setupOn, tokens, utilization) {
+  const [first] = recommendationRows(data, a, setupOn, tokens, utilization);
+  return first && first.recommended ? first : null;
+}
+
 // ---- the page ----
 
 const FIELDS = ["model", "params", "method", "gpu", "server", "tokens", "epochs", "util", "cards"];
@@ -1168,19 +1232,7 @@ function setup(form, data, text) {
     );
     $("out-servers-wrap").hidden = fitting.length === 0;
     $("out-servers-none").hidden = fitting.length > 0;
-    const cheapest = cheapestOption(data, est.memory);
-    const cheapestHigh = cheapestOption(data, est.high);
-    $("out-cheapest-row").hidden = cheapest === null;
-    if (cheapest) {
-      const show = (o) =>
-        fill(o.count === 1 ? text.cheapest_one : text.cheapest, {
-          count: formatInteger(o.count),
-          name: o.server.name,
-          total: formatInteger(o.total),
-        });
-      $("out-cheapest").textContent = show(cheapest);
-      $("out-cheapest-high").textContent = show(cheapestHigh);
-    }
+    renderRecommendation(p);
     $("out-server-line").hidden = server === null;
     if (server) {
       const fit = serverFit(server, est);
@@ -1195,6 +1247,62 @@ function setup(form, data, text) {
       });
     }
     renderTime(p, est, gpu, server, renderAdvanced(p, est));
+  }
+
+  // The setup the shown figures are for: the typical one (simple mode) or the reader's (advanced mode), on `cards` cards.
+  function setupOn(cards) {
+    if (!field("advanced").checked) return typicalSetup(data, field("method").value, cards);
+    const { setup, invalid } = readSetup();
+    if (invalid.length || setupProblems(data, setup).length) return null;
+    return { ...setup, gpus: cards };
+  }
+
+  // The first-principles figure and the recommendation for the shown inputs, by recommend.py's rules:
+  // for a catalog model in the typical setup the same row as data/recommendations.csv.
+  let shownReco = null;
+  function renderRecommendation(p) {
+    const arch = architectureOf(p);
+    const advancedOn = field("advanced").checked;
+    const base = arch ? setupOn(advancedOn ? readSetup().setup.gpus : 1) : null;
+    $("out-fp-row").hidden = base === null;
+    $("out-reco-row").hidden = true;
+    $("out-reco-none").hidden = true;
+    shownReco = null;
+    if (base === null) return;
+    const gb = data.estimator.units.gb;
+    const fp = estimateBreakdown(data, arch, base).total / gb;
+    $("out-fp-memory").textContent = formatGb(fp);
+    $("out-fp-cards").textContent = formatInteger(base.gpus);
+    const tokensM = parsePositive(field("tokens").value);
+    const epochs = parsePositive(field("epochs").value);
+    const utilPct = parsePositive(field("util").value);
+    const tokens = tokensM === null ? data.estimator.typical_tokens : tokensM * 1e6 * (epochs ?? 1);
+    const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
+    const best = bestRecommendation(data, arch, advancedOn ? setupOn : (cards) => typicalSetup(data, field("method").value, cards), tokens, utilization);
+    shownReco = { fp, best, tokens, utilization, setup: base };
+    if (best === null) {
+      $("out-reco-none").hidden = false;
+      return;
+    }
+    const R = text.reco;
+    const link =
+      best.link === "pcie" ? R[best.gpu.has_nvlink ? "link_pcie" : "link_pcie_only"] : (R[`link_${best.link}`] ?? best.link ?? "");
+    const cost =
+      best.basis === "hour"
+        ? fill(R.cost_hour, { cost: formatInteger(Math.round(best.cost)), price: formatInteger(best.server.price_rub_hour) })
+        : best.basis === "month"
+          ? fill(R.cost_month, { cost: formatInteger(Math.round(best.cost)), months: formatInteger(best.months) })
+          : text.price_on_request;
+    $("out-reco").textContent = fill(R.line, {
+      cards: formatInteger(best.cards),
+      gpu: best.gpu.name,
+      server: best.server.name,
+      link,
+      cost,
+      hours: formatNumber(best.hours, 1),
+      tokens: formatNumber(tokens / 1e9, 2),
+    });
+    $("out-reco-row").hidden = false;
   }
 
   // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.

@@ -430,3 +430,29 @@ def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
     assert count == 6 and f"Таких строк {count}" in page
     for heading in ("По видам показаний", "По шардированию", "По библиотекам", "Чем библиотеки отличаются"):
         assert heading in page
+
+
+def test_cli_shows_the_recommendation_of_the_table(catalog):
+    """For a catalog model in the typical setup the command shows data/recommendations.csv's rank-1 row."""
+    from pipeline import recommend
+
+    row = recommend.best(catalog["recommendations"]).filter(
+        (pl.col("model_id") == "llama-3-1-70b") & (pl.col("method_id") == "lora")
+    )
+    want = row.row(0, named=True)
+    run = estimate_cli("--model", "llama-3-1-70b", "--method", "lora", "--json")
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)["recommendation"]
+    assert {k: got[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")} == {
+        k: want[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")
+    }
+    assert (got["server_id"], got["gpus_per_job"], got["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    text = estimate_cli("--model", "llama-3-1-70b", "--method", "lora")
+    line = f"Recommendation (as data/recommendations.csv): 3 x {want['gpu_id']} in esc8000a-4x-h100 (1 server(s)"
+    assert line in text.stdout
+    assert "1 360 800 ₽ (month)" in text.stdout
+    # another setup than the typical one: no table row is claimed for it
+    other = json.loads(
+        estimate_cli("--model", "llama-3-1-70b", "--method", "lora", "--seq-len", "4096", "--json").stdout
+    )
+    assert other["recommendation"] is None

@@ -3,7 +3,9 @@ column, and the calculator's one-line headline (in chromium) — each the `recom
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -134,4 +136,22 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
     assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
     assert p.text_content("#adv-total") == simple[1]
     assert p.is_hidden("#calc-headline-changed")
+    context.close()
+
+
+def test_download_has_every_shown_figure(browser, site_server, catalog):
+    context = browser.new_context(locale="ru-RU")
+    p = context.new_page()
+    p.goto(site_server + "calculator.html?model=generic-70b&method=lora")
+    p.wait_for_selector("#calc[data-ready=true]")
+    href = p.get_attribute("#calc-download", "href")
+    assert href.startswith("data:text/csv;charset=utf-8,")
+    rows = list(csv.reader(io.StringIO(unquote(href.split(",", 1)[1]).lstrip("\ufeff"))))
+    figures = {r[1]: r[2] for r in rows if r[0] == "figure"}
+    assert rows[1][2] == p.text_content("#calc-headline")
+    for name in ("out-fp-memory", "out-memory", "out-low", "out-high", "out-reco"):
+        assert figures[name] == p.text_content(f"#{name}").strip(), name
+    cards = [r for r in rows if r[0] == "out-cards"]
+    assert len(cards) == catalog["gpus"].height
+    assert [r for r in rows if r[0] == "out-servers"]
     context.close()

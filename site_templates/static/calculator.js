@@ -892,10 +892,6 @@ function setup(form, data, text) {
     }
     $("calc-headline-changed").hidden = changed.length === 0;
     $("calc-headline-changed").textContent = changed.length ? fill(text.headline_changed, { fields: changed.join("; ") }) : "";
-    const rows = [["model_id", "method_id", "headline", ...Object.keys(job?.figures ?? {})]];
-    rows.push([modelSelect.value, field("method").value, line.textContent, ...Object.values(job?.figures ?? {})]);
-    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
-    $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
     $("calc-download").hidden = false;
     $("calc-copy").hidden = !navigator.clipboard;
   }
@@ -1247,6 +1243,23 @@ function setup(form, data, text) {
       });
     }
     renderTime(p, est, gpu, server, renderAdvanced(p, est));
+    renderDownload();
+  }
+
+  // «Скачать расчёт»: every figure shown — the headline, each shown value (by its element id) and each
+  // row of the shown tables — as a CSV the reader saves.
+  function renderDownload() {
+    const shown = (node) => node.closest("[hidden]") === null && node.closest("details:not([open]) > :not(summary)") === null;
+    const rows = [["part", "item", "value"], ["headline", modelSelect.value + "|" + field("method").value, $("calc-headline").textContent]];
+    for (const node of form.parentElement.querySelectorAll('span[id^="out-"], span[id^="adv-"], strong[id^="adv-"], td[id^="adv-"]')) {
+      if (shown(node) && node.children.length === 0 && node.textContent.trim()) rows.push(["figure", node.id, node.textContent.trim()]);
+    }
+    for (const table of form.querySelectorAll("table")) {
+      if (!shown(table)) continue;
+      for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map((cell) => cell.textContent.trim())]);
+    }
+    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
+    $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
   }
 
   // The setup the shown figures are for: the typical one (simple mode) or the reader's (advanced mode), on `cards` cards.

@@ -22,7 +22,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import calculator, charts, estimator_pages, paging, russian, sanitize, site_links
+from pipeline import calculator, charts, estimator_pages, paging, quote, russian, sanitize, site_links
 from pipeline import format as fmt
 from pipeline.combine import Catalog
 from pipeline.comparison import Comparison
@@ -613,6 +613,12 @@ class Renderer:
             labels=self.labels,
             path=path,
             canonical=self.base_url + path.removesuffix("index.html"),
+            # «Запросить КП» for a page without one job (the comparisons): the page's subject and address.
+            quote_page=lambda heading: quote.quote_url(
+                self.site_config["quote"],
+                self.labels["entities"]["reco"]["q_subject"].format(what=heading),
+                [(self.labels["entities"]["reco"]["q_page"], self.base_url + path)],
+            ),
             **context,
         )
         return russian.typograph(html, "html")
@@ -678,6 +684,10 @@ class Renderer:
                 cards=E.model_cards(m),
                 servers=E.model_servers(m),
                 cheapest=E.model_cheapest(m),
+                quote_url=E.quote_link(m),
+                plan_with=E.plan_with,
+                quote_contacts=self.site_config["quote"],
+                utilization_pct=fmt.number(t.c.constants["default_utilization"] * 100, 0),
                 breakdown=self.estimator.bars(m),
                 breakdown_view=self.estimator.breakdown_table(m),
             )
@@ -718,6 +728,8 @@ class Renderer:
                 heading=server["display_name"],
                 facts=self.server_facts(server),
                 jobs=E.server_jobs(s),
+                quote_url=E.quote_link(None, server_id=s),
+                quote_contacts=self.site_config["quote"],
             )
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]
@@ -846,6 +858,10 @@ class Renderer:
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
             plural=russian.plural_data(),
+            headlines=self.entities.headlines(),
+            plan_with=self.entities.plan_with,
+            opens_with=self.site_config["calculator_opens_with"],
+            quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

@@ -401,6 +401,9 @@ GPUS = Table(
     ("gpu_id",),
 )
 
+# Inter-node networks a server may declare (servers.network): fabric and line rate per port.
+SERVER_NETWORKS = ("infiniband-ndr", "infiniband-hdr", "roce-400", "roce-200", "ethernet-100")
+
 SERVERS = Table(
     "servers",
     "Серверы каталога",
@@ -429,6 +432,35 @@ SERVERS = Table(
             label_ru="Цена, ₽/мес",
         ),
         Field("price_checked_on", "date", "Дата цены.", required=False, label_ru="Дата цены"),
+        Field(
+            "min_term_months",
+            "int",
+            "Наименьший срок аренды по месячной цене; пусто — один месяц.",
+            unit="мес",
+            required=False,
+            min=1,
+            max=36,
+            label_ru="Мин. срок, мес",
+        ),
+        Field(
+            "price_rub_hour",
+            "int",
+            "Цена аренды за час, если сервер сдаётся почасово; пусто — только помесячно.",
+            unit="₽/ч",
+            required=False,
+            min=1,
+            max=100_000_000,
+            label_ru="Цена, ₽/ч",
+        ),
+        Field(
+            "network",
+            "str",
+            "Сеть между серверами для задачи на нескольких серверах; пусто — не заявлена, "
+            "и задачу на несколько таких серверов сайт не рекомендует.",
+            required=False,
+            allowed=SERVER_NETWORKS,
+            label_ru="Сеть между серверами",
+        ),
         _ref(),
     ),
     ("server_id",),
@@ -806,8 +838,9 @@ GPU_FIT = Table(
             "nvlink_need",
             "str",
             "Нужна ли быстрая связь карт: no — одна карта и при +50 %; "
-            "recommended — одна по оценке, больше при +50 %; required — две и больше по оценке.",
-            allowed=("no", "recommended", "required"),
+            "recommended — одна по оценке, больше при +50 %; required — две и больше по оценке; "
+            "pcie_only — у карты нет NVLink, и карт нужно больше одной: обмен идёт только по PCIe.",
+            allowed=("no", "recommended", "required", "pcie_only"),
             label_ru="Нужна быстрая связь",
         ),
     ),
@@ -1257,6 +1290,85 @@ PRETRAINING = Table(
     kind="derived",
 )
 
+RECOMMENDATIONS = Table(
+    "recommendations",
+    "Рекомендация: сервер под задачу",
+    "Для каждой модели и способа в типовой постановке — каждый сервер каталога: сколько карт нужно по оценке из "
+    "первых принципов, сколько серверов, по какой связи, черновое время на эталонный объём данных и стоимость "
+    "по условиям аренды. rank 1 — рекомендация: сначала то, что помещается в один сервер, затем дешевле.",
+    (
+        Field("model_id", "id", "Модель.", references="models.model_id", label_ru="Код модели"),
+        Field("method_id", "id", "Способ дообучения.", references="methods.method_id", label_ru="Код способа"),
+        Field("rank", "int", "Место среди серверов для этой задачи; 1 — рекомендация.", label_ru="Место"),
+        Field("server_id", "id", "Сервер.", references="servers.server_id", label_ru="Код сервера"),
+        Field("recommended", "bool", "Рекомендуется ли этот вариант.", label_ru="Рекомендуется"),
+        Field(
+            "reason",
+            "id",
+            "Почему: one_chassis — помещается в один сервер; several_chassis — нужно несколько серверов, "
+            "сеть между ними заявлена; needs_network — нужно несколько серверов, а сети между ними нет "
+            "(не рекомендуется); does_not_fit — не помещается.",
+            allowed=("one_chassis", "several_chassis", "needs_network", "does_not_fit"),
+            label_ru="Причина",
+        ),
+        Field("servers_count", "int", "Серверов на задачу.", unit="шт.", required=False, label_ru="Серверов"),
+        Field("gpus_per_job", "int", "Карт на задачу.", unit="шт.", required=False, label_ru="Карт"),
+        Field("gpu_id", "id", "Карта.", references="gpus.gpu_id", label_ru="Карта"),
+        Field("gpus_per_server", "int", "Карт в сервере.", unit="шт.", label_ru="Карт в сервере"),
+        Field(
+            "per_gpu_memory_gb",
+            "float",
+            "Пик памяти одной карты по оценке из первых принципов на этом числе карт.",
+            unit="ГБ",
+            required=False,
+            label_ru="Память на карту, ГБ",
+        ),
+        Field("gpu_memory_gb", "float", "Память одной карты.", unit="ГБ", label_ru="Память карты, ГБ"),
+        Field(
+            "link",
+            "str",
+            "По чему идёт обмен между картами задачи: one_card — карта одна; связь сервера (nvswitch, "
+            "nvlink-bridge, pcie) или сеть между серверами.",
+            required=False,
+            label_ru="Связь",
+        ),
+        Field("gpu_has_nvlink", "bool", "Есть ли у карты NVLink (или другая прямая связь).", label_ru="NVLink у карты"),
+        Field("tokens", "float", "Эталонный объём: токенов × эпох.", unit="шт.", label_ru="Токенов"),
+        Field("utilization", "float", "Доля пиковой производительности.", unit="доля", label_ru="Загрузка"),
+        Field(
+            "hours",
+            "float",
+            "Черновое время на картах задачи: вычисления по активным параметрам / (карт × пик BF16 × загрузка).",
+            unit="ч",
+            required=False,
+            label_ru="Часов",
+        ),
+        Field(
+            "hours_all_cards",
+            "float",
+            "Черновое время, если занять все карты арендованных серверов.",
+            unit="ч",
+            required=False,
+            label_ru="Часов на всех картах",
+        ),
+        Field(
+            "cost_basis",
+            "id",
+            "Как считана стоимость: hour — почасовая цена; month — целые месяцы, не меньше минимального срока; "
+            "on_request — цены нет.",
+            required=False,
+            allowed=("hour", "month", "on_request"),
+            label_ru="Основа стоимости",
+        ),
+        Field("months_billed", "int", "Оплачиваемых месяцев.", unit="мес", required=False, label_ru="Месяцев"),
+        Field("cost_rub", "float", "Стоимость аренды на это время.", unit="₽", required=False, label_ru="Стоимость, ₽"),
+        Field("price_rub_month", "int", "Цена сервера в месяц.", unit="₽/мес", required=False, label_ru="₽/мес"),
+        Field("price_rub_hour", "int", "Цена сервера за час.", unit="₽/ч", required=False, label_ru="₽/ч"),
+    ),
+    ("model_id", "method_id", "server_id"),
+    kind="derived",
+)
+
 DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATES,
     GPU_FIT,
@@ -1268,6 +1380,7 @@ DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATOR_RANGE,
     ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
+    RECOMMENDATIONS,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
 

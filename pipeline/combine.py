@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from pipeline.estimate import calibration, first_principles, table_rule, training
+from pipeline.estimate import calibration, first_principles, recommend, table_rule, training
 from pipeline.schema import SOURCE_TABLES
 
 
@@ -44,5 +44,8 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     )
     tables["pretraining"] = training.pretraining_table(
         tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
+    )
+    tables["recommendations"] = recommend.recommendations(
+        tables["models"], tables["methods"], tables["servers"], tables["gpus"], constants
     )
     return Catalog(tables, constants)

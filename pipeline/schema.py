@@ -354,6 +354,9 @@ GPUS = Table(
     ("gpu_id",),
 )
 
+# Inter-node networks a server may declare (servers.network): fabric and line rate per port.
+SERVER_NETWORKS = ("infiniband-ndr", "infiniband-hdr", "roce-400", "roce-200", "ethernet-100")
+
 SERVERS = Table(
     "servers",
     (
@@ -376,6 +379,28 @@ SERVERS = Table(
             max=10_000_000_000,
         ),
         Field("price_checked_on", "date", required=False),
+        Field(
+            "min_term_months",
+            "int",
+            unit="months",
+            required=False,
+            min=1,
+            max=36,
+        ),
+        Field(
+            "price_rub_hour",
+            "int",
+            unit="rub_per_hour",
+            required=False,
+            min=1,
+            max=100_000_000,
+        ),
+        Field(
+            "network",
+            "str",
+            required=False,
+            allowed=SERVER_NETWORKS,
+        ),
         _ref(),
     ),
     ("server_id",),
@@ -664,7 +689,7 @@ GPU_FIT = Table(
         Field(
             "nvlink_need",
             "str",
-            allowed=("no", "recommended", "required"),
+            allowed=("no", "recommended", "required", "pcie_only"),
         ),
     ),
     ("model_id", "method_id", "gpu_id"),
@@ -1004,6 +1029,65 @@ PRETRAINING = Table(
     kind="derived",
 )
 
+RECOMMENDATIONS = Table(
+    "recommendations",
+    (
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("rank", "int"),
+        Field("server_id", "id", references="servers.server_id"),
+        Field("recommended", "bool"),
+        Field(
+            "reason",
+            "id",
+            allowed=("one_chassis", "several_chassis", "needs_network", "does_not_fit"),
+        ),
+        Field("servers_count", "int", unit="count", required=False),
+        Field("gpus_per_job", "int", unit="count", required=False),
+        Field("gpu_id", "id", references="gpus.gpu_id"),
+        Field("gpus_per_server", "int", unit="count"),
+        Field(
+            "per_gpu_memory_gb",
+            "float",
+            unit="gb",
+            required=False,
+        ),
+        Field("gpu_memory_gb", "float", unit="gb"),
+        Field(
+            "link",
+            "str",
+            required=False,
+        ),
+        Field("gpu_has_nvlink", "bool"),
+        Field("tokens", "float", unit="count"),
+        Field("utilization", "float", unit="share"),
+        Field(
+            "hours",
+            "float",
+            unit="hours",
+            required=False,
+        ),
+        Field(
+            "hours_all_cards",
+            "float",
+            unit="hours",
+            required=False,
+        ),
+        Field(
+            "cost_basis",
+            "id",
+            required=False,
+            allowed=("hour", "month", "on_request"),
+        ),
+        Field("months_billed", "int", unit="months", required=False),
+        Field("cost_rub", "float", unit="rub", required=False),
+        Field("price_rub_month", "int", unit="rub_per_month", required=False),
+        Field("price_rub_hour", "int", unit="rub_per_hour", required=False),
+    ),
+    ("model_id", "method_id", "server_id"),
+    kind="derived",
+)
+
 DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATES,
     GPU_FIT,
@@ -1015,6 +1099,7 @@ DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATOR_RANGE,
     ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
+    RECOMMENDATIONS,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
 
@@ -1176,6 +1261,8 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "pretraining_target_days",
         "tokens_per_param",
     ),
+    "pipeline.estimate.recommend": ("default_utilization",),
+    "pipeline.render.site": ("default_utilization",),
     "pipeline.render.calculator_json": (
         "adamw_grad_bytes",
         "adamw_optimizer_bytes",

@@ -61,6 +61,10 @@ def test_data_servers_have_total_memory_and_price(catalog):
         "gpu_count": 2,
         "server_memory_gb": 160,
         "price_rub_month": 585000,
+        "price_rub_hour": None,
+        "min_term_months": None,
+        "interconnect": "pcie",
+        "network": None,
     }
 
 
@@ -97,7 +101,7 @@ def test_page_has_labels_noscript_and_the_time_block(built):
     details = page[page.index('<details id="calc-time"') : page.index("</details>")]
     assert "черновая оценка" in details
     assert 'value="40"' in details  # default_utilization 0.4, as a percentage
-    assert "в месяце 720 ч" in details  # hours_per_month
+    assert "целые месяцы по 720 ч" in details  # hours_per_month, never price / 720
     assert "Transformer Math 101" in details
     assert re.search(r'<script type="module" src="calculator\.[0-9a-f]{10}\.js">', page)
 
@@ -127,20 +131,9 @@ def expected(catalog, built):
     estimates = pl.concat([catalog["estimates"], custom[0]])
     gpu_fit = pl.concat([catalog["gpu_fit"], custom[1]])
     server_fit = pl.concat([catalog["server_fit"], custom[2]])
-    servers = estimate.server_memory(catalog["servers"], catalog["gpus"])
-    names = dict(servers.select("server_id", "display_name").iter_rows())
 
     def price(value):
         return text["on_request"] if value is None else text["price"].format(price=fmt.integer(value))
-
-    def cheapest(row):
-        best = estimate.cheapest_option(row["memory_gb"], row["memory_high_gb"], catalog["servers"], catalog["gpus"])
-        return [
-            text["cheapest_one" if r["count"] == 1 else "cheapest"].format(
-                count=fmt.integer(r["count"]), name=names[r["server_id"]], total=fmt.integer(r["total_rub_month"])
-            )
-            for r in best.iter_rows(named=True)
-        ]
 
     cards = {}
     for r in gpu_fit.iter_rows(named=True):
@@ -185,7 +178,6 @@ def expected(catalog, built):
             "note": note(r["params_b"], r["method_id"], r["basis"]),
             "cards": cards[key],
             "servers": [[s["server_id"], text[f"fit_{s['fit']}"], price(s["price_rub_month"])] for s in fitting],
-            "cheapest": cheapest(r),
             "_row": r,
             "_fits": {s["server_id"]: s for s in fits[key]},
         }
@@ -216,7 +208,6 @@ READ = """() => {
     servers: shown($("out-servers"))
       ? [...document.querySelectorAll("#out-servers tbody tr")].map((r) => [r.dataset.server, ...cells(r, ["fit", "price"])])
       : [],
-    cheapest: [text("out-cheapest"), text("out-cheapest-high")],
     gpu_line: text("out-gpu-line"),
     server_line: text("out-server-line"),
     time_gpu: text("out-time-gpu"),
@@ -226,7 +217,7 @@ READ = """() => {
   };
 }"""
 
-FIGURES = ("memory", "low", "high", "min", "basis", "note", "cards", "servers", "cheapest")
+FIGURES = ("memory", "low", "high", "min", "basis", "note", "cards", "servers")
 
 
 @pytest.fixture
@@ -373,12 +364,12 @@ def expected_time(catalog, text, figures, case):
     else:
         cards = int(figures["cards"][gpu["gpu_id"]][0])
     utilization = float(case["util"]) / 100 if "util" in case else catalog.constants["default_utilization"]
-    flops = (
-        catalog.constants["train_flops_per_param_token"]
-        * (row["params_b"] * 1e9)
-        * (float(case["tokens"]) * 1e6)
-        * float(case.get("epochs", "1"))
-    )
+    # The same compute as the advanced mode: active parameters, the cheaper LoRA backward, the typical setup.
+    c = catalog.constants
+    archs = memory.model_architectures(catalog["models"])
+    active = parameter_counts(archs[case["model"]]).active if case["model"] in archs else row["params_b"] * 1e9
+    per_token = memory.training_flops_per_token(active, memory.typical_setup(case["method"], c), c)
+    flops = per_token * (float(case["tokens"]) * 1e6) * float(case.get("epochs", "1"))
     hours = flops / (cards * gpu["bf16_dense_tflops"] * 1e12 * utilization) / 3600
     out = {
         "time_gpu": text["time_gpu"].format(name=gpu["short_name"], cards=fmt.integer(cards)),
@@ -388,7 +379,7 @@ def expected_time(catalog, text, figures, case):
     }
     if server and server["price_rub_month"] is not None:
         count = math.ceil(cards / server["gpu_count"])
-        cost = hours / catalog.constants["hours_per_month"] * server["price_rub_month"] * count
+        cost = training.rental_cost(hours, count, server, catalog.constants)[0]
         out["cost"] = fmt.number(cost, 0)
         out["time_servers"] = text["time_servers"].format(name=server["display_name"], count=fmt.integer(count))
     return out
@@ -487,7 +478,7 @@ def test_inputs_live_in_the_url(page, site_server, expected):
 
 def test_keyboard_only(page, site_server, expected):
     """Tab to the form, choose with the keys, open the time block: no mouse."""
-    open_calculator(page, site_server)
+    open_calculator(page, site_server, {"model": "custom"})
     assert page.evaluate(
         "[...document.querySelectorAll('#calc input, #calc select')].every((e) => e.labels.length > 0)"
     )

@@ -65,7 +65,15 @@ def test_training_time_and_cost():
     hours = 6 * P * 1e9 / (16 * 989e12 * 0.4) / 3600
     assert plan.hours == pytest.approx(hours, rel=1e-12)
     assert plan.servers == 2
-    assert plan.cost_rub == pytest.approx(hours * 2_373_300 / 720 * 2, rel=1e-12)
+    # a job of a few hours on servers rented by the month costs a whole month of each, not hours / 720
+    assert hours < 720 and plan.cost_rub == 2_373_300 * 2
+    hourly = training.plan(flops, H100, 16, 0.4, C, server=server | {"price_rub_hour": 5000})
+    assert hourly.cost_rub == pytest.approx(hours * 5000 * 2, rel=1e-12)
+    # 1 054 hours: two months by the clock, three by the minimum term; 4 215 hours: six months
+    term = training.plan(flops * 500, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
+    assert 720 < term.hours < 2 * 720 and term.cost_rub == 2_373_300 * 2 * 3
+    long = training.plan(flops * 2000, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
+    assert 5 * 720 < long.hours < 6 * 720 and long.cost_rub == 2_373_300 * 2 * 6
     fp8 = training.plan(flops, H100, 16, 0.4, C, fp8=True)
     assert fp8.hours == pytest.approx(hours * 989 / 1979, rel=1e-12)
     lora = training.training_flops(LLAMA3_8B, memory.Setup(method="lora"), 1e9, C)
@@ -423,3 +431,29 @@ def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
     assert count == 6 and f"Таких строк {count}" in page
     for heading in ("По видам показаний", "По шардированию", "По библиотекам", "Чем библиотеки отличаются"):
         assert heading in page
+
+
+def test_cli_shows_the_recommendation_of_the_table(catalog):
+    """For a catalog model in the typical setup the command shows data/recommendations.csv's rank-1 row."""
+    from pipeline.estimate import recommend
+
+    row = recommend.best(catalog["recommendations"]).filter(
+        (pl.col("model_id") == "llama-3-1-70b") & (pl.col("method_id") == "lora")
+    )
+    want = row.row(0, named=True)
+    run = estimate_cli("--model", "llama-3-1-70b", "--method", "lora", "--json")
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)["recommendation"]
+    assert {k: got[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")} == {
+        k: want[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")
+    }
+    assert (got["server_id"], got["gpus_per_job"], got["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    text = estimate_cli("--model", "llama-3-1-70b", "--method", "lora")
+    line = f"Recommendation (as data/recommendations.csv): 3 x {want['gpu_id']} in esc8000a-4x-h100 (1 server(s)"
+    assert line in text.stdout
+    assert "1 360 800 ₽ (month)" in text.stdout
+    # another setup than the typical one: no table row is claimed for it
+    other = json.loads(
+        estimate_cli("--model", "llama-3-1-70b", "--method", "lora", "--seq-len", "4096", "--json").stdout
+    )
+    assert other["recommendation"] is None

@@ -46,9 +46,10 @@ def test_model_page_figures(built, catalog):
     assert (cards, high) == (1, 2)
     assert 'href="../gpus/h200-sxm.html">H200</a>' in html
     assert 'href="../methods/lora.html">LoRA</a>' in html
-    # The cheapest fitting option per method: full fine-tuning of 8.03 B needs 137.7 GB, 206.5 at +50 %.
-    assert "2 × H100 80GB (XFUSION) — 585 000 ₽/мес" in html
-    assert "2 шт. «2 × H100 80GB (XFUSION)» — 1 170 000 ₽/мес" in html
+    # Which server (table recommendations): full fine-tuning of 8.03 B in the typical setup takes three
+    # H100 with ZeRO-3 (its 128k-word vocabulary makes large logits), in one 4-card server, a whole month.
+    assert "3 × H100 PCIe в сервере «4 × H100 80GB (ESC8000A)»" in html
+    assert "1 360 800 ₽ — аренда на 1 мес." in html
 
 
 def test_moe_and_extrapolated_model(built):

@@ -742,6 +742,9 @@ TYPICAL_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gpus": ("count", ()),
     "multi_gpu_sharding": ("choice", SHARDINGS[1:]),
     "offload": ("choice", OFFLOADS),
+    # The reference dataset of draft times and costs (pipeline/recommend.py): millions of tokens, epochs.
+    "dataset_tokens_m": ("count", ()),
+    "epochs": ("count", ()),
 }
 TYPICAL_PREFIX = "typical_"
 

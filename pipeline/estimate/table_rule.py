@@ -98,10 +98,14 @@ def estimate_memory(
     )
 
 
-def nvlink_need(cards: pl.Expr, cards_high: pl.Expr) -> pl.Expr:
-    """Rule 7: one card even at +50 % -> no; one at the estimate only -> recommended; more -> required."""
+def nvlink_need(cards: pl.Expr, cards_high: pl.Expr, has_nvlink: pl.Expr | None = None) -> pl.Expr:
+    """Rule 7: one card even at +50 % -> no; one at the estimate only -> recommended; more -> required.
+    Rule 10: a card without NVLink that needs more than one card -> pcie_only, never required."""
+    pcie_only = pl.lit(False) if has_nvlink is None else has_nvlink.not_()
     return (
-        pl.when(cards >= 2)
+        pl.when(pcie_only & (cards_high >= 2))
+        .then(pl.lit("pcie_only"))
+        .when(cards >= 2)
         .then(pl.lit("required"))
         .when(cards_high >= 2)
         .then(pl.lit("recommended"))
@@ -113,12 +117,22 @@ def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
     """Rule 5 and 7: cards of each GPU at the estimate and at +50 %, and the NVLink need."""
     return (
         estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb")
-        .join(gpus.select("gpu_id", pl.col("memory_gb").alias("gpu_memory_gb")), how="cross")
+        .join(
+            gpus.select(
+                "gpu_id",
+                pl.col("memory_gb").alias("gpu_memory_gb"),
+                # a frame without the column (a test's two-column catalog) keeps rule 7 as it is
+                (pl.col("interconnect") != "pcie").alias("link")
+                if "interconnect" in gpus.columns
+                else pl.lit(True).alias("link"),
+            ),
+            how="cross",
+        )
         .with_columns(
             cards=ceil_div(pl.col("memory_gb"), pl.col("gpu_memory_gb")),
             cards_high=ceil_div(pl.col("memory_high_gb"), pl.col("gpu_memory_gb")),
         )
-        .with_columns(nvlink_need=nvlink_need(pl.col("cards"), pl.col("cards_high")))
+        .with_columns(nvlink_need=nvlink_need(pl.col("cards"), pl.col("cards_high"), pl.col("link")))
         .select(
             "model_id",
             "method_id",

@@ -1,8 +1,8 @@
 """Draft training time and cost (DESIGN.md rule 8) and pretraining plans.
 
 Pure functions. Time = compute / (cards x peak dense TFLOP/s x utilisation); the
-utilisation is always the reader's input (default from constants.csv). Cost = hours x
-the server's monthly price / hours in a month, per server used.
+utilisation is always the reader's input (default from constants.csv). Cost follows the
+server's rental terms (`rental_cost`): hours x the hourly price, or whole months of the monthly price.
 """
 
 from __future__ import annotations
@@ -56,9 +56,23 @@ def plan(
     if server is None:
         return Plan(flops, cards, hours)
     servers = math.ceil(cards / server["gpu_count"])
-    price = server.get("price_rub_month")
-    cost = None if price is None else hours * price / c["hours_per_month"] * servers
-    return Plan(flops, cards, hours, servers, cost)
+    return Plan(flops, cards, hours, servers, rental_cost(hours, servers, server, c)[0])
+
+
+def rental_cost(hours: float, servers_count: int, server: Mapping[str, object], c: Mapping[str, object]):
+    """(cost in ₽, basis, months billed) of `hours` on `servers_count` servers under the row's rental terms.
+
+    An hourly price bills the hours; a monthly price bills whole months (of hours_per_month hours),
+    at least min_term_months (one month when the row states none) — never the monthly price / 720
+    for a job shorter than a month. No price: (None, "on_request", None).
+    """
+    hourly, monthly = server.get("price_rub_hour"), server.get("price_rub_month")
+    if hourly is not None:
+        return hours * hourly * servers_count, "hour", None
+    if monthly is not None:
+        months = max(int(server.get("min_term_months") or 1), math.ceil(hours / float(c["hours_per_month"]) - 1e-9))
+        return months * monthly * servers_count, "month", months
+    return None, "on_request", None
 
 
 @dataclass(frozen=True)

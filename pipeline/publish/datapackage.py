@@ -45,7 +45,7 @@ def field_descriptor(field: Field, table: Table) -> dict:
     if field.type == "bool":
         descriptor["trueValues"], descriptor["falseValues"] = ["true"], ["false"]
     if field.unit:
-        descriptor["unit"] = field.unit  # not in Table Schema's list, allowed as a custom property
+        descriptor["unit"] = field.unit_label  # not in Table Schema's list, allowed as a custom property
     constraints = {}
     if field.required:
         constraints["required"] = True

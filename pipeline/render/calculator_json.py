@@ -81,6 +81,13 @@ def estimator_data(catalog: Catalog) -> dict:
         # The advanced mode opens with the site's typical setup (sources/typical_setup.csv).
         "setup_defaults": asdict(first_principles.typical_setup("full_amp", catalog.constants)),
         "typical_multi_gpu_sharding": catalog.constants[first_principles.TYPICAL_PREFIX + "multi_gpu_sharding"],
+        # first_principles.typical_setup on more than one card, so that the page ranks servers as recommend.py does.
+        "typical_multi_gpu_offload": first_principles.typical_setup("full_amp", catalog.constants, 2).offload,
+        # recommend.recommendations' reference dataset: tokens x epochs.
+        "typical_tokens": float(catalog.constants[first_principles.TYPICAL_PREFIX + "dataset_tokens_m"])
+        * 1e6
+        * float(catalog.constants[first_principles.TYPICAL_PREFIX + "epochs"]),
+        "typical_lora_dropout": bool(catalog.constants[first_principles.TYPICAL_PREFIX + "lora_dropout"]),
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.
         "units": {
@@ -129,6 +136,7 @@ def calculator_data(catalog: Catalog) -> dict:
                 "memory_gb": _number(r["memory_gb"]),
                 "bf16_dense_tflops": _number(r["bf16_dense_tflops"]),
                 "fp8_dense_tflops": _number(r["fp8_dense_tflops"]),
+                "has_nvlink": r["interconnect"] != "pcie",
             }
             for r in gpus.iter_rows(named=True)
         ],
@@ -140,6 +148,10 @@ def calculator_data(catalog: Catalog) -> dict:
                 "gpu_count": r["gpu_count"],
                 "server_memory_gb": _number(r["server_memory_gb"]),
                 "price_rub_month": _number(r["price_rub_month"]),
+                "price_rub_hour": _number(r["price_rub_hour"]),
+                "min_term_months": r["min_term_months"],
+                "interconnect": r["interconnect"],
+                "network": r.get("network"),
             }
             for r in servers.iter_rows(named=True)
         ],

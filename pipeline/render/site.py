@@ -27,7 +27,7 @@ from pipeline.combine import Catalog
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
-from pipeline.render import charts, paging, registry, russian, sanitize, site_links
+from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links
 from pipeline.render import format as fmt
 from pipeline.render.view import Link, TableView
 from pipeline.render.views import estimator as estimator_pages
@@ -49,7 +49,7 @@ class Article:
     nav: str  # short label for the navigation bar
     body: str  # the template source, front matter removed
     line: int = 1  # the line of the file where the body starts
-    in_nav: bool = True  # in the top navigation ("nav: true"); otherwise under «Все материалы»
+    in_nav: bool = True  # in the top navigation ("nav: true"); otherwise only in the list of all articles
 
     @property
     def file(self) -> str:
@@ -73,7 +73,7 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     """Articles from site_templates/articles/*.md: front matter between '---' lines, then the body.
 
     Front matter keys: title, description, order (position in the navigation), nav (true: in the top
-    navigation, false: only under «Все материалы»), label (its short name in the navigation).
+    navigation, false: only in the list of all articles), label (its short name in the navigation).
     """
     articles = []
     for path in sorted((templates / "articles").glob("*.md")):
@@ -583,6 +583,12 @@ class Renderer:
             labels=self.labels,
             path=path,
             canonical=self.base_url + path.removesuffix("index.html"),
+            # The quote request for a page without one job (the comparisons): the page's subject and address.
+            quote_page=lambda heading: quote.quote_url(
+                self.site_config["quote"],
+                self.labels["entities"]["reco"]["q_subject"].format(what=heading),
+                [(self.labels["entities"]["reco"]["q_page"], self.base_url + path)],
+            ),
             **context,
         )
         return russian.typograph(html, "html")
@@ -648,6 +654,10 @@ class Renderer:
                 cards=E.model_cards(m),
                 servers=E.model_servers(m),
                 cheapest=E.model_cheapest(m),
+                quote_url=E.quote_link(m),
+                plan_with=E.plan_with,
+                quote_contacts=self.site_config["quote"],
+                utilization_pct=fmt.number(t.c.constants["default_utilization"] * 100, 0),
                 breakdown=self.estimator.bars(m),
                 breakdown_view=self.estimator.breakdown_table(m),
             )
@@ -688,6 +698,8 @@ class Renderer:
                 heading=server["display_name"],
                 facts=self.server_facts(server),
                 jobs=E.server_jobs(s),
+                quote_url=E.quote_link(None, server_id=s),
+                quote_contacts=self.site_config["quote"],
             )
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]
@@ -816,6 +828,10 @@ class Renderer:
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
             plural=russian.plural_data(),
+            headlines=self.entities.headlines(),
+            plan_with=self.entities.plan_with,
+            opens_with=self.site_config["calculator_opens_with"],
+            quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)
                 for r in dict.fromkeys(

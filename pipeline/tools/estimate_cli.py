@@ -563,6 +563,7 @@ def result(catalog, args) -> dict:
             }
         )
     out["servers"] = servers
+    out["recommendation"] = recommendation(catalog, args, setup)
     if args.tokens:
         utilization = args.utilization if args.utilization is not None else c["default_utilization"]
         if args.gpu:
@@ -596,6 +597,40 @@ def result(catalog, args) -> dict:
                 "cost_rub": p.cost_rub,
             }
     return out
+
+
+def recommendation(catalog, args, setup: first_principles.Setup) -> dict | None:
+    """The rank-1 row of `recommendations` (the same as data/recommendations.csv) for a catalog model in
+    the typical setup; {"recommended": False} when no server takes the job; None for any other request
+    (the table is computed for the typical setup only)."""
+    import polars as pl
+
+    from pipeline.estimate import recommend
+
+    if args.model is None or args.config is not None:
+        return None
+    if setup != first_principles.typical_setup(setup.method, catalog.constants, setup.gpus) or setup.gpus != 1:
+        return None
+    rows = catalog["recommendations"].filter((pl.col("model_id") == args.model) & (pl.col("method_id") == setup.method))
+    best = recommend.best(rows)
+    if best.is_empty():
+        return {"recommended": False}
+    return best.row(0, named=True)
+
+
+def _recommendation_line(r: dict | None) -> str:
+    if r is None:
+        return "Recommendation: data/recommendations.csv is for the catalog models in the typical setup; this request differs"
+    if not r.get("recommended"):
+        return "Recommendation: no catalog server takes the job in one chassis (several only over a declared network)"
+    cost = (
+        "price on request" if r["cost_rub"] is None else f"{r['cost_rub']:,.0f} ₽ ({r['cost_basis']})".replace(",", " ")
+    )
+    return (
+        f"Recommendation (as data/recommendations.csv): {r['gpus_per_job']} x {r['gpu_id']} in {r['server_id']}"
+        f" ({r['servers_count']} server(s), link {r['link']}), {_gb(r['per_gpu_memory_gb'])} GB per GPU;"
+        f" {r['hours']:,.1f} h on {r['tokens'] / 1e9:g} B tokens, {cost} (a draft estimate)"
+    )
 
 
 def _gb(value: float) -> str:
@@ -667,6 +702,8 @@ def render(out: dict) -> str:
             n = sv["servers_needed"]
             verdict = f"{n} server(s), {_gb(sv['per_gpu_gb'])} GB per GPU"
         lines.append(f"  {sv['name']:<40} {verdict:<36} {price}")
+    if "recommendation" in out:
+        lines.append(_recommendation_line(out["recommendation"]))
     if "draft_time" in out:
         t = out["draft_time"]
         cost = ", about " + f"{t['cost_rub']:,.0f} ₽".replace(",", " ") if t["cost_rub"] is not None else ""

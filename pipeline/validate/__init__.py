@@ -543,6 +543,18 @@ def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
             ORDER BY 1"""
     ).fetchall()
     _sql_rule(out, con, sources_dir, "servers", "server interconnect fits the GPU's form factor", rows)
+    terms = con.sql(
+        f"""SELECT {LINE}, 'min_term_months', CAST(min_term_months AS VARCHAR),
+                   'a minimum term applies to a monthly price: fill price_rub_month or clear min_term_months'
+            FROM typed_servers WHERE min_term_months IS NOT NULL AND price_rub_month IS NULL
+            UNION ALL
+            SELECT {LINE}, 'price_rub_hour', CAST(price_rub_hour AS VARCHAR),
+                   'an hourly price above the monthly price (' || price_rub_month || ' ₽/мес): check the columns'
+            FROM typed_servers WHERE price_rub_hour IS NOT NULL AND price_rub_month IS NOT NULL
+              AND price_rub_hour > price_rub_month
+            ORDER BY 1"""
+    ).fetchall()
+    _sql_rule(out, con, sources_dir, "servers", "rental terms agree with the prices", terms)
 
 
 def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:

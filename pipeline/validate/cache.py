@@ -6,7 +6,7 @@ Two kinds of entry, each keyed by everything that determines it:
 - **per table** (namespace `validation-table`): the Great Expectations outcomes of one table
   (its problems and check results), keyed by the table's cells (a SHA-256 of every raw cell,
   line numbers included), the suite's definition (the table's entry in the schema registry,
-  the patterns and rules the suites are generated from, the code of pipeline/validate.py),
+  the patterns and rules the suites are generated from, the code of pipeline/validate/__init__.py),
   how reports name the file, the build date (the date checks) and the library versions. A
   new process runs GX only on the tables whose key is new: after a one-price edit, only
   servers.csv.
@@ -82,12 +82,12 @@ def versions() -> list[str]:
 
 
 def _code(kind: str) -> str:
-    """The hash of the code an outcome depends on: validate.py (per table) or the whole package."""
+    """The hash of the code an outcome depends on: validate/__init__.py (per table) or the whole package."""
     if kind not in _CODE:
         if kind == "package":
             _CODE[kind] = fingerprint.tree_hash(fingerprint.PACKAGE, "*.py")
         else:
-            _CODE[kind] = hashlib.sha256((fingerprint.PACKAGE / "validate.py").read_bytes()).hexdigest()
+            _CODE[kind] = hashlib.sha256((fingerprint.PACKAGE / "validate" / "__init__.py").read_bytes()).hexdigest()
     return _CODE[kind]
 
 

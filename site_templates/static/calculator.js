@@ -100,7 +100,9 @@ export function estimate(data, paramsB, methodId) {
 export function gpuFit(gpu, est) {
   const cards = ceilDiv(est.memory, gpu.memory_gb);
   const cardsHigh = ceilDiv(est.high, gpu.memory_gb);
-  const nvlink = cards >= 2 ? "required" : cardsHigh >= 2 ? "recommended" : "no";
+  // Rule 10: a card without NVLink never gets "required"; the table says it runs over PCIe only.
+  const nvlink =
+    !gpu.has_nvlink && cardsHigh >= 2 ? "pcie_only" : cards >= 2 ? "required" : cardsHigh >= 2 ? "recommended" : "no";
   return { cards, cardsHigh, nvlink };
 }
 
@@ -126,19 +128,6 @@ export function fittingServers(data, est) {
   );
 }
 
-// The cheapest priced server times how many are needed, like estimate.cheapest_option.
-export function cheapestOption(data, need) {
-  let best = null;
-  for (const server of data.servers) {
-    if (server.price_rub_month === null) continue;
-    const count = ceilDiv(need, server.server_memory_gb);
-    const total = count * server.price_rub_month;
-    const key = [total, count, server.id];
-    if (best === null || compareKeys(key, best.key) < 0) best = { server, count, total, key };
-  }
-  return best;
-}
-
 function compareKeys(a, b) {
   for (let i = 0; i < a.length; i += 1) {
     if (a[i] < b[i]) return -1;
@@ -153,8 +142,17 @@ export function trainingHours(data, paramsB, tokensM, epochs, cards, gpu, utiliz
   return flops / (cards * gpu.bf16_dense_tflops * 1e12 * utilization) / 3600;
 }
 
+// recommend.rental_cost: an hourly price bills the hours; a monthly one whole months (of hours_per_month
+// hours), at least the row's minimum term (one month when none is stated). Never monthly price / 720.
+export function rentalCost(data, hours, server, servers) {
+  if (server.price_rub_hour !== null && server.price_rub_hour !== undefined) return hours * server.price_rub_hour * servers;
+  if (server.price_rub_month === null) return null;
+  const months = Math.max(server.min_term_months ?? 1, Math.ceil(hours / data.constants.hours_per_month - 1e-9));
+  return months * server.price_rub_month * servers;
+}
+
 export function trainingCost(data, hours, server, servers) {
-  return (hours / data.constants.hours_per_month) * server.price_rub_month * servers;
+  return rentalCost(data, hours, server, servers);
 }
 
 // ---- the first-principles estimator (advanced mode): pipeline/estimate/architecture.py and pipeline/estimate/first_principles.py ----
@@ -681,9 +679,85 @@ export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
   const hours = flops / (cards * peakTflops(gpu, fp8) * 1e12 * utilization) / 3600;
   if (!server) return { hours, servers: null, cost: null };
   const servers = Math.ceil(cards / server.gpu_count);
-  const price = server.price_rub_month;
-  const cost = price === null ? null : ((hours * price) / data.estimator.constants.hours_per_month) * servers;
+  const cost = rentalCost(data, hours, server, servers);
   return { hours, servers, cost };
+}
+
+// ---- the recommendation (pipeline/recommend.py): the same rules, for the shown inputs ----
+
+// memory.typical_setup: the site's typical setup for a method on `gpus` cards (ZeRO-3 on more than one).
+export function typicalSetup(data, method, gpus) {
+  const e = data.estimator;
+  return {
+    ...e.setup_defaults,
+    method,
+    gpus,
+    sharding: gpus > 1 ? e.typical_multi_gpu_sharding : "ddp",
+    offload: gpus > 1 ? e.typical_multi_gpu_offload : "none",
+    lora_dropout: Boolean(e.typical_lora_dropout) && !method.startsWith("full"),
+  };
+}
+
+// recommend.job_cards: one card plainly, else the fewest cards (at least 2) with the multi-card setup.
+export function jobCards(data, a, setupOn, memoryGb) {
+  if (fitsCard(data, estimateBreakdown(data, a, setupOn(1)), memoryGb)) return 1;
+  const found = minGpus(data, a, setupOn(2), memoryGb);
+  return found === null ? null : Math.max(found, 2);
+}
+
+// recommend.recommendations + recommend.rank for one job: every server, best first.
+// `setupOn(cards)` gives the setup on that many cards (the typical one, or the reader's advanced one).
+export function recommendationRows(data, a, setupOn, tokens, utilization) {
+  const gpus = new Map(data.gpus.map((g) => [g.id, g]));
+  const byGpu = new Map();
+  const active = parameterCounts(a).active;
+  const rows = [];
+  for (const server of [...data.servers].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))) {
+    const gpu = gpus.get(server.gpu_id);
+    if (!byGpu.has(gpu.id)) {
+      const cards = jobCards(data, a, setupOn, gpu.memory_gb);
+      let perGpu = null;
+      let hours = null;
+      if (cards !== null) {
+        const s = setupOn(cards);
+        perGpu = estimateBreakdown(data, a, s).total / data.estimator.units.gb;
+        const flops = trainingFlopsPerToken(data, active, s) * tokens;
+        hours = flops / (cards * peakTflops(gpu, Boolean(s.fp8)) * 1e12 * utilization) / 3600;
+      }
+      byGpu.set(gpu.id, { cards, perGpu, hours });
+    }
+    const { cards, perGpu, hours } = byGpu.get(gpu.id);
+    const serversCount = cards === null ? null : Math.ceil(cards / server.gpu_count);
+    const recommended = cards !== null && (serversCount === 1 || Boolean(server.network));
+    let cost = null;
+    let basis = "on_request";
+    let months = null;
+    if (cards !== null) {
+      cost = rentalCost(data, hours, server, serversCount);
+      if (server.price_rub_hour !== null && server.price_rub_hour !== undefined) basis = "hour";
+      else if (server.price_rub_month !== null) {
+        basis = "month";
+        months = Math.max(server.min_term_months || 1, Math.ceil(hours / data.constants.hours_per_month - 1e-9));
+      }
+    }
+    const link = cards === null ? null : cards === 1 ? "one_card" : serversCount === 1 ? server.interconnect : server.network;
+    rows.push({ server, gpu, cards, serversCount, perGpu, hours, cost, basis, months, link, recommended });
+  }
+  const key = (r) => [
+    r.recommended ? 0 : 1,
+    r.serversCount ?? 2 ** 30,
+    r.cost === null ? 1 : 0,
+    r.cost ?? 0,
+    r.hours ?? Infinity,
+    r.server.id,
+  ];
+  return rows.sort((x, y) => compareKeys(key(x), key(y)));
+}
+
+// The rank-1 row when it is recommended (recommend.best), else null.
+export function bestRecommendation(data, a, setupOn, tokens, utilization) {
+  const [first] = recommendationRows(data, a, setupOn, tokens, utilization);
+  return first && first.recommended ? first : null;
 }
 
 // ---- the page ----
@@ -853,6 +927,38 @@ function setup(form, data, text) {
   for (const name of CHECK_FIELDS) {
     if (query.get(name) === "1" || query.get(name) === "0") field(name).checked = query.get(name) === "1";
   }
+
+  // The one-line answer: the recommendations table's row for the chosen model x method (the same line as
+  // the model pages); the page opens on site.toml's calculator_opens_with when the link names no model.
+  const headlines = JSON.parse(document.getElementById("calc-headlines")?.textContent ?? '{"jobs":{}}');
+  if (!query.has("model") && headlines.opens_with) {
+    modelSelect.value = headlines.opens_with[0];
+    if (!query.has("method")) field("method").value = headlines.opens_with[1];
+  }
+  function renderHeadline() {
+    const job = headlines.jobs[`${modelSelect.value}|${field("method").value}`];
+    const line = $("calc-headline");
+    if (!line) return;
+    line.textContent = job ? job.text : text.headline_custom;
+    if (job) $("calc-quote").href = job.quote;
+    const changed = [];
+    if (field("advanced").checked) {
+      for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
+        if (applies(name) && field(name).value.trim() !== String(defaults[name])) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
+      }
+      for (const name of CHECK_FIELDS) {
+        if (applies(name) && field(name).checked !== defaults[name]) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
+      }
+    }
+    $("calc-headline-changed").hidden = changed.length === 0;
+    $("calc-headline-changed").textContent = changed.length ? fill(text.headline_changed, { fields: changed.join("; ") }) : "";
+    $("calc-download").hidden = false;
+    $("calc-copy").hidden = !navigator.clipboard;
+  }
+  $("calc-copy")?.addEventListener("click", async () => {
+    await navigator.clipboard.writeText(window.location.href);
+    $("calc-copied").hidden = false;
+  });
 
   const isFullMethod = () => field("method").value.startsWith("full");
   // Fields that do not apply to the chosen method are hidden, keep the defaults and stay out of the URL.
@@ -1108,6 +1214,7 @@ function setup(form, data, text) {
   }
 
   function render() {
+    renderHeadline();
     const custom = modelSelect.value === "custom";
     $("calc-custom").hidden = !custom;
     const p = paramsB();
@@ -1181,19 +1288,7 @@ function setup(form, data, text) {
     );
     $("out-servers-wrap").hidden = fitting.length === 0;
     $("out-servers-none").hidden = fitting.length > 0;
-    const cheapest = cheapestOption(data, est.memory);
-    const cheapestHigh = cheapestOption(data, est.high);
-    $("out-cheapest-row").hidden = cheapest === null;
-    if (cheapest) {
-      const show = (o) =>
-        fill(o.count === 1 ? text.cheapest_one : text.cheapest, {
-          count: formatInteger(o.count),
-          name: o.server.name,
-          total: formatInteger(o.total),
-        });
-      $("out-cheapest").textContent = show(cheapest);
-      $("out-cheapest-high").textContent = show(cheapestHigh);
-    }
+    renderRecommendation(p);
     $("out-server-line").hidden = server === null;
     if (server) {
       const fit = serverFit(server, est);
@@ -1208,6 +1303,79 @@ function setup(form, data, text) {
       });
     }
     renderTime(p, est, gpu, server, renderAdvanced(p, est));
+    renderDownload();
+  }
+
+  // «Скачать расчёт»: every figure shown — the headline, each shown value (by its element id) and each
+  // row of the shown tables — as a CSV the reader saves.
+  function renderDownload() {
+    const shown = (node) => node.closest("[hidden]") === null && node.closest("details:not([open]) > :not(summary)") === null;
+    const rows = [["part", "item", "value"], ["headline", modelSelect.value + "|" + field("method").value, $("calc-headline").textContent]];
+    for (const node of form.parentElement.querySelectorAll('span[id^="out-"], span[id^="adv-"], strong[id^="adv-"], td[id^="adv-"]')) {
+      if (shown(node) && node.children.length === 0 && node.textContent.trim()) rows.push(["figure", node.id, node.textContent.trim()]);
+    }
+    for (const table of form.querySelectorAll("table")) {
+      if (!shown(table)) continue;
+      for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map((cell) => cell.textContent.trim())]);
+    }
+    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
+    $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
+  }
+
+  // The setup the shown figures are for: the typical one (simple mode) or the reader's (advanced mode), on `cards` cards.
+  function setupOn(cards) {
+    if (!field("advanced").checked) return typicalSetup(data, field("method").value, cards);
+    const { setup, invalid } = readSetup();
+    if (invalid.length || setupProblems(data, setup).length) return null;
+    return { ...setup, gpus: cards };
+  }
+
+  // The first-principles figure and the recommendation for the shown inputs, by recommend.py's rules:
+  // for a catalog model in the typical setup the same row as data/recommendations.csv.
+  let shownReco = null;
+  function renderRecommendation(p) {
+    const arch = architectureOf(p);
+    const advancedOn = field("advanced").checked;
+    const base = arch ? setupOn(advancedOn ? readSetup().setup.gpus : 1) : null;
+    $("out-fp-row").hidden = base === null;
+    $("out-reco-row").hidden = true;
+    $("out-reco-none").hidden = true;
+    shownReco = null;
+    if (base === null) return;
+    const gb = data.estimator.units.gb;
+    const fp = estimateBreakdown(data, arch, base).total / gb;
+    $("out-fp-memory").textContent = formatGb(fp);
+    $("out-fp-cards").textContent = formatInteger(base.gpus);
+    const tokensM = parsePositive(field("tokens").value);
+    const epochs = parsePositive(field("epochs").value);
+    const utilPct = parsePositive(field("util").value);
+    const tokens = tokensM === null ? data.estimator.typical_tokens : tokensM * 1e6 * (epochs ?? 1);
+    const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
+    const best = bestRecommendation(data, arch, advancedOn ? setupOn : (cards) => typicalSetup(data, field("method").value, cards), tokens, utilization);
+    shownReco = { fp, best, tokens, utilization, setup: base };
+    if (best === null) {
+      $("out-reco-none").hidden = false;
+      return;
+    }
+    const R = text.reco;
+    const link =
+      best.link === "pcie" ? R[best.gpu.has_nvlink ? "link_pcie" : "link_pcie_only"] : (R[`link_${best.link}`] ?? best.link ?? "");
+    const cost =
+      best.basis === "hour"
+        ? fill(R.cost_hour, { cost: formatInteger(Math.round(best.cost)), price: formatInteger(best.server.price_rub_hour) })
+        : best.basis === "month"
+          ? fill(R.cost_month, { cost: formatInteger(Math.round(best.cost)), months: formatInteger(best.months) })
+          : text.price_on_request;
+    $("out-reco").textContent = fill(R.line, {
+      cards: formatInteger(best.cards),
+      gpu: best.gpu.name,
+      server: best.server.name,
+      link,
+      cost,
+      hours: formatNumber(best.hours, 1),
+      tokens: formatNumber(tokens / 1e9, 2),
+    });
+    $("out-reco-row").hidden = false;
   }
 
   // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.
@@ -1244,10 +1412,15 @@ function setup(form, data, text) {
     }
     const autoCards = server ? server.gpu_count * serverFit(server, est).count : gpuFit(timeGpu, est).cards;
     const cards = typedCards === null ? autoCards : Math.ceil(typedCards);
-    const hours = trainingHours(data, p, tokensM, epochs, cards, timeGpu, utilization);
+    // The same compute as the advanced mode and the recommendations table: active parameters (MoE) and
+    // the cheaper backward pass of LoRA/QLoRA, in the typical setup (memory.training_flops_per_token).
+    const arch = modelSelect.value === "custom" ? null : data.estimator.architectures[modelSelect.value];
+    const activeParams = arch ? parameterCounts(arch).active : p * 1e9;
+    const perToken = trainingFlopsPerToken(data, activeParams, { ...defaults, method: field("method").value });
+    const hours = draftPlan(data, perToken * tokensM * 1e6 * epochs, timeGpu, cards, utilization, false, null).hours;
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
     $("out-hours").textContent = formatNumber(hours, 1);
-    const priced = server !== null && server.price_rub_month !== null;
+    const priced = server !== null && rentalCost(data, hours, server, 1) !== null;
     $("out-cost-row").hidden = !priced;
     $("out-cost-na").hidden = priced;
     if (priced) {

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.combine import Catalog
-from pipeline.estimate import table_rule
+from pipeline.estimate import recommend
 from pipeline.render import format as fmt
 from pipeline.render.view import Link, TableView
 
@@ -372,14 +372,27 @@ class Tables:
                 need = max(ests, key=lambda e: e["memory_gb"])
                 row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
-                options = table_rule.cheapest_option(
-                    row["memory_gb"], row["memory_high_gb"], self.c["servers"], self.c["gpus"]
-                ).iter_rows(named=True)
-                row["cheapest"] = {o["basis"]: o for o in options}
-                best = row["cheapest"].get("estimate")
-                row["same"] = bool(best) and best["server_id"] == offer["server_id"] and best["count"] == 1
+                # The site's answer for the offer: the recommendation (table recommendations) of its most
+                # demanding job by the first-principles total, which then holds the smaller ones too.
+                best = recommend.best(self.c["recommendations"]).join(
+                    own.select("model_id", "method_id"), on=["model_id", "method_id"]
+                )
+                best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
+                row["recommended"] = best.row(0, named=True) if best.height else None
+                row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
             out.append(row)
         return out
+
+    def _recommended(self, row: dict | None):
+        L = self.labels["legacy_offers_table"]
+        if row is None:
+            return L["no_recommendation"]
+        text = L["recommended_value"].format(
+            cards=fmt.integer(row["gpus_per_job"]),
+            gpu=self.gpu(row["gpu_id"])["short_name"],
+            server=self.server(row["server_id"])["display_name"],
+        )
+        return Link(text, f"servers/{row['server_id']}.html")
 
     def legacy_offers_table(self) -> TableView:
         L = self.labels["legacy_offers_table"]
@@ -390,13 +403,12 @@ class Tables:
             server = self.server(offer["server_id"])
             cells = [offer["task_ru"], self.server_link(offer["server_id"]), self._price(server["price_rub_month"])]
             if not row["covered"]:
-                cells += [L["not_covered"], "—", "—", "—", "—"]
+                cells += [L["not_covered"], "—", "—", "—"]
             else:
                 cells += [
                     L["memory_value"].format(gb=fmt.gb(row["memory_gb"]), gb_high=fmt.gb(row["memory_high_gb"])),
                     self.fit_label(row["article_fit"]),
-                    self._option(row["cheapest"].get("estimate")),
-                    self._option(row["cheapest"].get("high")),
+                    self._recommended(row["recommended"]),
                     L["same"] if row["same"] else L["differs"],
                 ]
             rows.append(cells)
@@ -408,8 +420,7 @@ class Tables:
                 L["price"],
                 L["memory"],
                 L["article_fit"],
-                L["cheapest"],
-                L["cheapest_high"],
+                L["recommended"],
                 L["verdict"],
             ],
             rows,
@@ -418,8 +429,8 @@ class Tables:
                 + self._refs("servers", server_ids)
                 + self.c["memory_anchors"]["reference_id"].to_list()
             ),
-            ["legacy_offers", "server_fit"],
-            [False, False, True, True, False, False, False, False],
+            ["legacy_offers", "server_fit", "recommendations"],
+            [False, False, True, True, False, False, False],
         )
 
     # -- helpers --

@@ -9,9 +9,10 @@ from functools import cached_property
 
 import polars as pl
 
-from pipeline.estimate import table_rule
+from pipeline.estimate import recommend, table_rule
 from pipeline.problems import Problem
 from pipeline.render import format as fmt
+from pipeline.render import quote
 from pipeline.render.view import Link, TableView
 from pipeline.render.views.articles import Tables, _unique
 
@@ -256,22 +257,142 @@ class EntityTables:
             [False, True, True] + [False] * len(self._methods),
         )
 
+    @cached_property
+    def recommended(self) -> dict[tuple[str, str], dict]:
+        """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/recommend.py)."""
+        best = recommend.best(self.c["recommendations"])
+        return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
+
+    def recommendation_text(self, row: dict | None) -> str:
+        """One line: cards, the server, its link, price, time — every figure a cell of `recommendations`."""
+        R = self.L["reco"]
+        if row is None:
+            return R["none"]
+        gpu = self.t.gpu(row["gpu_id"])["short_name"]
+        server = self.t.server(row["server_id"])["display_name"]
+        return R["line"].format(
+            cards=fmt.integer(row["gpus_per_job"]),
+            gpu=gpu,
+            server=server,
+            link=self.link_text(row),
+            cost=self.cost_text(row),
+            hours=fmt.number(row["hours"]),
+            tokens=fmt.number(row["tokens"] / 1e9, 2),
+        )
+
+    def link_text(self, row: dict) -> str:
+        R = self.L["reco"]
+        link = row["link"]
+        if link == "pcie":
+            return R["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
+        return R.get(f"link_{link}", link or "")
+
+    def cost_text(self, row: dict) -> str:
+        R = self.L["reco"]
+        if row["cost_basis"] == "hour":
+            return R["cost_hour"].format(
+                cost=fmt.integer(round(row["cost_rub"])), price=fmt.integer(row["price_rub_hour"])
+            )
+        if row["cost_basis"] == "month":
+            return R["cost_month"].format(
+                cost=fmt.integer(round(row["cost_rub"])), months=fmt.integer(row["months_billed"])
+            )
+        return self.t.labels["common"]["price_on_request"]
+
+    def quote_link(self, model_id: str, method_id: str | None = None, server_id: str | None = None) -> str:
+        """The quote-request link for a model (all methods, or one) or a server."""
+        R = self.L["reco"]
+        setup = self.c.constants
+        lines = []
+        if model_id:
+            lines.append((R["q_model"], self.t.model(model_id)["display_name"]))
+        methods = [method_id] if method_id else (self.method_ids() if model_id else [])
+        for me in methods:
+            lines.append((self.t.method(me)["name_ru"], self.recommendation_text(self.recommended.get((model_id, me)))))
+        if server_id:
+            lines.append((R["q_server"], self.t.server(server_id)["display_name"]))
+        lines.append(
+            (
+                R["q_setup"],
+                R["q_setup_value"].format(
+                    seq=fmt.integer(int(setup["typical_seq_len"])), batch=fmt.integer(int(setup["typical_micro_batch"]))
+                ),
+            )
+        )
+        subject = R["q_subject"].format(
+            what=self.t.model(model_id)["display_name"] if model_id else self.t.server(server_id)["display_name"]
+        )
+        return quote.quote_url(self.site["quote"], subject, lines)
+
+    @cached_property
+    def plan_with(self) -> str:
+        """The one sentence beside both estimators: which to plan with, citing their measured errors
+        (calibration_summary) and the first-principles range measured on the calibration set (estimator_range)."""
+        summary = {r["estimator"]: r for r in self.c["calibration_summary"].iter_rows(named=True)}
+        spread = self.c["estimator_range"].filter(pl.col("scope") == "all").row(0, named=True)
+        fp, table = summary["first_principles"], summary["table_rule"]
+        if fp["median_abs_error"] is None or table["median_abs_error"] is None or spread["low_factor"] is None:
+            return self.L["reco"]["plan_with_unknown"]
+        return self.L["reco"]["plan_with"].format(
+            fp=fmt.number(fp["median_abs_error"] * 100, 0),
+            table=fmt.number(table["median_abs_error"] * 100, 0),
+            table_bias=fmt.number(table["median_error"] * 100, 0),
+            rows=fmt.integer(fp["rows"]),
+            low=fmt.number(spread["low_factor"], 2),
+            high=fmt.number(spread["high_factor"], 2),
+        )
+
+    def headlines(self) -> dict[str, dict]:
+        """The calculator's one-line answer for every model x method ("model|method"): the recommendation's
+        line, the figures the estimate download saves, and the quote link."""
+        out = {}
+        for m in self.model_ids():
+            for me in self.method_ids():
+                r = self.recommended.get((m, me))
+                figures = {}
+                if r is not None:
+                    figures = {k: r[k] for k in ("server_id", "gpus_per_job", "per_gpu_memory_gb", "hours", "cost_rub")}
+                line = self.L["reco"]["headline"].format(
+                    method=self.t.method(me)["short_name_ru"],
+                    model=self.t.model(m)["display_name"],
+                    line=self.recommendation_text(r),
+                )
+                out[f"{m}|{me}"] = {"text": line, "figures": figures, "quote": self.quote_link(m, me)}
+        return out
+
     def model_cheapest(self, model_id: str) -> TableView:
-        L = self.L
+        """Which server, for every method: the rank-1 row of `recommendations` (pipeline/recommend.py)."""
+        L, R = self.L, self.L["reco"]
         rows = []
         for me in self.method_ids():
             self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
-            by_basis = self.cheapest.get((model_id, me), {})
+            r = self.recommended.get((model_id, me))
+            if r is None:
+                rows.append([self.t.method_link(me), R["none"], "—", "—", "—", "—"])
+                continue
             rows.append(
-                [self.t.method_link(me), self._option(by_basis.get("estimate")), self._option(by_basis.get("high"))]
+                [
+                    self.t.method_link(me),
+                    Link(
+                        R["cell"].format(
+                            cards=fmt.integer(r["gpus_per_job"]),
+                            gpu=self.t.gpu(r["gpu_id"])["short_name"],
+                            server=self.t.server(r["server_id"])["display_name"],
+                        ),
+                        f"servers/{r['server_id']}.html",
+                    ),
+                    fmt.gb(r["per_gpu_memory_gb"]),
+                    self.link_text(r),
+                    fmt.number(r["hours"]),
+                    self.cost_text(r),
+                ]
             )
-        priced = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())
         return TableView(
-            [L["method"], L["cheapest"], L["cheapest_high"]],
+            [L["method"], R["server"], R["per_gpu"], R["link"], R["hours"], R["cost"]],
             rows,
-            _unique(priced["reference_id"].to_list() + self.anchor_refs),
-            ["server_fit"],
-            [False, False, False],
+            _unique(self.c["servers"]["reference_id"].to_list() + self.c["typical_setup"]["reference_id"].to_list()),
+            ["recommendations"],
+            [False, False, True, False, True, False],
         )
 
     def _option(self, option: dict | None):

@@ -1,0 +1,213 @@
+"""The recommendation (pipeline/recommend.py): ranking rules on small inline catalogs, exact values."""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from pipeline.estimate import first_principles as memory
+from pipeline.estimate import recommend, training
+from pipeline.schema import SERVERS
+
+
+def servers(*rows: dict) -> pl.DataFrame:
+    base = {f.name: None for f in SERVERS.fields}
+    full = [base | {"display_name": r["server_id"], "platform": "x", "reference_id": "catalog"} | r for r in rows]
+    return pl.DataFrame(full, schema=SERVERS.polars_schema)
+
+
+def run(catalog, model_id: str, method_id: str, catalog_servers: pl.DataFrame) -> list[dict]:
+    models = catalog["models"]
+    table = recommend.recommendations(
+        models,
+        catalog["methods"].filter(pl.col("method_id") == method_id),
+        catalog_servers,
+        catalog["gpus"],
+        catalog.constants,
+    )
+    return table.filter(pl.col("model_id") == model_id).to_dicts()
+
+
+def test_one_chassis_beats_several_cheaper_ones(catalog):
+    # 70B LoRA needs 2 H200 (typical setup): two 1-card boxes are cheaper but need two chassis.
+    rows = run(
+        catalog,
+        "generic-70b",
+        "lora",
+        servers(
+            {
+                "server_id": "one-h200",
+                "gpu_id": "h200-nvl",
+                "gpu_count": 1,
+                "interconnect": "pcie",
+                "price_rub_month": 100_000,
+                "network": "infiniband-ndr",
+            },
+            {
+                "server_id": "four-h200",
+                "gpu_id": "h200-nvl",
+                "gpu_count": 4,
+                "interconnect": "pcie",
+                "price_rub_month": 1_000_000,
+            },
+        ),
+    )
+    got = [(r["rank"], r["server_id"], r["servers_count"], r["gpus_per_job"], r["reason"], r["cost_rub"]) for r in rows]
+    assert got == [
+        (1, "four-h200", 1, 2, "one_chassis", 1_000_000.0),
+        (2, "one-h200", 2, 2, "several_chassis", 200_000.0),
+    ]
+
+
+def test_several_chassis_without_a_network_is_never_recommended(catalog):
+    rows = run(
+        catalog,
+        "generic-70b",
+        "lora",
+        servers(
+            {
+                "server_id": "one-h200",
+                "gpu_id": "h200-nvl",
+                "gpu_count": 1,
+                "interconnect": "pcie",
+                "price_rub_month": 100_000,
+            },
+            {"server_id": "hgx", "gpu_id": "h200-sxm", "gpu_count": 8, "interconnect": "nvswitch"},
+        ),
+    )
+    got = [(r["rank"], r["server_id"], r["recommended"], r["reason"], r["link"], r["cost_basis"]) for r in rows]
+    # The priced server loses to one on request: it would need two chassis and no network is declared.
+    assert got == [
+        (1, "hgx", True, "one_chassis", "nvswitch", "on_request"),
+        (2, "one-h200", False, "needs_network", None, "month"),
+    ]
+    assert recommend.best(pl.DataFrame(rows))["server_id"].to_list() == ["hgx"]
+
+
+def test_cost_under_rental_terms():
+    c = {"hours_per_month": 720}
+    # hourly price: hours x price x servers
+    assert recommend.rental_cost(10.0, 2, {"price_rub_hour": 1500, "price_rub_month": 900_000}, c) == (
+        30_000.0,
+        "hour",
+        None,
+    )
+    # monthly price: whole months, at least the minimum term (one month when none is stated)
+    assert recommend.rental_cost(1.7, 1, {"price_rub_month": 585_000}, c) == (585_000, "month", 1)
+    assert recommend.rental_cost(1.7, 1, {"price_rub_month": 585_000, "min_term_months": 3}, c) == (
+        1_755_000,
+        "month",
+        3,
+    )
+    assert recommend.rental_cost(721.0, 2, {"price_rub_month": 100_000}, c) == (400_000, "month", 2)
+    assert recommend.rental_cost(720.0, 1, {"price_rub_month": 100_000}, c) == (100_000, "month", 1)
+    assert recommend.rental_cost(5.0, 1, {}, c) == (None, "on_request", None)
+
+
+def test_hourly_price_ranks_by_the_job_cost(catalog):
+    rows = run(
+        catalog,
+        "generic-7b",
+        "qlora_4bit",
+        servers(
+            {
+                "server_id": "monthly",
+                "gpu_id": "h100-pcie",
+                "gpu_count": 1,
+                "interconnect": "pcie",
+                "price_rub_month": 150_000,
+            },
+            {
+                "server_id": "hourly",
+                "gpu_id": "h100-pcie",
+                "gpu_count": 1,
+                "interconnect": "pcie",
+                "price_rub_month": 400_000,
+                "price_rub_hour": 700,
+            },
+        ),
+    )
+    hours = rows[0]["hours"]
+    assert [(r["server_id"], r["cost_basis"]) for r in rows] == [("hourly", "hour"), ("monthly", "month")]
+    assert rows[0]["cost_rub"] == pytest.approx(hours * 700)
+    assert rows[1]["cost_rub"] == 150_000.0
+
+
+@pytest.mark.parametrize(
+    ("model_id", "method_id"), [("qwen3-30b-a3b", "lora"), ("qwen3-30b-a3b", "full_amp"), ("generic-7b", "lora")]
+)
+def test_time_uses_active_parameters_and_the_cheaper_lora_backward(catalog, model_id, method_id):
+    rows = run(
+        catalog,
+        model_id,
+        method_id,
+        servers({"server_id": "b300", "gpu_id": "b300", "gpu_count": 8, "interconnect": "nvswitch"}),
+    )
+    (row,) = rows
+    arch = memory.model_architectures(catalog["models"])[model_id]
+    active = memory.parameter_counts(arch).active
+    # 2P forward + 4P backward (2P for a frozen base) + 2P recompute (checkpointing on in the typical setup)
+    per_token = 2 + (4 if method_id.startswith("full") else 2) + 2
+    b300 = catalog["gpus"].filter(pl.col("gpu_id") == "b300").row(0, named=True)
+    expected = per_token * active * 1e9 / (row["gpus_per_job"] * b300["bf16_dense_tflops"] * 1e12 * 0.4) / 3600
+    assert row["tokens"] == 1e9
+    assert row["hours"] == pytest.approx(expected, rel=1e-12)
+    assert row["hours"] == pytest.approx(
+        memory.training_hours(
+            training.training_flops(
+                arch, memory.typical_setup(method_id, catalog.constants, row["gpus_per_job"]), 1e9, catalog.constants
+            ),
+            row["gpus_per_job"],
+            b300["bf16_dense_tflops"],
+            0.4,
+        )
+    )
+    if model_id == "qwen3-30b-a3b":
+        assert active < memory.parameter_counts(arch).total / 5
+
+
+def test_every_model_and_method_has_one_recommendation(catalog):
+    table = catalog["recommendations"]
+    jobs = catalog["models"].height * catalog["methods"].height
+    assert table.height == jobs * catalog["servers"].height
+    best = recommend.best(table)
+    # a job with no recommended server is one that no catalog chassis holds (405B, 671B full)
+    unplaced = table.group_by("model_id", "method_id").agg(pl.col("recommended").any()).filter(~pl.col("recommended"))
+    assert best.height + unplaced.height == jobs
+    assert sorted(unplaced.select("model_id", "method_id").rows()) == [
+        ("deepseek-r1", "full_amp"),
+        ("deepseek-r1", "full_bf16"),
+        ("deepseek-v3", "full_amp"),
+        ("deepseek-v3", "full_bf16"),
+        ("llama-3-1-405b", "full_amp"),
+        ("llama-3-1-405b", "full_bf16"),
+        ("mixtral-8x22b", "full_amp"),
+        ("qwen3-235b-a22b", "full_amp"),
+        ("qwen3-235b-a22b", "full_bf16"),
+    ]
+    # the catalog declares no inter-node network: every recommendation is one chassis
+    assert set(best["servers_count"].to_list()) == {1}
+    assert not table.filter(pl.col("reason") == "needs_network")["recommended"].any()
+
+
+def test_seed_tasks(catalog):
+    best = recommend.best(catalog["recommendations"])
+    got = {
+        (r["model_id"], r["method_id"]): (r["server_id"], r["gpus_per_job"], r["cost_rub"])
+        for r in best.filter(pl.col("model_id").is_in(["generic-7b", "generic-13b", "generic-70b"])).to_dicts()
+        if r["method_id"] in ("lora", "qlora_4bit", "full_amp")
+    }
+    assert got == {
+        ("generic-7b", "lora"): ("xfusion-2x-h100", 1, 585_000.0),
+        ("generic-7b", "qlora_4bit"): ("xfusion-2x-h100", 1, 585_000.0),
+        ("generic-7b", "full_amp"): ("xfusion-2x-h100", 2, 585_000.0),
+        ("generic-13b", "lora"): ("xfusion-2x-h100", 1, 585_000.0),
+        ("generic-13b", "qlora_4bit"): ("xfusion-2x-h100", 1, 585_000.0),
+        ("generic-13b", "full_amp"): ("esc8000a-4x-h100", 4, 1_360_800.0),
+        ("generic-70b", "lora"): ("esc8000a-4x-h100", 3, 1_360_800.0),
+        ("generic-70b", "qlora_4bit"): ("xfusion-2x-h100", 1, 585_000.0),
+        ("generic-70b", "full_amp"): ("hgx-b300-8x", 6, None),
+    }
+    assert math.isfinite(best["hours"].sum())

@@ -1,0 +1,158 @@
+"""The recommendation on the site: model pages, the seed's offers table, the quote link, the NVLink
+column, and the calculator's one-line headline (in chromium) — each the `recommendations` row."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import polars as pl
+
+from pipeline.estimate import recommend
+from pipeline.render import format as fmt
+from pipeline.render import quote
+
+
+def page(built, path: str) -> str:
+    return (built / "site" / path).read_text(encoding="utf-8")
+
+
+def best_rows(catalog) -> dict[tuple[str, str], dict]:
+    return {
+        (r["model_id"], r["method_id"]): r for r in recommend.best(catalog["recommendations"]).iter_rows(named=True)
+    }
+
+
+def cell_text(catalog, r: dict) -> str:
+    gpu = catalog["gpus"].filter(pl.col("gpu_id") == r["gpu_id"])["short_name"][0]
+    server = catalog["servers"].filter(pl.col("server_id") == r["server_id"])["display_name"][0]
+    return f"{r['gpus_per_job']} × {gpu} в сервере «{server}»"
+
+
+def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
+    text = html.unescape(page(built, "models/llama-3-1-70b.html"))
+    section = text.split('id="cheapest"')[1]
+    best = best_rows(catalog)
+    for method_id in catalog["methods"]["method_id"]:
+        r = best[("llama-3-1-70b", method_id)]
+        assert cell_text(catalog, r) in section
+        assert f'<td class="num">{fmt.number(r["hours"])}</td>' in section
+    lora = best[("llama-3-1-70b", "lora")]
+    assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    assert "1 360 800 ₽ — аренда на 1 мес." in section.replace("\xa0", " ")
+    assert "Самый дешёвый" not in text
+
+
+def test_quote_link_carries_the_configuration(built, catalog):
+    text = page(built, "models/generic-70b.html")
+    href = html.unescape(re.search(r'<a class="quote-link" href="([^"]+)"', text).group(1))
+    parts = urlsplit(href)
+    assert parts.scheme == "mailto" and parts.path == "sales@tenzor.cloud"
+    query = parse_qs(parts.query)
+    assert query["subject"] == ["Запрос КП: Модель 70 млрд"]
+    body = query["body"][0]
+    assert body.startswith("Модель: Модель 70 млрд\n")
+    r = best_rows(catalog)[("generic-70b", "lora")]
+    assert f"LoRA: {cell_text(catalog, r)}" in body
+    assert "Постановка: типовая: 2\xa0048 токенов" in body
+    # the server page too, and the calculator without JavaScript (a plain link in the HTML)
+    assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in page(built, "servers/hgx-b200-8x.html")
+    assert 'id="calc-quote" class="quote-link" href="mailto:' in page(built, "calculator.html")
+
+
+def test_quote_url_uses_the_form_when_one_is_set():
+    lines = [("Модель", "Llama 3.1 70B"), ("Способ", "LoRA & co")]
+    url = quote.quote_url({"email": "a@b.c", "form_url": "https://example.org/kp?src=site"}, "Запрос", lines)
+    assert url.startswith("https://example.org/kp?src=site&")
+    assert parse_qs(urlsplit(url).query) == {
+        "src": ["site"],
+        "subject": ["Запрос"],
+        "Модель": ["Llama 3.1 70B"],
+        "Способ": ["LoRA & co"],
+    }
+    mail = quote.quote_url({"email": "a@b.c", "form_url": ""}, "Тема", lines)
+    assert unquote(mail) == "mailto:a@b.c?subject=Тема&body=Модель: Llama 3.1 70B\nСпособ: LoRA & co"
+
+
+def test_no_card_without_nvlink_is_ever_required(catalog):
+    fit = catalog["gpu_fit"].join(catalog["gpus"].select("gpu_id", "interconnect"), on="gpu_id")
+    pcie = fit.filter(pl.col("interconnect") == "pcie")
+    assert pcie.height > 0
+    assert set(pcie["nvlink_need"].unique()) == {"no", "pcie_only"}
+    # and cards with NVLink keep rule 7
+    assert "required" in fit.filter(pl.col("interconnect") != "pcie")["nvlink_need"].to_list()
+    row = pcie.filter(
+        (pl.col("model_id") == "generic-70b") & (pl.col("method_id") == "lora") & (pl.col("gpu_id") == "rtx-pro-6000")
+    )
+    assert row.select("cards", "cards_high", "nvlink_need").row(0) == (2, 3, "pcie_only")
+
+
+def test_seed_offers_table_shows_the_recommendation(built, catalog):
+    text = html.unescape(page(built, "gpu-count.html")).replace("\xa0", " ")
+    best = best_rows(catalog)
+    assert "Рекомендация сайта" in text
+    assert cell_text(catalog, best[("generic-70b", "full_amp")]) in text
+    assert cell_text(catalog, best[("generic-13b", "full_amp")]) in text
+
+
+def test_server_page_price_date(built):
+    text = page(built, "servers/esc8000a-8x-h100.html")
+    assert "<dt>Цена на</dt><dd>12.10.2026</dd>" in text
+
+
+def test_calculator_headline_matches_the_table_for_every_job(browser, site_server, catalog):
+    best = best_rows(catalog)
+    context = browser.new_context(locale="ru-RU")
+    p = context.new_page()
+    p.goto(site_server + "calculator.html")
+    p.wait_for_selector("#calc[data-ready=true]")
+    # opens with a model (site.toml), not an empty form
+    assert p.input_value("#calc-model") == "llama-3-1-70b" and p.input_value("#calc-method") == "lora"
+    for model_id in catalog["models"]["model_id"]:
+        p.select_option("#calc-model", model_id)
+        for method_id in catalog["methods"]["method_id"]:
+            p.select_option("#calc-method", method_id)
+            line = p.text_content("#calc-headline").replace("\xa0", " ")
+            r = best.get((model_id, method_id))
+            if r is None:
+                assert "ни один сервер каталога" in line, (model_id, method_id)
+                continue
+            assert cell_text(catalog, r) in line, (model_id, method_id)
+            assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method_id)
+            # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
+            shown = p.text_content("#out-reco").replace("\xa0", " ")
+            assert line.endswith(shown), (model_id, method_id, line, shown)
+            if r["gpus_per_job"] == 1:
+                assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
+            href = p.get_attribute("#calc-quote", "href")
+            assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
+    # the simple and the advanced mode answer with the same line for the same inputs
+    p.select_option("#calc-model", "generic-70b")
+    p.select_option("#calc-method", "full_amp")
+    simple = [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")]
+    p.check("#calc-adv")
+    assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
+    assert p.text_content("#adv-total") == simple[1]
+    assert p.is_hidden("#calc-headline-changed")
+    context.close()
+
+
+def test_download_has_every_shown_figure(browser, site_server, catalog):
+    context = browser.new_context(locale="ru-RU")
+    p = context.new_page()
+    p.goto(site_server + "calculator.html?model=generic-70b&method=lora")
+    p.wait_for_selector("#calc[data-ready=true]")
+    href = p.get_attribute("#calc-download", "href")
+    assert href.startswith("data:text/csv;charset=utf-8,")
+    rows = list(csv.reader(io.StringIO(unquote(href.split(",", 1)[1]).lstrip("\ufeff"))))
+    figures = {r[1]: r[2] for r in rows if r[0] == "figure"}
+    assert rows[1][2] == p.text_content("#calc-headline")
+    for name in ("out-fp-memory", "out-memory", "out-low", "out-high", "out-reco"):
+        assert figures[name] == p.text_content(f"#{name}").strip(), name
+    cards = [r for r in rows if r[0] == "out-cards"]
+    assert len(cards) == catalog["gpus"].height
+    assert [r for r in rows if r[0] == "out-servers"]
+    context.close()

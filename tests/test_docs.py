@@ -11,6 +11,8 @@ from pipeline.render.views.estimator import EstimatorTables
 from pipeline.schema import SOURCE_TABLES
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = {path.name: path.read_text(encoding="utf-8") for path in sorted((ROOT / "docs").glob("*.md"))}
+EVERYTHING = README + "".join(DOCS.values())  # the README and docs/, where a newcomer reads
 
 
 def test_every_just_recipe_is_in_readme():
@@ -34,7 +36,7 @@ def test_every_cli_option_is_in_readme():
         ).stdout
         for option in re.findall(r"(--[a-z-]+)", help_text):
             if option != "--help":
-                assert option in README, (command, option)
+                assert option in EVERYTHING, (command, option)
         assert f"python -m pipeline {command}" in README
 
 
@@ -69,7 +71,7 @@ def test_readme_describes_the_estimate_command():
     from pipeline.estimate import first_principles as memory
     from pipeline.tools import estimate_cli as estimate_command
 
-    section = README.split("## The first-principles estimator", 1)[1].split("\n## ", 1)[0]
+    section = DOCS["estimator.md"].split("## The first-principles estimator", 1)[1].split("\n## ", 1)[0]
     for reading in ("allocated", "reserved", "whole_card", "peak_phase", "per_gpu_gb", "readings_gb"):
         assert f"`{reading}`" in section, reading
     assert "backward pass" in section and "optimizer step" in section
@@ -87,3 +89,23 @@ def test_readme_describes_the_estimate_command():
     ).stdout
     assert "typical_setup.csv" in help_text and cache.ENV_DIR in help_text
     assert "default: 2048, the typical setup" in help_text.replace("\n", " ").replace("  ", " ")
+
+
+def test_readme_links_every_doc_and_nothing_points_outside_the_project():
+    for name in DOCS:
+        assert f"](docs/{name})" in README, name
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "sources" / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)", text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            resolved = (path.parent / target).resolve()
+            assert resolved.is_relative_to(ROOT), (path.name, target)  # a clone has nothing outside it
+            assert resolved.exists() or target.startswith(("output/", "../output/")), (path.name, target)
+        assert "/work/" not in text and "../shared" not in text, path.name
+
+
+def test_readme_keeps_what_a_newcomer_needs():
+    for heading in ("## Quick start", "## Commands", "## Layout", "## Read more"):
+        assert heading in README, heading
+    assert len(README) < 10_000  # the rest is in docs/

@@ -656,7 +656,7 @@ def _s(x) -> str:
     return "—" if x is None else f"{x:.2f}"
 
 
-def print_table(results: dict) -> None:
+def print_table(results: dict) -> None:  # noqa: C901
     real = results["real"]
     rows: list[tuple[str, str]] = []
     imports = real["imports"]

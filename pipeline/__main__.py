@@ -54,6 +54,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def version() -> str:
+    """The installed package's version (`--version`)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed
 
@@ -64,6 +65,7 @@ def version() -> str:
 
 
 def print_warnings(warnings) -> None:
+    """Warnings on stderr, grouped (messages.toml words): the build goes on."""
     from pipeline.messages import grouped_warnings, message
 
     if warnings:
@@ -80,7 +82,8 @@ def cli() -> None:
     sys.exit(main(prog="gpu-reference"))
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+def parser(argv: list[str] | None, prog: str) -> Parser:
+    """The command line: build, check, serve, diff, estimate, publish, each with its options and exit codes."""
     parser = Parser(
         prog=prog,
         description="GPU fine-tuning reference: build the site.",
@@ -89,6 +92,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
+    add_build(commands)
+    add_check(commands)
+    add_serve(commands)
+    add_diff(commands)
+    words = sys.argv[1:] if argv is None else argv
+    if "estimate" in words or not any(w in ("build", "check", "serve", "diff", "publish") for w in words):
+        from pipeline.tools import estimate_cli as estimate_command  # (polars): only when it may be the command
+
+        estimate_command.add_parser(commands)
+    else:
+        commands.add_parser("estimate", help=ESTIMATE_HELP)
+    from pipeline.tools import publish_s3
+
+    publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
+    return parser
+
+
+def add_build(commands) -> None:
+    """`build`: its options."""
     b = commands.add_parser(
         "build",
         help="validate sources/, compute every table and write output/",
@@ -111,6 +133,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         "--force", action="store_true", help="rebuild everything and write every file anew, even if nothing changed"
     )
     b.add_argument("--quiet", action="store_true", help="print only problems, warnings and the summary line")
+
+
+def add_check(commands) -> None:
+    """`check`: its options."""
     c = commands.add_parser(
         "check",
         help="validate the sources only; write nothing",
@@ -121,6 +147,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     c.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
+
+
+def add_serve(commands) -> None:
+    """`serve`: its options."""
     s = commands.add_parser(
         "serve",
         help="serve the site on 127.0.0.1, rebuild on every change, reload the page",
@@ -146,6 +176,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         help="the base URL the builds are made for, as in build (default: $SITE_BASE_URL or /)",
     )
     s.add_argument("--quiet", action="store_true", help="print only rebuilds and problems, no stage times")
+
+
+def add_diff(commands) -> None:
+    """`diff`: its options."""
     d = commands.add_parser(
         "diff",
         help="what this build changes compared with the published one",
@@ -161,23 +195,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         help="the published build to compare with (default: $PUBLISHED_DIR or published, made by `just publish`)",
     )
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
-    words = sys.argv[1:] if argv is None else argv
-    if "estimate" in words or not any(w in ("build", "check", "serve", "diff", "publish") for w in words):
-        from pipeline.tools import estimate_cli as estimate_command  # (polars): only when it may be the command
 
-        estimate_command.add_parser(commands)
-    else:
-        commands.add_parser("estimate", help=ESTIMATE_HELP)
-    from pipeline.tools import publish_s3
 
-    publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+    """`python -m pipeline …`: parse the arguments and run the command; returns the exit code."""
+    args = parser(argv, prog).parse_args(argv)
 
     if args.command == "estimate":
         from pipeline.tools import estimate_cli
 
         return estimate_cli.run(args)
     if args.command == "publish":
+        from pipeline.tools import publish_s3
+
         return publish_s3.run(args)
 
     if args.command == "diff":
@@ -185,6 +215,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
 
         return run(args.out, args.against, as_json=args.json)
 
+    return run_command(args)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """build, check or serve, with the report and the exit code of every way they can end."""
     from pipeline.build import build, check
 
     started = time.perf_counter()
@@ -230,6 +265,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
     except KeyboardInterrupt:
         print(f"Interrupted; {out or 'nothing'} was left as it was.", file=sys.stderr)
         return 130
+    return report(args, summary, started)
+
+
+def report(args: argparse.Namespace, summary: dict, started: float) -> int:
+    """The summary line of a build (and its warnings)."""
     if summary["unchanged"]:
         print(f"Nothing changed since the last build of {args.out}; {time.perf_counter() - started:.2f} s")
         return 0

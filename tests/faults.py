@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def main() -> int:
+def main() -> int:  # noqa: C901
     spec = json.loads(sys.argv[1])
     args = sys.argv[2:]
     out = Path(os.path.abspath(args[args.index("--out") + 1])) if "--out" in args else ROOT / "output"

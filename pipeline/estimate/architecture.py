@@ -171,7 +171,7 @@ def _attention_linears(a: Architecture) -> list[Linear]:
     ]
 
 
-def _mlp_linears(prefix: str, group: str, hidden: int, width: int, gated: bool, count: int) -> list[Linear]:
+def _mlp_linears(prefix: str, group: str, hidden: int, width: int, gated: bool, count: int) -> list[Linear]:  # noqa: PLR0913
     if count == 0:
         return []
     out = [Linear(f"{prefix}gate", group, hidden, width, count)] if gated else []
@@ -287,7 +287,7 @@ CONFIG_KEYS = {
 }
 
 
-def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # noqa: C901
     """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
 
     Reads the keys the common decoders use (Llama, Mistral, Mixtral, Qwen 2/3 and their MoE,

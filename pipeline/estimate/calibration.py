@@ -83,7 +83,7 @@ MODELLED_TECHNIQUES = {
 UNKNOWN_LENGTHS = "unknown_lengths"
 
 
-def techniques(row: Mapping[str, object]) -> list[str]:
+def techniques(row: Mapping[str, object]) -> list[str]:  # noqa: D103
     return [t for t in (row.get("extra_techniques") or "").split(",") if t]
 
 
@@ -321,7 +321,7 @@ CONSTANT_BASIS = {
 FITTED = {"allocator_fragmentation": ("reserved", tuple(i / 20 for i in range(21)))}
 
 
-def _fit(
+def _fit(  # noqa: PLR0913
     constant: str,
     kind: str,
     grid: tuple[float, ...],

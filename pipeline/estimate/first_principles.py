@@ -107,7 +107,7 @@ class Setup:
         """Bits per weight of the frozen base (QLoRA), 16 otherwise."""
         return int(self.method.split("_")[1].removesuffix("bit")) if self.is_quantised else 16
 
-    def problems(self) -> list[str]:
+    def problems(self) -> list[str]:  # noqa: C901
         """Combinations that do not exist in practice, in plain words; empty when the setup is valid."""
         found = []
         for name, value, allowed in (
@@ -396,7 +396,7 @@ def _largest_quantised(arch: Architecture, setup: Setup) -> int:
     return largest
 
 
-def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:
+def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:  # noqa: C901
     """Peak memory per GPU of `setup` for a model of architecture `arch`.
 
     The peak is the larger of two moments (`phase`): the start of the backward pass (weights,
@@ -620,7 +620,7 @@ MAX_CUSTOM_LAYERS = 2000
 MAX_CUSTOM_PARAMS_B = 100_000
 
 
-def custom_architecture(
+def custom_architecture(  # noqa: C901
     named: Mapping[str, Architecture],
     params_b: float | None = None,
     vocab: int | None = None,

@@ -75,7 +75,7 @@ def recommendations(
     return rank(frame).select(RECOMMENDATIONS.columns)
 
 
-def _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c) -> dict:
+def _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c) -> dict:  # noqa: PLR0913
     count = server["gpu_count"]
     servers_count = None if cards is None else math.ceil(cards / count)
     if cards is None:

@@ -42,7 +42,7 @@ def peak_tflops(gpu: Mapping[str, object], fp8: bool) -> float:
     return float(gpu["bf16_dense_tflops"])
 
 
-def plan(
+def plan(  # noqa: PLR0913
     flops: float,
     gpu: Mapping[str, object],
     cards: int,
@@ -90,7 +90,7 @@ class Pretraining:
     cost_rub: float | None
 
 
-def pretraining(
+def pretraining(  # noqa: PLR0913
     arch: Architecture,
     gpu: Mapping[str, object],
     c: Mapping[str, float],

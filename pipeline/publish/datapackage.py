@@ -35,7 +35,7 @@ def licence_entry(licence: dict) -> dict:
     return {"name": licence["id"], "title": licence["title"], "path": licence["url"]}
 
 
-def field_descriptor(field: Field, table: Table) -> dict:
+def field_descriptor(field: Field, table: Table) -> dict:  # noqa: D103
     descriptor = {
         "name": field.name,
         "type": TYPES[field.type],
@@ -105,5 +105,5 @@ def package(metadata: dict[str, dict], licence: dict, created: str) -> dict:
     }
 
 
-def package_bytes(metadata: dict[str, dict], licence: dict, created: str) -> bytes:
+def package_bytes(metadata: dict[str, dict], licence: dict, created: str) -> bytes:  # noqa: D103
     return (json.dumps(package(metadata, licence, created), ensure_ascii=False, indent=2) + "\n").encode()

@@ -67,7 +67,7 @@ DATE_FORMAT = "dd.mm.yyyy"
 MAX_WIDTH = 60
 
 
-def file_names(table: Table, rows: int) -> dict[str, str]:
+def file_names(table: Table, rows: int) -> dict[str, str]:  # noqa: D103
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
@@ -218,7 +218,7 @@ def data_date(catalog: Catalog) -> dt.datetime:
 # --- XLSX -------------------------------------------------------------------------------------
 
 
-def number_format(field: Field) -> str | None:
+def number_format(field: Field) -> str | None:  # noqa: D103
     if field.type == "float" and field.unit == "gb":
         return GB_FORMAT
     if field.type in ("int", "float") and field.unit in MONEY_UNITS:
@@ -230,7 +230,7 @@ def number_format(field: Field) -> str | None:
     return None  # General: other numbers as they are
 
 
-def column_width(field: Field, frame: pl.DataFrame) -> float:
+def column_width(field: Field, frame: pl.DataFrame) -> float:  # noqa: D103
     header = len(field.label_ru or field.name)
     if field.type in ("str", "id") and frame.height:
         longest = frame[field.name].str.len_chars().max() or 0
@@ -392,7 +392,7 @@ def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) 
     }
 
 
-def reference_ids(table: Table, catalog: Catalog) -> set[str]:
+def reference_ids(table: Table, catalog: Catalog) -> set[str]:  # noqa: D103
     if "reference_id" in table.columns:
         return set(catalog[table.name]["reference_id"].drop_nulls().to_list())
     return {rid for name in MADE_FROM.get(table.name, ()) for rid in reference_ids(TABLES_BY_NAME[name], catalog)}

@@ -194,7 +194,7 @@ def _immutable(path: Path) -> bool:
     return bool(flags & (0x10 | 0x20))  # FS_IMMUTABLE_FL, FS_APPEND_FL
 
 
-def lock_path(out: Path) -> Path:
+def lock_path(out: Path) -> Path:  # noqa: D103
     return out.parent / f".{out.name}.lock"
 
 
@@ -230,7 +230,7 @@ def complete(folder: Path) -> bool:
     return folder.is_dir() and is_build(folder) and (folder / "site" / MANIFEST).is_file()
 
 
-def tidy(out: Path) -> list[str]:
+def tidy(out: Path) -> list[str]:  # noqa: C901
     """Under the lock: put back a build that a kill left beside `out` while `out` was missing, then
     remove what killed builds left (staging folders, previous builds, links). Returns what was done."""
     done = []

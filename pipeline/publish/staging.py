@@ -213,7 +213,7 @@ class Staging:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def stage(
+def stage(  # noqa: PLR0913
     out: Path,
     rendered: Rendered,
     catalog: Catalog,

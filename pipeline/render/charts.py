@@ -35,7 +35,7 @@ def _unique(items: list[str]) -> list[str]:
 
 
 # -- data, from the catalog --
-def method_order(catalog: Catalog) -> pl.DataFrame:
+def method_order(catalog: Catalog) -> pl.DataFrame:  # noqa: D103
     return catalog["methods"].sort("sort_order", "method_id")
 
 
@@ -117,7 +117,7 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
     import altair as alt
 
-    L = labels["charts"]
+    L = labels["charts"]  # noqa: N806
     sizes = size_grid(catalog)
     curves = memory_curves(catalog, sizes)
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
@@ -219,7 +219,7 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
     import altair as alt
 
-    L = labels["charts"]
+    L = labels["charts"]  # noqa: N806
     servers = priced_servers(catalog)
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
     rows = [
@@ -288,8 +288,8 @@ def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
 
 
 # -- the tables beside the charts --
-def memory_table(catalog: Catalog, labels: dict) -> TableView:
-    L, C = labels["charts"], labels["common"]
+def memory_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
+    L, C = labels["charts"], labels["common"]  # noqa: N806
     anchors = catalog["memory_anchors"]
     models = catalog["models"]["params_b"].cast(pl.Float64)
     sizes = sorted({float(models.min()), float(models.max())} | {float(a) for a in anchors["params_b"].to_list()})
@@ -315,8 +315,8 @@ def memory_table(catalog: Catalog, labels: dict) -> TableView:
     )
 
 
-def gpu_table(catalog: Catalog, labels: dict) -> TableView:
-    L = labels["charts"]
+def gpu_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
+    L = labels["charts"]  # noqa: N806
     gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
     return TableView(
         [L["table_gpu"], L["table_gpu_memory"]],
@@ -327,8 +327,8 @@ def gpu_table(catalog: Catalog, labels: dict) -> TableView:
     )
 
 
-def price_table(catalog: Catalog, labels: dict) -> TableView:
-    L = labels["charts"]
+def price_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
+    L = labels["charts"]  # noqa: N806
     servers = priced_servers(catalog)
     rows = [
         [
@@ -351,7 +351,7 @@ def price_table(catalog: Catalog, labels: dict) -> TableView:
 
 
 # -- key figures for the text alternatives --
-def memory_facts(catalog: Catalog) -> dict:
+def memory_facts(catalog: Catalog) -> dict:  # noqa: D103
     models = catalog["models"]["params_b"].cast(pl.Float64)
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
     at_anchor = memory_curves(catalog, [max_anchor]).sort("memory_gb")
@@ -373,7 +373,7 @@ def memory_facts(catalog: Catalog) -> dict:
     }
 
 
-def price_facts(catalog: Catalog) -> dict:
+def price_facts(catalog: Catalog) -> dict:  # noqa: D103
     servers = priced_servers(catalog)
     cheap = servers.sort("price_rub_month", "server_id").row(0, named=True)
     dear = servers.sort("price_rub_month", "server_id").row(-1, named=True)

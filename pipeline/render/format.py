@@ -35,7 +35,7 @@ def number(value: float | None, places: int = 1) -> str:
 
 
 @lru_cache(maxsize=65536)
-def integer(value: int | None) -> str:
+def integer(value: int | None) -> str:  # noqa: D103
     return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
 
 

@@ -174,7 +174,7 @@ def count(number, noun: str, case: str = "nom", places: int = 1) -> str:
     return f"{shown}{NBSP}{noun_form(shown, noun, case)}"
 
 
-def forms_of(noun: str) -> dict[str, tuple[str, str, str, str]]:
+def forms_of(noun: str) -> dict[str, tuple[str, str, str, str]]:  # noqa: D103
     return _FORMS[noun]
 
 

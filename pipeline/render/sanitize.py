@@ -103,7 +103,7 @@ class Removed:
     what: str
 
 
-def short(text: str) -> str:
+def short(text: str) -> str:  # noqa: D103
     text = " ".join(text.split())
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 
@@ -155,7 +155,7 @@ def _tag(name: str, raw: str, selfclosing: str) -> tuple[str, list[str]]:
     return f"<{name}{attributes}{' /' if selfclosing else ''}>", notes
 
 
-def _at(text: str, i: int) -> tuple[int, str, list[str]]:
+def _at(text: str, i: int) -> tuple[int, str, list[str]]:  # noqa: C901
     """What starts at text[i] == "<": (where it ends, what replaces it, what was removed)."""
     end = min(len(text), i + _WINDOW)
     if m := _COMMENT.match(text, i):

@@ -65,7 +65,7 @@ class Rendered:
     warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
 
 
-def load_labels(templates: Path = TEMPLATES) -> dict:
+def load_labels(templates: Path = TEMPLATES) -> dict:  # noqa: D103
     return tomllib.loads((templates / "labels.toml").read_text(encoding="utf-8"))
 
 
@@ -96,7 +96,7 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
 
-def markdown_table(view: TableView, sources: str) -> str:
+def markdown_table(view: TableView, sources: str) -> str:  # noqa: D103
     align = ["---:" if n else "---" for n in view.numeric] or ["---"] * len(view.headers)
     lines = [
         "| " + " | ".join(fmt.md_cell(h) for h in view.headers) + " |",
@@ -193,7 +193,7 @@ for _name in MARKUP_FILTERS:
     del _ARTICLE_ENV.filters[_name]
 
 
-def article_template(article: Article) -> jinja2.Template:
+def article_template(article: Article) -> jinja2.Template:  # noqa: D103
     name = f"{article.slug}.{hashlib.sha256(article.body.encode()).hexdigest()}"
     _ARTICLE_BODIES[name] = (article.body, article.file)
     if _ARTICLE_ENV.bytecode_cache is None:
@@ -383,7 +383,7 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         parts.append("".join(line))
     parts.append("</tbody>\n</table></div>\n<figcaption>\n")
     parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
-    C = labels["common"]
+    C = labels["common"]  # noqa: N806
     parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
     shown = [
         (f'<a href="{escape(r["url"])}">{escape(r["title"])}</a>' if r["url"] else str(escape(r["title"])))
@@ -495,7 +495,7 @@ class Renderer:
         return [self.tables.reference(r) for r in view.references]
 
     def sources_markdown(self, view: TableView) -> str:
-        C = self.labels["common"]
+        C = self.labels["common"]  # noqa: N806
         parts = []
         for ref in self.source_refs(view):
             title = fmt.md_cell(ref["title"])
@@ -611,7 +611,7 @@ class Renderer:
 
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
-        E, t, out = self.entities, self.tables, {}
+        E, t, out = self.entities, self.tables, {}  # noqa: N806
         kinds = self.labels["entity_pages"]
         for kind, view in (
             ("models", E.models_index()),
@@ -730,7 +730,7 @@ class Renderer:
         return out
 
     def model_facts(self, model: dict) -> list:
-        F = self.labels["entity_pages"]["models"]
+        F = self.labels["entity_pages"]["models"]  # noqa: N806
         facts = [(F["family"], model["family"]), (F["params"], fmt.number(model["params_b"], 2))]
         if model["active_params_b"] is not None:
             facts.append((F["active"], fmt.number(model["active_params_b"], 2)))
@@ -739,7 +739,7 @@ class Renderer:
         return facts + [(F["source"], self.reference_link(model["reference_id"]))]
 
     def gpu_facts(self, gpu: dict) -> list:
-        F, names = self.labels["entity_pages"]["gpus"], self.labels["entities"]
+        F, names = self.labels["entity_pages"]["gpus"], self.labels["entities"]  # noqa: N806
         facts = [
             (F["memory"], fmt.gb(gpu["memory_gb"])),
             (F["bandwidth"], fmt.number(gpu["memory_bandwidth_gbs"])),
@@ -752,7 +752,7 @@ class Renderer:
         return facts + [(F["source"], self.reference_link(gpu["reference_id"]))]
 
     def server_facts(self, server: dict) -> list:
-        F, names = self.labels["entity_pages"]["servers"], self.labels["entities"]
+        F, names = self.labels["entity_pages"]["servers"], self.labels["entities"]  # noqa: N806
         memory = self.tables.server_memory_gb(server["server_id"])
         price = server["price_rub_month"]
         facts = [

@@ -20,7 +20,7 @@ CALCULATOR_FIELDS = (
 _RELATIVE_TARGET = re.compile(r"(\]\()(?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+)(\))")
 
 
-def is_absolute(base_url: str) -> bool:
+def is_absolute(base_url: str) -> bool:  # noqa: D103
     return bool(re.match(r"https?://[^/\s]+", base_url))
 
 

@@ -109,7 +109,7 @@ class Names:
         return ", ".join(parts)
 
 
-def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:
+def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:  # noqa: D103
     added = [k for k in new if k not in old]
     removed = [k for k in old if k not in new]
     columns = [f for f in table.fields if f.name not in table.primary_key]

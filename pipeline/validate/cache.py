@@ -45,11 +45,11 @@ _CODE: dict[str, str] = {}
 _FRESH: list[bool] = []  # non-empty inside fresh(): entries are written, never read
 
 
-def enabled() -> bool:
+def enabled() -> bool:  # noqa: D103
     return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("off", "0", "no", "false")
 
 
-def reading() -> bool:
+def reading() -> bool:  # noqa: D103
     return enabled() and not _FRESH
 
 

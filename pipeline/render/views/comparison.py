@@ -148,14 +148,14 @@ class Comparison:
     def cards(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> str:
         return fmt.integer(self.gpus(model_id, method_id, scale, server))
 
-    def ratio(
+    def ratio(  # noqa: PLR0913
         self, model_id: str, method_id: str, over: str, under: str, scale: str = "card", server: str | None = None
     ) -> str:
         """How many times one estimator's figure is the other's, one decimal ("1,2")."""
         p = self.predictions(model_id, method_id, scale, server)
         return fmt.number(p[over] / p[under], 1)
 
-    def fits(
+    def fits(  # noqa: PLR0913
         self,
         model_id: str,
         method_id: str,
@@ -222,7 +222,7 @@ class Comparison:
     # -- tables --
     def estimators_table(self) -> TableView:
         """What each way of estimating takes into account."""
-        L = self.L
+        L = self.L  # noqa: N806
         inputs = ("method", "size", "seq_batch", "checkpointing", "sharding", "optimizer", "activations")
         rows = []
         for name in self._estimator_order():
@@ -239,7 +239,7 @@ class Comparison:
     def setups_table(self, setups: list[tuple[str, str, str]], server: str) -> TableView:
         """Each setup's per-card GB by the four estimators, the measured peak if any, and whether it
         fits one card of the server's GPU (by the table rule / from first principles)."""
-        L = self.L
+        L = self.L  # noqa: N806
         gpu = self.t.gpu(self.t.server(server)["gpu_id"])
         rows, models = [], []
         for model_id, method_id, scale in setups:
@@ -286,7 +286,7 @@ class Comparison:
 
     def parts_table(self, setups: list[tuple[str, str, str]], server: str) -> TableView:
         """The first-principles breakdown of each setup, part by part, GB per card."""
-        E = self.labels["estimator"]
+        E = self.labels["estimator"]  # noqa: N806
         rows, models = [], []
         for model_id, method_id, scale in setups:
             setup = self.setup(model_id, method_id, scale, server)
@@ -319,7 +319,7 @@ class Comparison:
 
     def measured_table(self, measurements: list[str]) -> TableView:
         """Published measurements beside the four estimators' predictions and errors."""
-        L, E = self.L, self.labels["estimator"]
+        L, E = self.L, self.labels["estimator"]  # noqa: N806
         rows = []
         for mid in measurements:
             row, m = self._calibration[mid], self._measurements[mid]
@@ -355,7 +355,7 @@ class Comparison:
 
     def advice_table(self, model_id: str, method_id: str, server: str) -> TableView:
         """The earlier article's practical advice, each applied alone to one setup, in numbers."""
-        L = self.L
+        L = self.L  # noqa: N806
         gpu = self.t.gpu(self.t.server(server)["gpu_id"])
         steps = self._advice(model_id, method_id, server)
         rows = []
@@ -443,7 +443,7 @@ class Comparison:
         raise KeyError(what)
 
     def _promise(self, step: str) -> str:
-        L, c = self.L, self.constants
+        L, c = self.L, self.constants  # noqa: N806
         if step == "grad_checkpointing":
             low, high = (fmt.number(c[f"checkpointing_saving_{k}"] * 100, 0) for k in ("low", "high"))
             return L["promise_grad_checkpointing"].format(low=low, high=high)

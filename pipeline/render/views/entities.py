@@ -116,7 +116,7 @@ class EntityTables:
 
     # -- index pages --
     def models_index(self) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         methods = self.site["index_methods"]
         rows = []
         for m in self.model_ids():
@@ -146,7 +146,7 @@ class EntityTables:
         return view
 
     def gpus_index(self) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         rows = []
         for g in self.gpu_ids():
             gpu = self.t.gpu(g)
@@ -183,7 +183,7 @@ class EntityTables:
         )
 
     def servers_index(self) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         memory = table_rule.server_memory(self.c["servers"], self.c["gpus"])
         by_id = {r["server_id"]: r for r in memory.iter_rows(named=True)}
         rows = []
@@ -211,7 +211,7 @@ class EntityTables:
 
     # -- model page --
     def model_memory(self, model_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         rows = []
         for me in self.method_ids():
             e = self.t.estimate(model_id, me)
@@ -234,7 +234,7 @@ class EntityTables:
         return self.t._note_extrapolation(view, [model_id])
 
     def model_cards(self, model_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         cards = self.t.cards_cells.table(self.t.gpu_grid.block(model_id, self._methods, self._gpus).T)
         rows = [first + row for first, row in zip(self.gpu_cells, cards, strict=True)]
         return TableView(
@@ -246,7 +246,7 @@ class EntityTables:
         )
 
     def model_servers(self, model_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
         rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
         return TableView(
@@ -265,7 +265,7 @@ class EntityTables:
 
     def recommendation_text(self, row: dict | None) -> str:
         """One line: cards, the server, its link, price, time — every figure a cell of `recommendations`."""
-        R = self.L["reco"]
+        R = self.L["reco"]  # noqa: N806
         if row is None:
             return R["none"]
         gpu = self.t.gpu(row["gpu_id"])["short_name"]
@@ -281,14 +281,14 @@ class EntityTables:
         )
 
     def link_text(self, row: dict) -> str:
-        R = self.L["reco"]
+        R = self.L["reco"]  # noqa: N806
         link = row["link"]
         if link == "pcie":
             return R["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
         return R.get(f"link_{link}", link or "")
 
     def cost_text(self, row: dict) -> str:
-        R = self.L["reco"]
+        R = self.L["reco"]  # noqa: N806
         if row["cost_basis"] == "hour":
             return R["cost_hour"].format(
                 cost=fmt.integer(round(row["cost_rub"])), price=fmt.integer(row["price_rub_hour"])
@@ -301,7 +301,7 @@ class EntityTables:
 
     def quote_link(self, model_id: str, method_id: str | None = None, server_id: str | None = None) -> str:
         """The quote-request link for a model (all methods, or one) or a server."""
-        R = self.L["reco"]
+        R = self.L["reco"]  # noqa: N806
         setup = self.c.constants
         lines = []
         if model_id:
@@ -362,7 +362,7 @@ class EntityTables:
 
     def model_cheapest(self, model_id: str) -> TableView:
         """Which server, for every method: the rank-1 row of `recommendations` (pipeline/recommend.py)."""
-        L, R = self.L, self.L["reco"]
+        L, R = self.L, self.L["reco"]  # noqa: N806
         rows = []
         for me in self.method_ids():
             self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
@@ -407,7 +407,7 @@ class EntityTables:
 
     # -- method page --
     def method_models(self, method_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         rows = []
         for m in self.model_ids():
             e = self.t.estimate(m, method_id)
@@ -433,7 +433,7 @@ class EntityTables:
     # -- GPU page --
     def gpu_summary(self, gpu_id: str) -> TableView:
         """For each method and card count: how many catalog models fit, and the largest of them."""
-        L = self.L
+        L = self.L  # noqa: N806
         counts = self.site["gpu_card_counts"]
         # Rows by method, columns the models in model_ids() order (by size, then id): the largest
         # model that fits in n cards is the last column whose count is at most n.
@@ -464,7 +464,7 @@ class EntityTables:
         )
 
     def gpu_models(self, gpu_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, self._methods, gpu_id))
         rows = [first + row for first, row in zip(self.model_cells, cards, strict=True)]
         return TableView(
@@ -478,7 +478,7 @@ class EntityTables:
 
     # -- server page --
     def server_jobs(self, server_id: str) -> TableView:
-        L = self.L
+        L = self.L  # noqa: N806
         fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
         rows = [first + row for first, row in zip(self.model_cells, fits, strict=True)]
         return TableView(

@@ -70,6 +70,7 @@ class Field:
     pattern_rule: str = ""
     # Values outside this range are possible but rare: a warning asks the editor to check them.
     usual: tuple[float, float] | None = None
+    unitless: bool = False  # a number without a unit (an order, a rank, a count of its own kind): declared
     # The words, from site_templates/dictionary.toml (set by the Table the field belongs to):
     label_ru: str = ""  # short column header (XLSX, data dictionary)
     description_ru: str = ""
@@ -163,7 +164,7 @@ METHODS = Table(
             "theoretical_min_applies",
             "bool",
         ),
-        Field("sort_order", "int", min=0, max=1000),
+        Field("sort_order", "int", min=0, max=1000, unitless=True),
         _ref(),
     ),
     ("method_id",),
@@ -410,7 +411,7 @@ CONSTANTS = Table(
     "constants",
     (
         Field("constant_id", "id"),
-        Field("value", "float", min=0, max=1_000_000),
+        Field("value", "float", min=0, max=1_000_000, unitless=True),
         Field("unit", "str", required=False),
         Field("description_ru", "str", max_length=600),
         _ref(),
@@ -437,7 +438,7 @@ LEGACY_GPU_COUNTS = Table(
             "str",
             allowed=("нет", "желательно", "обязательно"),
         ),
-        Field("sort_order", "int", min=0, max=1000),
+        Field("sort_order", "int", min=0, max=1000, unitless=True),
         _ref(),
     ),
     ("row_id",),
@@ -449,7 +450,7 @@ LEGACY_OFFERS = Table(
         Field("offer_id", "id"),
         Field("task_ru", "str"),
         Field("server_id", "id", references="servers.server_id"),
-        Field("sort_order", "int", min=0, max=1000),
+        Field("sort_order", "int", min=0, max=1000, unitless=True),
         _ref(),
     ),
     ("offer_id",),
@@ -504,6 +505,7 @@ MEASUREMENTS = Table(
             required=False,
             min=1,
             max=1000,
+            unitless=True,
         ),
         Field("model_id", "id", references="models.model_id"),
         Field("method_id", "id", references="methods.method_id"),
@@ -524,12 +526,14 @@ MEASUREMENTS = Table(
             "int",
             min=1,
             max=100_000,
+            unitless=True,
         ),
         Field(
             "grad_accum",
             "int",
             min=1,
             max=100_000,
+            unitless=True,
         ),
         Field("gpus", "int", unit="count", min=1, max=100_000),
         Field(
@@ -553,6 +557,7 @@ MEASUREMENTS = Table(
             required=False,
             min=1,
             max=65_536,
+            unitless=True,
         ),
         Field(
             "lora_targets",
@@ -759,7 +764,7 @@ MEMORY_BREAKDOWN = Table(
         Field("model_id", "id", references="models.model_id"),
         Field("method_id", "id", references="methods.method_id"),
         *_setup_fields(),
-        Field("lora_rank", "int", required=False),
+        Field("lora_rank", "int", required=False, unitless=True),
         Field(
             "lora_targets",
             "str",
@@ -822,7 +827,7 @@ CALIBRATION = Table(
             "str",
             allowed=("ddp", "zero1", "zero2", "zero3"),
         ),
-        Field("measured_value", "float", required=False),
+        Field("measured_value", "float", required=False, unitless=True),
         Field("measured_unit", "str", allowed=("GB", "GiB")),
         Field("measured_gb", "float", unit="gb", required=False),
         *(
@@ -864,7 +869,7 @@ CALIBRATION_SUMMARY = Table(
     "calibration_summary",
     (
         Field("estimator", "id", allowed=ESTIMATORS),
-        Field("sort_order", "int"),
+        Field("sort_order", "int", unitless=True),
         Field("rows", "int", unit="count"),
         Field("median_abs_error", "float", unit="share", required=False),
         Field(
@@ -914,7 +919,7 @@ CALIBRATION_BREAKDOWN = Table(
             "group_id",
             "id",
         ),
-        Field("sort_order", "int"),
+        Field("sort_order", "int", unitless=True),
         *_STATS,
     ),
     ("estimator", "dimension", "group_id"),
@@ -929,7 +934,7 @@ ESTIMATOR_RANGE = Table(
             "id",
             allowed=("all", "allocated", "reserved", "card", "fits_on"),
         ),
-        Field("sort_order", "int"),
+        Field("sort_order", "int", unitless=True),
         Field("rows", "int", unit="count"),
         Field(
             "error_p10",
@@ -948,11 +953,13 @@ ESTIMATOR_RANGE = Table(
             "low_factor",
             "float",
             required=False,
+            unitless=True,
         ),
         Field(
             "high_factor",
             "float",
             required=False,
+            unitless=True,
         ),
     ),
     ("scope",),
@@ -963,7 +970,7 @@ ESTIMATOR_CONSTANTS_TABLE = Table(
     "estimator_constants",
     (
         Field("constant_id", "id", references="constants.constant_id"),
-        Field("value", "float"),
+        Field("value", "float", unitless=True),
         Field(
             "basis",
             "str",
@@ -979,6 +986,7 @@ ESTIMATOR_CONSTANTS_TABLE = Table(
             "refit_value",
             "float",
             required=False,
+            unitless=True,
         ),
         Field(
             "refit_median_abs_error",
@@ -1034,7 +1042,7 @@ RECOMMENDATIONS = Table(
     (
         Field("model_id", "id", references="models.model_id"),
         Field("method_id", "id", references="methods.method_id"),
-        Field("rank", "int"),
+        Field("rank", "int", unitless=True),
         Field("server_id", "id", references="servers.server_id"),
         Field("recommended", "bool"),
         Field(

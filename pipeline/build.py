@@ -122,9 +122,9 @@ def summary(sources: Path, validation: Validation, rendered, catalog, base_url: 
 
 def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock):
     """(connection, validation, pending): without --force (previous given), the previous build's validation
-    when the sources and the code are unchanged, or the one remembered for these sources (validate.cache),
+    when the sources and the code are unchanged, or the one remembered for these sources (validation_cache),
     with pending None; otherwise the validation so far, with the GX suites still running."""
-    from pipeline.validate import cache
+    from pipeline import validation_cache as cache
 
     if previous and "validation" in previous:
         if all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")):
@@ -142,8 +142,8 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
 def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
     """`python -m pipeline check`: validate the sources and the articles' claims, write nothing; returns the
     number of checks (warnings go to `on_warnings` first), raises DataError or TemplateError. Sources that
-    passed before (validate.cache) are not checked again."""
-    from pipeline.validate import cache
+    passed before (validation_cache) are not checked again."""
+    from pipeline import validation_cache as cache
 
     known = cache.remembered_summary(sources)  # sources passed before: no rule runs
     if known is not None and cache.articles_passed(sources):
@@ -185,9 +185,9 @@ def load_and_validate(sources: Path):
     """Load the sources into DuckDB and validate them; raises DataError with every problem.
 
     Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
-    Sources validated before (pipeline.validate.cache) are loaded without validating again.
+    Sources validated before (pipeline.validation_cache) are loaded without validating again.
     """
-    from pipeline.validate import cache
+    from pipeline import validation_cache as cache
 
     remembered = cache.remembered(sources)
     if remembered is not None:
@@ -210,8 +210,9 @@ def load_and_validate(sources: Path):
 def start_loading(sources: Path):
     """load_and_validate with the GX suites left running: (connection, validation so far, pending),
     where pending() waits for the suites and returns the whole Validation or raises DataError."""
+    from pipeline import validation_cache as cache
     from pipeline.load import connect, create_core_tables, read_sources
-    from pipeline.validate import cache, start_validation
+    from pipeline.validate import start_validation
 
     frames, problems, notices = read_sources(sources)
     con = connect(frames)

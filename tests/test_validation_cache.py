@@ -1,4 +1,4 @@
-"""Validation outcomes remembered on disk (pipeline.validate.cache), the light no-change paths and
+"""Validation outcomes remembered on disk (pipeline.validation_cache), the light no-change paths and
 the large-sheet XLSX mode."""
 
 import json
@@ -12,11 +12,10 @@ import pytest
 
 from conftest import ROOT, edit_csv
 from pipeline import parallel as workers
-from pipeline import validate
+from pipeline import validate, validation_cache
 from pipeline.build import build, load_and_validate
 from pipeline.problems import DataError
 from pipeline.schema import SOURCE_TABLES
-from pipeline.validate import cache as validation_cache
 
 TABLES = {t.name for t in SOURCE_TABLES}
 

@@ -237,7 +237,7 @@ _OUTCOMES: dict[tuple, tuple[list[Problem], list[CheckResult]]] = {}
 def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date) -> Callable[[Validation], None]:
     """Run the generated GX suites on each loaded table (every failing cell becomes a Problem): they start in
     a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order."""
-    from pipeline.validate import cache as validation_cache
+    from pipeline import validation_cache
 
     keys, jobs, entries = [], {}, {}
     for name in names:

@@ -126,7 +126,7 @@ def _table_key(table, shown: str, today, digest: str) -> tuple[str, list[str]]:
 def table_outcome(table, shown: str, today, cells) -> tuple[tuple[str, list[str]], tuple[list, list] | None]:
     """(the entry's key and key parts, the stored (problems, checks) of this table or None when none
     verifies)."""
-    from pipeline.validate import CheckResult
+    from pipeline.problems import CheckResult
 
     entry = _table_key(table, shown, today, cells_hash(cells))
     if not reading():
@@ -197,7 +197,7 @@ def remembered(sources: Path):
     data = _whole(sources)
     if data is None:
         return None
-    from pipeline.validate import Validation
+    from pipeline.problems import Validation
 
     return Validation.from_dict(data)
 

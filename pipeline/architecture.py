@@ -288,6 +288,10 @@ CONFIG_KEYS = {
 }
 
 
+# No count of a config.json (layers, widths, vocabulary, experts) is larger than this.
+CONFIG_MAX_COUNT = 100_000_000
+
+
 def architecture_from_config(config: Mapping[str, object]) -> Architecture:
     """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
 
@@ -309,8 +313,12 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:
         return default
 
     def whole(value: object, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+        if value != int(value) or value < 0:
+            raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+        if value > CONFIG_MAX_COUNT:
+            raise ValueError(f"config.json: {name} = {value!r} is beyond any model (at most {CONFIG_MAX_COUNT:,})")
         return int(value)
 
     k = CONFIG_KEYS

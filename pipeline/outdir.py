@@ -117,8 +117,13 @@ def _contains(outer: Path, inner: Path) -> bool:
 
 def check_output(out: Path, sources: Path | None = None) -> Path:
     """The folder a build of `out` may replace (see `target`); OutputRefused when it may not."""
-    path = target(out)
     shown = str(out)
+    try:
+        path = target(out)
+    except RuntimeError:  # Path.resolve on a loop of symbolic links
+        raise OutputRefused(
+            f"--out {shown} is a symbolic link that leads back to itself (a loop); remove the link or choose another folder"
+        ) from None
     if path.parent == path:
         raise OutputRefused(f"--out {shown} is the root of the file system; choose a folder of its own")
     real = path.resolve()

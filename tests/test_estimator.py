@@ -340,6 +340,52 @@ def test_cli_refuses_bad_values_with_exit_2(args, message):
     assert "Traceback" not in run.stderr
 
 
+LLAMA_CONFIG = (
+    '{"model_type":"llama","num_hidden_layers":%s,"hidden_size":4096,"intermediate_size":14336,'
+    '"num_attention_heads":32,"num_key_value_heads":8,"vocab_size":128256}'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "not a config.json (nested too deeply)"),
+        (LLAMA_CONFIG % "Infinity", "not a config.json (Infinity is not a number a config may hold)"),
+        (LLAMA_CONFIG % "NaN", "not a config.json (NaN is not a number a config may hold)"),
+        (LLAMA_CONFIG % "1e308", "num_hidden_layers = 1e+308 is beyond any model (at most 100,000,000)"),
+        (LLAMA_CONFIG % "-2", "num_hidden_layers = -2 is not a whole number"),
+        (LLAMA_CONFIG % '"32"', "num_hidden_layers = '32' is not a whole number"),
+    ],
+)
+def test_cli_refuses_hostile_config_files_with_exit_2(tmp_path, text, message):
+    config = tmp_path / "config.json"
+    config.write_text(text, encoding="utf-8")
+    run = estimate_cli("--config", str(config))
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr.strip() == f"estimate: --config {config}: {message}" or message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_cli_refuses_input_files_that_are_not_small_regular_files(tmp_path):
+    run = estimate_cli("--config", "/dev/zero")  # endless: never read whole
+    assert (run.returncode, run.stderr.strip()) == (2, "estimate: /dev/zero: not a regular file")
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.truncate(16 * 1024 * 1024 + 1)  # sparse: one byte over the limit
+    run = estimate_cli("--config", str(big))
+    assert run.returncode == 2 and f"{big}: larger than 16 MB" in run.stderr
+    batch = tmp_path / "batch.csv"
+    batch.write_text("model,model\nllama-3-1-8b,llama-3-1-8b\n", encoding="utf-8")
+    run = estimate_cli("--batch", str(batch))
+    assert (run.returncode, run.stderr.strip()) == (2, f"{batch}:1: column(s) model given twice")
+    batch.write_text('model,method\nllama-3-1-8b,"' + "x" * 200_000 + "\n", encoding="utf-8")
+    run = estimate_cli("--batch", str(batch))
+    assert run.returncode == 2 and "field larger than field limit" in run.stderr and "Traceback" not in run.stderr
+    batch.write_text("model,params_b,method\nllama-3-1-8b,8,lora\n", encoding="utf-8")  # two models in one row
+    run = estimate_cli("--batch", str(batch))
+    assert run.returncode == 2 and f"{batch}:line 2: --model names a catalog model" in run.stderr
+
+
 def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     run = estimate_cli("--model", "llama-3-1-70b", "--gpus", "16", "--sharding", "zero3", "--json")
     assert run.returncode == 0, run.stderr

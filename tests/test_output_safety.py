@@ -381,6 +381,16 @@ def test_folders_a_build_may_replace(tmp_path):
         outdir.check_output(placeholder)
 
 
+def test_out_that_is_a_loop_of_links_is_refused(tmp_path):
+    (tmp_path / "out").symlink_to("out")  # a link to itself
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")  # two links to each other
+    for out in (tmp_path / "out", tmp_path / "a", tmp_path / "a" / "site"):
+        with pytest.raises(outdir.OutputRefused, match="leads back to itself"):
+            outdir.check_output(out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "out"]
+
+
 # --- environment failures: one line, exit 3, the old output intact ---------------------------
 
 

@@ -287,6 +287,10 @@ CONFIG_KEYS = {
 }
 
 
+# No count of a config.json (layers, widths, vocabulary, experts) is larger than this.
+CONFIG_MAX_COUNT = 100_000_000
+
+
 def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # noqa: C901
     """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
 
@@ -308,8 +312,12 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # n
         return default
 
     def whole(value: object, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+        if value != int(value) or value < 0:
+            raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+        if value > CONFIG_MAX_COUNT:
+            raise ValueError(f"config.json: {name} = {value!r} is beyond any model (at most {CONFIG_MAX_COUNT:,})")
         return int(value)
 
     k = CONFIG_KEYS

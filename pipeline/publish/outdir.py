@@ -115,10 +115,20 @@ def _contains(outer: Path, inner: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+def _target_or_refuse(out: Path) -> Path:
+    """target(out), or OutputRefused when `out` or a folder above it is a loop of symbolic links."""
+    try:
+        return target(out)
+    except RuntimeError:  # Path.resolve on a loop of symbolic links
+        raise OutputRefused(
+            f"--out {out} is a symbolic link that leads back to itself (a loop); remove the link or choose another folder"
+        ) from None
+
+
 def check_output(out: Path, sources: Path | None = None) -> Path:
     """The folder a build of `out` may replace (see `target`); OutputRefused when it may not."""
-    path = target(out)
     shown = str(out)
+    path = _target_or_refuse(out)
     if path.parent == path:
         raise OutputRefused(f"--out {shown} is the root of the file system; choose a folder of its own")
     real = path.resolve()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import stat
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -448,10 +449,43 @@ def _setup(c, args) -> first_principles.Setup:
     return setup
 
 
+# The largest --config or --batch file read (a config.json is a few kB; a batch of setups, lines).
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+
+
+def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a small input file (--config, --batch); refuses what is not a regular file or
+    is larger than `limit` before reading it whole. OSError passes through."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{path}: not a regular file")
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise UsageError(f"{path}: larger than {limit // 2**20} MB; a config.json or a batch of setups is far smaller")
+    return data
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a config may hold")
+
+
+def _short(exc: BaseException) -> str:
+    """An exception's message cut to one readable line."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, RecursionError):
+        text = "nested too deeply"
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 def _architecture(catalog, args):
     """(architecture, display name, params_b, borrowed shape id or None) of --model / --params-b / --config."""
     models = catalog["models"]
     if args.model is not None:
+        if args.config is not None or args.params_b is not None:
+            raise UsageError(
+                "--model names a catalog model: leave out --config and --params-b (or give only one of them)"
+            )
         ids = models["model_id"].to_list()
         if args.model not in ids:
             raise UsageError(f"unknown model {args.model!r}; models: {', '.join(sorted(ids))}")
@@ -464,15 +498,15 @@ def _architecture(catalog, args):
         if args.vocab or args.layers or args.hidden:
             raise UsageError("--config gives the exact architecture: leave out --vocab, --layers and --hidden")
         try:
-            config = json.loads(args.config.read_text(encoding="utf-8"))
+            config = json.loads(read_input(args.config).decode("utf-8"), parse_constant=_no_constant)
         except OSError as exc:
             raise UsageError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--config {args.config}: not a JSON file ({exc})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise UsageError(f"--config {args.config}: not a config.json ({_short(exc)})") from None
         try:
             arch = architecture_from_config(config)
-        except ValueError as exc:
-            raise UsageError(f"--config {args.config}: {exc}") from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise UsageError(f"--config {args.config}: {_short(exc)}") from None
         total = parameter_counts(arch).total / 1e9
         return arch, f"{args.config.name} ({total:.3g} B from its config)", total, None
     if args.params_b is None and not (args.layers and args.hidden):
@@ -792,28 +826,62 @@ BATCH_OUT = (
 )
 
 
+def _batch_rows(reader, path: Path, problems: list[str]):
+    """The rows of a --batch file; a row the csv module cannot read ends it with a problem."""
+    import csv
+
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problems.append(f"{path}:{reader.line_num}: {exc}")
+            return
+        yield row
+
+
+def _batch_header_problem(reader, path: Path) -> str | None:
+    """What is wrong with a --batch file's header row, or None."""
+    import csv
+
+    try:
+        fieldnames = reader.fieldnames
+    except csv.Error as exc:
+        return f"{path}:1: {exc}"
+    if not fieldnames:
+        return f"{path}: no header row; columns: {', '.join(BATCH_COLUMNS)}"
+    unknown = [c for c in fieldnames if c not in BATCH_COLUMNS]
+    if unknown:
+        return f"{path}:1: unknown column(s) {', '.join(unknown)}; columns: {', '.join(BATCH_COLUMNS)}"
+    repeated = sorted({c for c in fieldnames if fieldnames.count(c) > 1})
+    if repeated:
+        return f"{path}:1: column(s) {', '.join(repeated)} given twice"
+    return None
+
+
 def run_batch(catalog, path: Path, defaults: argparse.Namespace) -> tuple[str, list[str]]:
     """Every row of a --batch file scored: (CSV text, problems with line and column)."""
     import csv
     import io
 
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_input(path).decode("utf-8-sig")
     except OSError as exc:
         return "", [f"{path}: cannot read it ({exc.strerror or exc})"]
     except UnicodeDecodeError:
         return "", [f"{path}: not UTF-8 text"]
+    except UsageError as exc:
+        return "", [str(exc)]
     reader = csv.DictReader(io.StringIO(text))
-    unknown = [c for c in (reader.fieldnames or []) if c not in BATCH_COLUMNS]
-    if not reader.fieldnames:
-        return "", [f"{path}: no header row; columns: {', '.join(BATCH_COLUMNS)}"]
-    if unknown:
-        return "", [f"{path}:1: unknown column(s) {', '.join(unknown)}; columns: {', '.join(BATCH_COLUMNS)}"]
+    wrong = _batch_header_problem(reader, path)
+    if wrong:
+        return "", [wrong]
     out = io.StringIO()
     writer = csv.DictWriter(out, BATCH_OUT, lineterminator="\n")
     writer.writeheader()
     problems = []
-    for row in reader:
+    for row in _batch_rows(reader, path, problems):
         line = reader.line_num
         try:
             if None in row:

@@ -143,7 +143,9 @@ def test_metadata_describes_the_table(built, catalog, table):
         "files",
         "columns",
         "sources",
+        "licence",
     ]
+    assert meta["licence"]["id"] == "CC-BY-4.0"  # site_templates/site.toml [data_licence]
     assert meta["table"] == table.name and meta["kind"] == table.kind and meta["title_ru"] == table.title_ru
     assert meta["primary_key"] == list(table.primary_key)
     assert meta["row_count"] == catalog[table.name].height

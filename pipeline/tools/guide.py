@@ -10,7 +10,8 @@ import csv
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from pipeline import ROOT  # the checkout: sources/ and site_templates/ beside pipeline/
+
 GUIDE = ROOT / "site_templates" / "README.md"
 START, END = "<!-- ids: generated from sources/ by `just guide` -->", "<!-- /ids -->"
 

@@ -18,19 +18,25 @@ MAX_SHOWN_VALUE = 120
 # a report shows them as escapes, so that the editor sees what to delete.
 _INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp", "Co", "Cs")
 _ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+# Letters and marks that render as nothing (default-ignorable, not of the categories above):
+# grapheme joiner, Hangul and Khmer fillers, the blank Braille pattern, variation selectors.
+_BLANK = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+
+
+def _invisible(ch: str) -> bool:
+    return unicodedata.category(ch) in _INVISIBLE_CATEGORIES or ch in _ESCAPES or ch in _BLANK
 
 
 def shown(value: str) -> str:
     """A cell as a report shows it: invisible characters escaped (\\u00ad), a long value cut."""
     cut = len(value) > MAX_SHOWN_VALUE
     text = value[:MAX_SHOWN_VALUE] if cut else value
-    if any(not ch.isprintable() for ch in text):
-        text = "".join(
-            _ESCAPES.get(ch, f"\\u{ord(ch):04x}")
-            if unicodedata.category(ch) in _INVISIBLE_CATEGORIES or ch in _ESCAPES
-            else ch
-            for ch in text
-        )
+    if any(_invisible(ch) for ch in text):
+        text = "".join(_ESCAPES.get(ch, f"\\u{ord(ch):04x}") if _invisible(ch) else ch for ch in text)
     return f"{text}… ({_thousands(len(value))} characters)" if cut else text
 
 

@@ -1338,10 +1338,10 @@ SERVER_INTERCONNECTS = {
 # (tests/test_validate.py checks the list against Python's unicodedata). The spaces (Zs: NBSP,
 # thin space) are not among them: load turns those in numbers into nothing.
 HIDDEN_CHARACTERS = (
-    "[\\x00-\\x1f\\x7f-\\x9f\\xad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890-\\u0891\\u08e2\\u180e"
+    "[\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u2800\\u3164\\ufe00-\\ufe0f\\uffa0\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890-\\u0891\\u08e2\\u180e"
     "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f\\ue000-\\uf8ff\\ufeff\\ufff9-\\ufffb"
     "\\U000110bd\\U000110cd\\U00013430-\\U00013438\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a"
-    "\\U000e0001\\U000e0020-\\U000e007f\\U000f0000-\\U000ffffd\\U00100000-\\U0010fffd]"
+    "\\U000e0001\\U000e0020-\\U000e007f\\U000e0100-\\U000e01ef\\U000f0000-\\U000ffffd\\U00100000-\\U0010fffd]"
 )
 TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
 

@@ -410,7 +410,13 @@ def test_windows_1251_file_that_lost_characters_warns(src):
 
 
 @pytest.mark.parametrize(
-    "character", ["\u00ad", "\u2060", "\t", "\u2028", "\u2029", "\u0085", "\ufeff", "\u200d", "\n", "\ue000"]
+    "character",
+    [
+        *("\u00ad", "\u2060", "\t", "\u2028", "\u2029", "\u0085", "\ufeff", "\u200d", "\n", "\ue000"),
+        # Default-ignorable letters and marks that render as nothing: grapheme joiner, Hangul and
+        # Khmer fillers, the blank Braille pattern, variation selectors.
+        *("\u034f", "\u115f", "\u1160", "\u17b4", "\u3164", "\uffa0", "\u2800", "\ufe0f", "\U000e0100"),
+    ],
 )
 def test_invisible_characters_are_refused(src, character):
     from pipeline.validate import HIDDEN_RULE

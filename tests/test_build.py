@@ -84,7 +84,7 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     assert "<code>servers.csv:7</code>" in quality and "sources/servers.csv" not in quality
     leaked = [str(p) for p in out.rglob("*") if p.is_file() and str(tmp_path).encode() in p.read_bytes()]
     assert leaked == []
-    assert f"{sources}/servers.csv:7: price_rub_month" in ok.stderr  # the terminal still says where the file is
+    assert f"{sources}/servers.csv: price_rub_month" in ok.stderr and "(строки 7, 8, 9, 10, 11; всего 5)" in ok.stderr
     before = snapshot(out)
     edit_csv(sources / "servers.csv", ",h200-sxm,8,nvswitch,", ",h300,8,nvswitch,")
     failed = run_build("--sources", str(sources), "--out", str(out))

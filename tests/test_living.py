@@ -56,7 +56,7 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
     edit_csv(sources / "gpus.csv", "RTX PRO 6000,NVIDIA,96,", "RTX PRO 6000,NVIDIA,32,")
     edit_csv(sources / "servers.csv", ",585000,", ",1585000,")
     with (sources / "servers.csv").open("a", encoding="utf-8") as f:
-        f.write("xfusion-1x-h200,1 × H200 (XFUSION),XFUSION,h200-nvl,1,pcie,99000,2026-10-12,catalog\n")
+        f.write("xfusion-1x-h200,1 × H200 (XFUSION),XFUSION,h200-nvl,1,pcie,99000,2026-10-12,,,,catalog\n")
     out = tmp_path / "out"
     base = ["--base-url", "https://example.org/gpu/"]
     assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet", *base]) == 0

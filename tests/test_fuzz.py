@@ -24,6 +24,7 @@ from mutations import mutate, restore
 
 from conftest import ROOT
 from pipeline.__main__ import main
+from pipeline.publish import outdir
 
 BUDGET_SECONDS = float(os.environ.get("PIPELINE_FUZZ_SECONDS", "30"))
 CASES = int(os.environ.get("PIPELINE_FUZZ_CASES", "200"))
@@ -65,7 +66,9 @@ def test_mutated_sources_are_accepted_or_refused_cleanly(tmp_path, built):
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
     (sentinel / "index.html").write_text("not to be touched\n", encoding="utf-8")
-    outside = tree(tmp_path, skip=(out, work.parent))  # everything but the output and the sources
+    # Everything but the output, its lock file beside it (outdir.lock_path) and the sources.
+    skip = (out, outdir.lock_path(out), work.parent)
+    outside = tree(tmp_path, skip=skip)
 
     started, seen = time.perf_counter(), {"accepted": 0, "refused": 0}
     for seed in range(FIRST_SEED, FIRST_SEED + CASES):
@@ -89,7 +92,7 @@ def test_mutated_sources_are_accepted_or_refused_cleanly(tmp_path, built):
             assert tree(out) == before, f"{case}: the refused build changed the previous output"
         else:
             seen["accepted"] += 1
-        assert tree(tmp_path, skip=(out, work.parent)) == outside, f"{case}: a file was written outside the output"
+        assert tree(tmp_path, skip=skip) == outside, f"{case}: a file was written outside the output"
     print(f"fuzz: {seen['accepted']} accepted, {seen['refused']} refused in {time.perf_counter() - started:.0f} s")
     assert seen["accepted"] and seen["refused"], seen
 
@@ -110,4 +113,4 @@ def test_mutated_sources_from_the_command_line(tmp_path):
     )
     assert result.returncode == 2, f"{what}: {result.stderr}"
     assert "Traceback" not in result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["sources"]
+    assert {p.name for p in tmp_path.iterdir()} - {outdir.lock_path(out).name} == {"sources"}  # the lock is the build's

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 FOLDER = "pagefind"
-NOT_INDEXED = ("search.html", "404.html")  # the search page itself and the error page
+# The search page itself, the error page, and the quality page: it is written last, once validation
+# has finished (Staging.swap), after the index is made, so the index never depends on its timing.
+NOT_INDEXED = ("search.html", "404.html", "quality.html")
 # The parts of Pagefind's output that site/search.html uses (its ready-made UIs are left out).
 UNUSED = ("pagefind-ui.", "pagefind-modular-ui.", "pagefind-component-ui.", "pagefind-highlight.")
 

@@ -138,7 +138,9 @@ def test_calibration_rows_recompute(built):
 
 
 def test_accuracy_and_pretraining_pages(built):
-    page = (built / "site/accuracy.html").read_text(encoding="utf-8")
+    page = (
+        (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\u00a0", " ")
+    )  # typography: NBSP before units
     summary = pl.read_csv(built / "site/data/calibration_summary.csv")
     first = summary.filter(pl.col("estimator") == "first_principles").row(0, named=True)
     shown = f"{round(first['median_abs_error'] * 100)} %"
@@ -151,7 +153,7 @@ def test_accuracy_and_pretraining_pages(built):
 
 
 def test_model_page_has_breakdown_bars(built):
-    page = (built / "site/models/llama-3-1-8b.html").read_text(encoding="utf-8")
+    page = (built / "site/models/llama-3-1-8b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     breakdown = pl.read_csv(built / "site/data/memory_breakdown.csv")
     row = breakdown.filter((pl.col("model_id") == "llama-3-1-8b") & (pl.col("method_id") == "full_amp")).row(
         0, named=True

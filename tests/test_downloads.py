@@ -192,7 +192,9 @@ def test_derived_tables_name_the_sources_of_their_inputs(built, catalog):
 
 
 def test_every_download_is_linked_from_the_data_page(built):
-    html = (built / "site" / "data.html").read_text(encoding="utf-8")
+    html = (
+        (built / "site" / "data.html").read_text(encoding="utf-8").replace("\u00a0", " ")
+    )  # typeset: NBSP before units
     for table in ALL_TABLES:
         for ext in ("csv", "xlsx", "parquet", "metadata.json"):
             assert f'href="data/{table.name}.{ext}"' in html, (table.name, ext)

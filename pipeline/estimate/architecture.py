@@ -291,6 +291,18 @@ CONFIG_KEYS = {
 CONFIG_MAX_COUNT = 100_000_000
 
 
+def whole(value: object, name: str) -> int:
+    """A count of a config.json (layers, widths, vocabulary, experts): ValueError unless a whole
+    number from 0 to CONFIG_MAX_COUNT."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+    if value != int(value) or value < 0:
+        raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
+    if value > CONFIG_MAX_COUNT:
+        raise ValueError(f"config.json: {name} = {value!r} is beyond any model (at most {CONFIG_MAX_COUNT:,})")
+    return int(value)
+
+
 def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # noqa: C901
     """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
 
@@ -310,15 +322,6 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # n
         if required and default is None:
             raise ValueError(f"config.json has no {' / '.join(names)}")
         return default
-
-    def whole(value: object, name: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
-        if value != int(value) or value < 0:
-            raise ValueError(f"config.json: {name} = {value!r} is not a whole number")
-        if value > CONFIG_MAX_COUNT:
-            raise ValueError(f"config.json: {name} = {value!r} is beyond any model (at most {CONFIG_MAX_COUNT:,})")
-        return int(value)
 
     k = CONFIG_KEYS
     model_type = str(config.get("model_type") or "")

@@ -271,7 +271,7 @@ def test_unclosed_quote_that_swallows_the_rest_of_the_file(src):
     path.write_text("".join(lines[:9]) + quoted + "".join(lines[2:8]) * 400 + lines[10], encoding="utf-8")
     problems = [p for p in problems_in(src) if p.startswith("servers.csv")]
     assert problems == [
-        'servers.csv:10: has 3 cells, the header has 9; a quoted cell (") runs from this line to the end of the file: '
+        'servers.csv:10: has 3 cells, the header has 12; a quoted cell (") runs from this line to the end of the file: '
         "is a closing quote missing?"
     ]
 
@@ -440,5 +440,5 @@ def test_a_header_name_is_shown_escaped_and_cut(src):
         'gpus.csv:1: unknown column "memory\\u200b_gb"; did you mean "memory_gb"?',
         'servers.csv:1: column "platform" is missing from the header',
         'servers.csv:1: unknown column "' + "p" * 120 + '… (500 characters)"; expected: server_id, display_name, '
-        "platform, gpu_id, gpu_count, interconnect, price_rub_month, price_checked_on, reference_id",
+        "platform, gpu_id, gpu_count, interconnect, price_rub_month, price_checked_on, min_term_months, price_rub_hour, network, reference_id",
     ]

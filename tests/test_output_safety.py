@@ -134,7 +134,13 @@ def test_link_verified_reuses_only_identical_regular_files(tmp_path):
 def small_render():
     from pipeline.render.site import Rendered
 
-    return Rendered({"index.html": "<!doctype html>ok", "charts/memory.0123456789.svg": "<svg/>"}, {"a.md": "# a\n"})
+    return Rendered(
+        {
+            "index.html": '<!doctype html><html lang="ru"><body><main>ok</main></body></html>',
+            "charts/memory.0123456789.svg": "<svg/>",
+        },
+        {"a.md": "# a\n"},
+    )
 
 
 @pytest.mark.parametrize(

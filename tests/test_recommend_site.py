@@ -34,12 +34,12 @@ def cell_text(catalog, r: dict) -> str:
 
 def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
     text = html.unescape(page(built, "models/llama-3-1-70b.html"))
-    section = text.split('id="cheapest"')[1]
+    section = text.split('id="cheapest"')[1].replace("\xa0", " ")  # typeset: NBSP around × and units
     best = best_rows(catalog)
     for method_id in catalog["methods"]["method_id"]:
         r = best[("llama-3-1-70b", method_id)]
-        assert cell_text(catalog, r) in section
-        assert f'<td class="num">{fmt.number(r["hours"])}</td>' in section
+        assert cell_text(catalog, r).replace("\xa0", " ") in section
+        assert f'<td class="num">{fmt.number(r["hours"])}</td>'.replace("\xa0", " ") in section
     lora = best[("llama-3-1-70b", "lora")]
     assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
     assert "1 360 800 ₽ — аренда на 1 мес." in section.replace("\xa0", " ")

@@ -55,6 +55,9 @@ def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/
             path = pages / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        if not pages.is_dir():  # no page to index (a site of downloads only): no index, no search files
+            shutil.rmtree(work, ignore_errors=True)
+            return dict
         command = [
             executable(),
             "--site",

@@ -14,6 +14,7 @@ from pipeline.combine import Catalog
 from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.estimate.table_rule import RELATIVE_TOLERANCE, server_memory
+from pipeline.render import russian
 
 # The constants the page uses; the rest of constants.csv serves the articles.
 CONSTANTS = (
@@ -158,6 +159,8 @@ def calculator_data(catalog: Catalog) -> dict:
         "constants": {name: _number(catalog.constants[name]) for name in CONSTANTS},
         # Not a rule constant but the float tolerance of estimate.ceil_div, so that counts match at boundaries.
         "ceil_relative_tolerance": RELATIVE_TOLERANCE,
+        # The CLDR plural rules and noun forms, for "{count:noun}" slots in the scripts' texts.
+        "plural": russian.plural_data(),
         "estimator": estimator_data(catalog),
     }
 

@@ -827,7 +827,6 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
-            plural=russian.plural_data(),
             headlines=self.entities.headlines(),
             plan_with=self.entities.plan_with,
             opens_with=self.site_config["calculator_opens_with"],

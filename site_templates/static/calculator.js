@@ -840,14 +840,17 @@ export function countNoun(plural, shown, noun, grammaticalCase = "nom") {
   return `${shown}${NBSP}${forms[PLURAL_CATEGORIES.indexOf(pluralCategory(plural, shown))]}`;
 }
 
-let pluralData = null; // set from the page's texts
-// "{key}" is the slot; "{key:noun}" or "{key:noun/case}" the slot's number with its noun in agreement.
-const fill = (template, slots) =>
+// A text with its slots filled: "{key}" is the slot; "{key:noun}" or "{key:noun/case}" the slot's
+// number with its noun in agreement (pipeline/render/russian.py's fill). `plural` is calculator.json's.
+export const fillText = (plural, template, slots) =>
   template.replace(/\{(\w+)(?::([^}/]+)(?:\/(\w+))?)?\}/g, (_, key, noun, grammaticalCase) =>
-    noun && pluralData && slots[key] !== undefined
-      ? countNoun(pluralData, slots[key], noun, grammaticalCase || "nom")
+    noun && plural && slots[key] !== undefined
+      ? countNoun(plural, slots[key], noun, grammaticalCase || "nom")
       : (slots[key] ?? ""),
   );
+
+let pluralData = null; // set from data/calculator.json
+const fill = (template, slots) => fillText(pluralData, template, slots);
 
 function element(tag, attributes = {}, text = "") {
   const node = document.createElement(tag);
@@ -858,6 +861,7 @@ function element(tag, attributes = {}, text = "") {
 
 function setup(form, data, text) {
   tolerance = data.ceil_relative_tolerance;
+  pluralData = data.plural;
   const $ = (id) => document.getElementById(id);
   const field = (name) => form.elements.namedItem(name);
   const gpuById = new Map(data.gpus.map((g) => [g.id, g]));
@@ -1447,7 +1451,6 @@ function setup(form, data, text) {
 const form = globalThis.document?.getElementById("calc");
 if (form) {
   const text = JSON.parse(document.getElementById("calc-text").textContent);
-  pluralData = text.plural ?? null;
   try {
     const response = await fetch(form.dataset.src);
     if (!response.ok) throw new Error(`${response.status} ${form.dataset.src}`);

@@ -14,7 +14,6 @@ const FIELDS = [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS), ...CHECK_FIELDS]
 const LORA_FIELDS = ["lora_rank", "lora_targets"];
 const SVG = "http://www.w3.org/2000/svg";
 
-const fill = (template, slots) => template.replace(/\{(\w+)\}/g, (_, key) => slots[key] ?? "");
 const isFull = (methodId) => methodId.startsWith("full");
 
 // The typical setup the static page shows: Setup()'s defaults with the fields of the calculator link.
@@ -38,6 +37,7 @@ function methodSetup(setup, methodId, defaults) {
 
 function start(form, data, calc, text) {
   const { estimateBreakdown, setupProblems, parseCount, formatGb, formatInteger } = calc;
+  const fill = (template, slots) => calc.fillText(data.plural, template, slots);
   const $ = (id) => document.getElementById(id);
   const field = (name) => form.elements.namedItem(name);
   const est = data.estimator;

@@ -365,11 +365,12 @@ def _subset(catalog, column: str, keep: list[str]):
 
     from pipeline.combine import Catalog
 
-    table = {"model_id": "models", "server_id": "servers"}[column]
-    tables = dict(catalog.tables)
-    for name in (table, "estimates", "gpu_fit", "server_fit"):
-        if column in tables[name].columns:
-            tables[name] = tables[name].filter(pl.col(column).is_in(keep))
+    # Every table that names the entity (the entity's own, the fits, the recommendations, ...) keeps
+    # only the sampled ones, so no page looks up a row the sample dropped.
+    tables = {
+        name: table.filter(pl.col(column).is_in(keep)) if column in table.columns else table
+        for name, table in catalog.tables.items()
+    }
     return Catalog(tables, catalog.constants)
 
 

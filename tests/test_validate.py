@@ -552,14 +552,25 @@ def edge_values(which: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("which", ["low", "high"])
-def test_every_constant_at_the_edge_of_its_bounds_builds(src, tmp_path, which):
+def test_every_constant_at_the_edge_of_its_bounds_builds(src, tmp_path, monkeypatch, which):
     # What validation lets through, the compute and render stages must survive: no division by
     # zero, no index out of range, no cast that fails, whatever the constants within their bounds.
     from pipeline.build import build
 
+    from pipeline.problems import TemplateError
+    from pipeline.render import russian
+
     for constant_id, value in edge_values(which).items():
         set_constant(src, constant_id, f"{value:.15f}".rstrip("0").rstrip("."))
     load_and_validate(src)  # accepted
+    # Such constants may make an article's checked statement false: then the build stops with the
+    # editor's message for each such statement, and for nothing else.
+    try:
+        build(src, tmp_path / "checked")
+    except TemplateError as exc:
+        assert exc.problems and all("больше не верно" in p.rule for p in exc.problems), exc.problems
+    # With the statements let through, every stage survives: every page is rendered.
+    monkeypatch.setattr(russian, "claim", lambda condition, statement, **now: "")
     summary = build(src, tmp_path / "out")
     assert summary["pages"] > 50 and (tmp_path / "out" / "site" / "index.html").is_file()
 
@@ -615,14 +626,14 @@ def test_warnings_do_not_stop_the_build(src, tmp_path):
 
     edit_csv(src / "servers.csv", ",585000,", ",5000,")
     edit_csv(src / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,")
-    summary = build(src, tmp_path / "out")
+    summary = build(src, tmp_path / "out", base_url="https://gpu.example/")
     shown = [str(w).replace(f"{src}/", "") for w in summary["warnings"] if "по запросу" not in w.rule]
     assert shown == [
         'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
         'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
         "more than 5 times off; check the price",
     ]
-    quality = (tmp_path / "out" / "site" / "quality.html").read_text(encoding="utf-8")
+    quality = (tmp_path / "out" / "site" / "quality.html").read_text(encoding="utf-8").replace("\xa0", " ")
     assert "unusual: most are between 8 and 400 ГБ; check the figure" in quality
     assert "more than 5 times off; check the price" in quality
 

@@ -556,7 +556,6 @@ def test_every_constant_at_the_edge_of_its_bounds_builds(src, tmp_path, monkeypa
     # What validation lets through, the compute and render stages must survive: no division by
     # zero, no index out of range, no cast that fails, whatever the constants within their bounds.
     from pipeline.build import build
-
     from pipeline.problems import TemplateError
     from pipeline.render import russian
 

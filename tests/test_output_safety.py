@@ -361,6 +361,19 @@ def test_out_over_a_folder_the_build_does_not_own_is_refused(tmp_path, what):
     assert tree(tmp_path) == before
 
 
+@pytest.mark.parametrize("below", ["out", "a/b/out"])
+def test_out_below_a_file_is_refused(tmp_path, below):
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    out = tmp_path / "notes.txt" / below
+    refused = run("build", "--out", str(out))
+    assert (refused.returncode, refused.stderr) == (
+        2,
+        f"Refused: --out {out}: {tmp_path / 'notes.txt'} is a file, not a folder, so nothing can be made "
+        "inside it; choose another --out.\n",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_serve_refuses_a_folder_it_does_not_own(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()

@@ -151,6 +151,14 @@ def check_output(out: Path, sources: Path | None = None) -> Path:
     for what, folder in inside:
         if _contains(folder.resolve(), real):
             raise OutputRefused(f"--out {shown} is inside {what} ({folder.resolve()}); choose a folder outside it")
+    for above in path.parents:  # the nearest folder above that exists must be a folder
+        if os.path.lexists(above):
+            if not above.is_dir():
+                raise OutputRefused(
+                    f"--out {shown}: {above} is a file, not a folder, so nothing can be made inside it; "
+                    "choose another --out"
+                )
+            break
     if not os.path.lexists(path):
         return path
     if not real.is_dir():

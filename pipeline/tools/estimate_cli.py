@@ -466,8 +466,23 @@ def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a number a config may hold")
+class _NotANumber(str):
+    """NaN, Infinity or -Infinity where config.json has a number: kept while parsing, to be named by key."""
+
+
+def _not_a_number_key(config) -> tuple[str, str] | None:
+    """The first key (as a dotted path) whose value is NaN or ±Infinity, and that value; None if none.
+    Walked without recursion: a config that parsed may still be nested deeper than a recursive walk goes."""
+    stack = [("", config)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, _NotANumber):
+            return where or "(the whole file)", str(value)
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else key, item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 def _short(exc: BaseException) -> str:
@@ -498,11 +513,13 @@ def _architecture(catalog, args):
         if args.vocab or args.layers or args.hidden:
             raise UsageError("--config gives the exact architecture: leave out --vocab, --layers and --hidden")
         try:
-            config = json.loads(read_input(args.config).decode("utf-8"), parse_constant=_no_constant)
+            config = json.loads(read_input(args.config).decode("utf-8"), parse_constant=_NotANumber)
         except OSError as exc:
             raise UsageError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise UsageError(f"--config {args.config}: not a config.json ({_short(exc)})") from None
+        if (bad := _not_a_number_key(config)) is not None:
+            raise UsageError(f"--config {args.config}: {bad[0]} = {bad[1]}: not a number a config may hold")
         try:
             arch = architecture_from_config(config)
         except (ValueError, TypeError, OverflowError) as exc:

@@ -125,13 +125,8 @@ def _target_or_refuse(out: Path) -> Path:
         ) from None
 
 
-def check_output(out: Path, sources: Path | None = None) -> Path:
-    """The folder a build of `out` may replace (see `target`); OutputRefused when it may not."""
-    shown = str(out)
-    path = _target_or_refuse(out)
-    if path.parent == path:
-        raise OutputRefused(f"--out {shown} is the root of the file system; choose a folder of its own")
-    real = path.resolve()
+def _refuse_project_folders(shown: str, real: Path, sources: Path | None) -> None:
+    """OutputRefused when the resolved --out is, contains or lies inside the code, templates or sources."""
     guarded = [
         ("the pipeline's code", PACKAGE.parent),
         ("the site templates", TEMPLATES),
@@ -151,6 +146,10 @@ def check_output(out: Path, sources: Path | None = None) -> Path:
     for what, folder in inside:
         if _contains(folder.resolve(), real):
             raise OutputRefused(f"--out {shown} is inside {what} ({folder.resolve()}); choose a folder outside it")
+
+
+def _refuse_below_a_file(shown: str, path: Path) -> None:
+    """OutputRefused when a file stands where one of the folders above --out should be."""
     for above in path.parents:  # the nearest folder above that exists must be a folder
         if os.path.lexists(above):
             if not above.is_dir():
@@ -159,6 +158,17 @@ def check_output(out: Path, sources: Path | None = None) -> Path:
                     "choose another --out"
                 )
             break
+
+
+def check_output(out: Path, sources: Path | None = None) -> Path:
+    """The folder a build of `out` may replace (see `target`); OutputRefused when it may not."""
+    shown = str(out)
+    path = _target_or_refuse(out)
+    if path.parent == path:
+        raise OutputRefused(f"--out {shown} is the root of the file system; choose a folder of its own")
+    real = path.resolve()
+    _refuse_project_folders(shown, real, sources)
+    _refuse_below_a_file(shown, path)
     if not os.path.lexists(path):
         return path
     if not real.is_dir():

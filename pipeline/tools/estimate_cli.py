@@ -493,6 +493,26 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
+def _config_architecture(args):
+    """_architecture's answer for --config: the exact architecture of a Hugging Face config.json."""
+    if args.vocab or args.layers or args.hidden:
+        raise UsageError("--config gives the exact architecture: leave out --vocab, --layers and --hidden")
+    try:
+        config = json.loads(read_input(args.config).decode("utf-8"), parse_constant=_NotANumber)
+    except OSError as exc:
+        raise UsageError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise UsageError(f"--config {args.config}: not a config.json ({_short(exc)})") from None
+    if (bad := _not_a_number_key(config)) is not None:
+        raise UsageError(f"--config {args.config}: {bad[0]} = {bad[1]}: not a number a config may hold")
+    try:
+        arch = architecture_from_config(config)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise UsageError(f"--config {args.config}: {_short(exc)}") from None
+    total = parameter_counts(arch).total / 1e9
+    return arch, f"{args.config.name} ({total:.3g} B from its config)", total, None
+
+
 def _architecture(catalog, args):
     """(architecture, display name, params_b, borrowed shape id or None) of --model / --params-b / --config."""
     models = catalog["models"]
@@ -510,22 +530,7 @@ def _architecture(catalog, args):
         row = models.filter(models["model_id"] == args.model).row(0, named=True)
         return arch, row["display_name"], row["params_b"], None
     if args.config is not None:
-        if args.vocab or args.layers or args.hidden:
-            raise UsageError("--config gives the exact architecture: leave out --vocab, --layers and --hidden")
-        try:
-            config = json.loads(read_input(args.config).decode("utf-8"), parse_constant=_NotANumber)
-        except OSError as exc:
-            raise UsageError(f"--config {args.config}: cannot read it ({exc.strerror or exc})") from None
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise UsageError(f"--config {args.config}: not a config.json ({_short(exc)})") from None
-        if (bad := _not_a_number_key(config)) is not None:
-            raise UsageError(f"--config {args.config}: {bad[0]} = {bad[1]}: not a number a config may hold")
-        try:
-            arch = architecture_from_config(config)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise UsageError(f"--config {args.config}: {_short(exc)}") from None
-        total = parameter_counts(arch).total / 1e9
-        return arch, f"{args.config.name} ({total:.3g} B from its config)", total, None
+        return _config_architecture(args)
     if args.params_b is None and not (args.layers and args.hidden):
         raise UsageError("give --model ID, --params-b N or --config FILE (or --batch FILE.csv)")
     named = first_principles.model_architectures(models.filter(models["kind"] == "named"))

@@ -212,6 +212,22 @@ def test_the_shell_command_article_runs_nothing(renderer, tmp_path):
         ('{{ table("__class__") }}', 'table("__class__") is not an article table'),
         ("{{ 'x' * 10**8 }}", "a repetition of 100000000 items is too long for an article"),
         ("{{ 7 ** 999999 }}", "7 ** 999999 is too large a number for an article"),
+        (
+            "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+            "the article's loops take more than 1000000 turns",
+        ),
+        (
+            "{% for c in 'x' * 1000000 %}{{ c if loop.first }}{% endfor %}{% for d in 'y' %}{% endfor %}",
+            "the article's loops take more than 1000000 turns",
+        ),
+        ("{{ '%999999999s'|format(1) }}", "the format '%999999999' asks for too large a width for an article"),
+        ("{{ '%*d'|format(999999999, 1) }}", "the format '%*' asks for too large a width for an article"),
+        ("{{ '%.9999999f' % 1.5 }}", "the format '%.9999999' asks for too large a width for an article"),
+        ("{{ '{:>999999999}'.format(1) }}", "the format '{:>999999999' asks for too large a width for an article"),
+        ("{{ '{:>{w}}'.format(1, w=999999999) }}", "the format '{:>{' asks for too large a width for an article"),
+        ("{{ 'x'.center(999999999) }}", "a width of 999999999 is too large for an article"),
+        ("{{ 'x'|indent(10**9) }}", "a width of 1000000000 is too large for an article"),
+        ("{{ 'x'.zfill(10**9) }}", "a width of 1000000000 is too large for an article"),
     ],
 )
 def test_sandbox_refuses_python_internals(renderer, payload, rule):
@@ -704,3 +720,20 @@ def test_cleaned_markdown_makes_only_allowed_html(text):
     html = markdown_lib.markdown(cleaned, extensions=["tables", "sane_lists"], output_format="html")
     assert markup_problems(html) == []
     assert markup_problems(clean_html(html)[0]) == []
+
+
+def test_sandbox_limits_leave_ordinary_loops_and_formats_alone(renderer):
+    body = (
+        "{% for i in range(3) %}{% for j in range(2) %}{{ i * j }}{% endfor %}{% endfor %} "
+        "{{ '%5.1f'|format(2.5) }} {{ '{:>4}'.format(7) }} {{ 'x'|center(5) }} {{ '%s'|format(99999999999) }}"
+    )
+    markdown, _, warnings = render_hostile(renderer, f"Текст.\n\n{body}\n")
+    assert (markdown, warnings) == ("Текст.\n\n000102   2.5    7   x   99999999999\n", [])
+
+
+def test_the_editors_guide_states_the_sandbox_limits():
+    from pipeline.render.site import MAX_LOOP_STEPS, MAX_REPEAT
+
+    guide = (Path(__file__).parents[1] / "site_templates" / "README.md").read_text(encoding="utf-8")
+    assert f"циклы, которые вместе делают больше {MAX_LOOP_STEPS:_} шагов".replace("_", " ") in guide
+    assert f"ширина больше {MAX_REPEAT:_} знаков".replace("_", " ") in guide

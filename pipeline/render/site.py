@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import hashlib
 import re
+import threading
 import tomllib
 from bisect import bisect_right
 from collections.abc import Callable
@@ -119,6 +120,13 @@ MARKUP_FILTERS = ("safe", "escape", "e", "forceescape", "urlize", "xmlattr", "to
 MAX_ARTICLE_CHARS = 20_000_000  # a rendered article longer than this is refused
 MAX_REPEAT = 1_000_000  # the longest text or list `*` may make
 MAX_POWER_BITS = 65_536  # the largest integer `**` may make
+MAX_LOOP_STEPS = 1_000_000  # the most turns an article's loops may take in all (the site's use a few hundred)
+# Filters and text methods that pad or wrap to a width an article gives: the width is capped by MAX_REPEAT.
+WIDTH_FILTERS = ("center", "indent", "wordwrap", "truncate", "format")
+WIDTH_METHODS = ("center", "ljust", "rjust", "zfill", "expandtabs")  # str.format: ArticleSandbox.wrap_str_format
+# A width or precision of 7 digits or more, or one taken from the arguments: "%9999999s", "{:>{w}}", "%*d".
+_WIDE_SPEC = re.compile(r"%[-#0 +]*(?:\*|\d{7,}|\d*\.(?:\*|\d{7,}))|\{[^{}]*:[^{}]*(?:\{|\d{7,})")
+_LOOP_STEPS = threading.local()  # the turns taken by the loops of the article being rendered
 
 
 class Helpers:
@@ -143,7 +151,28 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox (no attributes starting with "_", no Python internals, no changing of
     lists or dicts), limited further to the helpers, with `*` and `**` kept from making huge values."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
+    compiled_as = "loops counted"  # part of the bytecode cache's key: how _parse changes the template
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
+        """The template's tree with every loop's iterable passed through `_counted`, which stops an
+        article whose loops (nested ones multiply) would run more than MAX_LOOP_STEPS turns."""
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(jinja2.nodes.For):
+            loop.iter = jinja2.nodes.Filter(loop.iter, "_counted", [], [], None, None, lineno=loop.lineno)
+        tree.set_environment(self)
+        return tree
+
+    def wrap_str_format(self, value):  # "…".format and "…".format_map, as the article takes them
+        wrapped = super().wrap_str_format(value)
+        if wrapped is not None:
+            _refuse_wide(value.__self__, ())
+        return wrapped
+
+    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (Jinja's own signature)
+        if getattr(__obj, "__self__", None).__class__ is str and getattr(__obj, "__name__", "") in WIDTH_METHODS:
+            _refuse_wide("", (*args, *kwargs.values()))
+        return super().call(__context, __obj, *args, **kwargs)
 
     def getattr(self, obj, attribute: str):
         if type(obj) is Helpers and attribute not in obj._members:
@@ -165,7 +194,42 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
             for items, times in ((left, right), (right, left)):
                 if isinstance(items, str | list | tuple) and type(times) is int and len(items) * times > MAX_REPEAT:
                     raise SecurityError(f"a repetition of {len(items) * times} items is too long for an article")
+        if operator == "%" and isinstance(left, str):
+            _refuse_wide(left, ())
         return super().call_binop(context, operator, left, right)
+
+
+def _refuse_wide(text: str, widths: tuple) -> None:
+    """SecurityError for a width an article could make a huge text with: a number over MAX_REPEAT
+    given to a padding filter or method, or such a width in a format string."""
+    for value in widths:
+        if type(value) is int and value > MAX_REPEAT:
+            raise SecurityError(f"a width of {value} is too large for an article")
+    if isinstance(text, str) and _WIDE_SPEC.search(text):
+        raise SecurityError(f"the format {_WIDE_SPEC.search(text)[0]!r} asks for too large a width for an article")
+
+
+def _counted(items):
+    """A loop's items, each turn counted against MAX_LOOP_STEPS (reset for every article)."""
+    for item in items:
+        _LOOP_STEPS.taken = getattr(_LOOP_STEPS, "taken", 0) + 1
+        if _LOOP_STEPS.taken > MAX_LOOP_STEPS:
+            raise SecurityError(f"the article's loops take more than {MAX_LOOP_STEPS} turns")
+        yield item
+
+
+def _width_checked(name: str, flt: Callable) -> Callable:
+    """A padding filter that refuses a huge width first (see _refuse_wide)."""
+
+    @functools.wraps(flt)
+    def checked(value, *args, **kwargs):
+        if name == "format":  # "%9999999s"|format(x): the width is in the text, the arguments are values
+            _refuse_wide(value, ())
+        else:
+            _refuse_wide("", (*args, *kwargs.values()))
+        return flt(value, *args, **kwargs)
+
+    return checked
 
 
 def _inert(value):
@@ -191,6 +255,9 @@ _ARTICLE_ENV = ArticleSandbox(
 _ARTICLE_ENV.globals = {name: _ARTICLE_ENV.globals[name] for name in ARTICLE_GLOBALS}
 for _name in MARKUP_FILTERS:
     del _ARTICLE_ENV.filters[_name]
+for _name in WIDTH_FILTERS:
+    _ARTICLE_ENV.filters[_name] = _width_checked(_name, _ARTICLE_ENV.filters[_name])
+_ARTICLE_ENV.filters["_counted"] = _counted
 
 
 def article_template(article: Article) -> jinja2.Template:  # noqa: D103
@@ -217,6 +284,7 @@ ARTICLE_ERRORS = (
 def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callable[[int], int]]:
     """template.render(context), and a function giving the template line that wrote a character of
     the result (for the editor: the line of a removed tag or link)."""
+    _LOOP_STEPS.taken = 0
     gen = template.root_render_func(template.new_context(context))
     code = gen.gi_code
     literals = {id(c) for c in code.co_consts if type(c) is str}
@@ -318,6 +386,7 @@ def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
     settings = repr(
         (env.autoescape, env.undefined, env.finalize, env.keep_trailing_newline, env.trim_blocks, env.lstrip_blocks)
         + (type(env).__qualname__, sorted(getattr(env, "intercepted_binops", ())), sorted(env.filters))
+        + (getattr(env, "compiled_as", ""),)
     )
     tag = hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", settings).encode()).hexdigest()[:12]
     try:

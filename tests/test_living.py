@@ -102,6 +102,38 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
     assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
 
 
+def test_data_words_are_formatted_once_from_the_constants():
+    from pipeline import words
+
+    figures = words.data_words({"range_low_factor": 0.75, "range_high_factor": 1.4, "calibration_within": 0.2})
+    assert figures == {"range_low": "−25", "range_high": "+40", "within": "20"}
+    labels = {"a": "при {range_high} % — {n} шт.", "b": ["{range_low}…{range_high} %", 3], "c": "±{within} %"}
+    assert words.with_data_words(labels, figures) == {"a": "при +40 % — {n} шт.", "b": ["−25…+40 %", 3], "c": "±20 %"}
+
+
+def test_an_edited_range_or_accuracy_band_changes_every_sentence_that_quotes_it(sources, tmp_path):
+    # The table rule's range and the accuracy band are quoted on many pages: none types them.
+    edit_csv(sources / "constants.csv", "range_low_factor,0.7,", "range_low_factor,0.75,")
+    edit_csv(sources / "constants.csv", "range_high_factor,1.5,", "range_high_factor,1.4,")
+    edit_csv(sources / "constants.csv", "calibration_within,0.25,", "calibration_within,0.2,")
+    out = tmp_path / "out"
+    assert main(["build", "--sources", str(sources), "--out", str(out), "--quiet"]) == 0
+    texts = {name: re.sub(r"\s+", " ", text.replace(NBSP, " ")) for name, text in page_texts(out).items()}
+    quoted = {
+        "site/models/llama-3-1-8b.html": ["с диапазоном от −25 до +40 %", "при памяти на 40 % выше оценки"],
+        "site/gpus/h100-pcie.html": ["при памяти на 40 % выше оценки"],
+        "site/servers/xfusion-2x-h100.html": ["верхней границы оценки (+40 %); «по оценке да, при +40 % нет»"],
+        "site/compare/index.html": ["по оценке и с запасом +40 %.", "по оценке и при +40 %."],
+        "site/accuracy.html": ["в пределах ±20 % у неё", "В пределах ±20 %, доля строк, %"],
+        "site/calculator.html": ["с её диапазоном −25…+40 %"],
+        "markdown/finetune-memory.md": ["«по оценке да, при +40 % нет»", "RTX PRO 6000: по оценке / при +40 %"],
+    }
+    missing = {name: [q for q in want if q not in texts[name]] for name, want in quoted.items()}
+    assert missing == dict.fromkeys(quoted, [])
+    stale = re.compile(r"при \+50 %|−30…|от −30 до|±25 %|на 50 % выше")  # the old rule's own +50 % stays
+    assert {name: stale.findall(text) for name, text in texts.items() if stale.search(text)} == {}
+
+
 def test_entity_pages_link_the_calculator_preselected(built):
     gpu = (built / "site" / "gpus" / "h200-sxm.html").read_text(encoding="utf-8")
     assert 'href="../calculator.html?gpu=h200-sxm"' in gpu

@@ -8,6 +8,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
 from babel.dates import format_date
+from babel.lists import format_list
 from babel.numbers import format_decimal
 
 LOCALE = "ru_RU"
@@ -37,6 +38,11 @@ def number(value: float | None, places: int = 1) -> str:
 @lru_cache(maxsize=65536)
 def integer(value: int | None) -> str:  # noqa: D103
     return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
+
+
+def listed(items: list[str]) -> str:
+    """Items joined as Russian lists them (commas, then the conjunction before the last: CLDR's list pattern)."""
+    return format_list(list(items), locale=LOCALE)
 
 
 def date(value: dt.date | None) -> str:

@@ -14,7 +14,7 @@ import re
 import threading
 import tomllib
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +23,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import TEMPLATES
+from pipeline import TEMPLATES, words
 from pipeline.combine import Catalog
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
@@ -66,8 +66,10 @@ class Rendered:
     warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
 
 
-def load_labels(templates: Path = TEMPLATES) -> dict:  # noqa: D103
-    return tomllib.loads((templates / "labels.toml").read_text(encoding="utf-8"))
+def load_labels(templates: Path = TEMPLATES, constants: Mapping[str, float] | None = None) -> dict:
+    """labels.toml; with `constants`, its data slots filled in (pipeline.words.with_data_words)."""
+    found = words.labels(templates)
+    return found if constants is None else words.with_data_words(found, words.data_words(constants))
 
 
 def read_articles(templates: Path = TEMPLATES) -> list[Article]:
@@ -375,7 +377,7 @@ def html_environment(templates: Path) -> jinja2.Environment:
         )
         env.bytecode_cache = _bytecode_cache(env)
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
-        env.filters.update(number=fmt.number, count=russian.count)
+        env.filters.update(number=fmt.number, count=russian.count, listed=fmt.listed, noun=russian.noun_form)
         _ENVIRONMENTS[templates] = env
     return _ENVIRONMENTS[templates]
 
@@ -531,7 +533,8 @@ class Renderer:
         self.validation = validation
         self.templates = templates
         self.base_url = base_url if base_url.endswith("/") else base_url + "/"
-        self.labels = load_labels(templates)
+        self.figures = words.data_words(catalog.constants)
+        self.labels = words.with_data_words(words.labels(templates), self.figures)
         self.site_config = tomllib.loads((templates / "site.toml").read_text(encoding="utf-8"))
         self.tables = Tables(catalog, self.labels)
         problems = config_problems(self.tables, self.site_config)
@@ -650,6 +653,7 @@ class Renderer:
             table=lambda view: self.table_html(view, root),
             nav=self.articles,
             labels=self.labels,
+            figures=self.figures,
             path=path,
             canonical=self.base_url + path.removesuffix("index.html"),
             # The quote request for a page without one job (the comparisons): the page's subject and address.
@@ -745,6 +749,7 @@ class Renderer:
                 facts=facts,
                 models=E.method_models(me),
             )
+        card_counts = [fmt.integer(n) for n in self.site_config["gpu_card_counts"]]
         for g in E.gpu_ids():
             gpu = t.gpu(g)
             entity(
@@ -754,6 +759,7 @@ class Renderer:
                 gpu=gpu,
                 heading=gpu["name"],
                 facts=self.gpu_facts(gpu),
+                card_counts=card_counts,
                 summary=E.gpu_summary(g),
                 models=E.gpu_models(g),
             )

@@ -366,6 +366,12 @@ class EstimatorTables:
             [False] + [True] * (len(BREAKDOWN_COLUMNS) + 2),
         )
 
+    def pretraining_names(self, kind: str) -> str:
+        """The models (kind "model") or GPUs ("gpu") of the pretraining rows, listed (fmt.listed)."""
+        lookup = self.t.model if kind == "model" else self.t.gpu
+        ids = dict.fromkeys(self.c["pretraining"][f"{kind}_id"].to_list())
+        return fmt.listed([lookup(i)["short_name"] for i in ids])
+
     def pretraining_table(self) -> TableView:
         L = self.L  # noqa: N806
         rows = []

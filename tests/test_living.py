@@ -87,11 +87,11 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
     line = next(
         n
         for n, text in enumerate(Path("site_templates/articles/gpu-count.md").read_text().splitlines(), 1)
-        if "правило прежней статьи меньше теоретического минимума" in text
+        if "популярное правило меньше теоретического минимума" in text
     )
     assert f"site_templates/articles/gpu-count.md:{line}:" in err
     assert "статья «Сколько GPU нужно для дообучения моделей 7B, 13B и 70B" in err
-    assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
+    assert "утверждение «популярное правило меньше теоретического минимума» больше не верно" in err
     assert "сейчас в данных: правило_байт = 20; минимум_байт = 16" in err
     assert "Traceback" not in err
     assert manifest(out) == before
@@ -99,7 +99,7 @@ def test_catalog_edits_keep_sentences_true_or_stop_naming_the_claim(sources, tmp
 
     assert main(["check", "--sources", str(sources)]) == 2
     err = capsys.readouterr().err
-    assert "утверждение «правило прежней статьи меньше теоретического минимума» больше не верно" in err
+    assert "утверждение «популярное правило меньше теоретического минимума» больше не верно" in err
 
 
 def test_data_words_are_formatted_once_from_the_constants():

@@ -210,11 +210,56 @@ def test_wide_tables_fit_the_screen_and_keep_their_first_column(browser, site_se
         page.wait_for_load_state("networkidle")
         assert page.evaluate("document.documentElement.scrollWidth") <= width, (path, width)
         assert serious_axe_violations(page) == [], (path, width)
-        sticky = page.eval_on_selector_all(
-            ".scroll tbody th[scope=row]", "cells => cells.map(c => getComputedStyle(c).position)"
+        # Each row's first cell stays in view while the table scrolls sideways, unless the table is
+        # stacked on a phone (then nothing scrolls sideways).
+        first = page.eval_on_selector_all(
+            ".scroll tbody tr:first-child th[scope=row]",
+            "cells => cells.map(c => getComputedStyle(c).position + (c.closest('.stack') ? ' stack' : ''))",
         )
-        assert sticky and set(sticky) == {"sticky"}, path
+        want = {"sticky", "static stack"} if width == 390 else {"sticky", "sticky stack"}
+        assert first and set(first) <= want, (path, first)
     context.close()
+
+
+STACKED = """() => [...document.querySelectorAll(".scroll.stack")].map((box) => ({
+  overflow: box.scrollWidth - box.clientWidth,
+  display: getComputedStyle(box.querySelector("td")).display,
+  labels: [...box.querySelectorAll("tbody tr:first-child td")].map((td) => getComputedStyle(td, "::before").content),
+  headers: [...box.querySelectorAll("thead th")].slice(1).map((th) => JSON.stringify(th.textContent.replaceAll("\\u00a0", " "))),
+}))"""
+
+
+@pytest.mark.browser
+def test_short_wide_tables_stack_on_a_phone_and_stay_tables_on_a_desktop(browser, site_server):
+    from conftest import serious_axe_violations
+
+    for width, display in ((390, "flex"), (1280, "table-cell")):
+        context = browser.new_context(viewport={"width": width, "height": 844}, locale="ru-RU")
+        page = context.new_page()
+        page.goto(site_server + "models/llama-3-1-8b.html")
+        page.wait_for_load_state("networkidle")
+        boxes = page.evaluate(STACKED)
+        assert boxes, "the model page has a short table with many columns"
+        for box in boxes:
+            assert box["display"] == display, width
+            if width == 390:  # each value beside its column's name, nothing hidden sideways
+                assert box["overflow"] <= 0 and box["labels"] == box["headers"], box
+            else:
+                assert box["labels"] == ["none"] * len(box["headers"]), box
+        assert serious_axe_violations(page) == [], width
+        context.close()
+
+
+@pytest.mark.browser
+def test_a_long_table_keeps_its_header_in_view(browser, site_server):
+    page = browser.new_context(viewport={"width": 1280, "height": 700}).new_page()
+    page.goto(site_server + "methods/lora.html")
+    box = page.query_selector(".scroll.tall")
+    assert box is not None
+    top = box.evaluate("b => b.getBoundingClientRect().top")
+    box.evaluate("b => { b.scrollTop = 400; }")
+    header = box.evaluate("b => b.querySelector('thead th').getBoundingClientRect().top")
+    assert box.evaluate("b => b.scrollTop") == 400 and abs(header - top) < 1.5
 
 
 def test_message_catalogue_is_russian():

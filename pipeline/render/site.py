@@ -30,7 +30,7 @@ from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
 from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links
 from pipeline.render import format as fmt
-from pipeline.render.view import Link, TableView
+from pipeline.render.view import TALL_MIN_ROWS, Link, TableView
 from pipeline.render.views import estimator as estimator_pages
 from pipeline.render.views.articles import Tables
 from pipeline.render.views.comparison import Comparison
@@ -416,7 +416,14 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
     width = len(num)
     if len(view.headers) > width:
         raise NotPlain
-    opens = ['<th scope="row">'] + [f"<td{n}>" for n in num[1:]]
+    layout = view.layout
+    if layout == "stack":  # each value carries its column's name, shown beside it on a phone
+        labelled = [f' data-label="{escape(h)}"' for h in view.headers] + [' data-label=""'] * (
+            width - len(view.headers)
+        )
+        opens = ['<th scope="row">'] + [f"<td{n}{labelled[i]}>" for i, n in enumerate(num) if i]
+    else:
+        opens = ['<th scope="row">'] + [f"<td{n}>" for n in num[1:]]
     closes = ["</th>"] + ["</td>"] * (width - 1)
     # Columns repeat their texts (fit labels, card counts) and pages their first columns (links
     # to every model or server): each cell's HTML is made once per process.
@@ -433,7 +440,7 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         return html
 
     parts = [
-        '\n<figure class="data-table">\n<div class="scroll" tabindex="0" role="region" aria-label="Таблица: ',
+        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region" aria-label="Таблица: ',
         escape(view.headers[0]) if view.headers else "",
         '"><table',
         ' class="sortable"' if view.sortable else "",
@@ -498,6 +505,18 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
             ),
             (TableView([tricky], [[tricky]], ["r"], ["t"], [True]), [ref_no_url], ""),
             (TableView(["a", "b"], [], [], [], [True, False]), [], "../../"),
+            (
+                TableView(
+                    ["m", tricky, "b", "c"], [[link, "1", tricky, "2"]], ["r"], ["t"], [False, True, False, True]
+                ),
+                [ref],
+                "",
+            ),
+            (
+                TableView(["m", "n"], [[f"r{i}", str(i)] for i in range(TALL_MIN_ROWS)], [], [], [False, True]),
+                [],
+                "../",
+            ),
         ]
         _VERIFIED[key] = all(
             str(html_table(view, refs, labels, root, date))

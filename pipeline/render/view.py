@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+STACK_MAX_ROWS = 6  # at most this many rows and
+STACK_MIN_COLUMNS = 4  # at least this many columns: stacked on a phone
+TALL_MIN_ROWS = 25  # this many rows or more: the table scrolls in a box of its own
+
 
 @dataclass(frozen=True)
 class Link:
@@ -26,6 +30,15 @@ class TableView:
     notes: list[str] = field(default_factory=list)
     sortable: bool = False
     pager: Pager | None = None  # set on the pages of a table split by pipeline.render.paging
+
+    @property
+    def layout(self) -> str:
+        """The class of the table's scrolling box besides "scroll": "stack" for a short table with many
+        columns (on a phone each row becomes a block, each value under its column's name), "tall" for
+        a long one (it scrolls in its own box, so its header row stays in view), else ""."""
+        if len(self.rows) <= STACK_MAX_ROWS and len(self.headers) >= STACK_MIN_COLUMNS:
+            return "stack"
+        return "tall" if len(self.rows) >= TALL_MIN_ROWS else ""
 
 
 @dataclass(frozen=True)

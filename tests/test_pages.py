@@ -6,6 +6,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.render import format as fmt
+from pipeline.render.site import load_labels
 
 
 def text(path: Path) -> str:
@@ -29,16 +30,19 @@ def test_one_page_per_entity(built, catalog):
 
 def test_model_page_figures(built, catalog):
     html = text(built / "site" / "models" / "llama-3-1-8b.html")
+    L = load_labels(constants=catalog.constants)["entities"]  # noqa: N806
     e = catalog["estimates"].filter(pl.col("model_id") == "llama-3-1-8b").sort("method_id")
     for row in e.iter_rows(named=True):
         low, high = (
             fmt.gb(row["memory_low_gb"]).replace("\xa0", " "),
             fmt.gb(row["memory_high_gb"]).replace("\xa0", " "),
         )
-        assert f'<td class="num">{fmt.gb(row["memory_gb"])}</td><td class="num">{low}…{high}</td>' in html
+        # A row per method, five columns: the table stacks on a phone, each value with its column's name.
+        estimate, spread = (f'<td class="num" data-label="{L[k]}">' for k in ("estimate", "range"))
+        assert f"{estimate}{fmt.gb(row['memory_gb'])}</td>{spread}{low}…{high}</td>" in html
     full = e.filter(pl.col("method_id") == "full_amp").row(0, named=True)
     assert full["theoretical_min_gb"] == 8.03 * 16
-    assert f'<td class="num">{fmt.gb(full["theoretical_min_gb"])}</td>' in html
+    assert f'<td class="num" data-label="{L["minimum"]}">{fmt.gb(full["theoretical_min_gb"])}</td>' in html
     fit = catalog["gpu_fit"].filter(
         (pl.col("model_id") == "llama-3-1-8b") & (pl.col("gpu_id") == "h200-sxm") & (pl.col("method_id") == "full_amp")
     )

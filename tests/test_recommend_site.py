@@ -14,6 +14,7 @@ import polars as pl
 from pipeline.estimate import recommend
 from pipeline.render import format as fmt
 from pipeline.render import quote
+from pipeline.words import labels
 
 
 def page(built, path: str) -> str:
@@ -39,7 +40,9 @@ def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
     for method_id in catalog["methods"]["method_id"]:
         r = best[("llama-3-1-70b", method_id)]
         assert cell_text(catalog, r).replace("\xa0", " ") in section
-        assert f'<td class="num">{fmt.number(r["hours"])}</td>'.replace("\xa0", " ") in section
+        # The table has a row per method: short and wide, it stacks on a phone (each value labelled).
+        hours = f'<td class="num" data-label="{labels()["entities"]["reco"]["hours"]}">{fmt.number(r["hours"])}</td>'
+        assert hours.replace("\xa0", " ") in section
     lora = best[("llama-3-1-70b", "lora")]
     assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
     assert "1 360 800 ₽ — аренда на 1 мес." in section.replace("\xa0", " ")
@@ -57,7 +60,7 @@ def test_quote_link_carries_the_configuration(built, catalog):
     assert body.startswith("Модель: Модель 70 млрд\n")
     r = best_rows(catalog)[("generic-70b", "lora")]
     assert f"LoRA: {cell_text(catalog, r)}" in body
-    assert "Постановка: типовая: 2\xa0048 токенов" in body
+    assert "Постановка: типовая: 2\xa0048\xa0токенов" in body
     # the server page too, and the calculator without JavaScript (a plain link in the HTML)
     assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in page(built, "servers/hgx-b200-8x.html")
     assert 'id="calc-quote" class="quote-link" href="mailto:' in page(built, "calculator.html")

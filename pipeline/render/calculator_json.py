@@ -101,6 +101,32 @@ def estimator_data(catalog: Catalog) -> dict:
     }
 
 
+# The servers' columns the calculator reads, under their own names.
+SERVER_KEYS = (
+    "gpu_id",
+    "gpu_count",
+    "server_memory_gb",
+    "price_rub_month",
+    "price_rub_hour",
+    "min_term_months",
+    "interconnect",
+    "network",
+)
+
+
+def _records(frame, **keys) -> list[dict]:
+    """The rows of `frame` as the script reads them: key -> a column (whole floats as ints), or
+    (column, function) for a value made from it; a column the frame lacks gives None."""
+    out = []
+    for r in frame.iter_rows(named=True):
+        record = {}
+        for key, source in keys.items():
+            column, made = source if isinstance(source, tuple) else (source, _number)
+            record[key] = made(r.get(column))
+        out.append(record)
+    return out
+
+
 def calculator_data(catalog: Catalog) -> dict:
     """Anchors, methods, models, GPUs, servers with prices, the rules' constants and the estimator's data."""
     anchors = catalog["memory_anchors"].sort("method_id", "params_b")
@@ -113,49 +139,25 @@ def calculator_data(catalog: Catalog) -> dict:
             method_id: [[_number(p), _number(m)] for p, m in rows.select("params_b", "memory_gb").iter_rows()]
             for (method_id,), rows in anchors.group_by("method_id", maintain_order=True)
         },
-        "methods": [
-            {
-                "id": r["method_id"],
-                "name": r["name_ru"],
-                "theoretical_min_applies": bool(r["theoretical_min_applies"]),
-            }
-            for r in methods.iter_rows(named=True)
-        ],
-        "models": [
-            {
-                "id": r["model_id"],
-                "name": r["display_name"],
-                "family": r["family"],
-                "params_b": _number(r["params_b"]),
-            }
-            for r in models.iter_rows(named=True)
-        ],
-        "gpus": [
-            {
-                "id": r["gpu_id"],
-                "name": r["short_name"],
-                "memory_gb": _number(r["memory_gb"]),
-                "bf16_dense_tflops": _number(r["bf16_dense_tflops"]),
-                "fp8_dense_tflops": _number(r["fp8_dense_tflops"]),
-                "has_nvlink": r["interconnect"] != "pcie",
-            }
-            for r in gpus.iter_rows(named=True)
-        ],
-        "servers": [
-            {
-                "id": r["server_id"],
-                "name": r["display_name"],
-                "gpu_id": r["gpu_id"],
-                "gpu_count": r["gpu_count"],
-                "server_memory_gb": _number(r["server_memory_gb"]),
-                "price_rub_month": _number(r["price_rub_month"]),
-                "price_rub_hour": _number(r["price_rub_hour"]),
-                "min_term_months": r["min_term_months"],
-                "interconnect": r["interconnect"],
-                "network": r.get("network"),
-            }
-            for r in servers.iter_rows(named=True)
-        ],
+        "methods": _records(
+            methods, id="method_id", name="name_ru", theoretical_min_applies=("theoretical_min_applies", bool)
+        ),
+        "models": _records(models, id="model_id", name="display_name", family="family", params_b="params_b"),
+        "gpus": _records(
+            gpus,
+            id="gpu_id",
+            name="short_name",
+            memory_gb="memory_gb",
+            bf16_dense_tflops="bf16_dense_tflops",
+            fp8_dense_tflops="fp8_dense_tflops",
+            has_nvlink=("interconnect", lambda interconnect: interconnect != "pcie"),
+        ),
+        "servers": _records(
+            servers,
+            id="server_id",
+            name="display_name",
+            **{key: key for key in SERVER_KEYS},
+        ),
         "constants": {name: _number(catalog.constants[name]) for name in CONSTANTS},
         # Not a rule constant but the float tolerance of estimate.ceil_div, so that counts match at boundaries.
         "ceil_relative_tolerance": RELATIVE_TOLERANCE,

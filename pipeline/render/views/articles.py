@@ -16,6 +16,7 @@ import polars as pl
 from pipeline.combine import Catalog
 from pipeline.estimate import recommend
 from pipeline.render import format as fmt
+from pipeline.render import russian
 from pipeline.render.view import Link, TableView
 
 
@@ -304,9 +305,9 @@ class Tables:
         view = TableView(
             [
                 L["model"],
-                L["legacy"].format(bytes=fmt.number(legacy_bytes)),
+                L["legacy"].format(bytes=russian.Shown(fmt.number(legacy_bytes))),
                 L["legacy_range"].format(low=fmt.number(low * 100), high=fmt.number(high * 100)),
-                L["minimum"].format(bytes=fmt.number(self.min_bytes())),
+                L["minimum"].format(bytes=russian.Shown(fmt.number(self.min_bytes()))),
                 L["estimate"].format(method=self.method(method)["short_name_ru"]),
                 L["range"],
             ],

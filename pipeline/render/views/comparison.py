@@ -21,6 +21,7 @@ from pipeline.combine import Catalog
 from pipeline.estimate import calibration, first_principles
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.render import format as fmt
+from pipeline.render import russian
 from pipeline.render.view import TableView
 from pipeline.render.views.articles import Tables
 from pipeline.render.views.estimator import signed_percent
@@ -216,8 +217,8 @@ class Comparison:
         rows = self._advice(model_id, method_id, server)
         return self._advice_value(rows, step, what)
 
-    def advice_steps(self) -> str:
-        return fmt.integer(self.constants["comparison_accumulation_steps"])
+    def advice_steps(self) -> russian.Shown:
+        return russian.Shown(fmt.integer(self.constants["comparison_accumulation_steps"]))
 
     # -- tables --
     def estimators_table(self) -> TableView:

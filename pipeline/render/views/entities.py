@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.estimate import recommend, table_rule
 from pipeline.problems import Problem
 from pipeline.render import format as fmt
-from pipeline.render import quote
+from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
 from pipeline.render.views.articles import Tables, _unique
 
@@ -315,7 +315,8 @@ class EntityTables:
             (
                 R["q_setup"],
                 R["q_setup_value"].format(
-                    seq=fmt.integer(int(setup["typical_seq_len"])), batch=fmt.integer(int(setup["typical_micro_batch"]))
+                    seq=russian.Shown(fmt.integer(int(setup["typical_seq_len"]))),
+                    batch=fmt.integer(int(setup["typical_micro_batch"])),
                 ),
             )
         )
@@ -337,7 +338,7 @@ class EntityTables:
             fp=fmt.number(fp["median_abs_error"] * 100, 0),
             table=fmt.number(table["median_abs_error"] * 100, 0),
             table_bias=fmt.number(table["median_error"] * 100, 0),
-            rows=fmt.integer(fp["rows"]),
+            rows=russian.Shown(fmt.integer(fp["rows"])),
             low=fmt.number(spread["low_factor"], 2),
             high=fmt.number(spread["high_factor"], 2),
         )

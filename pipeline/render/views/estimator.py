@@ -396,7 +396,7 @@ class EstimatorTables:
             L["pretrain_gpu"],
             L["pretrain_tokens"],
             L["pretrain_cards_memory"],
-            L["pretrain_cards_time"].format(days=fmt.number(first["target_days"], 0)),
+            L["pretrain_cards_time"].format(days=russian.Shown(fmt.number(first["target_days"], 0))),
             L["pretrain_memory"],
             L["pretrain_days"],
             L["pretrain_servers"],

@@ -409,6 +409,15 @@ class NotPlain(Exception):
 _CELLS: dict[tuple[str, str], dict] = {}  # (root, opening tag) -> cell -> its HTML, across tables
 
 
+def _cell_opens(view: TableView, num: list[str], layout: str) -> list[str]:
+    """The opening tag of each column's cells; in a stacked table each value carries its column's
+    name (data-label), shown beside it on a phone."""
+    if layout != "stack":
+        return ['<th scope="row">'] + [f"<td{n}>" for n in num[1:]]
+    names = [escape(h) for h in view.headers] + [""] * (len(num) - len(view.headers))
+    return ['<th scope="row">'] + [f'<td{n} data-label="{names[i]}">' for i, n in enumerate(num) if i]
+
+
 def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date) -> Markup:
     """What partials/table.html's render_table writes (see Renderer.table_html); NotPlain if it cannot."""
     root_ = escape(root)
@@ -417,13 +426,7 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
     if len(view.headers) > width:
         raise NotPlain
     layout = view.layout
-    if layout == "stack":  # each value carries its column's name, shown beside it on a phone
-        labelled = [f' data-label="{escape(h)}"' for h in view.headers] + [' data-label=""'] * (
-            width - len(view.headers)
-        )
-        opens = ['<th scope="row">'] + [f"<td{n}{labelled[i]}>" for i, n in enumerate(num) if i]
-    else:
-        opens = ['<th scope="row">'] + [f"<td{n}>" for n in num[1:]]
+    opens = _cell_opens(view, num, layout)
     closes = ["</th>"] + ["</td>"] * (width - 1)
     # Columns repeat their texts (fit labels, card counts) and pages their first columns (links
     # to every model or server): each cell's HTML is made once per process.
@@ -795,6 +798,12 @@ class Renderer:
                 quote_url=E.quote_link(None, server_id=s),
                 quote_contacts=self.site_config["quote"],
             )
+        self.comparison_pages(out)
+        return out
+
+    def comparison_pages(self, out: dict[str, str]) -> None:
+        """The comparisons into `out`: their index, the servers × main tasks, and a GPU × model page per method."""
+        E, t = self.entities, self.tables  # noqa: N806
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
@@ -821,7 +830,6 @@ class Renderer:
                 view=E.compare_gpu_cards(me),
                 others=[(h, n) for h, n in methods if h != href],
             )
-        return out
 
     def model_facts(self, model: dict) -> list:
         F = self.labels["entity_pages"]["models"]  # noqa: N806

@@ -1156,6 +1156,7 @@ class Bounds:
 # per constant. Each must be present in constants.csv; a new constant is declared here.
 CONSTANT_BOUNDS: dict[str, Bounds] = {
     "range_low_factor": Bounds(gt=0, lt=1, usual=(0.5, 0.95)),
+    "anchor_size_tolerance": Bounds(ge=0, lt=0.2, usual=(0, 0.05)),
     "range_high_factor": Bounds(gt=1, le=10, usual=(1.05, 2)),
     "adamw_weight_bytes": Bounds(gt=0, le=8),
     "adamw_grad_bytes": Bounds(gt=0, le=8),
@@ -1258,6 +1259,7 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
     ),
     "pipeline.estimate.table_rule": (
         "adamw_grad_bytes",
+        "anchor_size_tolerance",
         "adamw_optimizer_bytes",
         "adamw_weight_bytes",
         "range_high_factor",
@@ -1270,9 +1272,11 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "tokens_per_param",
     ),
     "pipeline.estimate.recommend": ("default_utilization",),
+    "pipeline.words": ("calibration_within", "range_high_factor", "range_low_factor"),
     "pipeline.render.site": ("default_utilization",),
     "pipeline.render.calculator_json": (
         "adamw_grad_bytes",
+        "anchor_size_tolerance",
         "adamw_optimizer_bytes",
         "adamw_weight_bytes",
         "default_utilization",
@@ -1284,6 +1288,7 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
     ),
     "pipeline.render.views.articles": (
         "adamw_grad_bytes",
+        "anchor_size_tolerance",
         "adamw_optimizer_bytes",
         "adamw_weight_bytes",
         "legacy_full_bytes_per_param",

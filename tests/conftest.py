@@ -22,6 +22,7 @@ RULE_CONSTANTS = {
     "adamw_weight_bytes": 2,
     "adamw_grad_bytes": 2,
     "adamw_optimizer_bytes": 12,
+    "anchor_size_tolerance": 0.01,
 }
 
 

@@ -28,6 +28,23 @@ def test_interpolation_edges():
     assert e["extrapolated"].to_list() == [False, False, False, False, False, True]
 
 
+@pytest.mark.parametrize(
+    ("tolerance", "bases"),
+    [
+        (0.01, ["below_range", "anchor", "anchor", "anchor", "anchor", "extrapolated"]),
+        (0.0, ["below_range", "below_range", "anchor", "anchor", "extrapolated", "extrapolated"]),
+    ],
+)
+def test_a_size_within_the_tolerance_of_the_end_anchors_is_theirs(monkeypatch, tolerance, bases):
+    # 40,3 B is 0,75 % above the largest anchor (40): not an extrapolation; 40,5 B (1,25 %) is.
+    monkeypatch.setitem(CONSTANTS, "anchor_size_tolerance", tolerance)
+    e = small_estimates([9.8, 9.95, 10, 40, 40.3, 40.5]).filter(pl.col("method_id") == "lora").sort("params_b")
+    assert e["basis"].to_list() == bases
+    assert e["extrapolated"].to_list() == [b == "extrapolated" for b in bases]
+    # the memory still scales with the size beyond the anchor
+    assert e["memory_gb"].to_list() == pytest.approx([19.6, 19.9, 20, 100, 100.75, 101.25])
+
+
 def test_range_and_theoretical_minimum():
     e = small_estimates([15]).sort("method_id")
     assert e.select("method_id", "memory_gb", "memory_low_gb", "memory_high_gb", "theoretical_min_gb").rows() == [

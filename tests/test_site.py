@@ -1,6 +1,7 @@
 """The built site as a whole: links resolve at the root and under a subpath, every page parses as HTML5,
 has its own title and description, canonical and Open Graph tags, and a typical page stays light."""
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag, urlparse
@@ -154,6 +155,7 @@ def test_article_tables_have_source_captions(built):
 
 def test_html_article_carries_the_seed_figures(built):
     html = (built / "site" / "finetune-memory.html").read_text(encoding="utf-8").replace("\xa0", " ")
+    html = re.sub(r' data-label="[^"]*"', "", html)  # a short wide table: its values carry their column's name
     row = (
         '<th scope="row"><a href="methods/full_amp.html">Полное, bf16/fp16 (смешанная точность)</a></th>'
         '<td class="num">137,1</td><td class="num">630</td><td class="num">1 200</td>'

@@ -508,7 +508,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:48: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
+            'constants.csv:49: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),

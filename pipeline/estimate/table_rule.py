@@ -32,7 +32,7 @@ def estimate_memory(
 
     Between two anchor sizes the estimate is linear; below the smallest it is
     proportional to the smallest, above the largest proportional to the largest
-    (and flagged as extrapolation).
+    (and flagged as extrapolation), except within anchor_size_tolerance of that anchor.
     """
     anchors = memory_anchors.select(
         "method_id",
@@ -65,11 +65,16 @@ def estimate_memory(
         .then(lo_gb)
         .otherwise(lo_gb + (hi_gb - lo_gb) * (p - lo_b) / (hi_b - lo_b))
     )
+    # A size within anchor_size_tolerance of the smallest or largest anchor is that anchor's (its
+    # memory still scales with it): 70,6 B beside a 70 B anchor is no extrapolation.
+    near = constants["anchor_size_tolerance"]
     basis = (
-        pl.when(lo_b.is_null())
+        pl.when(lo_b.is_null() & (p < hi_b * (1 - near)))
         .then(pl.lit("below_range"))
-        .when(hi_b.is_null())
+        .when(hi_b.is_null() & (p > lo_b * (1 + near)))
         .then(pl.lit("extrapolated"))
+        .when(lo_b.is_null() | hi_b.is_null())
+        .then(pl.lit("anchor"))
         .when(lo_b == hi_b)
         .then(pl.lit("anchor"))
         .otherwise(pl.lit("interpolated"))

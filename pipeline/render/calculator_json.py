@@ -18,6 +18,7 @@ from pipeline.render import russian
 
 # The constants the page uses; the rest of constants.csv serves the articles.
 CONSTANTS = (
+    "anchor_size_tolerance",
     "range_low_factor",
     "range_high_factor",
     "adamw_weight_bytes",

@@ -46,7 +46,7 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "a": frozenset({"href", "hreflang", "rel", "aria-current", "aria-label"}),
     "img": frozenset({"src", "alt", "width", "height"}),
     "th": frozenset({"scope", "colspan", "rowspan"}),
-    "td": frozenset({"colspan", "rowspan"}),
+    "td": frozenset({"colspan", "rowspan", "data-label"}),  # a stacked table's column name per value
     "col": frozenset({"span"}),
     "colgroup": frozenset({"span"}),
     "ol": frozenset({"start", "reversed"}),
@@ -59,7 +59,7 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 # (the table helpers' figure, scroll box, sortable table, numeric cells, notes, sources, pager).
 CLASSES: dict[str, frozenset[str]] = {
     "figure": frozenset({"data-table"}),
-    "div": frozenset({"scroll"}),
+    "div": frozenset({"scroll", "stack", "tall"}),  # stack, tall: render.view.TableView.layout
     "table": frozenset({"sortable"}),
     "th": frozenset({"num"}),
     "td": frozenset({"num"}),

@@ -71,12 +71,14 @@ export function estimate(data, paramsB, methodId) {
   let memory;
   let basis;
   const p = paramsB;
+  // Within anchor_size_tolerance of the smallest or largest anchor, the size is that anchor's.
+  const near = c.anchor_size_tolerance;
   if (lower === null) {
     memory = (upper[1] * p) / upper[0];
-    basis = "below_range";
+    basis = p < upper[0] * (1 - near) ? "below_range" : "anchor";
   } else if (upper === null) {
     memory = (lower[1] * p) / lower[0];
-    basis = "extrapolated";
+    basis = p > lower[0] * (1 + near) ? "extrapolated" : "anchor";
   } else if (lower[0] === upper[0]) {
     memory = lower[1];
     basis = "anchor";

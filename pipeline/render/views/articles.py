@@ -457,7 +457,8 @@ class Tables:
         return fmt.gb(e["memory_gb"]) + mark
 
     def _note_extrapolation(self, view: TableView, models: list[str]) -> TableView:
-        if any(self.model(m)["params_b"] > self.max_anchor_b for m in models):
+        beyond = self.max_anchor_b * (1 + self.const("anchor_size_tolerance"))  # table_rule.estimate_memory's
+        if any(self.model(m)["params_b"] > beyond for m in models):
             view.notes.append(
                 self.labels["common"]["extrapolation_note"].format(max_anchor=fmt.number(self.max_anchor_b))
             )

@@ -69,7 +69,7 @@ def print_warnings(warnings) -> None:
     from pipeline.messages import grouped_warnings, message
 
     if warnings:
-        print(message("warnings_header", count=len(warnings)), file=sys.stderr)
+        print(message("report.warnings_header", count=len(warnings)), file=sys.stderr)
         for line in grouped_warnings(warnings):
             print(f"  {line}", file=sys.stderr)
 
@@ -233,82 +233,108 @@ def run_command(args: argparse.Namespace) -> int:
             return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)
         if args.command == "check":
             checks = check(args.sources, on_warnings=print_warnings)
-            print(f"{args.sources}: all {checks} checks passed")
+            from pipeline.messages import message
+
+            print(message("report.check_passed", sources=args.sources, checks=checks))
             return 0
+
+        from pipeline.messages import stage_line
 
         def progress(stage: str, seconds: float) -> None:
             if not args.quiet:
-                print(f"  {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
+                print(f"  {stage_line(stage, seconds)}", file=sys.stderr, flush=True)
 
         summary = build(args.sources, args.out, args.base_url, force=args.force, progress=progress)
     except (DataError, TemplateError) as exc:
         print(format_report(exc.problems), file=sys.stderr)
         from pipeline.messages import message
 
-        stopped = message("stopped_build", out=args.out) if args.command == "build" else message("stopped_check")
+        stopped = (
+            message("report.stopped_build", out=args.out)
+            if args.command == "build"
+            else message("report.stopped_check")
+        )
         print(stopped, file=sys.stderr)
         return EXIT_INVALID_DATA
     except Exception as exc:
+        from pipeline.messages import message
         from pipeline.publish.outdir import OutputRefused
         from pipeline.publish.paths import UnsafePath
 
         if isinstance(exc, OutputRefused):
-            print(f"Refused: {exc}.", file=sys.stderr)
+            print(message("report.refused", reason=exc), file=sys.stderr)
             return EXIT_INVALID_DATA
         if isinstance(exc, UnsafePath):
-            print(f"The build stopped: {exc}; {out or 'nothing'} was left as it was.", file=sys.stderr)
+            stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
+            print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
             return EXIT_INVALID_DATA
         if isinstance(exc, OSError):
             print(environment_message(exc, out), file=sys.stderr)
             return EXIT_ENVIRONMENT
         raise
     except KeyboardInterrupt:
-        print(f"Interrupted; {out or 'nothing'} was left as it was.", file=sys.stderr)
+        from pipeline.messages import message
+
+        print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
         return 130
     return report(args, summary, started)
 
 
 def report(args: argparse.Namespace, summary: dict, started: float) -> int:
     """The summary line of a build (and its warnings)."""
+    from pipeline.messages import message
+
     if summary["unchanged"]:
-        print(f"Nothing changed since the last build of {args.out}; {time.perf_counter() - started:.2f} s")
+        print(message("report.unchanged", out=args.out, seconds=_seconds(time.perf_counter() - started, 2)))
         return 0
     print_warnings(summary["warnings"])
     rows = ", ".join(f"{name} {n}" for name, n in summary["rows"].items())
     files = summary["files"]
     if summary.get("leftover"):
-        print(
-            f"warning: could not remove the previous build at {summary['leftover']}; the next build will",
-            file=sys.stderr,
-        )
+        print(message("report.leftover", path=summary["leftover"]), file=sys.stderr)
     print(
-        f"Built {args.out}/site ({summary['pages']} pages) and {args.out}/markdown ({summary['markdown']} articles); "
-        f"rows: {rows}; files: {files['written']} written, {files['kept']} unchanged; "
-        f"{time.perf_counter() - started:.1f} s"
+        message(
+            "report.built",
+            out=args.out,
+            pages=summary["pages"],
+            markdown=summary["markdown"],
+            rows=rows,
+            written=files["written"],
+            kept=files["kept"],
+            seconds=_seconds(time.perf_counter() - started, 1),
+        )
     )
     return 0
+
+
+def _seconds(seconds: float, places: int) -> str:
+    """Seconds as a Russian reader writes them: a decimal comma."""
+    return f"{seconds:.{places}f}".replace(".", ",")
 
 
 def environment_message(exc: OSError, out: Path | None) -> str:
     """One line for a problem of the machine: what happened, where, what to do."""
     import errno
 
+    from pipeline.messages import message
+
     where = exc.filename or (str(out) if out else "")
     where = f" ({where}" + (f" -> {exc.filename2}" if exc.filename2 else "") + ")" if where else ""
     code = exc.errno
+    immutable = message("outdir.immutable")
     if code in (errno.ENOSPC, errno.EDQUOT):
-        what, todo = "the disk is full", "free some space there (or choose another --out) and build again"
+        what, todo = message("environment.disk_full"), message("environment.disk_full_todo")
     elif code == errno.EROFS:
-        what, todo = "the file system is read-only", "remount it read-write or choose another --out"
+        what, todo = message("environment.read_only"), message("environment.read_only_todo")
     elif code in (errno.EACCES, errno.EPERM):
-        what = "no permission to write there" if "immutable" not in str(exc.strerror) else str(exc.strerror)
-        todo = "check the folder's owner, mode and flags (ls -ld, lsattr; chattr -i) or choose another --out"
+        what = message("environment.no_permission") if exc.strerror != immutable else immutable
+        todo = message("environment.no_permission_todo")
     elif code == errno.ENAMETOOLONG:
-        what, todo = "a file name is too long for this file system", "choose an --out with a shorter path"
+        what, todo = message("environment.name_too_long"), message("environment.name_too_long_todo")
     else:
-        what, todo = (exc.strerror or str(exc)).rstrip("."), "fix that and build again"
-    kept = f"; {out} was left as it was" if out else ""
-    return f"Environment problem: {what}{where}: {todo}{kept}."
+        what, todo = (exc.strerror or str(exc)).rstrip("."), message("environment.other_todo")
+    kept = message("environment.kept", out=out) if out else ""
+    return message("environment.line", what=what, where=where, todo=todo, kept=kept)
 
 
 if __name__ == "__main__":

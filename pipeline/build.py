@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.messages import message
 from pipeline.problems import DataError, Problem, Validation
 
 Progress = Callable[[str, float], None]
@@ -252,9 +253,6 @@ def load_validated_before(sources: Path):
     return con
 
 
-ID_RULE = "ids use lowercase latin letters and digits, joined by '-' or '_'"
-
-
 def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
     """Ids that would not be safe in a file name (the id rule, the length limit), found before
     anything is written: pages are rendered and written while the Great Expectations suites,
@@ -276,7 +274,7 @@ def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
             )
             for line, value in bad.select(LINE, field.name).iter_rows():
                 too_long = len(value) > field.max_length
-                rule = f"longer than {field.max_length} characters" if too_long else ID_RULE
+                rule = message("rules.too_long", max=field.max_length) if too_long else message("rules.id_pattern")
                 found.append(Problem(display_path(sources, table), line, field.name, value, rule))
     return found
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.messages import message
 from pipeline.problems import Problem, capped
 from pipeline.problems import shown as shown_value
 from pipeline.schema import DUCKDB_TYPES, MONEY_UNITS, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
@@ -111,20 +112,18 @@ def read_file(sources_dir: Path, table: Table, shown: str) -> tuple[bytes | None
     try:
         link = os.lstat(path)
     except FileNotFoundError:
-        return refuse("file is missing")
+        return refuse(message("load.missing"))
     except OSError as exc:
-        return refuse(f"cannot be read ({exc.strerror})")
+        return refuse(message("load.unreadable", reason=exc.strerror))
     if stat.S_ISLNK(link.st_mode):
         try:
             target = path.resolve(strict=True)
         except FileNotFoundError:
-            return refuse("is a symbolic link to a file that does not exist; put the CSV file itself here")
+            return refuse(message("load.broken_link"))
         except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13, OSError (ELOOP) after
-            return refuse("is a symbolic link that leads back to itself (a loop); put the CSV file itself here")
+            return refuse(message("load.link_loop"))
         if not target.is_relative_to(sources_dir.resolve()):
-            return refuse(
-                "is a symbolic link to a file outside the sources folder, which is not read; put the CSV file itself here"
-            )
+            return refuse(message("load.link_outside"))
         opened = target
     try:
         # Non-blocking, so that a pipe in place of the file cannot make the build wait; not following a
@@ -132,14 +131,14 @@ def read_file(sources_dir: Path, table: Table, shown: str) -> tuple[bytes | None
         flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(opened, flags)
     except OSError as exc:
-        return refuse(f"cannot be read ({exc.strerror})")
-    too_big = f"is over {MAX_FILE_BYTES // 1_000_000} MB, the most a source table may be; is it the right file?"
+        return refuse(message("load.unreadable", reason=exc.strerror))
+    too_big = message("load.too_big", limit=MAX_FILE_BYTES // 1_000_000)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            return refuse("is a folder, not a CSV file")
+            return refuse(message("load.folder"))
         if not stat.S_ISREG(info.st_mode):
-            return refuse("is not a regular file (a pipe or a device); put the CSV file itself here")
+            return refuse(message("load.not_regular"))
         if info.st_size > MAX_FILE_BYTES:
             return refuse(too_big)
         with os.fdopen(os.dup(fd), "rb") as f:
@@ -232,16 +231,14 @@ def decode(data: bytes, shown: str) -> Decoded:
         return Decoded(None, problems=[Problem(shown, line, "", None, rule)])
 
     if data.startswith(b"PK\x03\x04"):
-        return refuse("this is an Excel workbook, not CSV; use Save As -> CSV UTF-8")
+        return refuse(message("load.xlsx"))
     if data.startswith(b"\xd0\xcf\x11\xe0"):
-        return refuse("this is an old Excel workbook (.xls), not CSV; use Save As -> CSV UTF-8")
+        return refuse(message("load.xls"))
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return refuse("saved as UTF-16 (Excel's «Unicode text»), not CSV; use Save As -> CSV UTF-8")
+        return refuse(message("load.utf16"))
     if b"\x00" in data:
         at = data.index(b"\x00")
-        return refuse(
-            f"binary file, not CSV text (a NUL byte at byte {at}); save the table as CSV UTF-8", _line_of(data, at)
-        )
+        return refuse(message("load.binary", at=at), _line_of(data, at))
     try:
         return Decoded(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -261,11 +258,9 @@ def decode(data: bytes, shown: str) -> Decoded:
     encoding, name = _single_byte_encoding(data)
     if encoding is None:
         if name in _ENCODING_NAMES and name != "cp1251":
-            return refuse(
-                f"looks like {_ENCODING_NAMES[name]} text, not UTF-8 or Windows-1251; save the file as CSV UTF-8"
-            )
-        return refuse("neither UTF-8 nor Windows-1251 text; save the file as CSV UTF-8")
-    notice = Problem(shown, 0, "", None, "read as Windows-1251 (Excel's Cyrillic encoding); CSV UTF-8 is preferred")
+            return refuse(message("load.encoding_named", encoding=_ENCODING_NAMES[name]))
+        return refuse(message("load.encoding_unknown"))
+    notice = Problem(shown, 0, "", None, message("load.windows_1251"))
     return Decoded(data.decode("cp1251"), "cp1251", notices=[notice])
 
 
@@ -290,7 +285,7 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
         delimiter = directive.group(1)
         text = text.replace(first, "", 1)
     if delimiter != ",":
-        notices.append(Problem(shown, 0, "", None, f"read with '{delimiter}' as the delimiter"))
+        notices.append(Problem(shown, 0, "", None, message("load.delimiter", delimiter=delimiter)))
     # A cell may be as long as the file: the length rules, not the reader, say what is too long.
     csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES))
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -302,19 +297,24 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     if decoded.bad_bytes:
         return None, _bad_byte_problems(shown, rows, decoded.bad_bytes, data), notices
     if not rows:
-        return None, [Problem(shown, 0, "", None, "file is empty; it needs a header row")], notices
+        return None, [Problem(shown, 0, "", None, message("load.empty_file"))], notices
     (_, _, header), body = rows[0], rows[1:]
     header = [h.strip().lower() for h in header]
     for col in table.columns:
         if col not in header:
-            problems.append(Problem(shown, 1, "", None, f'column "{col}" is missing from the header'))
+            problems.append(Problem(shown, 1, "", None, message("load.column_missing", column=col)))
     for col in dict.fromkeys(header):  # each name once: a header of a million empty names is one problem
         if col not in table.columns:
             guess = difflib.get_close_matches(col[:100], [c for c in table.columns if c not in header], n=1)
-            hint = f'did you mean "{guess[0]}"?' if guess else f"expected: {', '.join(table.columns)}"
-            problems.append(Problem(shown, 1, "", None, f'unknown column "{shown_value(col)}"; {hint}'))
+            hint = (
+                message("load.did_you_mean", guess=guess[0])
+                if guess
+                else message("load.expected_columns", columns=", ".join(table.columns))
+            )
+            rule = message("load.column_unknown", column=shown_value(col), hint=hint)
+            problems.append(Problem(shown, 1, "", None, rule))
     if len(set(header)) != len(header):
-        problems.append(Problem(shown, 1, "", None, "a column name appears twice in the header"))
+        problems.append(Problem(shown, 1, "", None, message("load.column_twice")))
     if problems:
         return None, problems, notices
     columns: dict[str, list] = {c: [] for c in table.columns}
@@ -322,10 +322,10 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     last = body[-1][1] if body else 0
     for line, end, row in body:
         if len(row) != len(header):
-            rule = f"has {len(row)} cells, the header has {len(header)}"
+            rule = message("load.cells", cells=len(row), header=len(header))
             if end > line:  # a quoted cell ran over line ends: most often a closing quote is missing
-                upto = "the end of the file" if end == last else f"line {end}"
-                rule += f'; a quoted cell (") runs from this line to {upto}: is a closing quote missing?'
+                upto = message("load.open_quote_end") if end == last else message("load.open_quote_line", line=end)
+                rule += message("load.open_quote", upto=upto)
             problems.append(Problem(shown, line, "", None, rule))
             continue
         cells = dict(zip(header, row, strict=True))
@@ -342,10 +342,7 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     return frame, problems, notices
 
 
-LOST_CHARACTER_RULE = (
-    "the file is in Windows-1251, which has no ×, −, ₽, ≈ or →: a «?», «*» or «x» here may stand for a "
-    "character lost on saving; check the cell and save the file as CSV UTF-8"
-)
+LOST_CHARACTER_RULE = message("load.lost_character")
 
 
 def _bad_byte_problems(shown: str, rows: list, offsets: list[int], data: bytes) -> list[Problem]:
@@ -368,10 +365,7 @@ def _bad_byte_problems(shown: str, rows: list, offsets: list[int], data: bytes) 
 
 
 def _bad_byte(data: bytes, at: int) -> str:
-    return (
-        f"byte {at} (0x{data[at]:02X}) is not UTF-8, while the rest of the file is; retype the character "
-        "there or save the file again as CSV UTF-8"
-    )
+    return message("load.bad_byte", at=at, byte=f"{data[at]:02X}")
 
 
 def read_sources(sources_dir: Path) -> tuple[dict[str, pl.DataFrame], list[Problem], list[Problem]]:

@@ -1,5 +1,6 @@
-"""The message catalogue: every text the command line shows an editor, in Russian, from
-site_templates/messages.toml. One lookup, `message(key, **slots)`; an unknown key or slot is a bug."""
+"""The message catalogue: every text the command line and the quality page show an editor, in Russian,
+from site_templates/messages.toml. One lookup, `message("section.key", **slots)`; an unknown key or
+slot is a bug (tests/test_messages.py checks that every key the code names exists and every entry is used)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,31 @@ def catalogue() -> dict[str, str]:  # noqa: D103
     return tomllib.loads(CATALOGUE.read_text(encoding="utf-8"))
 
 
-def message(key: str, **slots) -> str:  # noqa: D103
-    return catalogue()[key].format(**slots)
+def message(key: str, **slots) -> str:
+    """The catalogue's text for "section.key", its {slots} filled in."""
+    entry = catalogue()
+    for part in key.split("."):
+        entry = entry[part]
+    return entry.format(**slots)
+
+
+# The stages of a build (pipeline/build.py names them in English for the benchmark) as an editor reads them.
+STAGES = {
+    "imports": "stages.imports",
+    "load, validation started": "stages.load",
+    "load (validation reused)": "stages.load_reused",
+    "load (validation remembered)": "stages.load_remembered",
+    "compute": "stages.compute",
+    "render": "stages.render",
+    "validation (rest)": "stages.validation_rest",
+    "write": "stages.write",
+}
+
+
+def stage_line(stage: str, seconds: float) -> str:
+    """One progress line of a build: the stage and how long it took."""
+    name = message(STAGES[stage]) if stage in STAGES else stage
+    return message("stages.line", stage=name, seconds=f"{seconds:.2f}".replace(".", ","))
 
 
 def grouped_warnings(warnings) -> list[str]:
@@ -32,5 +56,5 @@ def grouped_warnings(warnings) -> list[str]:
             continue
         where = f"{file}: {column}" if column else file
         rows = ", ".join(str(w.line) for w in items)
-        lines.append(message("warning_repeated", where=where, rule=rule, lines=rows, count=len(items)))
+        lines.append(message("report.warning_repeated", where=where, rule=rule, lines=rows, count=len(items)))
     return lines

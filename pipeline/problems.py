@@ -8,6 +8,8 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
+from pipeline.messages import message
+
 # A report lists at most this many problems of one rule in one file, then says how many more
 # there are: a file of junk gives a screenful, not millions of lines.
 MAX_PER_RULE = 50
@@ -37,7 +39,7 @@ def shown(value: str) -> str:
     text = value[:MAX_SHOWN_VALUE] if cut else value
     if any(_invisible(ch) for ch in text):
         text = "".join(_ESCAPES.get(ch, f"\\u{ord(ch):04x}") if _invisible(ch) else ch for ch in text)
-    return f"{text}… ({_thousands(len(value))} characters)" if cut else text
+    return message("report.long_value", text=text, length=_thousands(len(value))) if cut else text
 
 
 def _thousands(n: int) -> str:
@@ -66,7 +68,7 @@ class Problem:
     def __str__(self) -> str:
         place = f"{self.file}:{self.line}" if self.line else self.file
         if self.column and not self.omitted:
-            value = "(empty)" if self.value is None else f'"{shown(str(self.value))}"'
+            value = message("report.empty") if self.value is None else f'"{shown(str(self.value))}"'
             return f"{place}: {self.column} = {value}: {self.rule}"
         return f"{place}: {self.column + ': ' if self.column else ''}{self.rule}"
 
@@ -96,7 +98,7 @@ def capped(problems: list[Problem], limit: int = MAX_PER_RULE) -> list[Problem]:
             first_rule.setdefault(key, (p.column, p.rule))
     for key, (column, rule) in first_rule.items():
         n = counts[key] - limit
-        kept.append(Problem(key[0], 0, column, None, f"{_thousands(n)} more like this, not listed: {rule}", omitted=n))
+        kept.append(Problem(key[0], 0, column, None, message("report.more", count=_thousands(n), rule=rule), omitted=n))
     return sorted(kept)
 
 
@@ -127,7 +129,7 @@ def format_report(problems: list[Problem]) -> str:
         lines.append(f"{file} ({sum(p.omitted or 1 for p in items)}):")
         lines.extend(f"  {p}" for p in items)
     n = sum(p.omitted or 1 for items in by_file.values() for p in items)
-    lines.append(f"{n} problem(s) in {len(by_file)} file(s); nothing was written.")
+    lines.append(message("report.total", count=n, files=len(by_file)))
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from pipeline import TEMPLATES
+from pipeline.messages import message
 
 # Ids become URLs and file names; DESIGN.md's method ids use "_", so it is
 # allowed beside "-". Both are safe in paths and URLs.
@@ -141,7 +142,7 @@ REFERENCES = Table(
             required=False,
             max_length=500,
             pattern=r"^https?://[^\s<>\"']+$",
-            pattern_rule="must be a web address starting with http:// or https://, without spaces or quotes",
+            pattern_rule=message("rules.url"),
         ),
         Field("publisher", "str", required=False),
         Field("checked_on", "date"),
@@ -580,7 +581,7 @@ MEASUREMENTS = Table(
             "str",
             required=False,
             pattern=f"^{_TECHNIQUE}(?:,{_TECHNIQUE})*$",
-            pattern_rule="must be a comma-separated list (no spaces) of: " + ", ".join(EXTRA_TECHNIQUES),
+            pattern_rule=message("rules.techniques", values=", ".join(EXTRA_TECHNIQUES)),
         ),
         Field(
             "gpu_id",

@@ -196,36 +196,37 @@ CORE = (
         (
             "named,8.03,,Llama 3.1 Community License",
             "named,9,,Llama 3.1 Community License",
-            'models.csv:11: params_b = "9": the architecture gives 8.03 B (8030261248 parameters), '
-            "-10.8% from the stated 9 B; they must agree within 2%",
+            'models.csv:11: params_b = "9": по архитектуре выходит 8,03 млрд (8 030 261 248 параметров), '
+            "на \u221210,8\u00a0% от указанных 9 млрд; расхождение должно быть не больше 2\u00a0%",
         ),
         (
             "named,46.7,12.9,",
             "named,46.7,10,",
-            'models.csv:25: active_params_b = "10": the architecture gives 12.88 B (12879925248 parameters), '
-            "+28.8% from the stated 10 B; they must agree within 2%",
+            'models.csv:25: active_params_b = "10": по архитектуре выходит 12,88 млрд (12 879 925 248 параметров), '
+            "на +28,8\u00a0% от указанных 10 млрд; расхождение должно быть не больше 2\u00a0%",
         ),
         (
             "hf-llama-3-1-8b,32,4096,",
             "hf-llama-3-1-8b,32,,",
-            f"models.csv:11: hidden_size = (empty): the architecture columns go together: fill all of {CORE} or none",
+            f"models.csv:11: hidden_size = (пусто): столбцы архитектуры заполняются вместе: заполните все из {CORE} "
+            "или ни одного",
         ),
         (
             "false,gated,false,8,2,",
             "false,gated,false,8,10,",
-            'models.csv:25: experts_per_token = "10": more experts per token than experts (8)',
+            'models.csv:25: experts_per_token = "10": экспертов на токен больше, чем всего экспертов (8)',
         ),
         (
             "false,gated,false,8,2,",
             "false,gated,false,8,,",
-            "models.csv:25: experts_per_token = (empty): experts and experts_per_token go together: "
-            "fill both or neither",
+            "models.csv:25: experts_per_token = (пусто): experts и experts_per_token заполняются вместе: "
+            "оба или ни одного",
         ),
         (
             "mla,1536,512,64,",
             "mla,1536,,64,",
-            "models.csv:29: kv_lora_rank = (empty): MLA attention needs kv_lora_rank, qk_rope_head_dim, "
-            "qk_nope_head_dim and v_head_dim",
+            "models.csv:29: kv_lora_rank = (пусто): для внимания MLA нужны kv_lora_rank, qk_rope_head_dim, "
+            "qk_nope_head_dim и v_head_dim",
         ),
     ],
 )

@@ -255,7 +255,7 @@ def test_two_builds_into_one_folder_take_turns(url_builds, tmp_path):
     assert first.stdout.readline().strip() == "paused at swap"  # complete beside output/, lock held
     second = start_build(SOURCES, out, "--base-url", "/b/")
     assert second.stderr.readline().strip() == (
-        f"another build of {out} is running (process {first.pid}); waiting for it to finish…"
+        f"Папку {out} сейчас собирает другая сборка (процесс {first.pid}); ждём, пока она закончит…"
     )
     with pytest.raises(subprocess.TimeoutExpired):
         second.wait(timeout=2)
@@ -269,7 +269,7 @@ def test_two_builds_into_one_folder_take_turns(url_builds, tmp_path):
     assert state["inputs"]["base_url"] == "/b/" and fingerprint.intact(out, state)
     again = start_build(SOURCES, out, "--base-url", "/b/")
     assert again.wait(timeout=300) == 0
-    assert again.stdout.read().startswith("Nothing changed")
+    assert again.stdout.read().startswith(f"С прошлой сборки {out} ничего не изменилось")
     assert beside(out) == []
 
 
@@ -311,5 +311,5 @@ def test_serve_rebuild_waits_for_the_lock(url_builds, tmp_path, capfd):
         assert results == [True]
     finally:
         loop.server.server_close()
-    assert f"another build of {out} is running (process {holder.pid}); waiting" in capfd.readouterr().err
+    assert f"Папку {out} сейчас собирает другая сборка (процесс {holder.pid}); ждём" in capfd.readouterr().err
     assert snapshot(out) == old  # the same inputs: nothing to rebuild

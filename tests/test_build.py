@@ -77,11 +77,12 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     out = tmp_path / "output"
     ok = run_build("--sources", str(sources), "--out", str(out))
     assert ok.returncode == 0, ok.stderr
-    assert "Built" in ok.stdout and "server_fit 2700" in ok.stdout
+    assert ok.stdout.startswith(f"Собрано: {out}/site (страниц: ") and "server_fit 2700" in ok.stdout
     # The sources lie outside the working directory: the site names their files within the
     # sources folder, never by a path of the build machine.
     quality = (out / "site" / "quality.html").read_text(encoding="utf-8")
-    assert "<code>servers.csv:7</code>" in quality and "sources/servers.csv" not in quality
+    shown = "<li><code>servers.csv</code> — price_rub_month: нет цены; на сайте будет «по запросу» (строки 7, 8, 9, 10, 11; всего 5)</li>"
+    assert shown in quality and "sources/servers.csv" not in quality
     leaked = [str(p) for p in out.rglob("*") if p.is_file() and str(tmp_path).encode() in p.read_bytes()]
     assert leaked == []
     assert f"{sources}/servers.csv: price_rub_month" in ok.stderr and "(строки 7, 8, 9, 10, 11; всего 5)" in ok.stderr
@@ -90,7 +91,7 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
     failed = run_build("--sources", str(sources), "--out", str(out))
     assert failed.returncode == 2
     assert (
-        f'{sources}/servers.csv:9: gpu_id = "h300": no видеокарты row with this id in {sources}/gpus.csv'
+        f'{sources}/servers.csv:9: gpu_id = "h300": в таблице «Видеокарты» ({sources}/gpus.csv) нет строки с таким id'
         in failed.stderr
     )
     assert "Traceback" not in failed.stderr
@@ -103,12 +104,12 @@ def test_check_command(sources):
     ok = subprocess.run(
         [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
     )
-    assert ok.returncode == 0 and re.search(r"all \d+ checks passed", ok.stdout)
+    assert ok.returncode == 0 and re.fullmatch(rf"{sources}: все проверки пройдены \(\d+\)\.\n", ok.stdout)
     edit_csv(sources / "gpus.csv", ",NVIDIA,141,", ",NVIDIA,-141,")
     bad = subprocess.run(
         [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
     )
-    assert bad.returncode == 2 and 'memory_gb = "-141": must be between 1 and 2000 ГБ' in bad.stderr
+    assert bad.returncode == 2 and 'memory_gb = "-141": допустимо от 1 до 2000 ГБ' in bad.stderr
 
 
 def rows(path: Path) -> list[dict]:
@@ -161,5 +162,5 @@ def test_template_ids_missing_from_the_catalog_stop_the_build_without_a_tracebac
     out = tmp_path / "output"
     failed = run_build("--sources", str(sources), "--out", str(out))
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
-    assert 'site_templates/site.toml: compare_tasks = "generic-32b": no such model in models.csv' in failed.stderr
+    assert 'site_templates/site.toml: compare_tasks = "generic-32b": такой модели нет в models.csv' in failed.stderr
     assert not out.exists()

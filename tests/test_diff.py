@@ -62,7 +62,7 @@ def test_added_and_removed_entities(builds):
     report = diff(output, published)
     assert [a["text"] for a in report["added"]] == ["Модель: Phi-4 Mini (3.8B) (phi-4-mini)"]
     assert [r["text"] for r in report["removed"]] == [
-        "Карта: AMD Instinct MI355X (mi355x)",
+        "Видеокарта: AMD Instinct MI355X (mi355x)",
         "Сервер: 8 × MI355X (mi355x-8x)",
     ]
 
@@ -224,7 +224,7 @@ def test_database_is_compared_by_its_tables(builds, tmp_path):
 def test_derived_summary_lines(builds):
     published, output = builds
     lines = format_text(diff(output, published)).splitlines()
-    assert "  Оценки памяти: добавлено 6" in lines
+    assert "  Оценки памяти: добавлено строк: 6" in lines
     # Every model x method row of the repriced server changes, the removed server's rows go, the new
     # model adds a row per method and server.
     old = pl.read_csv(published / "site" / "data" / "server_fit.csv")
@@ -232,6 +232,6 @@ def test_derived_summary_lines(builds):
     added = 6 * (old["server_id"].n_unique() - 1)
     assert per_server == old.filter(pl.col("server_id") == "mi355x-8x").height == 6 * 45
     assert (
-        f"  Серверы под задачу: изменено строк {per_server}, добавлено {added}, удалено {per_server} "
+        f"  Серверы под задачу: изменено строк: {per_server}, добавлено строк: {added}, удалено строк: {per_server} "
         "(столбцы: Цена сервера)"
     ) in lines

@@ -107,7 +107,7 @@ def test_spreadsheet_safe(text, safe):
 @pytest.mark.parametrize(
     "new, rule",
     [
-        ("../../x", "ids use lowercase latin letters and digits, joined by '-' or '_'"),
+        ("../../x", "в id — строчные латинские буквы и цифры, через «-» или «_»"),
         ("index", None),  # a plain id is fine
     ],
 )
@@ -124,7 +124,7 @@ def test_path_like_ids_are_rejected(sources, new, rule):
 @pytest.mark.parametrize(
     "name, rule",
     [
-        ("x" * 10_000, "longer than 200 characters"),
+        ("x" * 10_000, "слишком длинное значение: можно не больше 200 знаков"),
         ("Phi\u200f-4", HIDDEN_RULE),
         ("Phi\u202e4-", HIDDEN_RULE),
     ],
@@ -140,7 +140,7 @@ def test_hostile_names_are_rejected(sources, name, rule):
 # --- Article templates: a sandbox for their Jinja, an allow-list for their markup ----------------------
 
 ARTICLE_LINE = 7  # the file line where a test article's body starts (after its front matter)
-REFUSED = " (an article may use only the helpers listed in site_templates/README.md)"
+REFUSED = " (в статье можно пользоваться только помощниками из site_templates/README.md)"
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ SHELL = "{{ cycler.__init__.__globals__.os.system('touch %s') }}"
 
 def test_the_shell_command_article_runs_nothing(renderer, tmp_path):
     marker = tmp_path / "SSTI-RAN"
-    assert refusal(renderer, "Текст.\n\n" + SHELL % marker + "\n") == [at(3, "'cycler' is undefined")]
+    assert refusal(renderer, "Текст.\n\n" + SHELL % marker + "\n") == [at(3, "«cycler» не определено")]
     assert not marker.exists()
 
 
@@ -191,66 +191,72 @@ def test_the_shell_command_article_runs_nothing(renderer, tmp_path):
     [
         (
             "{{ ''.__class__.__mro__[1].__subclasses__() }}",
-            "access to attribute '__class__' of 'str' object is unsafe.",
+            "обращение к атрибуту __class__ объекта str небезопасно",
         ),
-        ("{{ ().__class__.__base__ }}", "access to attribute '__class__' of 'tuple' object is unsafe."),
-        ("{{ labels.__class__.__mro__ }}", "access to attribute '__class__' of 'dict' object is unsafe."),
-        ("{{ t.mem.__self__ }}", "access to attribute '__self__' of 'method' object is unsafe."),
-        ("{{ t.mem.__func__.__globals__ }}", "access to attribute '__func__' of 'method' object is unsafe."),
-        ("{{ range.__globals__ }}", "access to attribute '__globals__' of 'function' object is unsafe."),
-        ("{{ table.__globals__ }}", "access to attribute '__globals__' of 'function' object is unsafe."),
-        ("{{ namespace.__init__.__globals__ }}", "access to attribute '__init__' of 'type' object is unsafe."),
-        ("{{ self.__init__.__globals__ }}", "access to attribute '__init__' of 'TemplateReference' object is unsafe."),
-        ("{% set s = 's' %}{{ s|attr('__class__') }}", "access to attribute '__class__' of 'str' object is unsafe."),
-        ("{{ '{0.__class__}'.format(1) }}", "access to attribute '__class__' of 'int' object is unsafe."),
-        ("{{ labels.update({}) }}", "access to attribute 'update' of 'dict' object is unsafe."),
-        ('{{ t.c["models"].write_csv("x.csv") }}', '"t.c" is not an article helper'),
-        ("{{ e.c }}", '"e.c" is not an article helper'),
-        ("{{ cmp.t }}", '"cmp.t" is not an article helper'),
-        ("{{ fmt.pl }}", '"fmt.pl" is not an article helper'),
-        ("{{ t._members }}", '"t._members" is not an article helper'),
-        ('{{ table("__class__") }}', 'table("__class__") is not an article table'),
-        ("{{ 'x' * 10**8 }}", "a repetition of 100000000 items is too long for an article"),
-        ("{{ 7 ** 999999 }}", "7 ** 999999 is too large a number for an article"),
+        ("{{ ().__class__.__base__ }}", "обращение к атрибуту __class__ объекта tuple небезопасно"),
+        ("{{ labels.__class__.__mro__ }}", "обращение к атрибуту __class__ объекта dict небезопасно"),
+        ("{{ t.mem.__self__ }}", "обращение к атрибуту __self__ объекта method небезопасно"),
+        ("{{ t.mem.__func__.__globals__ }}", "обращение к атрибуту __func__ объекта method небезопасно"),
+        ("{{ range.__globals__ }}", "обращение к атрибуту __globals__ объекта function небезопасно"),
+        ("{{ table.__globals__ }}", "обращение к атрибуту __globals__ объекта function небезопасно"),
+        ("{{ namespace.__init__.__globals__ }}", "обращение к атрибуту __init__ объекта type небезопасно"),
+        ("{{ self.__init__.__globals__ }}", "обращение к атрибуту __init__ объекта TemplateReference небезопасно"),
+        ("{% set s = 's' %}{{ s|attr('__class__') }}", "обращение к атрибуту __class__ объекта str небезопасно"),
+        ("{{ '{0.__class__}'.format(1) }}", "обращение к атрибуту __class__ объекта int небезопасно"),
+        ("{{ labels.update({}) }}", "обращение к атрибуту update объекта dict небезопасно"),
+        ('{{ t.c["models"].write_csv("x.csv") }}', "«t.c» — не помощник статей"),
+        ("{{ e.c }}", "«e.c» — не помощник статей"),
+        ("{{ cmp.t }}", "«cmp.t» — не помощник статей"),
+        ("{{ fmt.pl }}", "«fmt.pl» — не помощник статей"),
+        ("{{ t._members }}", "«t._members» — не помощник статей"),
+        ('{{ table("__class__") }}', 'table("__class__") — такой таблицы для статей нет'),
+        ("{{ 'x' * 10**8 }}", "повтор из 100000000 элементов слишком длинный для статьи"),
+        ("{{ 7 ** 999999 }}", "7 ** 999999 — слишком большое число для статьи"),
         (
             "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
-            "the article's loops take more than 1000000 turns",
+            "циклы статьи делают больше 1000000 шагов",
         ),
         (
             "{% for c in 'x' * 1000000 %}{{ c if loop.first }}{% endfor %}{% for d in 'y' %}{% endfor %}",
-            "the article's loops take more than 1000000 turns",
+            "циклы статьи делают больше 1000000 шагов",
         ),
-        ("{{ '%999999999s'|format(1) }}", "the format '%999999999' asks for too large a width for an article"),
-        ("{{ '%*d'|format(999999999, 1) }}", "the format '%*' asks for too large a width for an article"),
-        ("{{ '%.9999999f' % 1.5 }}", "the format '%.9999999' asks for too large a width for an article"),
-        ("{{ '{:>999999999}'.format(1) }}", "the format '{:>999999999' asks for too large a width for an article"),
-        ("{{ '{:>{w}}'.format(1, w=999999999) }}", "the format '{:>{' asks for too large a width for an article"),
-        ("{{ 'x'.center(999999999) }}", "a width of 999999999 is too large for an article"),
-        ("{{ 'x'|indent(10**9) }}", "a width of 1000000000 is too large for an article"),
-        ("{{ 'x'.zfill(10**9) }}", "a width of 1000000000 is too large for an article"),
+        ("{{ '%999999999s'|format(1) }}", "формат '%999999999' задаёт слишком большую ширину для статьи"),
+        ("{{ '%*d'|format(999999999, 1) }}", "формат '%*' задаёт слишком большую ширину для статьи"),
+        ("{{ '%.9999999f' % 1.5 }}", "формат '%.9999999' задаёт слишком большую ширину для статьи"),
+        ("{{ '{:>999999999}'.format(1) }}", "формат '{:>999999999' задаёт слишком большую ширину для статьи"),
+        ("{{ '{:>{w}}'.format(1, w=999999999) }}", "формат '{:>{' задаёт слишком большую ширину для статьи"),
+        ("{{ 'x'.center(999999999) }}", "ширина 999999999 слишком велика для статьи"),
+        ("{{ 'x'|indent(10**9) }}", "ширина 1000000000 слишком велика для статьи"),
+        ("{{ 'x'.zfill(10**9) }}", "ширина 1000000000 слишком велика для статьи"),
     ],
 )
 def test_sandbox_refuses_python_internals(renderer, payload, rule):
-    assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, f"refused: {rule}{REFUSED}")]
+    assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, f"запрещено: {rule}{REFUSED}")]
 
 
 @pytest.mark.parametrize(
     "payload, rule",
     [
-        ("{% include '/etc/passwd' %}", "an article includes, imports or extends no other file (/etc/passwd)"),
-        ("{% import 'layout.html' as x %}", "an article includes, imports or extends no other file (layout.html)"),
-        ("{{ 'x'|safe }}", "template syntax: No filter named 'safe'."),
-        ("{{ 'x'|e }}", "template syntax: No filter named 'e'."),
-        ("{{ lipsum.__globals__ }}", "'lipsum' is undefined"),
+        (
+            "{% include '/etc/passwd' %}",
+            "статья не может подключать, импортировать или расширять другие файлы (/etc/passwd)",
+        ),
+        (
+            "{% import 'layout.html' as x %}",
+            "статья не может подключать, импортировать или расширять другие файлы (layout.html)",
+        ),
+        ("{{ 'x'|safe }}", "ошибка в разметке шаблона: нет фильтра «safe»"),
+        ("{{ 'x'|e }}", "ошибка в разметке шаблона: нет фильтра «e»"),
+        ("{{ lipsum.__globals__ }}", "«lipsum» не определено"),
         (
             "{{ range(10**9)|list }}",
-            "OverflowError: Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).",
+            "слишком длинный диапазон range(): больше 100000",
         ),
-        ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "a macro calls itself without end"),
-        ('{{ t.mem("no-such-model", "lora") }}', "unknown id ('no-such-model', 'lora')"),
+        ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "макрос вызывает сам себя без конца"),
+        ('{{ t.mem("no-such-model", "lora") }}', "неизвестный id ('no-such-model', 'lora')"),
         (
             '{{ table("memory", bogus=1) }}',
-            "TypeError: Tables.memory_table() got an unexpected keyword argument 'bogus'",
+            "у Tables.memory_table() нет параметра «bogus»",
         ),
     ],
 )
@@ -273,7 +279,7 @@ def test_a_sandbox_escape_stops_the_build_with_exit_2(built, tmp_path, monkeypat
     code = main(["build", "--sources", str(SOURCES), "--out", str(out), "--base-url", "/other/", "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
-    assert at(1, "'cycler' is undefined") in err and "Traceback" not in err
+    assert at(1, "«cycler» не определено") in err and "Traceback" not in err
     assert not marker.exists()
     assert sorted((p.relative_to(out), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
 
@@ -284,104 +290,104 @@ MARKUP = [
         "До <script>alert(1)</script> после",
         "До  после",
         "<p>До  после</p>",
-        '<script> removed with its content: "<script>alert(1)</script>"',
+        "<script> убран вместе с содержимым: «<script>alert(1)</script>»",
     ),
     (
         '<img src="gpu.png" alt="GPU" onerror="alert(1)">',
         '<img src="gpu.png" alt="GPU">',
         '<p><img src="gpu.png" alt="GPU"></p>',
-        'attribute onerror="alert(1)" removed from <img>',
+        'атрибут onerror="alert(1)" убран из <img>',
     ),
     (
         "<img src=x onerror=alert(1)>",
         '<img src="x">',
         '<p><img src="x"></p>',
-        'attribute onerror="alert(1)" removed from <img>',
+        'атрибут onerror="alert(1)" убран из <img>',
     ),
     (
         "[нажмите](javascript:alert(1))",
         "нажмите",
         "<p>нажмите</p>",
-        'link to "javascript:alert(1)" removed, its text kept: only http(s), mailto, tel and relative',
+        "ссылка на «javascript:alert(1)» убрана, её текст оставлен: допустимы только адреса http(s), mailto, tel и относительные",
     ),
     (
         "[нажмите](JaVaScRiPt&#58;alert(1) 'заголовок')",
         "нажмите",
         "<p>нажмите</p>",
-        'link to "JaVaScRiPt:alert(1)" removed, its text kept: only http(s), mailto, tel and relative',
+        "ссылка на «JaVaScRiPt:alert(1)» убрана, её текст оставлен: допустимы только адреса http(s), mailto, tel и относительные",
     ),
     (
         "[файл](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
         "файл",
         "<p>файл</p>",
-        'link to "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==" removed, its text kept: '
-        "only http(s), mailto, tel and relative",
+        "ссылка на «data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==» убрана, её текст оставлен: "
+        "допустимы только адреса http(s), mailto, tel и относительные",
     ),
     (
         "![схема](data:image/svg+xml;base64,PHN2Zz4=)",
         "схема",
         "<p>схема</p>",
-        'image "data:image/svg+xml;base64,PHN2Zz4=" removed: only http(s) and relative addresses',
+        "картинка «data:image/svg+xml;base64,PHN2Zz4=» убрана: допустимы только адреса http(s) и относительные",
     ),
     (
         '<a href="java\tscript:alert(1)" title="x">ссылка</a>',
         '<a title="x">ссылка</a>',
         '<p><a title="x">ссылка</a></p>',
-        'href="java script:alert(1)" removed from <a>: only http(s), mailto, tel and relative addresses',
+        'href="java script:alert(1)" убран из <a>: допустимы только адреса http(s), mailto, tel и относительные',
     ),
     (
         "<javascript:alert(1)>",
         "",
         "",
-        'link to "javascript:alert(1)" removed: only http(s), mailto, tel and relative addresses',
+        "ссылка на «javascript:alert(1)» убрана: допустимы только адреса http(s), mailto, tel и относительные",
     ),
     (
         "[x][evil]\n\n- [evil]: javascript:alert(1)",  # a definition inside a list item is one too
         "[x][evil]\n\n- [evil]: ",
         "<p>[x][evil]</p>\n<ul>\n<li>[evil]: </li>\n</ul>",
-        'link definition to "javascript:alert(1)" removed',
+        "определение ссылки на «javascript:alert(1)» убрано",
     ),
     (
         '<iframe src="https://evil.example/"></iframe>',
         "",
         "",
-        '<iframe> removed with its content: "<iframe src="https://evil.example/"></iframe>"',
+        '<iframe> убран вместе с содержимым: «<iframe src="https://evil.example/"></iframe>»',
     ),
     (
         '<p style="background:url(javascript:alert(1))">текст</p>',
         "<p>текст</p>",
         "<p>текст</p>\n",
-        'attribute style="background:url(javascript:alert(1))" removed from <p>',
+        'атрибут style="background:url(javascript:alert(1))" убран из <p>',
     ),
     (
         '<div class="site-header evil" onclick="steal()">текст</div>',
         "<div>текст</div>",
         "<div>текст</div>\n",
-        'attribute onclick="steal()" removed from <div>',
+        'атрибут onclick="steal()" убран из <div>',
     ),
     (
         "<svg onload=alert(1)><circle/></svg>",
         "",
         "",
-        '<svg> removed with its content: "<svg onload=alert(1)><circle/></svg>"',
+        "<svg> убран вместе с содержимым: «<svg onload=alert(1)><circle/></svg>»",
     ),
     (
         '<form action="https://evil.example/"><input name="q"></form>',
         "",
         "",
-        "<form> is not allowed in an article: the tag removed, its text kept",
+        "тег <form> в статье не допускается: тег убран, его текст оставлен",
     ),
     (
         "<img src=x onerror=alert(1)//",
         "&lt;img src=x onerror=alert(1)//",
         "<p>&lt;img src=x onerror=alert(1)//</p>",
-        '"<img src=x onerror=alert(1)//" is not a complete HTML tag: shown as text',
+        "«<img src=x onerror=alert(1)//» — не законченный HTML-тег: показан как текст",
     ),
     (
         "<!-- заметка --> текст",
         " текст",
         "<p>текст</p>",
-        "an HTML comment removed; a note for editors goes in {# … #}",
+        "HTML-комментарий убран; заметку для редакторов пишите в {# … #}",
     ),
 ]
 
@@ -412,8 +418,8 @@ def assert_inert(text: str) -> None:
 def test_every_class_and_attribute_removed_is_reported(renderer):
     _, _, warnings = render_hostile(renderer, '<div class="site-header evil" onclick="steal()">текст</div>\n')
     assert warnings == [
-        at(1, 'attribute onclick="steal()" removed from <div>'),
-        at(1, 'class "site-header evil" removed from <div>'),
+        at(1, 'атрибут onclick="steal()" убран из <div>'),
+        at(1, "класс «site-header evil» убран из <div>"),
     ]
 
 
@@ -452,8 +458,8 @@ def test_markup_made_by_an_expression_is_cleaned_too(renderer):
     assert warnings == [
         at(
             3,
-            'link to "javascript:alert(1)//llama-3-1-8b.html" removed, its text kept: '
-            "only http(s), mailto, tel and relative",
+            "ссылка на «javascript:alert(1)//llama-3-1-8b.html» убрана, её текст оставлен: "
+            "допустимы только адреса http(s), mailto, tel и относительные",
         )
     ]
 
@@ -473,9 +479,12 @@ def test_warnings_name_the_line_in_the_file(renderer):
     )
     _, _, warnings = render_hostile(renderer, body)
     assert warnings == [
-        at(6, '<script> removed with its content: "<script>one()</script>"'),
-        at(8, 'link to "javascript:two()" removed, its text kept: only http(s), mailto, tel and relative'),
-        at(10, 'attribute onclick="three()" removed from <b>'),
+        at(6, "<script> убран вместе с содержимым: «<script>one()</script>»"),
+        at(
+            8,
+            "ссылка на «javascript:two()» убрана, её текст оставлен: допустимы только адреса http(s), mailto, tel и относительные",
+        ),
+        at(10, 'атрибут onclick="three()" убран из <b>'),
     ]
 
 
@@ -493,8 +502,8 @@ def test_a_build_publishes_cleaned_markup_and_prints_the_warnings(built, tmp_pat
     code = main(["build", "--sources", str(SOURCES), "--out", str(out), "--base-url", "/other/", "--quiet"])
     err = capsys.readouterr().err
     assert code == 0
-    assert at(1, 'attribute onerror="alert(1)" removed from <img>') in err
-    assert at(3, '<script> removed with its content: "<script>alert(3)</script>"') in err
+    assert at(1, 'атрибут onerror="alert(1)" убран из <img>') in err
+    assert at(3, "<script> убран вместе с содержимым: «<script>alert(3)</script>»") in err
     cms = (out / "markdown" / "hostile.md").read_text(encoding="utf-8")
     assert cms == '# Статья\n\nТекст <img src="x"> и ссылка.\n'
     page = (out / "site" / "hostile.html").read_text(encoding="utf-8")

@@ -119,49 +119,49 @@ def test_every_row_has_a_note_and_a_known_source():
             "litgpt-llama-2-7b-lora-mb1",
             "measured_value",
             "",
-            "measured_value = (empty): outcome is value: the measured peak is required",
+            "measured_value = (пусто): outcome = value: нужен измеренный пик памяти",
         ),
         (
             "lf-wiki-ctx-fa2-65536",
             "measured_value",
             "40",
-            'measured_value = "40": outcome is oom: leave the measured peak empty',
+            'measured_value = "40": outcome = oom: оставьте измеренный пик пустым',
         ),
         (
             "torchtune-3b-ladder-25",
             "lora_rank",
             "8",
-            'lora_rank = "8": method full_bf16 is full fine-tuning: leave lora_rank empty',
+            'lora_rank = "8": способ full_bf16 — полное дообучение: оставьте lora_rank пустым',
         ),
         (
             "peft-3b-lora-r32",
             "lora_targets",
             "",
-            "lora_targets = (empty): method lora is LoRA/QLoRA: lora_targets is required",
+            "lora_targets = (пусто): способ lora — LoRA/QLoRA: lora_targets обязателен",
         ),
         (
             "peft-3b-ia3",
             "lora_rank",
             "8",
-            'lora_rank = "8": ia3 and prompt_tuning adapters have no rank: leave lora_rank empty',
+            'lora_rank = "8": у адаптеров ia3 и prompt_tuning нет ранга: оставьте lora_rank пустым',
         ),
         (
             "litgpt-llama-2-7b-lora-mb1",
             "measured_value",
             "41.30",
-            'measured_value = "41.3": peak 41.3 GB is more than the memory of one a100-40gb (40 GB)',
+            'measured_value = "41.3": пик 41.3 GB больше памяти одной видеокарты a100-40gb (40 ГБ)',
         ),
         (
             "torchtune-3b-ladder-26",
             "measured_value",
             "75.0",
-            'measured_value = "75": peak 75 GiB = 80.5 GB is more than the memory of one a100-80gb (80 GB)',
+            'measured_value = "75": пик 75 GiB = 80,5 ГБ больше памяти одной видеокарты a100-80gb (80 ГБ)',
         ),
         (
             "torchtune-3b-ladder-27",
             "extra_techniques",
             "torch_compile, dora",
-            'extra_techniques = "torch_compile, dora": must be a comma-separated list (no spaces) of: '
+            'extra_techniques = "torch_compile, dora": нужен список через запятую (без пробелов) из: '
             "torch_compile, frozen_fp32, quantized_lm_head, lora_lm_head, fsdp_frozen_unsharded, "
             "optimizer_in_backward, activation_offloading, unsloth_kernels, dora, ia3, prompt_tuning, "
             "double_quant, lora_dropout, unknown_lengths",
@@ -170,7 +170,7 @@ def test_every_row_has_a_note_and_a_known_source():
             "peft-3b-full",
             "gpu_id",
             "v100-32gb",
-            f'gpu_id = "v100-32gb": no видеокарты row with this id in {SOURCES.name}/gpus.csv',
+            f'gpu_id = "v100-32gb": в таблице «Видеокарты» ({SOURCES.name}/gpus.csv) нет строки с таким id',
         ),
     ],
 )

@@ -42,7 +42,7 @@ def test_windows_1251_is_read_with_a_notice(sources):
     catalog, validation = catalog_of(sources)
     assert cell(catalog, "models", "model_id", "generic-70b", "display_name") == "Модель 70 млрд"
     assert [str(w) for w in validation.warnings if "1251" in w.rule] == [
-        f"{sources}/models.csv: read as Windows-1251 (Excel's Cyrillic encoding); CSV UTF-8 is preferred"
+        f"{sources}/models.csv: файл прочитан как Windows-1251 (кириллическая кодировка Excel); лучше сохранять в CSV UTF-8"
     ]
 
 
@@ -60,7 +60,7 @@ def test_semicolons_and_decimal_commas(sources):
     catalog, validation = catalog_of(sources)
     assert cell(catalog, "gpus", "gpu_id", "h100-nvl", "bf16_dense_tflops") == 835.5
     assert cell(catalog, "gpus", "gpu_id", "h200-sxm", "memory_gb") == 141.0
-    assert f"{sources}/gpus.csv: read with ';' as the delimiter" in [str(w) for w in validation.warnings]
+    assert f"{sources}/gpus.csv: разделитель столбцов прочитан как «;»" in [str(w) for w in validation.warnings]
 
 
 @pytest.mark.parametrize("price", ["1 360 800", "1\u00a0360\u00a0800", "1 360 800 ₽", "1360800 руб.", '"1 360 800 ₽"'])
@@ -83,7 +83,7 @@ def test_spaces_around_cells_blank_lines_and_header_case(sources):
     with pytest.raises(DataError) as info:
         load_and_validate(sources)
     assert [str(p) for p in info.value.problems] == [
-        f'{sources}/servers.csv:13: gpu_count = "0": must be between 1 and 64 шт.'
+        f'{sources}/servers.csv:13: gpu_count = "0": допустимо от 1 до 64 шт.'
     ]
 
 
@@ -109,7 +109,7 @@ def test_excel_separator_line_and_russian_yes_no(sources):
     catalog, validation = catalog_of(sources)
     assert cell(catalog, "methods", "method_id", "full_amp", "theoretical_min_applies") is True
     assert cell(catalog, "methods", "method_id", "full_bf16", "theoretical_min_applies") is False
-    assert f"{sources}/methods.csv: read with ';' as the delimiter" in [str(w) for w in validation.warnings]
+    assert f"{sources}/methods.csv: разделитель столбцов прочитан как «;»" in [str(w) for w in validation.warnings]
 
 
 # -- rejected: the message, and output/ left as it was --
@@ -146,14 +146,14 @@ def test_missing_column(sources, previous):
     path = sources / "gpus.csv"
     frame = pl.read_csv(path, infer_schema=False).drop("form_factor")
     frame.write_csv(path)
-    assert rejected(sources, previous) == ['gpus.csv:1: column "form_factor" is missing from the header']
+    assert rejected(sources, previous) == ["gpus.csv:1: в заголовке нет столбца «form_factor»"]
 
 
 def test_extra_unknown_column(sources, previous):
     path = sources / "gpus.csv"
     pl.read_csv(path, infer_schema=False).with_columns(pl.lit("x").alias("comment")).write_csv(path)
     assert rejected(sources, previous) == [
-        'gpus.csv:1: unknown column "comment"; expected: gpu_id, name, short_name, vendor, memory_gb, memory_bandwidth_gbs, '
+        "gpus.csv:1: неизвестный столбец «comment»; ожидаются: gpu_id, name, short_name, vendor, memory_gb, memory_bandwidth_gbs, "
         "bf16_dense_tflops, fp8_dense_tflops, interconnect, link_gbs, form_factor, memory_note_ru, reference_id"
     ]
 
@@ -161,16 +161,16 @@ def test_extra_unknown_column(sources, previous):
 def test_header_typo(sources, previous):
     edit_csv(sources / "gpus.csv", ",memory_gb,", ",memmory_gb,")
     assert rejected(sources, previous) == [
-        'gpus.csv:1: column "memory_gb" is missing from the header',
-        'gpus.csv:1: unknown column "memmory_gb"; did you mean "memory_gb"?',
+        "gpus.csv:1: в заголовке нет столбца «memory_gb»",
+        "gpus.csv:1: неизвестный столбец «memmory_gb»; может быть, «memory_gb»?",
     ]
 
 
 def test_duplicated_id(sources, previous):
     edit_csv(sources / "models.csv", "phi-4,", "phi-3-mini,")
     assert rejected(sources, previous) == [
-        'models.csv:31: model_id = "phi-3-mini": duplicate id; ids must be unique',
-        'models.csv:32: model_id = "phi-3-mini": duplicate id; ids must be unique',
+        'models.csv:31: model_id = "phi-3-mini": id повторяется; id должны быть разными',
+        'models.csv:32: model_id = "phi-3-mini": id повторяется; id должны быть разными',
     ]
 
 
@@ -181,34 +181,34 @@ def test_row_with_a_cell_too_many(sources, previous):
         "rtx-5090,NVIDIA GeForce RTX 5090,RTX 5090,NVIDIA,32,",
         "rtx-5090,NVIDIA GeForce RTX 5090,RTX 5090,NVIDIA,32,,",
     )
-    assert rejected(sources, previous) == ["gpus.csv:14: has 14 cells, the header has 13"]
+    assert rejected(sources, previous) == ["gpus.csv:14: ячеек в строке: 14, в заголовке: 13"]
 
 
 @pytest.mark.parametrize(
     "content, message",
     [
-        (b"", "legacy_offers.csv: file is empty; it needs a header row"),
-        (b"\n\n  \n", "legacy_offers.csv: file is empty; it needs a header row"),
+        (b"", "legacy_offers.csv: файл пуст; в нём должна быть хотя бы строка заголовка"),
+        (b"\n\n  \n", "legacy_offers.csv: файл пуст; в нём должна быть хотя бы строка заголовка"),
         (
             b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
-            "legacy_offers.csv:3: binary file, not CSV text (a NUL byte at byte 8); save the table as CSV UTF-8",
+            "legacy_offers.csv:3: двоичный файл, а не текст CSV (нулевой байт в позиции 8); сохраните таблицу как CSV UTF-8",
         ),
         (
             b"PK\x03\x04\x14\x00\x06\x00",
-            "legacy_offers.csv: this is an Excel workbook, not CSV; use Save As -> CSV UTF-8",
+            "legacy_offers.csv: это книга Excel, а не CSV; сохраните её через «Сохранить как» → «CSV UTF-8»",
         ),
         (
             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-            "legacy_offers.csv: this is an old Excel workbook (.xls), not CSV; use Save As -> CSV UTF-8",
+            "legacy_offers.csv: это книга старого Excel (.xls), а не CSV; сохраните её через «Сохранить как» → «CSV UTF-8»",
         ),
         (
             "offer_id,task_ru".encode("utf-16"),
-            "legacy_offers.csv: saved as UTF-16 (Excel's «Unicode text»), not CSV; use Save As -> CSV UTF-8",
+            "legacy_offers.csv: файл сохранён в UTF-16 (в Excel — «Текст Юникод»), а не в CSV; сохраните его через «Сохранить как» → «CSV UTF-8»",
         ),
         (
             b"\xff\x98abc",
-            "legacy_offers.csv:1: byte 0 (0xFF) is not UTF-8, while the rest of the file is; retype the character "
-            "there or save the file again as CSV UTF-8",
+            "legacy_offers.csv:1: байт 0 (0xFF) — не UTF-8, хотя остальной файл в UTF-8; наберите этот символ "
+            "заново или сохраните файл снова как CSV UTF-8",
         ),
     ],
 )
@@ -220,7 +220,7 @@ def test_unreadable_files(sources, previous, content, message):
 
 def test_missing_file(sources, previous):
     (sources / "servers.csv").unlink()
-    assert rejected(sources, previous)[0] == "servers.csv: file is missing"
+    assert rejected(sources, previous)[0] == "servers.csv: файла нет"
 
 
 # -- hostile files: refused with file, line, column, value and rule, never a traceback (issue 11) --
@@ -255,10 +255,12 @@ def test_cell_longer_than_the_csv_field_limit(src):
     # Python's csv refuses fields over 131 072 characters by default: that was a traceback.
     edit_csv(src / "gpus.csv", ",RTX PRO 6000,NVIDIA,96,", ",RTX PRO 6000,NVIDIA," + "9" * 200_000 + ",")
     edit_csv(src / "models.csv", ",Условный размер,generic,14,", ",Условный размер" + " x" * 100_000 + ",generic,14,")
-    nines = "9" * 120 + "… (200 000 characters)"
+    nines = "9" * 120 + "… (длина 200 000)"
     assert problems_in(src) == [
-        f'gpus.csv:11: memory_gb = "{nines}": must be between 1 and 2000 ГБ',
-        'models.csv:5: family = "Условный размер' + " x" * 52 + ' … (200 015 characters)": longer than 200 characters',
+        f'gpus.csv:11: memory_gb = "{nines}": допустимо от 1 до 2000 ГБ',
+        'models.csv:5: family = "Условный размер'
+        + " x" * 52
+        + ' … (длина 200 015)": слишком длинное значение: можно не больше 200 знаков',
     ]
 
 
@@ -271,15 +273,15 @@ def test_unclosed_quote_that_swallows_the_rest_of_the_file(src):
     path.write_text("".join(lines[:9]) + quoted + "".join(lines[2:8]) * 400 + lines[10], encoding="utf-8")
     problems = [p for p in problems_in(src) if p.startswith("servers.csv")]
     assert problems == [
-        'servers.csv:10: has 3 cells, the header has 12; a quoted cell (") runs from this line to the end of the file: '
-        "is a closing quote missing?"
+        'servers.csv:10: ячеек в строке: 3, в заголовке: 12; ячейка в кавычках (") тянется от этой строки до конца файла: '
+        "не пропущена ли закрывающая кавычка?"
     ]
 
 
 def test_symlink_loop(src):
     (src / "methods.csv").unlink()
     (src / "methods.csv").symlink_to("methods.csv")
-    assert "methods.csv: is a symbolic link that leads back to itself (a loop); put the CSV file itself here" in (
+    assert "methods.csv: символическая ссылка, которая ведёт сама на себя (петля); положите сюда сам CSV-файл" in (
         problems_in(src)
     )
 
@@ -291,8 +293,8 @@ def test_symlink_outside_the_folder_is_not_read(src):
     (src / "gpus.csv").symlink_to(secret)
     problems = problems_in(src)
     assert problems[0] == (
-        "gpus.csv: is a symbolic link to a file outside the sources folder, which is not read; "
-        "put the CSV file itself here"
+        "gpus.csv: символическая ссылка на файл вне папки с исходными таблицами — такой файл не читается; "
+        "положите сюда сам CSV-файл"
     )
     assert not any("root" in p for p in problems)
     secret.unlink()
@@ -314,11 +316,11 @@ def test_folder_pipe_and_device_in_place_of_a_table(src):
     (src / "models.csv").unlink()
     (src / "models.csv").symlink_to("/dev/zero")
     problems = problems_in(src)
-    assert "gpus.csv: is a folder, not a CSV file" in problems
-    assert "servers.csv: is not a regular file (a pipe or a device); put the CSV file itself here" in problems
+    assert "gpus.csv: это папка, а не CSV-файл" in problems
+    assert "servers.csv: это не обычный файл (канал или устройство); положите сюда сам CSV-файл" in problems
     assert (
-        "models.csv: is a symbolic link to a file outside the sources folder, which is not read; "
-        "put the CSV file itself here" in problems
+        "models.csv: символическая ссылка на файл вне папки с исходными таблицами — такой файл не читается; "
+        "положите сюда сам CSV-файл" in problems
     )
 
 
@@ -328,7 +330,7 @@ def test_file_over_the_size_limit_is_refused_before_reading(src):
     with (src / "measurements.csv").open("r+b") as f:
         f.truncate(MAX_FILE_BYTES + 1)  # sparse: no 50 MB written, and never read
     assert (
-        problems_in(src)[0] == "measurements.csv: is over 50 MB, the most a source table may be; is it the right file?"
+        problems_in(src)[0] == "measurements.csv: файл больше 50 МБ — это предел для исходной таблицы; тот ли это файл?"
     )
 
 
@@ -338,10 +340,10 @@ def test_report_lists_fifty_problems_per_rule_then_a_count(src):
     with pytest.raises(DataError) as info:
         load_and_validate(src)
     report = format_report(info.value.problems).replace(f"{src}/", "").splitlines()
-    assert report[:2] == ["gpus.csv (1200):", "  gpus.csv:17: has 21 cells, the header has 13"]
+    assert report[:2] == ["gpus.csv (1200):", "  gpus.csv:17: ячеек в строке: 21, в заголовке: 13"]
     assert report[51:] == [
-        "  gpus.csv: 1 150 more like this, not listed: has 21 cells, the header has 13",
-        "1200 problem(s) in 1 file(s); nothing was written.",
+        "  gpus.csv: ещё 1 150 таких же, не показаны: ячеек в строке: 21, в заголовке: 13",
+        "Ошибок: 1200, в файлах: 1.",
     ]
 
 
@@ -354,8 +356,8 @@ def test_one_bad_byte_in_a_utf8_file_is_refused_with_its_place(src):
     at = data.index(b"Apache 2.0") + len(b"Apache 2.0")
     path.write_bytes(data[:at] + b"\xff" + data[at:])
     assert problems_in(src) == [
-        f'models.csv:15: licence = "Apache 2.0\ufffd": byte {at} (0xFF) is not UTF-8, while the rest of the file is; '
-        "retype the character there or save the file again as CSV UTF-8"
+        f'models.csv:15: licence = "Apache 2.0\ufffd": байт {at} (0xFF) — не UTF-8, хотя остальной файл в UTF-8; '
+        "наберите этот символ заново или сохраните файл снова как CSV UTF-8"
     ]
 
 
@@ -365,8 +367,8 @@ def test_stray_bytes_in_an_ascii_file(src):
     path.write_bytes(data.replace(b"full_amp,7,120", b"full_amp,7,1\x9820", 1))
     at = data.index(b"full_amp,7,120") + len(b"full_amp,7,1")
     assert problems_in(src) == [
-        f'memory_anchors.csv:2: memory_gb = "1\ufffd20": byte {at} (0x98) is not UTF-8, while the rest of the file is; '
-        "retype the character there or save the file again as CSV UTF-8"
+        f'memory_anchors.csv:2: memory_gb = "1\ufffd20": байт {at} (0x98) — не UTF-8, хотя остальной файл в UTF-8; '
+        "наберите этот символ заново или сохраните файл снова как CSV UTF-8"
     ]
 
 
@@ -378,7 +380,7 @@ def test_other_cyrillic_encodings_are_named(src, encoding, name):
     path = src / "models.csv"
     path.write_bytes(path.read_text(encoding="utf-8").encode(encoding))
     assert problems_in(src) == [
-        f"models.csv: looks like {name} text, not UTF-8 or Windows-1251; save the file as CSV UTF-8"
+        f"models.csv: похоже на текст в кодировке {name}, а не UTF-8 или Windows-1251; сохраните файл как CSV UTF-8"
     ]
 
 
@@ -392,7 +394,7 @@ def test_windows_1251_file_that_lost_characters_warns(src):
         text.replace("2 × H100", "2 * H100").replace("4 × H200 NVL", "4 ? H200 NVL").encode("cp1251", "replace")
     )
     assert [w for w in notices_in(src) if "1251" in w] == [
-        "servers.csv: read as Windows-1251 (Excel's Cyrillic encoding); CSV UTF-8 is preferred",
+        "servers.csv: файл прочитан как Windows-1251 (кириллическая кодировка Excel); лучше сохранять в CSV UTF-8",
         f'servers.csv:2: display_name = "2 * H100 80GB (XFUSION)": {LOST_CHARACTER_RULE}',
         f'servers.csv:3: display_name = "4 ? H100 80GB (ESC8000A)": {LOST_CHARACTER_RULE}',
         f'servers.csv:4: display_name = "8 ? H100 80GB (ESC8000A)": {LOST_CHARACTER_RULE}',
@@ -436,9 +438,9 @@ def test_a_header_name_is_shown_escaped_and_cut(src):
     edit_csv(src / "gpus.csv", ",memory_gb,", ",memory\u200b_gb,")
     edit_csv(src / "servers.csv", ",platform,", "," + "p" * 500 + ",")
     assert problems_in(src) == [
-        'gpus.csv:1: column "memory_gb" is missing from the header',
-        'gpus.csv:1: unknown column "memory\\u200b_gb"; did you mean "memory_gb"?',
-        'servers.csv:1: column "platform" is missing from the header',
-        'servers.csv:1: unknown column "' + "p" * 120 + '… (500 characters)"; expected: server_id, display_name, '
+        "gpus.csv:1: в заголовке нет столбца «memory_gb»",
+        "gpus.csv:1: неизвестный столбец «memory\\u200b_gb»; может быть, «memory_gb»?",
+        "servers.csv:1: в заголовке нет столбца «platform»",
+        "servers.csv:1: неизвестный столбец «" + "p" * 120 + "… (длина 500)»; ожидаются: server_id, display_name, "
         "platform, gpu_id, gpu_count, interconnect, price_rub_month, price_checked_on, min_term_months, price_rub_hour, network, reference_id",
     ]

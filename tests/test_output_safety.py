@@ -230,12 +230,12 @@ def test_path_id_problems_names_every_unsafe_id(tmp_path, sources):
         add_gpu(sources, gpu_id)
     frames, _, _ = read_sources(sources)
     found = [(p.line, p.column, p.value, p.rule) for p in path_id_problems(frames, sources)]
-    rule = "ids use lowercase latin letters and digits, joined by '-' or '_'"
+    rule = "в id — строчные латинские буквы и цифры, через «-» или «_»"
     assert found == [
         (17, "gpu_id", "../../escaped", rule),
         (18, "gpu_id", "/tmp/escaped", rule),
         (19, "gpu_id", "Upper", rule),
-        (20, "gpu_id", "a" * 201, "longer than 200 characters"),
+        (20, "gpu_id", "a" * 201, "слишком длинное значение: можно не больше 200 знаков"),
     ]
 
 
@@ -250,7 +250,7 @@ def test_traversal_ids_write_nothing_anywhere(tmp_path, sources, built):
     failed = run("build", "--sources", str(sources), "--out", str(out))
     assert failed.returncode == 2, failed.stderr
     assert "Traceback" not in failed.stderr
-    assert failed.stderr.count("ids use lowercase latin letters and digits") == 2
+    assert failed.stderr.count("в id — строчные латинские буквы и цифры, через «-» или «_»") == 2
     assert tree(out) == before
     assert escaped(tmp_path) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "output", "sources"]
@@ -294,7 +294,7 @@ def test_serve_rebuild_refuses_traversal_ids(tmp_path, sources):
         assert loop.rebuild() is False
     finally:
         loop.server.server_close()
-    assert 'gpu_id = "../../escaped": ids use lowercase latin letters' in loop.report
+    assert 'gpu_id = "../../escaped": в id — строчные латинские буквы и цифры' in loop.report
     assert escaped(tmp_path) == []
 
 
@@ -316,7 +316,7 @@ def test_out_dot_in_a_clone_is_refused(tmp_path):
     before = tree(clone)
     refused = run("build", "--out", ".", cwd=clone)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert refused.stderr.startswith("Refused: --out . is or contains the sources")
+    assert refused.stderr.startswith("Отказ: --out . — это папка с исходными таблицами или папка над ней")
     assert tree(clone) == before
 
 
@@ -335,7 +335,9 @@ def test_out_over_the_project_is_refused(tmp_path, sources, which):
     before = tree(sources)
     refused = run("build", "--sources", str(sources), "--out", str(out))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
-    assert refused.stderr.startswith(f"Refused: --out {out} is")
+    inside = "находится внутри другой папки проекта — "
+    shown = {"inside sources": inside, "inside the code": inside}.get(which, "— это ")
+    assert refused.stderr.startswith(f"Отказ: --out {out} {shown}")
     assert tree(sources) == before and not (sources / "out").exists() and not (ROOT / "pipeline" / "out").exists()
 
 
@@ -357,7 +359,8 @@ def test_out_over_a_folder_the_build_does_not_own_is_refused(tmp_path, what):
     before = tree(tmp_path)
     refused = run("build", "--out", str(out), env={"HOME": str(out)} if what == "home" else None)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
-    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith(f"Refused: --out {out} is")
+    reason = " — файл, а не папка" if what == "a file" else ": папка не пуста и создана не сборкой"
+    assert refused.stderr.count("\n") == 1 and refused.stderr.startswith(f"Отказ: --out {out}{reason}")
     assert tree(tmp_path) == before
 
 
@@ -368,8 +371,8 @@ def test_out_below_a_file_is_refused(tmp_path, below):
     refused = run("build", "--out", str(out))
     assert (refused.returncode, refused.stderr) == (
         2,
-        f"Refused: --out {out}: {tmp_path / 'notes.txt'} is a file, not a folder, so nothing can be made "
-        "inside it; choose another --out.\n",
+        f"Отказ: --out {out}: {tmp_path / 'notes.txt'} — файл, а не папка, поэтому внутри ничего нельзя создать; "
+        "выберите другую папку через --out.\n",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
@@ -379,7 +382,7 @@ def test_serve_refuses_a_folder_it_does_not_own(tmp_path):
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
     refused = run("serve", "--out", str(out), "--port", "0")
-    assert refused.returncode == 2 and refused.stderr.startswith(f"Refused: --out {out} is not empty")
+    assert refused.returncode == 2 and refused.stderr.startswith(f"Отказ: --out {out}: папка не пуста")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
@@ -405,7 +408,7 @@ def test_out_that_is_a_loop_of_links_is_refused(tmp_path):
     (tmp_path / "a").symlink_to("b")
     (tmp_path / "b").symlink_to("a")  # two links to each other
     for out in (tmp_path / "out", tmp_path / "a", tmp_path / "a" / "site"):
-        with pytest.raises(outdir.OutputRefused, match="leads back to itself"):
+        with pytest.raises(outdir.OutputRefused, match="ведёт сама на себя"):
             outdir.check_output(out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "out"]
 
@@ -426,7 +429,7 @@ def assert_environment_failure(result, out: Path, before: dict, words: str) -> N
     assert result.returncode == 3, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"Environment problem: {words}") and last.endswith(f"{out} was left as it was."), last
+    assert last.startswith(f"Ошибка окружения: {words}") and last.endswith(f"; папка {out} не изменена."), last
     assert tree(out) == before
     assert sorted(p.name for p in out.parent.iterdir()) == [".output.lock", "output"]
 
@@ -435,10 +438,14 @@ def test_read_only_parent_fails_before_any_work(previous):
     out, before = previous
     faults = {"fail_open": {"under": str(out.parent), "errno": errno.EROFS}}
     result = run("build", "--out", str(out), "--base-url", "/b/", faults=faults)
-    assert result.returncode == 3 and "imports:" not in result.stderr  # before the libraries are even loaded
+    assert result.returncode == 3 and "запуск:" not in result.stderr  # before the libraries are even loaded
     message = result.stderr.strip()
-    assert message.startswith(f"Environment problem: the file system is read-only ({out.parent}/.output.probe-")
-    assert message.endswith(f"): remount it read-write or choose another --out; {out} was left as it was.")
+    assert message.startswith(
+        f"Ошибка окружения: файловая система доступна только для чтения ({out.parent}/.output.probe-"
+    )
+    assert message.endswith(
+        f"): подключите её с правом записи или выберите другую папку через --out; папка {out} не изменена."
+    )
     assert tree(out) == before and sorted(p.name for p in out.parent.iterdir()) == ["output"]
 
 
@@ -452,13 +459,13 @@ def test_disk_full_while_writing(previous):
         "/b/",
         faults={"fail_write": {"after_bytes": 1_000_000, "errno": errno.ENOSPC}},
     )
-    assert_environment_failure(result, out, before, "the disk is full (")
+    assert_environment_failure(result, out, before, "диск заполнен (")
 
 
 def test_disk_full_in_the_database(previous):
     out, before = previous
     result = run("build", "--out", str(out), "--base-url", "/b/", faults={"duckdb_full": True})
-    assert_environment_failure(result, out, before, "the disk is full (")
+    assert_environment_failure(result, out, before, "диск заполнен (")
     assert "gpu-finetune.duckdb" in result.stderr
 
 
@@ -472,13 +479,13 @@ def test_missing_permission_in_the_staging_folder(previous):
         "/b/",
         faults={"fail_open": {"under": str(out.parent), "errno": errno.EACCES, "deeper": True}},
     )
-    assert_environment_failure(result, out, before, "no permission to write there (")
+    assert_environment_failure(result, out, before, "нет прав на запись (")
 
 
 def test_output_that_cannot_be_renamed(previous):
     out, before = previous
     result = run("build", "--out", str(out), "--base-url", "/b/", faults={"fail_rename": {"errno": errno.EPERM}})
-    assert_environment_failure(result, out, before, "no permission to write there (")
+    assert_environment_failure(result, out, before, "нет прав на запись (")
 
 
 def test_a_really_full_disk(tmp_path, built):
@@ -498,8 +505,8 @@ def test_a_really_full_disk(tmp_path, built):
         assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
         last = result.stderr.strip().splitlines()[-1]
         # The failed write names the file when the OS does, else the output folder the build was for.
-        assert last.startswith(f"Environment problem: the disk is full ({disk}/"), last
-        assert last.endswith(f"; {out} was left as it was."), last
+        assert last.startswith(f"Ошибка окружения: диск заполнен ({disk}/"), last
+        assert last.endswith(f"; папка {out} не изменена."), last
         assert tree(out) == before
         assert sorted(p.name for p in disk.iterdir()) == [".output.lock", "filler", "output"]
     finally:
@@ -523,11 +530,11 @@ def test_immutable_folder_fails_before_any_work(previous, which):
         result = run("build", "--out", str(out), "--base-url", "/b/")
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=True)
-    assert result.returncode == 3 and "imports:" not in result.stderr
+    assert result.returncode == 3 and "запуск:" not in result.stderr
     assert result.stderr.strip() == (
-        f"Environment problem: the folder is immutable or append-only (chattr -i / -a lifts it) ({folder}): "
-        f"check the folder's owner, mode and flags (ls -ld, lsattr; chattr -i) or choose another --out; "
-        f"{out} was left as it was."
+        "Ошибка окружения: папка защищена от изменений (флаг immutable или append-only; снимается командой "
+        f"chattr -i / -a) ({folder}): проверьте владельца, права и флаги папки (ls -ld, lsattr; chattr -i) или "
+        f"выберите другую папку через --out; папка {out} не изменена."
     )
     assert tree(out) == before
 

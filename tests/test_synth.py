@@ -35,7 +35,7 @@ def test_small_synthetic_catalog_passes_check_with_expected_counts(tmp_path):
         text=True,
     )
     assert check.returncode == 0, check.stderr
-    assert "checks passed" in check.stdout
+    assert check.stdout.startswith(f"{tmp_path}: все проверки пройдены (")
 
 
 def test_derived_row_counts_match_what_the_rules_compute(tmp_path):

@@ -30,7 +30,7 @@ def test_unknown_gpu_in_server(sources):
         "hgx-h200-8x,8 × H200 (HGX),HGX H200 8-GPU,h300",
     )
     assert problems_of(sources) == [
-        f'{sources}/servers.csv:9: gpu_id = "h300": no видеокарты row with this id in {sources}/gpus.csv'
+        f'{sources}/servers.csv:9: gpu_id = "h300": в таблице «Видеокарты» ({sources}/gpus.csv) нет строки с таким id'
     ]
 
 
@@ -41,86 +41,86 @@ def test_unknown_gpu_in_server(sources):
             "gpus.csv",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,141,",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,,",
-            "gpus.csv:7: memory_gb = (empty): a value is required",
+            "gpus.csv:7: memory_gb = (пусто): значение обязательно",
         ),
         (
             "gpus.csv",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,141,",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,141 ГБ,",
-            'gpus.csv:7: memory_gb = "141 ГБ": expected число (float, e.g. 141 or 835.5)',
+            'gpus.csv:7: memory_gb = "141 ГБ": ожидается число, например 141 или 835.5',
         ),
         (
             "gpus.csv",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,141,",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,5000,",
-            'gpus.csv:7: memory_gb = "5000": must be between 1 and 2000 ГБ',
+            'gpus.csv:7: memory_gb = "5000": допустимо от 1 до 2000 ГБ',
         ),
         (
             "gpus.csv",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,NVIDIA,",
             "h200-sxm,NVIDIA H200 SXM 141GB,H200,Nvidia,",
-            'gpus.csv:7: vendor = "Nvidia": must be one of: NVIDIA, AMD',
+            'gpus.csv:7: vendor = "Nvidia": допустимые значения: NVIDIA, AMD',
         ),
         (
             "gpus.csv",
             # a card no other table refers to (servers.csv and measurements.csv name l40s and others)
             "rtx-5090,NVIDIA GeForce RTX 5090",
             "RTX-5090,NVIDIA GeForce RTX 5090",
-            "gpus.csv:14: gpu_id = \"RTX-5090\": ids use lowercase latin letters and digits, joined by '-' or '_'",
+            'gpus.csv:14: gpu_id = "RTX-5090": в id — строчные латинские буквы и цифры, через «-» или «_»',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,2026-13-45,",
-            'servers.csv:2: price_checked_on = "2026-13-45": not a valid date',
+            'servers.csv:2: price_checked_on = "2026-13-45": по виду это дата (ГГГГ-ММ-ДД), но такого значения не бывает; проверьте его',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,12/10/2026,",
-            'servers.csv:2: price_checked_on = "12/10/2026": expected дата (ГГГГ-ММ-ДД) (date, e.g. 2026-10-12)',
+            'servers.csv:2: price_checked_on = "12/10/2026": ожидается дата (ГГГГ-ММ-ДД), например 2026-10-12',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,2099-01-01,",
-            'servers.csv:2: price_checked_on = "2099-01-01": is in the future (the build date is 2026-11-30)',
+            'servers.csv:2: price_checked_on = "2099-01-01": дата в будущем (дата сборки — 2026-11-30)',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",0,2026-10-12,",
-            'servers.csv:2: price_rub_month = "0": must be between 1000 and 10000000000 ₽/мес',
+            'servers.csv:2: price_rub_month = "0": допустимо от 1000 до 10000000000 ₽/мес',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000.5,2026-10-12,",
-            'servers.csv:2: price_rub_month = "585000.5": expected целое число (int, e.g. 96)',
+            'servers.csv:2: price_rub_month = "585000.5": ожидается целое число, например 96',
         ),
         (
             "servers.csv",
             "h200-nvl,4,nvlink-bridge,",
             "h200-nvl,4,nvswitch,",
-            'servers.csv:7: interconnect = "nvswitch": does not fit its GPU h200-nvl (form factor pcie, link nvlink-bridge)',
+            'servers.csv:7: interconnect = "nvswitch": не подходит к видеокарте h200-nvl (форм-фактор pcie, связь nvlink-bridge)',
         ),
         (
             "servers.csv",
             "rtx-pro-6000,8,pcie,",
             "rtx-pro-6000,8,nvlink-bridge,",
-            'servers.csv:8: interconnect = "nvlink-bridge": does not fit its GPU rtx-pro-6000 (form factor pcie, link pcie)',
+            'servers.csv:8: interconnect = "nvlink-bridge": не подходит к видеокарте rtx-pro-6000 (форм-фактор pcie, связь pcie)',
         ),
         (
             "models.csv",
             "named,30.5,3.3,",
             "named,30.5,33,",
-            'models.csv:22: active_params_b = "33": active parameters exceed the total (30.5 B)',
+            'models.csv:22: active_params_b = "33": активных параметров больше, чем всего (30.5 млрд)',
         ),
         (
             "references.csv",
             ",https://blog.eleuther.ai/transformer-math/,",
             ",javascript:alert(1),",
-            'references.csv:3: url = "javascript:alert(1)": must be a web address starting with http:// or https://, without spaces or quotes',
+            'references.csv:3: url = "javascript:alert(1)": нужен веб-адрес, начинающийся с http:// или https://, без пробелов и кавычек',
         ),
         (
             "gpus.csv",
@@ -132,25 +132,27 @@ def test_unknown_gpu_in_server(sources):
             "gpus.csv",
             "L40S,NVIDIA,48",
             "L" * 201 + ",NVIDIA,48",
-            'gpus.csv:12: short_name = "' + "L" * 120 + '… (201 characters)": longer than 200 characters',
+            'gpus.csv:12: short_name = "'
+            + "L" * 120
+            + '… (длина 201)": слишком длинное значение: можно не больше 200 знаков',
         ),
         (
             "constants.csv",
             "range_high_factor,1.5,",
             "range_high,1.5,",
-            'constants.csv: constant_id = "range_high_factor": this constant is used by the rules and must be present',
+            'constants.csv: constant_id = "range_high_factor": эту константу используют правила, она обязательна',
         ),
         (
             "memory_anchors.csv",
             "qlora_2bit,7,4,",
             "qlora_2bit,7,0.001,",
-            'memory_anchors.csv:22: memory_gb = "0.001": must be between 0.01 and 1000000 ГБ',
+            'memory_anchors.csv:22: memory_gb = "0.001": допустимо от 0.01 до 1000000 ГБ',
         ),
         (
             "methods.csv",
             ",16,false,40,",
             ",16,maybe,40,",
-            'methods.csv:5: theoretical_min_applies = "maybe": expected да/нет (true/false) (bool, e.g. true)',
+            'methods.csv:5: theoretical_min_applies = "maybe": ожидается да/нет (true/false), например true',
         ),
     ],
 )
@@ -162,8 +164,8 @@ def test_one_bad_cell(sources, file, old, new, expected):
 def test_duplicate_id_names_both_rows(sources):
     edit_csv(sources / "gpus.csv", "rtx-4090,", "rtx-5090,")
     assert problems_of(sources) == [
-        f'{sources}/gpus.csv:13: gpu_id = "rtx-5090": duplicate id; ids must be unique',
-        f'{sources}/gpus.csv:14: gpu_id = "rtx-5090": duplicate id; ids must be unique',
+        f'{sources}/gpus.csv:13: gpu_id = "rtx-5090": id повторяется; id должны быть разными',
+        f'{sources}/gpus.csv:14: gpu_id = "rtx-5090": id повторяется; id должны быть разными',
     ]
 
 
@@ -171,11 +173,11 @@ def test_missing_anchor_cell_and_shrinking_memory(sources):
     edit_csv(sources / "memory_anchors.csv", "lora,70,160,llama-factory-hw\n", "")
     edit_csv(sources / "memory_anchors.csv", "qlora_8bit,30,40,", "qlora_8bit,30,15,")
     assert problems_of(sources) == [
-        f'{sources}/memory_anchors.csv: method_id = "lora": no value at 70 B; every method needs every anchor size',
-        f'{sources}/memory_anchors.csv:15: memory_gb = "15": at 30 B qlora_8bit needs less than qlora_4bit (24 GB); '
-        "at each size memory must grow in the method order of methods.csv (sort_order)",
-        f'{sources}/memory_anchors.csv:15: memory_gb = "15": qlora_8bit at 30 B is less than at 14 B (20 GB); memory must not decrease with model size',
-        f'{sources}/memory_anchors.csv:15: memory_gb = "15": qlora_8bit at 30 B needs at least its weights, 30 GB at 8 bits',
+        f'{sources}/memory_anchors.csv: method_id = "lora": нет значения для 70 млрд параметров; у каждого способа должно быть значение на каждом опорном размере',
+        f'{sources}/memory_anchors.csv:15: memory_gb = "15": qlora_8bit на 30 млрд параметров требует хотя бы памяти под веса: 30 ГБ при разрядности 8',
+        f'{sources}/memory_anchors.csv:15: memory_gb = "15": на 30 млрд параметров qlora_8bit требует меньше памяти, '
+        "чем qlora_4bit (24 ГБ); на каждом размере память должна расти в порядке способов из methods.csv (sort_order)",
+        f'{sources}/memory_anchors.csv:15: memory_gb = "15": у qlora_8bit на 30 млрд параметров память меньше, чем на 14 млрд (20 ГБ); память не должна убывать с ростом модели',
     ]
 
 
@@ -186,7 +188,7 @@ def test_new_anchor_size_must_be_filled_for_every_method(sources):
     assert len(problems) == 5
     assert (
         problems[0]
-        == f'{sources}/memory_anchors.csv: method_id = "full_amp": no value at 110 B; every method needs every anchor size'
+        == f'{sources}/memory_anchors.csv: method_id = "full_amp": нет значения для 110 млрд параметров; у каждого способа должно быть значение на каждом опорном размере'
     )
 
 
@@ -197,7 +199,7 @@ def test_unknown_reference(sources):
         "1307,2610,infinity-fabric,896,oam,,amd-mi999",
     )
     assert problems_of(sources) == [
-        f'{sources}/gpus.csv:16: reference_id = "amd-mi999": no источники row with this id in {sources}/references.csv'
+        f'{sources}/gpus.csv:16: reference_id = "amd-mi999": в таблице «Источники» ({sources}/references.csv) нет строки с таким id'
     ]
 
 
@@ -205,9 +207,9 @@ def test_header_problems_stop_that_file_only(sources):
     edit_csv(sources / "gpus.csv", "memory_gb,", "memory_gib,")
     edit_csv(sources / "servers.csv", "gpu_count,", "gpu_count,colour,")
     problems = problems_of(sources)
-    assert f'{sources}/gpus.csv:1: column "memory_gb" is missing from the header' in problems
-    assert any(p.startswith(f'{sources}/gpus.csv:1: unknown column "memory_gib"') for p in problems)
-    assert any(p.startswith(f'{sources}/servers.csv:1: unknown column "colour"') for p in problems)
+    assert f"{sources}/gpus.csv:1: в заголовке нет столбца «memory_gb»" in problems
+    assert any(p.startswith(f"{sources}/gpus.csv:1: неизвестный столбец «memory_gib»") for p in problems)
+    assert any(p.startswith(f"{sources}/servers.csv:1: неизвестный столбец «colour»") for p in problems)
 
 
 def test_all_problems_at_once_and_report_format(sources):
@@ -222,10 +224,10 @@ def test_all_problems_at_once_and_report_format(sources):
     report = format_report(info.value.problems)
     assert report.splitlines() == [
         f"{sources}/gpus.csv (1):",
-        f'  {sources}/gpus.csv:7: memory_gb = "0": must be between 1 and 2000 ГБ',
+        f'  {sources}/gpus.csv:7: memory_gb = "0": допустимо от 1 до 2000 ГБ',
         f"{sources}/servers.csv (1):",
-        f'  {sources}/servers.csv:9: gpu_id = "h300": no видеокарты row with this id in {sources}/gpus.csv',
-        "2 problem(s) in 2 file(s); nothing was written.",
+        f'  {sources}/servers.csv:9: gpu_id = "h300": в таблице «Видеокарты» ({sources}/gpus.csv) нет строки с таким id',
+        "Ошибок: 2, в файлах: 2.",
     ]
 
 
@@ -271,32 +273,34 @@ def set_constant(sources: Path, constant_id: str, value) -> None:
             "references.csv",
             ",2026-10-12\n",
             ",0000-01-01\n",
-            'references.csv:2: checked_on = "0000-01-01": not a valid date',
+            'references.csv:2: checked_on = "0000-01-01": по виду это дата (ГГГГ-ММ-ДД), но такого значения не бывает; проверьте его',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,-2026-10-12,",
-            'servers.csv:2: price_checked_on = "-2026-10-12": expected дата (ГГГГ-ММ-ДД) (date, e.g. 2026-10-12)',
+            'servers.csv:2: price_checked_on = "-2026-10-12": ожидается дата (ГГГГ-ММ-ДД), например 2026-10-12',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,10000-01-01,",
-            'servers.csv:2: price_checked_on = "10000-01-01": expected дата (ГГГГ-ММ-ДД) (date, e.g. 2026-10-12)',
+            'servers.csv:2: price_checked_on = "10000-01-01": ожидается дата (ГГГГ-ММ-ДД), например 2026-10-12',
         ),
         (
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,0001-01-01,",
-            'servers.csv:2: price_checked_on = "0001-01-01": is before 2000-01-01: check the year',
+            'servers.csv:2: price_checked_on = "0001-01-01": дата раньше 2000-01-01: проверьте год',
         ),
         # the cell's text, not the float it casts to (1.0000000000000000109790636e+308)
         (
             "methods.csv",
             ",4,false,20,",
             ",4,false,1" + "0" * 308 + ",",
-            'methods.csv:3: sort_order = "1' + "0" * 119 + '… (309 characters)": not a valid int',
+            'methods.csv:3: sort_order = "1'
+            + "0" * 119
+            + '… (длина 309)": по виду это целое число, но такого значения не бывает; проверьте его',
         ),
     ],
 )
@@ -309,33 +313,41 @@ def test_dates_and_numbers_python_cannot_hold(src, file, old, new, expected):
 def test_a_table_with_only_its_header_is_refused(src, table):
     path = src / f"{table}.csv"
     path.write_text(path.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
-    assert f"{table}.csv: has no rows, only the header; the rules need at least one" in found(src)
+    assert f"{table}.csv: в таблице нет строк, только заголовок; нужна хотя бы одна строка" in found(src)
 
 
 @pytest.mark.parametrize(
     "constant_id, value, expected",
     [
-        ("hours_per_month", 0, 'constants.csv:17: value = "0": hours_per_month must be at least 672 and at most 744'),
-        ("default_utilization", 0, 'constants.csv:16: value = "0": default_utilization must be above 0 and at most 1'),
+        (
+            "hours_per_month",
+            0,
+            'constants.csv:17: value = "0": hours_per_month должно быть не меньше 672 и не больше 744',
+        ),
+        (
+            "default_utilization",
+            0,
+            'constants.csv:16: value = "0": default_utilization должно быть больше 0 и не больше 1',
+        ),
         (
             "default_utilization",
             50,
-            'constants.csv:16: value = "50": default_utilization must be above 0 and at most 1',
+            'constants.csv:16: value = "50": default_utilization должно быть больше 0 и не больше 1',
         ),
         (
             "quant_block_size",
             0.5,
-            'constants.csv:25: value = "0.5": quant_block_size must be a whole number from 1 to 4096',
+            'constants.csv:25: value = "0.5": quant_block_size должно быть целым числом от 1 до 4096',
         ),
         (
             "adamw_optimizer_bytes",
             0,
-            'constants.csv:10: value = "0": adamw_optimizer_bytes must be above 0 and at most 32',
+            'constants.csv:10: value = "0": adamw_optimizer_bytes должно быть больше 0 и не больше 32',
         ),
         (
             "stale_after_days",
             1000000,
-            'constants.csv:15: value = "1000000": stale_after_days must be a whole number from 1 to 3650',
+            'constants.csv:15: value = "1000000": stale_after_days должно быть целым числом от 1 до 3650',
         ),
     ],
 )
@@ -349,15 +361,15 @@ def test_relations_between_constants(src):
     set_constant(src, "range_low_factor", 2)
     set_constant(src, "range_high_factor", 0.5)
     assert found(src) == [
-        'constants.csv:2: value = "2": range_low_factor must be above 0 and below 1',
-        'constants.csv:2: value = "2": range_low_factor must be less than range_high_factor (0.5)',
-        'constants.csv:3: value = "0.5": range_high_factor must be above 1 and at most 10',
+        'constants.csv:2: value = "2": range_low_factor должно быть больше 0 и меньше 1',
+        'constants.csv:2: value = "2": range_low_factor должно быть меньше range_high_factor (0.5)',
+        'constants.csv:3: value = "0.5": range_high_factor должно быть больше 1 и не больше 10',
     ]
     set_constant(src, "range_low_factor", 0.7)
     set_constant(src, "range_high_factor", 1.5)
     set_constant(src, "legacy_overhead_low", 0.6)
     assert found(src) == [
-        'constants.csv:6: value = "0.6": legacy_overhead_low must be at most legacy_overhead_high (0.5)'
+        'constants.csv:6: value = "0.6": legacy_overhead_low должно быть не больше legacy_overhead_high (0.5)'
     ]
 
 
@@ -391,25 +403,25 @@ def test_constant_bounds_cover_every_constant():
             "H100 PCIe,NVIDIA,80,",
             "H100 PCIe,NVIDIA,1,",
             [
-                'gpus.csv:5: name = "NVIDIA H100 PCIe 80GB": the name says 80GB, but memory_gb is 1',
-                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 80GB per GPU, but h100-pcie has 1 GB',
-                'servers.csv:3: display_name = "4 × H100 80GB (ESC8000A)": the name says 80GB per GPU, but h100-pcie has 1 GB',
-                'servers.csv:4: display_name = "8 × H100 80GB (ESC8000A)": the name says 80GB per GPU, but h100-pcie has 1 GB',
+                'gpus.csv:5: name = "NVIDIA H100 PCIe 80GB": в названии 80GB, а в memory_gb — 1',
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": в названии 80GB на видеокарту, а у h100-pcie — 1 ГБ',
+                'servers.csv:3: display_name = "4 × H100 80GB (ESC8000A)": в названии 80GB на видеокарту, а у h100-pcie — 1 ГБ',
+                'servers.csv:4: display_name = "8 × H100 80GB (ESC8000A)": в названии 80GB на видеокарту, а у h100-pcie — 1 ГБ',
             ],
         ),
         (
             "servers.csv",
             "h100-pcie,2,pcie,",
             "h100-pcie,64,pcie,",
-            ['servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 2 GPUs, but gpu_count is 64'],
+            ['servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": в названии видеокарт: 2, а в gpu_count — 64'],
         ),
         (
             "servers.csv",
             "XFUSION,h100-pcie,2,",
             "XFUSION,h200-nvl,2,",
             [
-                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says 80GB per GPU, but h200-nvl has 141 GB',
-                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": the name says H100, but gpu_id h200-nvl is '
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": в названии 80GB на видеокарту, а у h200-nvl — 141 ГБ',
+                'servers.csv:2: display_name = "2 × H100 80GB (XFUSION)": в названии H100, а gpu_id h200-nvl — это '
                 "NVIDIA H200 NVL 141GB",
             ],
         ),
@@ -417,22 +429,22 @@ def test_constant_bounds_cover_every_constant():
             "servers.csv",
             ",585000,",
             ",1,",
-            ['servers.csv:2: price_rub_month = "1": must be between 1000 and 10000000000 ₽/мес'],
+            ['servers.csv:2: price_rub_month = "1": допустимо от 1000 до 10000000000 ₽/мес'],
         ),
         (
             "models.csv",
             "Условный размер,generic,7,",
             "Условный размер,generic,70,",
             [
-                'models.csv:2: display_name = "Модель 7 млрд": the name says 7 B parameters, but params_b is 70',
-                'models.csv:2: short_name = "7 млрд": the name says 7 B parameters, but params_b is 70',
+                'models.csv:2: display_name = "Модель 7 млрд": в названии 7 млрд параметров, а в params_b — 70',
+                'models.csv:2: short_name = "7 млрд": в названии 7 млрд параметров, а в params_b — 70',
             ],
         ),
         (
             "methods.csv",
             "QLoRA 8 бит,",
             "QLoRA 4 бита,",
-            ['methods.csv:4: bits = "8": short_name_ru says 4 бита'],
+            ['methods.csv:4: bits = "8": в short_name_ru указано 4 бита'],
         ),
         (
             # LoRA on a 32-bit base: LLaMA-Factory's lora figures (16 GB at 7 B, …) are below its weights alone
@@ -440,17 +452,19 @@ def test_constant_bounds_cover_every_constant():
             "только для добавки,16,false,40,",
             "только для добавки,32,false,40,",
             [
-                'memory_anchors.csv:10: memory_gb = "16": lora at 7 B needs at least its weights, 28 GB at 32 bits',
-                'memory_anchors.csv:11: memory_gb = "32": lora at 14 B needs at least its weights, 56 GB at 32 bits',
-                'memory_anchors.csv:12: memory_gb = "64": lora at 30 B needs at least its weights, 120 GB at 32 bits',
-                'memory_anchors.csv:13: memory_gb = "160": lora at 70 B needs at least its weights, 280 GB at 32 bits',
+                'memory_anchors.csv:10: memory_gb = "16": lora на 7 млрд параметров требует хотя бы памяти под веса: 28 ГБ при разрядности 32',
+                'memory_anchors.csv:11: memory_gb = "32": lora на 14 млрд параметров требует хотя бы памяти под веса: 56 ГБ при разрядности 32',
+                'memory_anchors.csv:12: memory_gb = "64": lora на 30 млрд параметров требует хотя бы памяти под веса: 120 ГБ при разрядности 32',
+                'memory_anchors.csv:13: memory_gb = "160": lora на 70 млрд параметров требует хотя бы памяти под веса: 280 ГБ при разрядности 32',
             ],
         ),
         (
             "legacy_offer_jobs.csv",
             "70b-full,generic-70b,full_amp\n",
             "",
-            ['legacy_offers.csv:4: offer_id = "70b-full": has no jobs in legacy_offer_jobs.csv; add at least one'],
+            [
+                'legacy_offers.csv:4: offer_id = "70b-full": у рекомендации нет задач в legacy_offer_jobs.csv; добавьте хотя бы одну'
+            ],
         ),
     ],
 )
@@ -463,14 +477,15 @@ def test_a_methods_bits_contradicting_its_id(src):
     edit_csv(src / "methods.csv", ",2,false,10,", ",32,false,10,")
     problems = found(src)
     assert [p for p in problems if p.startswith("methods.csv")] == [
-        'methods.csv:2: bits = "32": QLoRA quantises the base to 8 bits or fewer',
-        'methods.csv:2: bits = "32": method_id says 2bit',
-        'methods.csv:2: bits = "32": name_en says 2-bit',
-        'methods.csv:2: bits = "32": name_ru says 2 бита',
-        'methods.csv:2: bits = "32": short_name_ru says 2 бита',
+        'methods.csv:2: bits = "32": QLoRA квантует базовую модель до 8 бит или меньше',
+        'methods.csv:2: bits = "32": в method_id указано 2bit',
+        'methods.csv:2: bits = "32": в name_en указано 2-bit',
+        'methods.csv:2: bits = "32": в name_ru указано 2 бита',
+        'methods.csv:2: bits = "32": в short_name_ru указано 2 бита',
     ]
-    assert 'memory_anchors.csv:22: memory_gb = "4": qlora_2bit at 7 B needs at least its weights, 28 GB at 32 bits' in (
-        problems
+    assert (
+        'memory_anchors.csv:22: memory_gb = "4": qlora_2bit на 7 млрд параметров требует хотя бы памяти под веса: 28 ГБ при разрядности 32'
+        in (problems)
     )
 
 
@@ -479,8 +494,8 @@ def test_ids_the_code_names_must_exist(src):
     for path in src.glob("*.csv"):
         path.write_text(path.read_text(encoding="utf-8").replace("h100-pcie", "h100-pcie-card"), encoding="utf-8")
     assert found(src) == [
-        "legacy_gpu_counts.csv:4: method_id = (empty): a pretraining row (empty method_id) is recomputed on "
-        "h100-pcie, which gpus.csv lacks"
+        "legacy_gpu_counts.csv:4: method_id = (пусто): строка предобучения (пустой method_id) пересчитывается на "
+        "h100-pcie, а этой видеокарты нет в gpus.csv"
     ]
 
 
@@ -489,31 +504,31 @@ def test_ids_the_code_names_must_exist(src):
     [
         (
             lambda s: edit_csv(s / "servers.csv", ",585000,", ",5000,"),
-            'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
-            "more than 5 times off; check the price",
+            'servers.csv:2: price_rub_month = "5000": 31 ₽ за ГБ памяти видеокарт при медиане каталога 2 885 ₽ — '
+            "отличие больше чем в 5\u00a0раз; проверьте цену",
         ),
         (
             lambda s: edit_csv(s / "gpus.csv", "RTX 5090,NVIDIA,32,", "RTX 5090,NVIDIA,4,"),
-            'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
+            'gpus.csv:14: memory_gb = "4": необычное значение: обычно от 8 до 400 ГБ; проверьте число',
         ),
         (
             lambda s: edit_csv(s / "gpus.csv", "H100 PCIe,NVIDIA,80,2000,756,", "H100 PCIe,NVIDIA,80,2000,100000,"),
-            'gpus.csv:5: bf16_dense_tflops = "100000": unusual: most are between 10 and 5000 TFLOPS; check the figure',
+            'gpus.csv:5: bf16_dense_tflops = "100000": необычное значение: обычно от 10 до 5000 TFLOPS; проверьте число',
         ),
         (
             lambda s: set_constant(s, "default_utilization", 0.9),
-            'constants.csv:16: value = "0.9": unusual for default_utilization: usually between 0.1 and 0.8; check the figure',
+            'constants.csv:16: value = "0.9": необычно для default_utilization: обычно от 0.1 до 0.8; проверьте число',
         ),
         (
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:49: constant_id = "range_hi_factor": no rule or page uses this constant; a typo in the id?',
+            'constants.csv:49: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),
-            'memory_anchors.csv:5: memory_gb = "1000000": unusual: 14286 bytes per parameter, where full fine-tuning '
-            "takes about 17; check the figure",
+            'memory_anchors.csv:5: memory_gb = "1000000": необычно: 14\u00a0286\u00a0байт на параметр, '
+            "а полное дообучение занимает около 17 байт; проверьте число",
         ),
         (
             lambda s: (
@@ -521,7 +536,7 @@ def test_ids_the_code_names_must_exist(src):
                 .open("a", encoding="utf-8")
                 .write("foo-7b,Foo 7B,Foo 7B,Foo,named,70,,,site-rules" + "," * 22 + "\n")
             ),
-            'models.csv:47: params_b = "70": the name says 7 B, far from params_b 70; check the figure',
+            'models.csv:47: params_b = "70": в названии 7 млрд параметров, а в params_b — 70; проверьте число',
         ),
     ],
 )
@@ -604,10 +619,10 @@ def test_method_ids_the_estimator_reads(src):
         src / "methods.csv", "LoRA (also Freeze/GaLore/BAdam/OFT),lora,", "LoRA (also Freeze/GaLore/BAdam/OFT),full,"
     )
     assert [p for p in found(src) if p.startswith("methods.csv")] == [
-        'methods.csv:3: method_id = "qlora_nf4": a QLoRA method\'s id names the bits of its base, like qlora_4bit: '
-        "the estimator reads them there",
-        'methods.csv:5: method_id = "lora": family is full, but the estimator takes the kind from the id: full… is '
-        "full fine-tuning, qlora… QLoRA, any other LoRA",
+        'methods.csv:3: method_id = "qlora_nf4": id способа QLoRA называет разрядность базовой модели, например '
+        "qlora_4bit: расчёт читает её оттуда",
+        'methods.csv:5: method_id = "lora": family = full, но расчёт берёт вид способа из id: full… — полное '
+        "дообучение, qlora… — QLoRA, остальные — LoRA",
     ]
 
 
@@ -615,8 +630,8 @@ def test_the_pretraining_page_needs_a_pretraining_row(src):
     path = src / "legacy_gpu_counts.csv"
     path.write_text(path.read_text(encoding="utf-8").replace(",Pretraining,,", ",Pretraining,lora,"), encoding="utf-8")
     assert found(src) == [
-        "legacy_gpu_counts.csv: method_id = (empty): no pretraining row (empty method_id): the pretraining page "
-        "recomputes seed 000's; keep at least one"
+        "legacy_gpu_counts.csv: method_id = (пусто): нет ни одной строки предобучения (пустой method_id): страница "
+        "о предобучении пересчитывает их из статьи 000; оставьте хотя бы одну"
     ]
 
 
@@ -628,13 +643,13 @@ def test_warnings_do_not_stop_the_build(src, tmp_path):
     summary = build(src, tmp_path / "out", base_url="https://gpu.example/")
     shown = [str(w).replace(f"{src}/", "") for w in summary["warnings"] if "по запросу" not in w.rule]
     assert shown == [
-        'gpus.csv:14: memory_gb = "4": unusual: most are between 8 and 400 ГБ; check the figure',
-        'servers.csv:2: price_rub_month = "5000": 31 ₽ per GB of GPU memory, where the catalog\'s median is 2 885: '
-        "more than 5 times off; check the price",
+        'gpus.csv:14: memory_gb = "4": необычное значение: обычно от 8 до 400 ГБ; проверьте число',
+        'servers.csv:2: price_rub_month = "5000": 31 ₽ за ГБ памяти видеокарт при медиане каталога 2 885 ₽ — '
+        "отличие больше чем в 5\xa0раз; проверьте цену",
     ]
     quality = (tmp_path / "out" / "site" / "quality.html").read_text(encoding="utf-8").replace("\xa0", " ")
-    assert "unusual: most are between 8 and 400 ГБ; check the figure" in quality
-    assert "more than 5 times off; check the price" in quality
+    assert "необычное значение: обычно от 8 до 400 ГБ; проверьте число" in quality
+    assert "отличие больше чем в 5 раз; проверьте цену" in quality
 
 
 def test_one_pretraining_row_per_model(src):
@@ -645,6 +660,6 @@ def test_one_pretraining_row_per_model(src):
         "7b-full,generic-7b,Full fine-tuning,,",
     )
     assert found(src) == [
-        'legacy_gpu_counts.csv:4: model_id = "generic-7b": a second pretraining row (empty method_id) for this model, '
-        "after line 3; the pretraining table has one per model"
+        'legacy_gpu_counts.csv:4: model_id = "generic-7b": вторая строка предобучения (пустой method_id) для этой '
+        "модели, после строки 3; в таблице предобучения по одной строке на модель"
     ]

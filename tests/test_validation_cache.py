@@ -202,8 +202,8 @@ def test_check_and_build_without_change_import_no_heavy_library(cache_dir, sourc
     assert first.returncode == 0, first.stderr
     again = run("check", "--sources", str(sources), env=env)
     assert again.returncode == 0
-    assert again.stdout == first.stdout  # the same summary line: "…: all N checks passed"
-    assert "checks passed" in again.stdout
+    assert again.stdout == first.stdout  # the same summary line: "…: все проверки пройдены (N)."
+    assert again.stdout.startswith(f"{sources}: все проверки пройдены (")
     heavy = {"polars", "duckdb", "great_expectations", "pandas", "jinja2"}
     assert not imported(again.stderr) & heavy
     assert "great_expectations" in imported(first.stderr)
@@ -213,7 +213,7 @@ def test_check_and_build_without_change_import_no_heavy_library(cache_dir, sourc
     assert built.returncode == 0, built.stderr
     assert "great_expectations" not in imported(built.stderr)  # the check validated these sources
     unchanged = run("build", "--sources", str(sources), "--out", str(out), env=env)
-    assert "Nothing changed" in unchanged.stdout
+    assert unchanged.stdout.startswith(f"С прошлой сборки {out} ничего не изменилось; ")
     assert not imported(unchanged.stderr) & heavy
 
 

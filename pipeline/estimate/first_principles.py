@@ -29,6 +29,7 @@ from pipeline.estimate.architecture import (
     lora_trainable_params,
     parameter_counts,
 )
+from pipeline.messages import message
 from pipeline.schema import ESTIMATOR_CONSTANTS, MEMORY_BREAKDOWN
 
 GB = 1e9
@@ -755,14 +756,14 @@ def parse_typical_value(setting: str, text: str) -> object:
     text = text.strip()
     if kind == "count":
         if not text.isdigit() or int(text) < 1 or int(text) > 10_000_000:
-            raise ValueError("must be a whole number from 1 to 10 000 000")
+            raise ValueError(message("rules.typical_count"))
         return int(text)
     if kind == "bool":
         if text not in ("true", "false"):
-            raise ValueError("must be true or false")
+            raise ValueError(message("rules.typical_bool"))
         return text == "true"
     if text not in allowed:
-        raise ValueError(f"must be one of {', '.join(allowed)}")
+        raise ValueError(message("rules.allowed", values=", ".join(allowed)))
     return text
 
 
@@ -772,9 +773,8 @@ def typical_setup_problems(rows: list[tuple[int | None, str | None, str | None]]
     found, seen = [], set()
     for line, setting, value in rows:
         if setting not in TYPICAL_SETTINGS:
-            found.append(
-                (line, "setting_id", setting, f"unknown setting; expected one of {', '.join(TYPICAL_SETTINGS)}")
-            )
+            rule = message("rules.typical_unknown", settings=", ".join(TYPICAL_SETTINGS))
+            found.append((line, "setting_id", setting, rule))
             continue
         seen.add(setting)
         try:
@@ -783,7 +783,7 @@ def typical_setup_problems(rows: list[tuple[int | None, str | None, str | None]]
             found.append((line, "value", value, f"{setting}: {exc}"))
     for setting in TYPICAL_SETTINGS:
         if setting not in seen:
-            found.append((None, "setting_id", setting, "this setting of the typical setup must be present"))
+            found.append((None, "setting_id", setting, message("rules.typical_missing")))
     return found
 
 

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from pipeline.fingerprint import MANIFEST, PACKAGE, STATE, TEMPLATES
+from pipeline.messages import message
 
 GENERATOR = "gpu-finetune-reference"  # build-state.json's "generator": the mark of a folder a build made
 _LEGACY_INPUTS = {"sources", "templates", "code", "base_url", "build_date"}  # state files of earlier versions
@@ -120,32 +121,28 @@ def _target_or_refuse(out: Path) -> Path:
     try:
         return target(out)
     except RuntimeError:  # Path.resolve on a loop of symbolic links
-        raise OutputRefused(
-            f"--out {out} is a symbolic link that leads back to itself (a loop); remove the link or choose another folder"
-        ) from None
+        raise OutputRefused(message("outdir.loop", out=out)) from None
 
 
 def _refuse_project_folders(shown: str, real: Path, sources: Path | None) -> None:
     """OutputRefused when the resolved --out is, contains or lies inside the code, templates or sources."""
     guarded = [
-        ("the pipeline's code", PACKAGE.parent),
-        ("the site templates", TEMPLATES),
-        ("the working directory", Path.cwd()),
+        (message("outdir.what_code"), PACKAGE.parent),
+        (message("outdir.what_templates"), TEMPLATES),
+        (message("outdir.what_cwd"), Path.cwd()),
     ]
     if sources is not None:
-        guarded.insert(0, ("the sources", Path(sources)))
+        guarded.insert(0, (message("outdir.what_sources"), Path(sources)))
     for what, folder in guarded:
         if _contains(real, folder.resolve()):
-            raise OutputRefused(
-                f"--out {shown} is or contains {what} ({folder.resolve()}); a build replaces its output "
-                "folder entirely: choose a folder of its own, e.g. --out output"
-            )
-    inside = [("the pipeline's code", PACKAGE), ("the site templates", TEMPLATES)]  # output/ sits in the repository
+            raise OutputRefused(message("outdir.contains", shown=shown, what=what, folder=folder.resolve()))
+    # output/ sits in the repository
+    inside = [(message("outdir.what_code"), PACKAGE), (message("outdir.what_templates"), TEMPLATES)]
     if sources is not None:
-        inside.insert(0, ("the sources", Path(sources)))
+        inside.insert(0, (message("outdir.what_sources"), Path(sources)))
     for what, folder in inside:
         if _contains(folder.resolve(), real):
-            raise OutputRefused(f"--out {shown} is inside {what} ({folder.resolve()}); choose a folder outside it")
+            raise OutputRefused(message("outdir.inside", shown=shown, what=what, folder=folder.resolve()))
 
 
 def _refuse_below_a_file(shown: str, path: Path) -> None:
@@ -153,10 +150,7 @@ def _refuse_below_a_file(shown: str, path: Path) -> None:
     for above in path.parents:  # the nearest folder above that exists must be a folder
         if os.path.lexists(above):
             if not above.is_dir():
-                raise OutputRefused(
-                    f"--out {shown}: {above} is a file, not a folder, so nothing can be made inside it; "
-                    "choose another --out"
-                )
+                raise OutputRefused(message("outdir.below_file", shown=shown, above=above))
             break
 
 
@@ -165,27 +159,21 @@ def check_output(out: Path, sources: Path | None = None) -> Path:
     shown = str(out)
     path = _target_or_refuse(out)
     if path.parent == path:
-        raise OutputRefused(f"--out {shown} is the root of the file system; choose a folder of its own")
+        raise OutputRefused(message("outdir.root", shown=shown))
     real = path.resolve()
     _refuse_project_folders(shown, real, sources)
     _refuse_below_a_file(shown, path)
     if not os.path.lexists(path):
         return path
     if not real.is_dir():
-        raise OutputRefused(
-            f"--out {shown} is a file, not a folder; choose a folder (absent, empty or an earlier build)"
-        )
+        raise OutputRefused(message("outdir.is_file", shown=shown))
     try:
         entries = sorted(os.listdir(real))
     except OSError as exc:
-        raise OutputRefused(f"--out {shown} cannot be read ({exc.strerror}); nothing was touched") from None
+        raise OutputRefused(message("outdir.unreadable", shown=shown, reason=exc.strerror)) from None
     if entries and not is_build(real) and not _placeholder(real, entries):
         listed = ", ".join(entries[:5]) + (", …" if len(entries) > 5 else "")
-        raise OutputRefused(
-            f"--out {shown} is not empty and was not made by a build (it has no {STATE} of this "
-            f"pipeline; it holds {listed}); a build replaces its output folder entirely, so it is left "
-            "alone: choose a new or empty folder, or delete this one yourself"
-        )
+        raise OutputRefused(message("outdir.foreign", shown=shown, state=STATE, listed=listed))
     return path
 
 
@@ -195,7 +183,7 @@ def writable(out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     for folder in (out.parent, out):
         if _immutable(folder):
-            raise OSError(errno.EPERM, "the folder is immutable or append-only (chattr -i / -a lifts it)", str(folder))
+            raise OSError(errno.EPERM, message("outdir.immutable"), str(folder))
     probe = out.parent / f"{side_name(out, 'probe')}{os.getpid()}-x"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     with contextlib.suppress(FileNotFoundError):
@@ -244,7 +232,7 @@ def locked(out: Path, say=None):
             if exc.errno not in (errno.EACCES, errno.EAGAIN):
                 raise
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            say(f"another build of {out} is running (process {holder}); waiting for it to finish…")
+            say(message("report.waiting", out=out, holder=holder))
             fcntl.lockf(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from babel import Locale
 
+from pipeline.messages import message
 from pipeline.render import format as fmt
 from pipeline.render.site_links import calculator_url  # noqa: F401  (an article helper: ru.calculator_url)
 
@@ -161,9 +162,9 @@ def plural(shown) -> str:
 def noun_form(shown, noun: str, case: str = "nom") -> str:
     """The form of `noun` that agrees with the number `shown` in `case`."""
     if noun not in _FORMS:
-        raise KeyError(f"{noun} (known nouns: {', '.join(NOUNS)})")
+        raise KeyError(message("articles.unknown_noun", noun=noun, nouns=", ".join(NOUNS)))
     if case not in CASES:
-        raise KeyError(f"{case} (cases: {', '.join(CASES)})")
+        raise KeyError(message("articles.unknown_case", case=case, cases=", ".join(CASES)))
     return _FORMS[noun][case][CATEGORIES.index(plural(shown))]
 
 

@@ -22,6 +22,8 @@ from html.parser import HTMLParser
 
 import nh3
 
+from pipeline.messages import message
+
 # Tags an article may use: what Markdown makes, what the table helpers write, and a few that
 # editors write by hand (details/summary, sup/sub, abbr, kbd...).
 TAGS = frozenset(
@@ -135,20 +137,16 @@ def _tag(name: str, raw: str, selfclosing: str) -> tuple[str, list[str]]:
             good = [c for c in classes if c in CLASSES[name]]
             if len(good) < len(classes):
                 bad = " ".join(c for c in classes if c not in CLASSES[name])
-                notes.append(f'class "{short(bad)}" removed from <{name}>')
+                notes.append(message("sanitize.class_removed", value=short(bad), tag=name))
             if good:
                 kept["class"] = " ".join(good)
             continue
         if attribute not in ATTRIBUTES["*"] and attribute not in ATTRIBUTES.get(name, ()):
-            notes.append(f'attribute {attribute}="{short(value or "")}" removed from <{name}>')
+            notes.append(message("sanitize.attribute_removed", attribute=attribute, value=short(value or ""), tag=name))
         elif attribute in URL_ATTRIBUTES and not url_allowed(value or ""):
-            notes.append(
-                f'{attribute}="{short(value or "")}" removed from <{name}>: only http(s), mailto, tel and relative addresses'
-            )
+            notes.append(message("sanitize.address_removed", attribute=attribute, value=short(value or ""), tag=name))
         elif attribute == "id" and not _ID.fullmatch(value or ""):
-            notes.append(
-                f'id="{short(value or "")}" removed from <{name}>: an id is a latin letter, then letters or digits'
-            )
+            notes.append(message("sanitize.id_removed", value=short(value or ""), tag=name))
         else:
             kept[attribute] = value
     attributes = "".join(f" {a}" if v is None else f' {a}="{_attribute_text(v)}"' for a, v in kept.items())
@@ -159,14 +157,14 @@ def _at(text: str, i: int) -> tuple[int, str, list[str]]:  # noqa: C901
     """What starts at text[i] == "<": (where it ends, what replaces it, what was removed)."""
     end = min(len(text), i + _WINDOW)
     if m := _COMMENT.match(text, i):
-        return m.end(), "", ["an HTML comment removed; a note for editors goes in {# … #}"]
+        return m.end(), "", [message("sanitize.comment")]
     if m := _OTHER.match(text, i):
-        return m.end(), "", [f'"{short(m.group())}" removed: not HTML an article may use']
+        return m.end(), "", [message("sanitize.not_html", text=short(m.group()))]
     if m := _CLOSE.match(text, i, end):
         name = m.group(1).lower()
         if name in TAGS:
             return m.end(), f"</{name}>", []
-        return m.end(), "", [f"</{name}> removed: <{name}> is not allowed in an article"]
+        return m.end(), "", [message("sanitize.close_removed", tag=name)]
     if m := _OPEN.match(text, i, end):
         name = m.group(1).lower()
         if name in TAGS:
@@ -175,22 +173,26 @@ def _at(text: str, i: int) -> tuple[int, str, list[str]]:  # noqa: C901
         if name in DROP_CONTENT:
             close = re.compile(rf"</{name}\s*>", re.I).search(text, m.end())
             if close:
-                return close.end(), "", [f'<{name}> removed with its content: "{short(text[i : close.end()])}"']
-            return m.end(), "", [f'<{name}> removed: "{short(m.group())}"']
-        return m.end(), "", [f"<{name}> is not allowed in an article: the tag removed, its text kept"]
+                return (
+                    close.end(),
+                    "",
+                    [message("sanitize.removed_with_content", tag=name, text=short(text[i : close.end()]))],
+                )
+            return m.end(), "", [message("sanitize.tag_removed", tag=name, text=short(m.group()))]
+        return m.end(), "", [message("sanitize.tag_text_kept", tag=name)]
     if m := _AUTOLINK.match(text, i, end):
         if m.group(1).lower() in URL_SCHEMES:
             return m.end(), _explicit_link(m.group()[1:-1], m.group()[1:-1]), []
         return (
             m.end(),
             "",
-            [f'link to "{short(m.group()[1:-1])}" removed: only http(s), mailto, tel and relative addresses'],
+            [message("sanitize.autolink_removed", url=short(m.group()[1:-1]))],
         )
     if m := _EMAIL.match(text, i, end):
         return m.end(), _explicit_link(m.group()[1:-1], "mailto:" + m.group()[1:-1]), []
     if re.match(r"</?[A-Za-z!?]", text[i : i + 2]):
         rest = text[i : text.find("\n", i) if "\n" in text[i:end] else end]
-        return i + 1, "&lt;", [f'"{short(rest)}" is not a complete HTML tag: shown as text']
+        return i + 1, "&lt;", [message("sanitize.incomplete_tag", text=short(rest))]
     return i + 1, "&lt;", []
 
 
@@ -355,17 +357,15 @@ def _bad_links(text: str) -> tuple[list[tuple[int, int, str]], list[Removed]]:
         opening, closing = _link_start(text, at), _link_end(text, end) or whole_end
         if opening is None or closing is None or opening < done:
             edits.append((at, at, "\\"))
-            removed.append(Removed(at, f'"{shown}" is not an allowed address: the link is shown as text'))
+            removed.append(Removed(at, message("sanitize.link_as_text", url=shown)))
             done = at + 1
         elif opening > 0 and text[opening - 1] == "!" and not _escaped(text, opening - 1):
             edits.append((opening - 1, closing, text[opening + 1 : at]))
-            removed.append(Removed(opening - 1, f'image "{shown}" removed: only http(s) and relative addresses'))
+            removed.append(Removed(opening - 1, message("sanitize.image_removed", url=shown)))
             done = closing
         else:
             edits.append((opening, closing, text[opening + 1 : at]))
-            removed.append(
-                Removed(opening, f'link to "{shown}" removed, its text kept: only http(s), mailto, tel and relative')
-            )
+            removed.append(Removed(opening, message("sanitize.link_removed", url=shown)))
             done = closing
     return edits, removed
 
@@ -394,7 +394,10 @@ def _clean_links(text: str) -> tuple[str, list[Removed], list[list[tuple[int, in
             shown = short(decoded_destination(m.group(1)))
             opening = _link_start(text, m.start())
             removed.append(
-                Removed(original(m.start() if opening is None else opening), f'link definition to "{shown}" removed')
+                Removed(
+                    original(m.start() if opening is None else opening),
+                    message("sanitize.definition_removed", url=shown),
+                )
             )
             edits.append((m.start(1), m.end(1), ""))
     text, anchors = _replace(text, edits)
@@ -426,7 +429,7 @@ def clean_markdown(text: str) -> tuple[str, list[Removed]]:
         text = cleaned
     else:  # still changing: nothing of it may stay markup
         text = re.sub(r"\](?=[(:])", r"\\]", text.replace("<", "&lt;"))
-        removed.append(Removed(0, "markup that kept changing as it was cleaned: shown as text"))
+        removed.append(Removed(0, message("sanitize.unstable")))
     return text, sorted(removed, key=lambda r: r.offset)
 
 
@@ -492,24 +495,24 @@ def _differences(before: list[tuple], after: list[tuple]) -> list[str]:
     notes = []
     for item in before:
         if item[0] == "comment":
-            notes.append("an HTML comment removed by the HTML sanitiser")
+            notes.append(message("sanitize.html_comment"))
         if item[0] != "<":
             continue
         _, tag, attributes = item
         if kept_tags[tag] > 0:
             kept_tags[tag] -= 1
         else:
-            notes.append(f"<{tag}> removed by the HTML sanitiser")
+            notes.append(message("sanitize.html_tag", tag=tag))
             continue
         for name, value in attributes:
             if kept_attributes[(tag, (name, value))] > 0:
                 kept_attributes[(tag, (name, value))] -= 1
             else:
-                notes.append(f'attribute {name}="{short(value)}" of <{tag}> removed by the HTML sanitiser')
+                notes.append(message("sanitize.html_attribute", attribute=name, value=short(value), tag=tag))
     text_before = "".join(i[1] for i in before if i[0] == "text")
     text_after = "".join(i[1] for i in after if i[0] == "text")
     if text_before != text_after:
         lost = [op for op in difflib.SequenceMatcher(None, text_before, text_after, autojunk=False).get_opcodes()]
         gone = " … ".join(text_before[i1:i2] for tag, i1, i2, _, _ in lost if tag in ("delete", "replace"))
-        notes.append(f'text removed by the HTML sanitiser: "{short(gone)}"')
+        notes.append(message("sanitize.html_text", text=short(gone)))
     return list(dict.fromkeys(notes))

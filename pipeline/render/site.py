@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 
 from pipeline import TEMPLATES, words
 from pipeline.combine import Catalog
+from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
@@ -178,7 +179,7 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
 
     def getattr(self, obj, attribute: str):
         if type(obj) is Helpers and attribute not in obj._members:
-            raise SecurityError(f'"{obj._name}.{attribute}" is not an article helper')
+            raise SecurityError(message("articles.not_helper", name=f"{obj._name}.{attribute}"))
         if isinstance(obj, jinja2.Undefined):
             obj._fail_with_undefined_error()  # "'x' is undefined" says more than a refused attribute of it
         return super().getattr(obj, attribute)
@@ -191,11 +192,11 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context, operator: str, left, right):
         if operator == "**" and type(left) is int and type(right) is int and right > 0:
             if right * max(abs(left).bit_length() - 1, 0) > MAX_POWER_BITS:
-                raise SecurityError(f"{left} ** {right} is too large a number for an article")
+                raise SecurityError(message("articles.power_too_large", left=left, right=right))
         if operator == "*":
             for items, times in ((left, right), (right, left)):
                 if isinstance(items, str | list | tuple) and type(times) is int and len(items) * times > MAX_REPEAT:
-                    raise SecurityError(f"a repetition of {len(items) * times} items is too long for an article")
+                    raise SecurityError(message("articles.repeat_too_long", count=len(items) * times))
         if operator == "%" and isinstance(left, str):
             _refuse_wide(left, ())
         return super().call_binop(context, operator, left, right)
@@ -206,9 +207,9 @@ def _refuse_wide(text: str, widths: tuple) -> None:
     given to a padding filter or method, or such a width in a format string."""
     for value in widths:
         if type(value) is int and value > MAX_REPEAT:
-            raise SecurityError(f"a width of {value} is too large for an article")
+            raise SecurityError(message("articles.width_too_large", width=value))
     if isinstance(text, str) and _WIDE_SPEC.search(text):
-        raise SecurityError(f"the format {_WIDE_SPEC.search(text)[0]!r} asks for too large a width for an article")
+        raise SecurityError(message("articles.format_too_wide", spec=repr(_WIDE_SPEC.search(text)[0])))
 
 
 def _counted(items):
@@ -216,7 +217,7 @@ def _counted(items):
     for item in items:
         _LOOP_STEPS.taken = getattr(_LOOP_STEPS, "taken", 0) + 1
         if _LOOP_STEPS.taken > MAX_LOOP_STEPS:
-            raise SecurityError(f"the article's loops take more than {MAX_LOOP_STEPS} turns")
+            raise SecurityError(message("articles.loops_too_long", limit=MAX_LOOP_STEPS))
         yield item
 
 
@@ -301,7 +302,7 @@ def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callabl
             offsets.append(gen.gi_frame.f_lasti)
             size += len(chunk)
             if size > MAX_ARTICLE_CHARS:
-                raise SecurityError(f"the article is longer than {MAX_ARTICLE_CHARS} characters")
+                raise SecurityError(message("articles.too_long", limit=MAX_ARTICLE_CHARS))
     except Exception:
         template.environment.handle_exception()
     source = _ARTICLE_BODIES.get(template.name, ("", ""))[0]
@@ -344,24 +345,70 @@ def article_problem(article: Article, exc: BaseException) -> Problem:
     """An article's template error as the editor reads it: file, line, what was refused or is unknown."""
     line = template_line(exc, article.file)
     if isinstance(exc, russian.ClaimError):
-        rule = f"статья «{article.title}»: {exc.message()}"
+        rule = message("articles.claim", title=article.title, claim=exc.message())
     elif isinstance(exc, SecurityError):
-        rule = f"refused: {exc} (an article may use only the helpers listed in site_templates/README.md)"
+        rule = message("articles.refused", reason=_sandbox_text(str(exc)))
     elif isinstance(exc, KeyError):
-        rule = f"unknown id {exc}"
+        rule = message("articles.unknown_id", id=exc)
     elif isinstance(exc, jinja2.TemplateSyntaxError):
-        rule = f"template syntax: {exc.message}"
+        rule = message("articles.syntax", detail=_jinja_text(str(exc.message)))
     elif isinstance(exc, jinja2.TemplateNotFound):
-        rule = f"an article includes, imports or extends no other file ({exc.message})"
+        rule = message("articles.no_include", name=exc.message)
     elif isinstance(exc, jinja2.TemplateError):
-        rule = str(exc.message)
+        rule = _jinja_text(str(exc.message))
     elif isinstance(exc, RecursionError):
-        rule = "a macro calls itself without end"
+        rule = message("articles.recursion")
     elif isinstance(exc, MemoryError):
-        rule = "the article makes a value too large for memory"
+        rule = message("articles.memory")
     else:
-        rule = f"{type(exc).__name__}: {exc}"
+        rule = _python_text(exc)
     return Problem(article.file, article.line - 1 + line if line else 0, "", None, rule)
+
+
+# Jinja's own English texts, as the catalogue's Russian ones (articles.*): (pattern, key, slot names).
+_JINJA_TEXTS = [
+    (
+        re.compile(r"access to attribute ('[^']*') of ('[^']*') object is unsafe\."),
+        "articles.unsafe_attribute",
+        ("attribute", "kind"),
+    ),
+    (re.compile(r"(.+) is not safely callable"), "articles.unsafe_call", ("name",)),
+    (re.compile(r"No filter named '([^']*)'\.?"), "articles.syntax_no_filter", ("name",)),
+    (re.compile(r"No test named '([^']*)'\.?"), "articles.syntax_no_test", ("name",)),
+    (re.compile(r"Encountered unknown tag '([^']*)'.*", re.S), "articles.syntax_unknown_tag", ("name",)),
+    (re.compile(r"('[^']*') is undefined"), "articles.undefined", ("name",)),
+    (re.compile(r"('[^']*') has no attribute ('[^']*')"), "articles.no_attribute", ("owner", "name")),
+    (re.compile(r"(unexpected .*)", re.S), "articles.syntax_unexpected", ("detail",)),
+]
+
+
+def _jinja_text(text: str, keys: tuple = ()) -> str:
+    """A message of Jinja's (or its sandbox's) in the catalogue's Russian; one it does not know, as it is."""
+    for pattern, key, slots in _JINJA_TEXTS:
+        if keys and key not in keys:
+            continue
+        found = pattern.fullmatch(text)
+        if found:
+            return message(key, **{slot: value.strip("'") for slot, value in zip(slots, found.groups(), strict=True)})
+    return text
+
+
+def _sandbox_text(text: str) -> str:
+    return _jinja_text(text, ("articles.unsafe_attribute", "articles.unsafe_call"))
+
+
+_RANGE_TOO_BIG = re.compile(r"Range too big\. The sandbox blocks ranges larger than MAX_RANGE \((\d+)\)\.")
+_BAD_ARGUMENT = re.compile(r"(\S+) got an unexpected keyword argument '([^']*)'")
+
+
+def _python_text(exc: BaseException) -> str:
+    """Another error an article's template raised, as the editor reads it."""
+    text = str(exc)
+    if found := _RANGE_TOO_BIG.fullmatch(text):
+        return message("articles.range_too_big", limit=found[1])
+    if found := _BAD_ARGUMENT.fullmatch(text):
+        return message("articles.bad_argument", function=found[1], name=found[2])
+    return message("articles.failed", kind=type(exc).__name__, detail=text)
 
 
 def html_environment(templates: Path) -> jinja2.Environment:
@@ -609,7 +656,7 @@ class Renderer:
 
         def table(kind: str, **kwargs) -> Markup:
             if kind not in builders:
-                raise SecurityError(f'table("{kind}") is not an article table')
+                raise SecurityError(message("articles.not_table", kind=kind))
             view = builders[kind](**kwargs)
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup
 
+from pipeline.messages import message
 from pipeline.problems import Problem
 
 # The calculator's URL parameters (the `name` of its fields, read back by calculator.js).
@@ -42,9 +43,7 @@ def base_url_warning(base_url: str) -> list[Problem]:
             0,
             "",
             None,
-            f"адрес сайта «{base_url}» не абсолютный: канонические ссылки, sitemap.xml и robots.txt получатся "
-            "относительными (поисковики их не примут), а ссылки в output/markdown/ не будут работать после "
-            "вставки в CMS; укажите --base-url https://…/ или SITE_BASE_URL",
+            message("articles.base_url_relative", base_url=base_url),
         )
     ]
 
@@ -55,6 +54,8 @@ def calculator_url(**fields) -> Markup:
     is percent-encoded, so the link passes into an article's Markdown as it is (Markup)."""
     unknown = sorted(set(fields) - set(CALCULATOR_FIELDS))
     if unknown:
-        raise KeyError(f"{', '.join(unknown)} (the calculator's fields: {', '.join(CALCULATOR_FIELDS)})")
+        raise KeyError(
+            message("articles.calculator_fields", fields=", ".join(unknown), known=", ".join(CALCULATOR_FIELDS))
+        )
     query = {k: ("1" if v is True else str(v)) for k, v in sorted(fields.items()) if v not in (None, False, "")}
     return Markup("calculator.html" + ("?" + urlencode(query) if query else ""))

@@ -3,7 +3,7 @@
 Two output folders are compared through their downloads (site/data/<table>.csv, read
 with the schema registry): changed values by entity, added and removed rows; then the
 pages and files whose content differs. The report is Russian (it is read by editors);
-its words live here because it is terminal output, not site text.
+its words are in the message catalogue with the other terminal texts.
 
 Exit codes of `python -m pipeline diff`: 0 nothing changed, 1 something changed, 3 the folders
 could not be compared (one is missing or is not a build, a file cannot be read). 2 stays the
@@ -22,9 +22,9 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
-from pipeline.words import labels
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 3
 DATABASE = "gpu-finetune.duckdb"
@@ -39,9 +39,22 @@ NAME_COLUMNS = {
     "gpus": "name",
     "servers": "display_name",
 }
-# The report's words, and the entity of each source table for the added/removed lists (labels.toml [diff]).
-WORDS: dict[str, str] = labels()["diff"]["words"]
-NOUNS: dict[str, str] = labels()["diff"]["nouns"]
+# The report's words are the message catalogue's [diff] (site_templates/messages.toml); the entity of
+# each source table, for the added/removed lists, is its [diff.nouns].
+NOUNS: dict[str, str] = catalogue()["diff"]["nouns"]
+# The catalogue keys of the report's sections and of a derived table's counts.
+PARTS = {
+    "values": "diff.values",
+    "added": "diff.added",
+    "removed": "diff.removed",
+    "pages": "diff.pages",
+    "downloads": "diff.downloads",
+    "markdown": "diff.markdown",
+    "other": "diff.other",
+}
+DERIVED = {"changed": "diff.derived_changed", "added": "diff.derived_added", "removed": "diff.derived_removed"}
+BOOLEANS = {"true": "diff.true", "false": "diff.false"}
+HINTS = {"out": "diff.hint_out", "against": "diff.hint_against"}
 
 
 def read_table(out: Path, table: Table) -> dict[tuple, dict[str, str]] | None:
@@ -62,7 +75,7 @@ def _unformula(text: str) -> str:
 def show(field: Field, text: str) -> str:
     """A cell as the site shows it (Russian number format), without its unit."""
     if text == "":
-        return WORDS["empty"]
+        return message("diff.empty")
     if field.type == "int":
         return fmt.integer(int(text))
     if field.type == "float":
@@ -70,7 +83,7 @@ def show(field: Field, text: str) -> str:
     if field.type == "date":
         return fmt.date(dt.date.fromisoformat(text))
     if field.type == "bool":
-        return WORDS[text]
+        return message(BOOLEANS[text])
     if field.type == "str":
         return f"«{_unformula(text)}»"
     return text
@@ -216,34 +229,36 @@ def diff(new_out: Path, old_out: Path) -> dict:
 
 def format_text(report: dict) -> str:
     """The report for an editor, in Russian."""
-    lines = [WORDS["title"].format(new=report["new"], old=report["old"])]
+    lines = [message("diff.title", new=report["new"], old=report["old"])]
     if not report["changed"]:
-        return "\n".join([*lines, WORDS["nothing"]])
+        return "\n".join([*lines, message("diff.nothing")])
     for part in ("values", "added", "removed"):
         if report[part]:
-            lines += ["", f"{WORDS[part]} ({len(report[part])}):"] + [f"  {item['text']}" for item in report[part]]
+            lines += ["", f"{message(PARTS[part])} ({len(report[part])}):"] + [
+                f"  {item['text']}" for item in report[part]
+            ]
     if report["derived"]:
-        lines += ["", f"{WORDS['derived']}:"]
+        lines += ["", f"{message('diff.derived')}:"]
         for item in report["derived"]:
             table = TABLES_BY_NAME[item["table"]]
             parts = ("changed", "added", "removed")
             line = f"{table.title_ru}: " + ", ".join(
-                WORDS[f"derived_{part}"].format(n=item[part]) for part in parts if item[part]
+                message(DERIVED[part], n=item[part]) for part in parts if item[part]
             )
             if item["columns"]:
-                line += WORDS["derived_columns"].format(
-                    columns=", ".join(label(table.field(c)) for c in item["columns"])
+                line += message(
+                    "diff.derived_columns", columns=", ".join(label(table.field(c)) for c in item["columns"])
                 )
             lines.append(f"  {line}")
     for part in ("pages", "downloads", "markdown", "other"):
         files = report[part]
         shown = (
             files["changed"]
-            + [p + WORDS["new_file"] for p in files["added"]]
-            + [p + WORDS["gone_file"] for p in files["removed"]]
+            + [p + message("diff.new_file") for p in files["added"]]
+            + [p + message("diff.gone_file") for p in files["removed"]]
         )
         if shown:
-            lines += ["", f"{WORDS[part]} ({len(shown)}):"] + [f"  {p}" for p in shown]
+            lines += ["", f"{message(PARTS[part])} ({len(shown)}):"] + [f"  {p}" for p in shown]
     return "\n".join(lines)
 
 
@@ -270,10 +285,10 @@ def _print(text: str, stream=None) -> None:
 
 def run(out: Path, against: Path, as_json: bool = False) -> int:
     """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 3 cannot compare."""
-    for path, hint in ((out, "hint_out"), (against, "hint_against")):
+    for path, hint in ((out, "out"), (against, "against")):
         for folder in (path / "site", path / "site" / "data"):  # a build has both
             if not folder.is_dir():
-                _print(WORDS["missing"].format(path=folder, hint=WORDS[hint]), sys.stderr)
+                _print(message("diff.missing", path=folder, hint=message(HINTS[hint])), sys.stderr)
                 return EXIT_ERROR
     import duckdb  # the DuckDB files are compared by their tables
 
@@ -281,7 +296,7 @@ def run(out: Path, against: Path, as_json: bool = False) -> int:
         report = diff(out, against)
     except (OSError, ValueError, KeyError, csv.Error, duckdb.Error) as exc:
         error = f"{type(exc).__name__}: {exc}"
-        _print(WORDS["unreadable"].format(out=out, against=against, error=error), sys.stderr)
+        _print(message("diff.unreadable", out=out, against=against, error=error), sys.stderr)
         return EXIT_ERROR
     if as_json:
         text = json.dumps(report, ensure_ascii=False, indent=1)
@@ -290,6 +305,7 @@ def run(out: Path, against: Path, as_json: bool = False) -> int:
     else:
         text = format_text(report)
     if not _encodable(text, sys.stdout):
+        # Shown only where Cyrillic cannot be shown, so in Latin letters (and not from the Russian catalogue).
         print(
             f"diff: the terminal's encoding ({sys.stdout.encoding}) has no Cyrillic letters; they are shown "
             "as \\u escapes. For the text itself, use a UTF-8 locale (LANG=C.UTF-8) or PYTHONIOENCODING=utf-8.",

@@ -31,9 +31,9 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline import TEMPLATES
+from pipeline.messages import grouped_warnings, message, stage_line
 from pipeline.problems import format_report
 from pipeline.publish import outdir
-from pipeline.words import labels
 
 STATUS_PATH = "/__status"
 # How often the watcher looks at the folders (a few dozen stat calls) and how long files must
@@ -70,9 +70,8 @@ RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
   poll();
 })();</script>
 """
-# The banner and the "no site" page (site_templates/partials/serve-*.html), and the words of refused requests
-# (labels.toml [serve]): editors read them; they exist only in serve mode.
-SERVE_WORDS: dict[str, str] = labels()["serve"]
+# The banner and the "no site" page are site_templates/partials/serve-*.html; the terminal's lines and the words
+# of refused requests are the message catalogue's [serve]: editors read them; they exist only in serve mode.
 
 
 def serve_partial(name: str, **values) -> str:
@@ -117,12 +116,12 @@ def site_segments(url_path: str) -> tuple[list[str], tuple[int, str] | None]:
     name a file there: (400, why) for a NUL or a "..", (414, why) for a segment too long for a name."""
     text = urllib.parse.unquote(url_path, errors="replace")
     if "\x00" in text:
-        return [], (400, SERVE_WORDS["nul"])
+        return [], (400, message("serve.nul"))
     parts = [part for part in text.split("/") if part not in ("", ".")]
     if ".." in parts:
-        return [], (400, SERVE_WORDS["dotdot"])
+        return [], (400, message("serve.dotdot"))
     if any(len(part.encode("utf-8", "replace")) > MAX_NAME_BYTES for part in parts):
-        return [], (414, SERVE_WORDS["segment_too_long"].format(limit=MAX_NAME_BYTES))
+        return [], (414, message("serve.segment_too_long", limit=MAX_NAME_BYTES))
     return parts, None
 
 
@@ -181,13 +180,13 @@ class Handler(SimpleHTTPRequestHandler):
             print(f"serve: {self.command} {self.path[:200]!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
             self.close_connection = True
             with contextlib.suppress(Exception):
-                self.refuse(500, SERVE_WORDS["internal"])
+                self.refuse(500, message("serve.internal"))
 
     do_HEAD = do_GET
 
     def answer(self) -> None:
         if len(self.path.encode("utf-8", "replace")) > MAX_URL_BYTES:
-            return self.refuse(414, SERVE_WORDS["url_too_long"].format(limit=MAX_URL_BYTES))
+            return self.refuse(414, message("serve.url_too_long", limit=MAX_URL_BYTES))
         url = urllib.parse.urlsplit(self.path)
         if url.path == STATUS_PATH:
             return self.send_status(url.query)
@@ -217,10 +216,10 @@ class Handler(SimpleHTTPRequestHandler):
         try:
             values = urllib.parse.parse_qs(query, keep_blank_values=True, max_num_fields=20)
         except ValueError:
-            return self.refuse(400, SERVE_WORDS["too_many_parameters"])
+            return self.refuse(400, message("serve.too_many_parameters"))
         after = values.get("after")
         if after is not None and (len(after) != 1 or not re.fullmatch(r"[0-9]{1,18}", after[0])):
-            return self.refuse(400, SERVE_WORDS["bad_after"])
+            return self.refuse(400, message("serve.bad_after"))
         if after is None or self.command == "HEAD":
             status = self.editor.status()
         elif self.server.long_polls.acquire(blocking=False):
@@ -338,7 +337,7 @@ class EditorLoop:
 
         def progress(stage: str, seconds: float) -> None:
             if not self.quiet:
-                print(f"  {stage}: {seconds:.2f} s", file=sys.stderr, flush=True)
+                print(f"  {stage_line(stage, seconds)}", file=sys.stderr, flush=True)
 
         with self.lock:
             self.building = True
@@ -357,7 +356,7 @@ class EditorLoop:
                 self.version += 1
                 self.changed.notify_all()
             print(report, file=sys.stderr)
-            self.say(f"the build stopped; still serving the last good {self.out / 'site'}", sys.stderr)
+            self.say(message("serve.stopped", site=self.out / "site"), sys.stderr)
             return False
         with self.lock:
             skipped = bool(summary.get("unchanged"))  # the site already matches these inputs
@@ -371,13 +370,12 @@ class EditorLoop:
         seconds = time.perf_counter() - started
         self.last_seconds = summary.get("seconds")
         if skipped:
-            self.say(
-                f"the site already matches the sources ({seconds:.1f} s)" + ("; open pages reload" if fixed else "")
-            )
+            seconds_shown = f"{seconds:.1f}".replace(".", ",")
+            self.say(message("serve.unchanged", seconds=seconds_shown) + (message("serve.reload") if fixed else ""))
         else:
-            self.say(f"rebuilt in {seconds:.1f} s (generation {self.generation}); open pages reload")
-            for warning in summary.get("warnings", []):
-                print(f"  {warning}", file=sys.stderr)
+            self.say(message("serve.rebuilt", seconds=f"{seconds:.1f}".replace(".", ","), generation=self.generation))
+            for line in grouped_warnings(summary.get("warnings", [])):
+                print(f"  {line}", file=sys.stderr)
         return True
 
     def watch_loop(self, seen: dict) -> None:
@@ -395,7 +393,7 @@ class EditorLoop:
                 return
             changed = sorted(set(now.items()) ^ set(seen.items()))
             names = sorted({os.path.basename(path) for path, _ in changed})
-            self.say("changed: " + ", ".join(names[:5]) + (" …" if len(names) > 5 else ""))
+            self.say(message("serve.changed", names=", ".join(names[:5]) + (" …" if len(names) > 5 else "")))
             seen = now
             self.rebuild()
 
@@ -426,11 +424,11 @@ def serve(  # noqa: PLR0913
     try:
         loop = EditorLoop(sources, out, port, base_url, quiet, bind=bind)
     except OSError as exc:
-        print(f"cannot listen on {bind}:{port}: {exc.strerror}; choose another with --port or --bind", file=sys.stderr)
+        print(message("serve.port_busy", bind=bind, port=port, reason=exc.strerror), file=sys.stderr)
         return 3
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly when killed, as on Ctrl-C
     loop.start()
-    loop.say(f"serving {loop.out / 'site'} at {loop.url}; watching {sources}/ and site_templates/; Ctrl-C stops")
+    loop.say(message("serve.watching", site=loop.out / "site", url=loop.url, sources=sources))
     try:
         while True:
             time.sleep(3600)

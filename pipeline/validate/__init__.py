@@ -30,8 +30,10 @@ from pipeline.load import (
     display_path,
     typed_sql,
 )
+from pipeline.messages import message
 from pipeline.parallel import start_map
 from pipeline.problems import CheckResult, Problem, Validation, capped
+from pipeline.render import russian as ru
 from pipeline.schema import (
     CONSTANT_BOUNDS,
     CONSTANT_RELATIONS,
@@ -64,10 +66,7 @@ class Check:
     rule: str
 
 
-HIDDEN_RULE = (
-    "contains an invisible or control character (a line break, TAB, soft hyphen, zero-width or text-direction "
-    "character, shown as \\n, \\t, \\u…); delete it"
-)
+HIDDEN_RULE = message("rules.hidden")
 
 
 def _num(x: float) -> str:
@@ -75,7 +74,13 @@ def _num(x: float) -> str:
 
 
 def _example(kind: str) -> str:
-    return {"id": "h200-sxm", "int": "96", "float": "141 or 835.5", "date": "2026-10-12", "bool": "true"}[kind]
+    return {
+        "id": "h200-sxm",
+        "int": "96",
+        "float": message("rules.example_float"),
+        "date": "2026-10-12",
+        "bool": "true",
+    }[kind]
 
 
 def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
@@ -88,24 +93,24 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
         out.append(Check(table.name, name, on, expectation, rule))
 
     if field.required:
-        add("raw", gxe.ExpectColumnValuesToNotBeNull(column=name), "a value is required")
+        add("raw", gxe.ExpectColumnValuesToNotBeNull(column=name), message("rules.required"))
     if field.type == "id":
         add(
             "raw",
             gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS["id"]),
-            "ids use lowercase latin letters and digits, joined by '-' or '_'",
+            message("rules.id_pattern"),
         )
     elif field.type in TYPE_PATTERNS:
         add(
             "raw",
             gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS[field.type]),
-            f"expected {TYPE_NAMES_RU[field.type]} ({field.type}, e.g. {_example(field.type)})",
+            message("rules.type", type_name=TYPE_NAMES_RU[field.type], example=_example(field.type)),
         )
     if field.type in ("str", "id"):
         add(
             "raw",
             gxe.ExpectColumnValueLengthsToBeBetween(column=name, max_value=field.max_length),
-            f"longer than {field.max_length} characters",
+            message("rules.too_long", max=field.max_length),
         )
     if field.type == "str":
         add(
@@ -119,29 +124,29 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
         add(
             "raw",
             gxe.ExpectColumnValuesToBeInSet(column=name, value_set=list(field.allowed)),
-            f"must be one of: {', '.join(field.allowed)}",
+            message("rules.allowed", values=", ".join(field.allowed)),
         )
     if field.min is not None or field.max is not None:
         unit = f" {field.unit_label}" if field.unit else ""
         add(
             "typed",
             gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max),
-            f"must be between {_num(field.min)} and {_num(field.max)}{unit}",
+            message("rules.between", low=_num(field.min), high=_num(field.max), unit=unit),
         )
     if field.type == "date":
         add(
             "typed",
             # pandas holds DATE columns as datetime64, so the bound is a datetime.
             gxe.ExpectColumnValuesToBeBetween(column=name, max_value=dt.datetime.combine(today, dt.time())),
-            f"is in the future (the build date is {today.isoformat()})",
+            message("rules.future", today=today.isoformat()),
         )
         add(
             "typed",
             gxe.ExpectColumnValuesToBeBetween(column=name, min_value=dt.datetime.combine(EARLIEST_DATE, dt.time())),
-            f"is before {EARLIEST_DATE.isoformat()}: check the year",
+            message("rules.too_early", earliest=EARLIEST_DATE.isoformat()),
         )
     if table.primary_key == (name,):
-        add("raw", gxe.ExpectColumnValuesToBeUnique(column=name), "duplicate id; ids must be unique")
+        add("raw", gxe.ExpectColumnValuesToBeUnique(column=name), message("rules.duplicate_id"))
     return out
 
 
@@ -154,7 +159,7 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
             "",
             "raw",
             gxe.ExpectTableColumnsToMatchSet(column_set=[LINE, *table.columns], exact_match=True),
-            "the header has exactly the declared columns, in any order",
+            message("rules.header"),
         )
     ]
     if table.min_rows:
@@ -164,7 +169,7 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
                 "",
                 "raw",
                 gxe.ExpectTableRowCountToBeBetween(min_value=table.min_rows),
-                "has no rows, only the header; the rules need at least one",
+                message("rules.no_rows"),
             )
         )
     checks += [c for f in table.fields for c in field_checks(table, f, today)]
@@ -175,7 +180,7 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
                 "+".join(table.primary_key),
                 "raw",
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=list(table.primary_key)),
-                f"this combination of {', '.join(table.primary_key)} appears more than once",
+                message("rules.duplicate_key", columns=", ".join(table.primary_key)),
             )
         )
     return checks
@@ -346,12 +351,12 @@ def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
                 continue
             pattern = TYPE_PATTERNS[f.type]
             rows += con.execute(
-                f"SELECT r.{LINE}, '{f.name}', r.{f.name}, 'not a valid {f.type}' FROM raw_{name} r "
+                f"SELECT r.{LINE}, '{f.name}', r.{f.name}, ? FROM raw_{name} r "
                 f"WHERE r.{f.name} IS NOT NULL AND regexp_full_match(r.{f.name}, ?) "
                 f"AND {typed_sql(f, 'r.' + f.name)} IS NULL",
-                [pattern],
+                [message("rules.not_valid_type", type_name=TYPE_NAMES_RU[f.type]), pattern],
             ).fetchall()
-        _sql_rule(out, con, sources_dir, name, "values of the right form also convert to their type", rows)
+        _sql_rule(out, con, sources_dir, name, message("checks.castable"), rows)
 
 
 def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
@@ -363,14 +368,21 @@ def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> No
             if target_name not in names:
                 continue
             target = TABLES_BY_NAME[target_name]
-            rule = f"no {target.title_ru.lower()} row with this id in {display_path(sources_dir, target)}"
+            rule = message("rules.foreign_key", table=target.title_ru, path=display_path(sources_dir, target))
             rows = con.execute(
                 f"SELECT {LINE}, '{f.name}', {f.name}, ? FROM raw_{table.name} WHERE {f.name} IS NOT NULL "
                 f"AND {f.name} NOT IN (SELECT {target_col} FROM raw_{target_name} WHERE {target_col} IS NOT NULL) "
                 f"ORDER BY {LINE}",
                 [rule],
             ).fetchall()
-            _sql_rule(out, con, sources_dir, table.name, f"{f.name} exists in {target_name}.{target_col}", rows)
+            _sql_rule(
+                out,
+                con,
+                sources_dir,
+                table.name,
+                message("checks.foreign_key", column=f.name, target=f"{target_name}.{target_col}"),
+                rows,
+            )
 
 
 def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -379,8 +391,7 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
         return
     missing = con.sql(
         """
-        SELECT NULL, 'method_id', m.method_id,
-               'no value at ' || s.params_b::VARCHAR || ' B; every method needs every anchor size'
+        SELECT NULL, 'method_id', m.method_id, s.params_b
         FROM (SELECT method_id FROM typed_methods WHERE method_id IS NOT NULL) m
         CROSS JOIN (SELECT DISTINCT params_b FROM typed_memory_anchors WHERE params_b IS NOT NULL) s
         WHERE NOT EXISTS (SELECT 1 FROM typed_memory_anchors a
@@ -388,8 +399,10 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
         ORDER BY 3, s.params_b
         """
     ).fetchall()
-    missing = [(line, col, value, rule.replace(".0 B", " B")) for line, col, value, rule in missing]
-    _sql_rule(out, con, sources_dir, "memory_anchors", "every method has a value at every anchor size", missing)
+    missing = [
+        (line, col, value, message("rules.anchor_missing", size=_num(size))) for line, col, value, size in missing
+    ]
+    _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_sizes"), missing)
     shrinking = con.sql(
         f"""
         SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_size, prev_memory FROM (
@@ -404,12 +417,17 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
             line,
             col,
             _num(memory),
-            f"{method} at {_num(size)} B is less than at {_num(prev_size)} B ({_num(prev_memory)} GB); "
-            "memory must not decrease with model size",
+            message(
+                "rules.anchor_shrinks",
+                method=method,
+                size=_num(size),
+                prev_size=_num(prev_size),
+                prev_memory=_num(prev_memory),
+            ),
         )
         for line, col, memory, method, size, prev_size, prev_memory in shrinking
     ]
-    _sql_rule(out, con, sources_dir, "memory_anchors", "memory does not decrease with model size", rows)
+    _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_growth"), rows)
     disorder = con.sql(
         f"""
         SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_method, prev_memory FROM (
@@ -425,24 +443,24 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
             line,
             col,
             _num(memory),
-            f"at {_num(size)} B {method} needs less than {prev} ({_num(prev_memory)} GB); at each size memory "
-            "must grow in the method order of methods.csv (sort_order)",
+            message("rules.anchor_order", size=_num(size), method=method, prev=prev, prev_memory=_num(prev_memory)),
         )
         for line, col, memory, method, size, prev, prev_memory in disorder
     ]
-    _sql_rule(out, con, sources_dir, "memory_anchors", "at each size, memory follows the method order", rows)
+    _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_order"), rows)
 
 
 def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
     if "models" not in names:
         return
     rows = con.sql(
-        f"""SELECT {LINE}, 'active_params_b', active_params_b,
-                   'active parameters exceed the total (' || params_b || ' B)'
+        f"""SELECT {LINE}, 'active_params_b', active_params_b, params_b
             FROM typed_models WHERE active_params_b > params_b ORDER BY {LINE}"""
     ).fetchall()
-    rows = [(line, col, _num(v), rule) for line, col, v, rule in rows]
-    _sql_rule(out, con, sources_dir, "models", "MoE active parameters do not exceed the total", rows)
+    rows = [
+        (line, col, _num(v), message("rules.active_above_total", total=_num(total))) for line, col, v, total in rows
+    ]
+    _sql_rule(out, con, sources_dir, "models", message("checks.active_params"), rows)
 
 
 # How far the parameter count computed from a model's architecture may be from its stated one.
@@ -467,33 +485,32 @@ def architecture_rules(con, sources_dir: Path, names: set[str], out: Validation)
         line, t = r[LINE], typed[r[LINE]]
         filled = [c for c in core if r[c] is not None]
         if filled and len(filled) < len(core):
-            rule = "the architecture columns go together: fill all of " + ", ".join(core) + " or none"
+            rule = message("rules.arch_together", columns=", ".join(core))
             found["complete"] += [(line, c, None, rule) for c in core if r[c] is None]
         moe = found["moe"]
         if (r["experts"] is None) != (r["experts_per_token"] is None):
             empty = "experts" if r["experts"] is None else "experts_per_token"
-            moe.append((line, empty, None, "experts and experts_per_token go together: fill both or neither"))
+            moe.append((line, empty, None, message("rules.experts_together")))
         elif t["experts"] is not None and (t["experts_per_token"] or 0) > t["experts"]:
-            rule = f"more experts per token than experts ({t['experts']})"
+            rule = message("rules.experts_per_token", experts=t["experts"])
             moe.append((line, "experts_per_token", r["experts_per_token"], rule))
         if r["experts"] is not None and r["moe_intermediate_size"] is None:
-            moe.append((line, "moe_intermediate_size", None, "a MoE model (experts filled) needs the expert width"))
+            moe.append((line, "moe_intermediate_size", None, message("rules.moe_width")))
         for c in ("moe_intermediate_size", "shared_experts", "dense_layers"):
             if r[c] is not None and r["experts"] is None and r["experts_per_token"] is None:
-                moe.append((line, c, r[c], "only for MoE models: fill experts and experts_per_token too"))
+                moe.append((line, c, r[c], message("rules.moe_only")))
         if r["attention_kind"] == "mla":
-            rule = "MLA attention needs kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim"
+            rule = message("rules.mla_needs")
             found["mla"] += [(line, c, None, rule) for c in mla[1:] if r[c] is None]
         else:
-            found["mla"] += [(line, c, r[c], "only for attention_kind mla") for c in mla if r[c] is not None]
+            found["mla"] += [(line, c, r[c], message("rules.mla_only")) for c in mla if r[c] is not None]
         if len(filled) == len(core) and not any(p[0] == line for rows in found.values() for p in rows):
             found["count"] += _count_problems(line, t)
     rules = {
-        "complete": "architecture columns are all filled or all empty",
-        "moe": "MoE columns are consistent (experts with experts_per_token, no more per token than experts)",
-        "mla": "MLA columns are filled exactly when attention_kind is mla",
-        "count": f"parameters computed from the architecture agree with params_b and active_params_b "
-        f"within {PARAMS_TOLERANCE:.0%}",
+        "complete": message("checks.arch_complete"),
+        "moe": message("checks.arch_moe"),
+        "mla": message("checks.arch_mla"),
+        "count": message("checks.arch_params", tolerance=f"{PARAMS_TOLERANCE:.0%}".replace("%", "\u00a0%")),
     }
     for key, description in rules.items():
         problems = [Problem(shown, line, col, value, rule) for line, col, value, rule in found[key]]
@@ -519,9 +536,13 @@ def _count_problems(line: int, row: dict) -> list[tuple]:
         if column == "active_params_b" and row["params_b"] is not None and stated > row["params_b"]:
             continue  # already reported by model_rules: active above the total
         off = (computed / 1e9 - stated) / stated
-        rule = (
-            f"the architecture gives {computed / 1e9:.4g} B ({computed} parameters), {off:+.1%} from the stated "
-            f"{_num(stated)} B; they must agree within {PARAMS_TOLERANCE:.0%}"
+        rule = message(
+            "rules.params_off",
+            computed=f"{computed / 1e9:.4g}".replace(".", ","),
+            parameters=_rub(computed),
+            off=f"{off:+.1%}".replace(".", ",").replace("-", "\u2212").replace("%", "\u00a0%"),
+            stated=_num(stated),
+            tolerance=f"{PARAMS_TOLERANCE:.0%}".replace("%", "\u00a0%"),
         )
         out.append((line, column, _num(stated), rule))
     return out
@@ -535,26 +556,38 @@ def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
         for ff, links in SERVER_INTERCONNECTS.items()
     )
     rows = con.sql(
-        f"""SELECT s.{LINE}, 'interconnect', s.interconnect,
-                   'does not fit its GPU ' || g.gpu_id || ' (form factor ' || g.form_factor || ', link ' || g.interconnect || ')'
+        f"""SELECT s.{LINE}, 'interconnect', s.interconnect, g.gpu_id, g.form_factor, g.interconnect
             FROM typed_servers s JOIN typed_gpus g USING (gpu_id)
             WHERE s.interconnect IS NOT NULL AND g.form_factor IS NOT NULL
               AND (NOT ({allowed}) OR (s.interconnect = 'nvlink-bridge' AND g.interconnect <> 'nvlink-bridge'))
             ORDER BY 1"""
     ).fetchall()
-    _sql_rule(out, con, sources_dir, "servers", "server interconnect fits the GPU's form factor", rows)
+    rows = [
+        (line, col, value, message("rules.interconnect", gpu=gpu, form_factor=form_factor, link=link))
+        for line, col, value, gpu, form_factor, link in rows
+    ]
+    _sql_rule(out, con, sources_dir, "servers", message("checks.interconnect"), rows)
     terms = con.sql(
-        f"""SELECT {LINE}, 'min_term_months', CAST(min_term_months AS VARCHAR),
-                   'a minimum term applies to a monthly price: fill price_rub_month or clear min_term_months'
+        f"""SELECT {LINE}, 'min_term_months', CAST(min_term_months AS VARCHAR), NULL
             FROM typed_servers WHERE min_term_months IS NOT NULL AND price_rub_month IS NULL
             UNION ALL
-            SELECT {LINE}, 'price_rub_hour', CAST(price_rub_hour AS VARCHAR),
-                   'an hourly price above the monthly price (' || price_rub_month || ' ₽/мес): check the columns'
+            SELECT {LINE}, 'price_rub_hour', CAST(price_rub_hour AS VARCHAR), price_rub_month
             FROM typed_servers WHERE price_rub_hour IS NOT NULL AND price_rub_month IS NOT NULL
               AND price_rub_hour > price_rub_month
             ORDER BY 1"""
     ).fetchall()
-    _sql_rule(out, con, sources_dir, "servers", "rental terms agree with the prices", terms)
+    terms = [
+        (
+            line,
+            col,
+            value,
+            message("rules.min_term")
+            if monthly is None
+            else message("rules.hourly_above_monthly", monthly=_rub(monthly)),
+        )
+        for line, col, value, monthly in terms
+    ]
+    _sql_rule(out, con, sources_dir, "servers", message("checks.rental_terms"), terms)
 
 
 def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -564,31 +597,30 @@ def constant_rules(con, sources_dir: Path, names: set[str], out: Validation) -> 
         return
     present = {r[0] for r in con.sql("SELECT constant_id FROM raw_constants").fetchall()}
     rows = [
-        (None, "constant_id", c, "this constant is used by the rules and must be present")
-        for c in REQUIRED_CONSTANTS
-        if c not in present
+        (None, "constant_id", c, message("rules.constant_required")) for c in REQUIRED_CONSTANTS if c not in present
     ]
     read = template_constants()
     rows += [
-        (None, "constant_id", c, f"this constant is read by {', '.join(read[c])} and must be present")
+        (None, "constant_id", c, message("rules.constant_read", templates=", ".join(read[c])))
         for c in sorted(read)
         if c not in present and c not in REQUIRED_CONSTANTS
     ]
-    _sql_rule(out, con, sources_dir, "constants", "every constant the rules use is present", rows)
+    _sql_rule(out, con, sources_dir, "constants", message("checks.constants_present"), rows)
     values = _constant_rows(con)
     rows = []
     for constant_id, (line, value) in values.items():
         bounds = CONSTANT_BOUNDS.get(constant_id)
         if bounds is not None and value is not None and not _within(bounds, value):
-            rows.append((line, "value", _num(value), f"{constant_id} {_describe(bounds)}"))
-    _sql_rule(out, con, sources_dir, "constants", "every constant is within its declared bounds", sorted(rows))
+            rule = f"{constant_id} {_describe(bounds)}"  # the constant, then its bounds in words
+            rows.append((line, "value", _num(value), rule))
+    _sql_rule(out, con, sources_dir, "constants", message("checks.constants_bounds"), sorted(rows))
     rows = []
     for left, op, right in CONSTANT_RELATIONS:
         (line, a), (_, b) = values.get(left, (None, None)), values.get(right, (None, None))
         if a is not None and b is not None and not _RELATIONS[op](a, b):
-            rule = f"{left} must be {_RELATION_WORDS[op]} {right} ({_num(b)})"
+            rule = message(_RELATION_WORDS[op], left=left, right=right, value=_num(b))
             rows.append((line, "value", _num(a), rule))
-    _sql_rule(out, con, sources_dir, "constants", "the relations between constants hold", sorted(rows))
+    _sql_rule(out, con, sources_dir, "constants", message("checks.constants_relations"), sorted(rows))
 
 
 # How templates and articles read a constant: t.const("…") (articles), constants.… / constants["…"] (pages).
@@ -614,7 +646,9 @@ def template_constants(templates: Path | None = None) -> dict[str, list[str]]:
 
 
 _RELATIONS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
-_RELATION_WORDS = {"<": "less than", "<=": "at most"}
+_RELATION_WORDS = {"<": "rules.relation_less", "<=": "rules.relation_at_most"}
+# The rule of a measurement's LoRA setting, by the kind of its method.
+LORA_RULES = {"full": "rules.lora_full", "rankless": "rules.lora_rankless", "lora": "rules.lora_required"}
 
 
 def _constant_rows(con) -> dict[str, tuple[int, float | None]]:
@@ -637,13 +671,20 @@ def _within(b: Bounds, x: float) -> bool:
 
 
 def _describe(b: Bounds) -> str:
-    """The bounds in words: "must be above 0 and below 1", "must be a whole number from 1 to 4096"."""
-    low = f"above {_num(b.gt)}" if b.gt is not None else f"at least {_num(b.ge)}" if b.ge is not None else ""
-    high = f"below {_num(b.lt)}" if b.lt is not None else f"at most {_num(b.le)}" if b.le is not None else ""
+    """The bounds in words (rules.bounds…): above 0 and below 1; a whole number from 1 to 4096."""
+    if b.gt is not None:
+        low = message("rules.bounds_above", value=_num(b.gt))
+    else:
+        low = message("rules.bounds_at_least", value=_num(b.ge)) if b.ge is not None else ""
+    if b.lt is not None:
+        high = message("rules.bounds_below", value=_num(b.lt))
+    else:
+        high = message("rules.bounds_at_most", value=_num(b.le)) if b.le is not None else ""
     if b.integer and b.ge is not None and b.le is not None:
-        return f"must be a whole number from {_num(b.ge)} to {_num(b.le)}"
-    what = "a whole number " if b.integer else ""
-    return f"must be {what}{' and '.join(x for x in (low, high) if x)}".rstrip()
+        return message("rules.bounds_whole_range", low=_num(b.ge), high=_num(b.le))
+    what = message("rules.bounds_whole") if b.integer else ""
+    limits = message("rules.bounds_and").join(x for x in (low, high) if x)
+    return message("rules.bounds", what=what, limits=limits).rstrip()
 
 
 def valid_constants(con) -> dict[str, float]:
@@ -697,9 +738,9 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
             for column in ("name", "short_name"):
                 for m in GB_IN_NAME.finditer(r[column] or ""):
                     if _valid("gpus", "memory_gb", r["memory_gb"]) and not _near(_number(m.group(1)), r["memory_gb"]):
-                        rule = f"the name says {m.group(0)}, but memory_gb is {_num(r['memory_gb'])}"
+                        rule = message("rules.name_memory", stated=m.group(0), memory=_num(r["memory_gb"]))
                         rows.append((r[LINE], column, r[column], rule))
-        _sql_rule(out, con, sources_dir, "gpus", "a GPU's name agrees with its memory", rows)
+        _sql_rule(out, con, sources_dir, "gpus", message("checks.gpu_names"), rows)
     if {"servers", "gpus"} <= names:
         gpus = {r["gpu_id"]: r for r in _rows(con, "typed_gpus")}
         rows = []
@@ -711,20 +752,21 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
             count, part = int(m.group(1)), re.sub(r"\([^)]*\)\s*$", "", m.group(2)).strip()
             name = r["display_name"]
             if _valid("servers", "gpu_count", r["gpu_count"]) and count != r["gpu_count"]:
-                rows.append(
-                    (r[LINE], "display_name", name, f"the name says {count} GPUs, but gpu_count is {r['gpu_count']}")
-                )
+                rule = message("rules.name_gpu_count", count=count, gpu_count=r["gpu_count"])
+                rows.append((r[LINE], "display_name", name, rule))
             if gpu is None:
                 continue
             for g in GB_IN_NAME.finditer(part):
                 if _valid("gpus", "memory_gb", gpu["memory_gb"]) and not _near(_number(g.group(1)), gpu["memory_gb"]):
-                    rule = f"the name says {g.group(0)} per GPU, but {gpu['gpu_id']} has {_num(gpu['memory_gb'])} GB"
+                    rule = message(
+                        "rules.name_gpu_memory", stated=g.group(0), gpu=gpu["gpu_id"], memory=_num(gpu["memory_gb"])
+                    )
                     rows.append((r[LINE], "display_name", name, rule))
             model = next((t for t in _tokens(GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
             if model and model not in _tokens(gpu["name"], gpu["short_name"], gpu["gpu_id"]):
-                rule = f"the name says {model.upper()}, but gpu_id {gpu['gpu_id']} is {gpu['name']}"
+                rule = message("rules.name_gpu_model", model=model.upper(), gpu=gpu["gpu_id"], name=gpu["name"])
                 rows.append((r[LINE], "display_name", name, rule))
-        _sql_rule(out, con, sources_dir, "servers", "a server's name agrees with its GPUs", sorted(rows))
+        _sql_rule(out, con, sources_dir, "servers", message("checks.server_names"), sorted(rows))
     if "models" in names:
         rows = []
         for r in _rows(con, "typed_models"):
@@ -733,9 +775,9 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
             for column in ("display_name", "short_name"):
                 stated = _stated_params(r[column])
                 if stated is not None and not _near(stated, r["params_b"]):
-                    rule = f"the name says {_num(stated)} B parameters, but params_b is {_num(r['params_b'])}"
+                    rule = message("rules.name_params", stated=_num(stated), params=_num(r["params_b"]))
                     rows.append((r[LINE], column, r[column], rule))
-        _sql_rule(out, con, sources_dir, "models", "a generic model's name agrees with its size", rows)
+        _sql_rule(out, con, sources_dir, "models", message("checks.model_names"), rows)
     if "methods" in names:
         rows = []
         for r in _rows(con, "typed_methods"):
@@ -743,29 +785,27 @@ def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None
             # The first-principles estimator (memory.Setup) reads the kind and the QLoRA bits from the id.
             kind = "full" if method_id.startswith("full") else "qlora" if method_id.startswith("qlora") else "lora"
             if r["family"] in ("full", "lora", "qlora") and kind != r["family"]:
-                rule = (
-                    f"family is {r['family']}, but the estimator takes the kind from the id: full… is full "
-                    "fine-tuning, qlora… QLoRA, any other LoRA"
-                )
+                rule = message("rules.family_kind", family=r["family"])
                 rows.append((r[LINE], "method_id", method_id, rule))
             if kind == "qlora" and not re.fullmatch(r"qlora_\d{1,2}bit", method_id):
-                rule = "a QLoRA method's id names the bits of its base, like qlora_4bit: the estimator reads them there"
+                rule = message("rules.qlora_bits_id")
                 rows.append((r[LINE], "method_id", method_id, rule))
             if not _valid("methods", "bits", r["bits"]):
                 continue
             for column in ("method_id", "name_ru", "short_name_ru", "name_en"):
                 for m in BITS_IN_NAME.finditer(r[column] or ""):
                     if int(m.group(1)) != r["bits"]:
-                        rows.append((r[LINE], "bits", str(r["bits"]), f"{column} says {m.group(0)}"))
+                        rule = message("rules.bits_in_name", column=column, stated=m.group(0))
+                        rows.append((r[LINE], "bits", str(r["bits"]), rule))
             family_bits = {"qlora": r["bits"] <= 8, "lora": r["bits"] >= 16, "full": r["bits"] >= 16}
             if not family_bits.get(r["family"], True):
                 rule = (
-                    "QLoRA quantises the base to 8 bits or fewer"
+                    message("rules.qlora_bits")
                     if r["family"] == "qlora"
-                    else f"a {r['family']} method keeps a 16- or 32-bit base"
+                    else message("rules.base_bits", family=r["family"])
                 )
                 rows.append((r[LINE], "bits", str(r["bits"]), rule))
-        _sql_rule(out, con, sources_dir, "methods", "a method's id, bits, names and family agree", sorted(rows))
+        _sql_rule(out, con, sources_dir, "methods", message("checks.method_names"), sorted(rows))
 
 
 def _stated_params(name: str | None) -> float | None:
@@ -795,19 +835,22 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
                 line,
                 "memory_gb",
                 _num(memory),
-                f"{method} at {_num(size)} B needs at least its weights, {_num(size * bits / 8)} GB at {bits} bits",
+                message(
+                    "rules.below_weights", method=method, size=_num(size), weights=_num(size * bits / 8), bits=bits
+                ),
             )
             for line, memory, method, size, bits in found
         ]
-        _sql_rule(out, con, sources_dir, "memory_anchors", "anchor memory holds at least the weights", rows)
+        _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_weights"), rows)
     if {"legacy_offers", "legacy_offer_jobs"} <= names:
         rows = con.sql(
-            f"""SELECT {LINE}, 'offer_id', offer_id, 'has no jobs in legacy_offer_jobs.csv; add at least one'
+            f"""SELECT {LINE}, 'offer_id', offer_id, ?
                 FROM raw_legacy_offers WHERE offer_id IS NOT NULL
                   AND offer_id NOT IN (SELECT offer_id FROM raw_legacy_offer_jobs WHERE offer_id IS NOT NULL)
-                ORDER BY 1"""
+                ORDER BY 1""",
+            params=[message("rules.offer_no_jobs")],
         ).fetchall()
-        _sql_rule(out, con, sources_dir, "legacy_offers", "every offer has a job", rows)
+        _sql_rule(out, con, sources_dir, "legacy_offers", message("checks.offer_jobs"), rows)
     if {"legacy_gpu_counts", "gpus"} <= names:
         from pipeline.estimate.training import PRETRAINING_GPUS
 
@@ -820,27 +863,26 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
                 pretraining[0][0],
                 "method_id",
                 None,
-                f"a pretraining row (empty method_id) is recomputed on {g}, which gpus.csv lacks",
+                message("rules.pretraining_gpu", gpu=g),
             )
             for g in PRETRAINING_GPUS
             if pretraining and g not in gpus
         ]
         # the pretraining table has one row per model and card
-        rows += con.sql(
-            f"""SELECT {LINE}, 'model_id', model_id,
-                       'a second pretraining row (empty method_id) for this model, after line ' || first
-                       || '; the pretraining table has one per model'
+        rows += [
+            (line, col, value, message("rules.pretraining_twice", first=first))
+            for line, col, value, first in con.sql(
+                f"""SELECT {LINE}, 'model_id', model_id, first
                 FROM (SELECT *, first_value({LINE}) OVER (PARTITION BY model_id ORDER BY {LINE}) AS first
                       FROM raw_legacy_gpu_counts WHERE method_id IS NULL AND model_id IS NOT NULL)
                 WHERE {LINE} <> first ORDER BY 1"""
-        ).fetchall()
+            ).fetchall()
+        ]
         if not pretraining and con.sql("SELECT count(*) FROM raw_legacy_gpu_counts").fetchall()[0][0]:
-            rule = "no pretraining row (empty method_id): the pretraining page recomputes seed 000's; keep at least one"
+            rule = message("rules.pretraining_none")
             rows.append((None, "method_id", None, rule))
 
-        _sql_rule(
-            out, con, sources_dir, "legacy_gpu_counts", "pretraining rows: one per model, on cards that exist", rows
-        )
+        _sql_rule(out, con, sources_dir, "legacy_gpu_counts", message("checks.pretraining"), rows)
     if "models" in names:
         models = _rows(con, "typed_models")
         shaped = [r for r in models if all(r[c] is not None for c in architecture.CORE_COLUMNS)]
@@ -848,12 +890,9 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
         rows = []
         if len(shaped) < len(models) and not shapes:
             first = next(r for r in models if r not in shaped)
-            rule = (
-                "a model without architecture columns borrows the shape of a named dense model with a gated MLP "
-                "(mlp_kind = gated, no experts); models.csv has none"
-            )
+            rule = message("rules.no_shape")
             rows.append((first[LINE], "layers", None, rule))
-        _sql_rule(out, con, sources_dir, "models", "generic sizes have a model to borrow a shape from", rows)
+        _sql_rule(out, con, sources_dir, "models", message("checks.model_shape"), rows)
 
 
 def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -868,7 +907,7 @@ def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation
         con,
         sources_dir,
         "typical_setup",
-        "every typical setting is present and valid",
+        message("checks.typical_setup"),
         typical_setup_problems(rows),
     )
 
@@ -879,13 +918,13 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
         return
     rows = con.sql(
         f"""SELECT {LINE}, 'measured_value', measured_value,
-                   CASE WHEN outcome = 'value' THEN 'outcome is value: the measured peak is required'
-                        ELSE 'outcome is oom: leave the measured peak empty' END
+                   CASE WHEN outcome = 'value' THEN ? ELSE ? END
             FROM raw_measurements
             WHERE (outcome = 'value' AND measured_value IS NULL) OR (outcome = 'oom' AND measured_value IS NOT NULL)
-            ORDER BY 1"""
+            ORDER BY 1""",
+        params=[message("rules.peak_required"), message("rules.peak_empty")],
     ).fetchall()
-    _sql_rule(out, con, sources_dir, "measurements", "a measured peak is given exactly when the outcome is value", rows)
+    _sql_rule(out, con, sources_dir, "measurements", message("checks.peak_outcome"), rows)
     if "methods" in names:
         # IA3 and prompt tuning run as "lora" (a frozen 16-bit base) but have no rank or target layers.
         rankless = " OR ".join(
@@ -896,19 +935,18 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
             rows += con.sql(
                 f"""SELECT * FROM (
                       SELECT r.{LINE}, '{column}', r.{column},
-                             CASE WHEN m.family = 'full'
-                                    THEN 'method ' || r.method_id || ' is full fine-tuning: leave {column} empty'
-                                  WHEN {rankless}
-                                    THEN '{" and ".join(RANKLESS_ADAPTERS)} adapters have no rank: leave {column} empty'
-                                  ELSE 'method ' || r.method_id || ' is LoRA/QLoRA: {column} is required' END AS rule,
+                             CASE WHEN m.family = 'full' THEN 'full' WHEN {rankless} THEN 'rankless'
+                                  ELSE 'lora' END AS rule, r.method_id,
                              m.family IN ('lora', 'qlora') AND NOT ({rankless}) AS needed
                       FROM raw_measurements r JOIN raw_methods m USING (method_id))
                     WHERE needed <> ({column} IS NOT NULL)"""
             ).fetchall()
-        rows = sorted((line, col, value, rule) for line, col, value, rule, _ in rows)
-        _sql_rule(
-            out, con, sources_dir, "measurements", "lora_rank and lora_targets are set exactly for LoRA/QLoRA", rows
+        adapters = message("rules.bounds_and").join(RANKLESS_ADAPTERS)
+        rows = sorted(
+            (line, col, value, message(LORA_RULES[kind], method=method, column=col, adapters=adapters))
+            for line, col, value, kind, method, _ in rows
         )
+        _sql_rule(out, con, sources_dir, "measurements", message("checks.lora_settings"), rows)
     if "gpus" in names:
         found = con.sql(
             f"""SELECT {LINE}, measured_value, measured_unit, gpu_id, memory_gb, peak_gb FROM (
@@ -922,13 +960,20 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
                 line,
                 "measured_value",
                 _num(value),
-                f"peak {_num(value)} {unit}"
-                + (f" = {peak:.1f} GB" if unit == "GiB" else "")
-                + f" is more than the memory of one {gpu} ({_num(memory)} GB)",
+                message(
+                    "rules.peak_too_big",
+                    value=_num(value),
+                    unit=unit,
+                    converted=message("rules.peak_converted", peak=f"{peak:.1f}".replace(".", ","))
+                    if unit == "GiB"
+                    else "",
+                    gpu=gpu,
+                    memory=_num(memory),
+                ),
             )
             for line, value, unit, gpu, memory, peak in found
         ]
-        _sql_rule(out, con, sources_dir, "measurements", "a measured peak fits in the memory of its GPU", rows)
+        _sql_rule(out, con, sources_dir, "measurements", message("checks.peak_fits"), rows)
 
 
 def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:  # noqa: C901
@@ -951,7 +996,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                 [today - dt.timedelta(days=int(limit))],
             ).fetchall():
                 age = (today - value).days
-                rule = f"checked {age} days ago (over {int(limit)}); re-check it"
+                rule = message("warnings.stale", age=ru.count(age, "день"), limit=ru.count(int(limit), "день", "acc"))
                 found.append(Problem(shown(table), line, column, value.isoformat(), rule))
     if "servers" in names:
         for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
@@ -961,7 +1006,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                     line,
                     "price_rub_month",
                     None,
-                    f'no price; the site shows "{labels()["common"]["price_on_request"]}"',
+                    message("warnings.no_price", on_request=labels()["common"]["price_on_request"]),
                 )
             )
     for table in SOURCE_TABLES:
@@ -972,7 +1017,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                 continue
             low, high = f.usual
             unit = f" {f.unit_label}" if f.unit else ""
-            rule = f"unusual: most are between {_num(low)} and {_num(high)}{unit}; check the figure"
+            rule = message("warnings.unusual", low=_num(low), high=_num(high), unit=unit)
             for line, value in con.execute(
                 f"SELECT {LINE}, {f.name} FROM typed_{table.name} WHERE {f.name} < ? OR {f.name} > ? ORDER BY 1",
                 [low, high],
@@ -982,12 +1027,12 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
         for constant_id, (line, value) in _constant_rows(con).items():
             bounds = CONSTANT_BOUNDS.get(constant_id)
             if bounds is None and constant_id not in REQUIRED_CONSTANTS:
-                rule = "no rule or page uses this constant; a typo in the id?"
+                rule = message("warnings.unused_constant")
                 found.append(Problem(shown("constants"), line, "constant_id", constant_id, rule))
             elif bounds and bounds.usual and value is not None and constant_id in constants:
                 low, high = bounds.usual
                 if not low <= value <= high:
-                    rule = f"unusual for {constant_id}: usually between {_num(low)} and {_num(high)}; check the figure"
+                    rule = message("warnings.unusual_constant", constant=constant_id, low=_num(low), high=_num(high))
                     found.append(Problem(shown("constants"), line, "value", _num(value), rule))
     if {"servers", "gpus"} <= names:
         found += _price_warnings(con, shown("servers"))
@@ -997,17 +1042,14 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                 continue
             stated = _stated_params(r["display_name"])
             if stated and not 1 / NAMED_SIZE_FACTOR <= stated / r["params_b"] <= NAMED_SIZE_FACTOR:
-                rule = f"the name says {_num(stated)} B, far from params_b {_num(r['params_b'])}; check the figure"
+                rule = message("warnings.name_params", stated=_num(stated), params=_num(r["params_b"]))
                 found.append(Problem(shown("models"), r[LINE], "params_b", _num(r["params_b"]), rule))
     if "memory_anchors" in names:
         for line, memory, size in con.sql(
             f"""SELECT {LINE}, memory_gb, params_b FROM typed_memory_anchors
                 WHERE params_b > 0 AND memory_gb / params_b > {ANCHOR_USUAL_BYTES_PER_PARAM} ORDER BY 1"""
         ).fetchall():
-            rule = (
-                f"unusual: {memory / size:.0f} bytes per parameter, where full fine-tuning takes about 17; "
-                "check the figure"
-            )
+            rule = message("warnings.anchor_bytes", per_param=ru.count(round(memory / size), "байт"))
             found.append(Problem(shown("memory_anchors"), line, "memory_gb", _num(memory), rule))
     return found
 
@@ -1032,9 +1074,11 @@ def _price_warnings(con, shown: str) -> list[Problem]:
     out = []
     for line, price, p in priced:
         if not median / PRICE_PER_GB_SPREAD <= p <= median * PRICE_PER_GB_SPREAD:
-            rule = (
-                f"{_rub(p)} ₽ per GB of GPU memory, where the catalog's median is {_rub(median)}: more than "
-                f"{PRICE_PER_GB_SPREAD} times off; check the price"
+            rule = message(
+                "warnings.price_per_gb",
+                per_gb=_rub(p),
+                median=_rub(median),
+                spread=ru.count(PRICE_PER_GB_SPREAD, "раз", "acc"),
             )
             out.append(Problem(shown, line, "price_rub_month", str(price), rule))
     return out

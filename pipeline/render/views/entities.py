@@ -10,6 +10,7 @@ from functools import cached_property
 import polars as pl
 
 from pipeline.estimate import recommend, table_rule
+from pipeline.messages import message
 from pipeline.problems import Problem
 from pipeline.render import format as fmt
 from pipeline.render import quote, russian
@@ -22,23 +23,23 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
     shown = "site_templates/site.toml"
     methods, models = set(tables.c["methods"]["method_id"]), set(tables.c["models"]["model_id"])
     out = [
-        Problem(shown, 0, "index_methods", m, "no such method in methods.csv")
+        Problem(shown, 0, "index_methods", m, message("rules.config_no_method"))
         for m in site["index_methods"]
         if m not in methods
     ]
     for model_id, method_id in site["compare_tasks"]:
         if model_id not in models:
-            out.append(Problem(shown, 0, "compare_tasks", model_id, "no such model in models.csv"))
+            out.append(Problem(shown, 0, "compare_tasks", model_id, message("rules.config_no_model")))
         if method_id not in methods:
-            out.append(Problem(shown, 0, "compare_tasks", method_id, "no such method in methods.csv"))
+            out.append(Problem(shown, 0, "compare_tasks", method_id, message("rules.config_no_method")))
     rows = site.get("table_page_rows")
     if type(rows) is not int or rows < 10:
-        out.append(Problem(shown, 0, "table_page_rows", rows, "a whole number of table rows per page, at least 10"))
+        out.append(Problem(shown, 0, "table_page_rows", rows, message("rules.config_page_rows")))
     licence = site.get("data_licence")
     for key in ("id", "title", "title_ru", "url"):
         value = licence.get(key) if isinstance(licence, dict) else None
         if not isinstance(value, str) or not value.strip():
-            rule = "the data licence needs id (SPDX), title, title_ru and url, each a text"
+            rule = message("rules.config_licence")
             out.append(Problem(shown, 0, f"data_licence.{key}", value, rule))
     return out
 

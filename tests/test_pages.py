@@ -96,3 +96,21 @@ def test_comparison_pages(built, catalog):
         page = text(site / "compare" / f"gpu-cards-{method_id}.html")
         assert page.count("<tr>") == catalog["models"].height + 1
     assert "9 / 13" in text(site / "compare" / "gpu-cards-full_amp.html")
+
+
+def test_a_model_below_the_smallest_anchor_warns_that_the_table_falls_short(built, catalog):
+    breakdown = catalog["memory_breakdown"].filter(pl.col("model_id") == "qwen2-5-0-5b").sort("table_rule_gb")
+    r = breakdown.row(breakdown.height - 1, named=True)
+    assert r["method_id"] == "full_amp" and r["total_gb"] > 1.5 * r["table_rule_gb"]
+    method = catalog["methods"].filter(pl.col("method_id") == "full_amp")["name_ru"][0]
+    small = text(built / "site" / "models" / "qwen2-5-0-5b.html")
+    assert (
+        "Модель меньше наименьшего опорного размера (7 млрд): таблица уменьшает память пропорционально размеру "
+        "и для малых моделей сильно её занижает. Из первых принципов способ "
+        f"«{method}» занимает {fmt.gb(r['total_gb'])} ГБ на карту, по таблице — {fmt.gb(r['table_rule_gb'])} ГБ"
+    ) in small.replace("&quot;", '"')
+    assert "Модель меньше наименьшего опорного" not in text(built / "site" / "models" / "llama-3-1-8b.html")
+    # 70,6 B is within anchor_size_tolerance of the 70 B anchor: no extrapolation mark or note
+    seventy = text(built / "site" / "models" / "llama-3-1-70b.html")
+    assert "* — размер больше наибольшего опорного" not in seventy
+    assert "* — размер больше наибольшего опорного" in text(built / "site" / "models" / "qwen2-5-72b.html")

@@ -1247,7 +1247,7 @@ function setup(form, data, text) {
     for (const note of document.querySelectorAll("[data-basis]")) {
       note.hidden = note.dataset.basis !== est.basis;
       for (const slot of note.querySelectorAll("[data-slot]")) {
-        const size = { lower: est.lower, upper: est.upper, size: est.lower }[slot.dataset.slot];
+        const size = { lower: est.lower, upper: est.upper, size: est.lower ?? est.upper }[slot.dataset.slot];
         slot.textContent = size === null ? "" : formatGb(size);
       }
     }

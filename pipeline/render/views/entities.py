@@ -232,7 +232,21 @@ class EntityTables:
             ["estimates"],
             [False, True, True, True, False],
         )
+        if any(self.t.estimate(model_id, me)["basis"] == "below_range" for me in self.method_ids()):
+            view.notes.append(self._below_range_note(model_id))
         return self.t._note_extrapolation(view, [model_id])
+
+    def _below_range_note(self, model_id: str) -> str:
+        """Below the smallest anchor the table rule scales down and falls far short: the note says so
+        with the two estimates of the method the table gives most memory (memory_breakdown)."""
+        rows = self.c["memory_breakdown"].filter(pl.col("model_id") == model_id).sort("table_rule_gb")
+        r = rows.row(rows.height - 1, named=True)
+        return self.t.labels["common"]["below_range_note"].format(
+            min_anchor=fmt.number(self.c["memory_anchors"]["params_b"].min()),
+            method=self.t.method(r["method_id"])["name_ru"],
+            fp=fmt.gb(r["total_gb"]),
+            table=fmt.gb(r["table_rule_gb"]),
+        )
 
     def model_cards(self, model_id: str) -> TableView:
         L = self.L  # noqa: N806

@@ -264,6 +264,27 @@ def decode(data: bytes, shown: str) -> Decoded:
     return Decoded(data.decode("cp1251"), "cp1251", notices=[notice])
 
 
+def _header_problems(shown: str, header: list[str], table: Table) -> list[Problem]:
+    """The header's missing, unknown (with the nearest name) and repeated columns."""
+    problems: list[Problem] = []
+    for col in table.columns:
+        if col not in header:
+            problems.append(Problem(shown, 1, "", None, message("load.column_missing", column=col)))
+    for col in dict.fromkeys(header):  # each name once: a header of a million empty names is one problem
+        if col not in table.columns:
+            guess = difflib.get_close_matches(col[:100], [c for c in table.columns if c not in header], n=1)
+            hint = (
+                message("load.did_you_mean", guess=guess[0])
+                if guess
+                else message("load.expected_columns", columns=", ".join(table.columns))
+            )
+            rule = message("load.column_unknown", column=shown_value(col), hint=hint)
+            problems.append(Problem(shown, 1, "", None, rule))
+    if len(set(header)) != len(header):
+        problems.append(Problem(shown, 1, "", None, message("load.column_twice")))
+    return problems
+
+
 def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:  # noqa: C901
     """Read one CSV into a frame of strings (None for empty cells) plus a line column.
 
@@ -300,21 +321,7 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
         return None, [Problem(shown, 0, "", None, message("load.empty_file"))], notices
     (_, _, header), body = rows[0], rows[1:]
     header = [h.strip().lower() for h in header]
-    for col in table.columns:
-        if col not in header:
-            problems.append(Problem(shown, 1, "", None, message("load.column_missing", column=col)))
-    for col in dict.fromkeys(header):  # each name once: a header of a million empty names is one problem
-        if col not in table.columns:
-            guess = difflib.get_close_matches(col[:100], [c for c in table.columns if c not in header], n=1)
-            hint = (
-                message("load.did_you_mean", guess=guess[0])
-                if guess
-                else message("load.expected_columns", columns=", ".join(table.columns))
-            )
-            rule = message("load.column_unknown", column=shown_value(col), hint=hint)
-            problems.append(Problem(shown, 1, "", None, rule))
-    if len(set(header)) != len(header):
-        problems.append(Problem(shown, 1, "", None, message("load.column_twice")))
+    problems += _header_problems(shown, header, table)
     if problems:
         return None, problems, notices
     columns: dict[str, list] = {c: [] for c in table.columns}

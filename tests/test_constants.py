@@ -112,4 +112,7 @@ def test_check_exits_2_naming_constants_csv(sources: Path, capsys) -> None:
     path.write_text("\n".join(kept) + "\n", encoding="utf-8")
     assert main(["check", "--sources", str(sources)]) == 2
     err = capsys.readouterr().err
-    assert 'constants.csv: constant_id = "checkpointing_saving_low": this constant is used by the rules' in err
+    assert (
+        'constants.csv: constant_id = "checkpointing_saving_low": эту константу используют правила, она обязательна'
+        in err
+    )

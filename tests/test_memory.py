@@ -424,13 +424,13 @@ def test_min_gpus_binary_search_is_the_first_that_fits():
 def test_typical_setup_table_is_parsed_and_checked():
     rows = [(2, "seq_len", "4096"), (3, "grad_checkpointing", "yes"), (4, "colour", "red")]
     problems = memory.typical_setup_problems(rows)
-    assert (3, "value", "yes", "grad_checkpointing: must be true or false") in problems
+    assert (3, "value", "yes", "grad_checkpointing: должно быть true или false") in problems
     assert (4, "setting_id", "colour", problems[1][3]) == problems[1]
-    assert (None, "setting_id", "optimizer", "this setting of the typical setup must be present") in problems
+    assert (None, "setting_id", "optimizer", "эта настройка типовой конфигурации обязательна") in problems
     assert memory.parse_typical_value("multi_gpu_sharding", "zero3") == "zero3"
-    with pytest.raises(ValueError, match="one of zero1, zero2, zero3"):
+    with pytest.raises(ValueError, match="допустимые значения: zero1, zero2, zero3"):
         memory.parse_typical_value("multi_gpu_sharding", "ddp")
-    with pytest.raises(ValueError, match="whole number"):
+    with pytest.raises(ValueError, match="должно быть целым числом от 1 до 10 000 000"):
         memory.parse_typical_value("seq_len", "2048.5")
 
 

@@ -71,7 +71,7 @@ def test_a_bad_page_size_is_named(catalog, rows):
     site["table_page_rows"] = rows
     [problem] = config_problems(Tables(catalog, load_labels()), site)
     assert (problem.file, problem.column, problem.value) == ("site_templates/site.toml", "table_page_rows", rows)
-    assert problem.rule == "a whole number of table rows per page, at least 10"
+    assert problem.rule == "нужно целое число строк таблицы на странице, не меньше 10"
 
 
 @pytest.fixture(scope="module")

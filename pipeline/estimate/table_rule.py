@@ -22,6 +22,21 @@ def ceil_div(numerator: pl.Expr, denominator: pl.Expr) -> pl.Expr:
     return (ratio * (1 - RELATIVE_TOLERANCE)).ceil().clip(lower_bound=1).cast(pl.Int64)
 
 
+def _basis(p: pl.Expr, lo_b: pl.Expr, hi_b: pl.Expr, near: float) -> pl.Expr:
+    """Where the size lies among the anchors. A size within `near` (anchor_size_tolerance) of the
+    smallest or largest anchor is that anchor's (its memory still scales with it): 70,6 B beside a
+    70 B anchor is no extrapolation."""
+    return (
+        pl.when(lo_b.is_null() & (p < hi_b * (1 - near)))
+        .then(pl.lit("below_range"))
+        .when(hi_b.is_null() & (p > lo_b * (1 + near)))
+        .then(pl.lit("extrapolated"))
+        .when(lo_b.is_null() | hi_b.is_null() | (lo_b == hi_b))
+        .then(pl.lit("anchor"))
+        .otherwise(pl.lit("interpolated"))
+    )
+
+
 def estimate_memory(
     models: pl.DataFrame,
     methods: pl.DataFrame,
@@ -65,20 +80,7 @@ def estimate_memory(
         .then(lo_gb)
         .otherwise(lo_gb + (hi_gb - lo_gb) * (p - lo_b) / (hi_b - lo_b))
     )
-    # A size within anchor_size_tolerance of the smallest or largest anchor is that anchor's (its
-    # memory still scales with it): 70,6 B beside a 70 B anchor is no extrapolation.
-    near = constants["anchor_size_tolerance"]
-    basis = (
-        pl.when(lo_b.is_null() & (p < hi_b * (1 - near)))
-        .then(pl.lit("below_range"))
-        .when(hi_b.is_null() & (p > lo_b * (1 + near)))
-        .then(pl.lit("extrapolated"))
-        .when(lo_b.is_null() | hi_b.is_null())
-        .then(pl.lit("anchor"))
-        .when(lo_b == hi_b)
-        .then(pl.lit("anchor"))
-        .otherwise(pl.lit("interpolated"))
-    )
+    basis = _basis(p, lo_b, hi_b, constants["anchor_size_tolerance"])
     min_bytes = constants["adamw_weight_bytes"] + constants["adamw_grad_bytes"] + constants["adamw_optimizer_bytes"]
     return (
         both.with_columns(memory_gb=memory, basis=basis)

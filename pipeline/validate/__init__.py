@@ -428,6 +428,11 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
         for line, col, memory, method, size, prev_size, prev_memory in shrinking
     ]
     _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_growth"), rows)
+    _anchor_order_rule(con, sources_dir, out)
+
+
+def _anchor_order_rule(con, sources_dir: Path, out: Validation) -> None:
+    """At every anchor size, memory does not fall from one method to the next in the methods' order."""
     disorder = con.sql(
         f"""
         SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_method, prev_memory FROM (
@@ -948,32 +953,37 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
         )
         _sql_rule(out, con, sources_dir, "measurements", message("checks.lora_settings"), rows)
     if "gpus" in names:
-        found = con.sql(
-            f"""SELECT {LINE}, measured_value, measured_unit, gpu_id, memory_gb, peak_gb FROM (
-                  SELECT r.*, g.memory_gb,
-                         r.measured_value * CASE r.measured_unit WHEN 'GiB' THEN {2**30 / 1e9} ELSE 1 END AS peak_gb
-                  FROM typed_measurements r JOIN typed_gpus g USING (gpu_id))
-                WHERE peak_gb > memory_gb ORDER BY 1"""
-        ).fetchall()
-        rows = [
-            (
-                line,
-                "measured_value",
-                _num(value),
-                message(
-                    "rules.peak_too_big",
-                    value=_num(value),
-                    unit=unit,
-                    converted=message("rules.peak_converted", peak=f"{peak:.1f}".replace(".", ","))
-                    if unit == "GiB"
-                    else "",
-                    gpu=gpu,
-                    memory=_num(memory),
-                ),
-            )
-            for line, value, unit, gpu, memory, peak in found
-        ]
-        _sql_rule(out, con, sources_dir, "measurements", message("checks.peak_fits"), rows)
+        _peak_fits_rule(con, sources_dir, out)
+
+
+def _peak_fits_rule(con, sources_dir: Path, out: Validation) -> None:
+    """A measured peak is no larger than its GPU's memory (GiB converted to GB)."""
+    found = con.sql(
+        f"""SELECT {LINE}, measured_value, measured_unit, gpu_id, memory_gb, peak_gb FROM (
+              SELECT r.*, g.memory_gb,
+                     r.measured_value * CASE r.measured_unit WHEN 'GiB' THEN {2**30 / 1e9} ELSE 1 END AS peak_gb
+              FROM typed_measurements r JOIN typed_gpus g USING (gpu_id))
+            WHERE peak_gb > memory_gb ORDER BY 1"""
+    ).fetchall()
+    rows = [
+        (
+            line,
+            "measured_value",
+            _num(value),
+            message(
+                "rules.peak_too_big",
+                value=_num(value),
+                unit=unit,
+                converted=message("rules.peak_converted", peak=f"{peak:.1f}".replace(".", ","))
+                if unit == "GiB"
+                else "",
+                gpu=gpu,
+                memory=_num(memory),
+            ),
+        )
+        for line, value, unit, gpu, memory, peak in found
+    ]
+    _sql_rule(out, con, sources_dir, "measurements", message("checks.peak_fits"), rows)
 
 
 def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:  # noqa: C901

@@ -264,6 +264,45 @@ def test_other_template_errors_name_file_and_line(renderer, payload, rule):
     assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, rule)]
 
 
+SYNTAX = "ошибка в разметке шаблона: "
+
+
+@pytest.mark.parametrize(
+    "payload, rule",
+    [
+        ("{{ t.gpu_count(", SYNTAX + "статья кончилась, а скобка, кавычка или тег не закрыты"),
+        ("{{ t.gpu_count", SYNTAX + "статья кончилась, а не хватает: конец вывода «}}»"),
+        (
+            "{% if true %}да",
+            SYNTAX + "блок «if» не закрыт до конца статьи (нужен один из тегов: {% elif %}, {% else %}, {% endif %})",
+        ),
+        (
+            "{% if true %}{% endfor %}",
+            SYNTAX
+            + "тег «endfor» здесь не к месту: открыт блок «if», нужен один из тегов: {% elif %}, {% else %}, {% endif %}",
+        ),
+        ("{{ 1 + }}", SYNTAX + "здесь не к месту: конец вывода «}}»"),
+        ("{{ (1, }}", SYNTAX + "здесь не к месту: «}»; нужно: «)»"),
+        ('{{ "без кавычки }}', SYNTAX + 'неожиданный символ «"» (может быть, не закрыта кавычка)'),
+        ("{% for x y %}{% endfor %}", SYNTAX + "нужно: слово in; а здесь: «y»"),
+        ("{{ 1 2 }}", SYNTAX + "нужно: конец вывода «}}»; а здесь: целое число"),
+        ("{% set %}", SYNTAX + "нужно выражение (значение, имя или вызов помощника); а здесь: конец тега «%}»"),
+        ("{% %}", SYNTAX + "после «{%» нет имени тега"),
+        ("{# заметка", SYNTAX + "комментарий не закрыт: нет «#}»"),
+        ("{{ 1 / 0 }}", "деление на ноль"),
+        ("{{ 'карт' + 1 }}", "к тексту нельзя прибавить «целое число» знаком +; соедините их знаком ~"),
+        ("{{ 1 < 'a' }}", "значения «целое число» и «текст» нельзя сравнить знаком <"),
+        ("{% for x in 5 %}{% endfor %}", "значение «целое число» нельзя перебрать в цикле"),
+        ("{{ labels.nope }}", "у значения «словарь» нет атрибута «nope»"),
+        ("{{ t.cards() }}", "Tables.cards: не заданы аргументы «model_id», «method_id», «gpu_id»"),
+    ],
+)
+def test_a_template_mistake_is_said_in_russian(renderer, payload, rule):
+    """An editor's typo in an article: the build names the line and what is wrong, in Russian, with
+    Jinja's tokens («}}», «%}») named as the editor typed them."""
+    assert refusal(renderer, f"Текст.\n\n{payload}\n") == [at(3, rule)]
+
+
 def test_a_sandbox_escape_stops_the_build_with_exit_2(built, tmp_path, monkeypatch, capsys):
     """Through the command line: exit 2, the article's file and line, the previous output untouched."""
     from conftest import SOURCES

@@ -53,8 +53,10 @@ def entries(node: dict, prefix: str = "") -> dict[str, str]:
 
 CATALOGUE = entries(messages.catalogue())
 SECTIONS = set(messages.catalogue())
-# Keys the code does not name one by one: the entity of each source table in the diff report.
+# Keys the code does not name one by one: the entity of each source table in the diff report, and the
+# words of Jinja's token descriptions and Python's type names in an article's error.
 BY_TABLE = "diff.nouns."
+WORD_TABLES = ("articles.tokens.", "articles.types.")
 
 
 def slots(text: str) -> set[str]:
@@ -118,9 +120,21 @@ def test_every_key_the_code_names_exists_with_its_slots() -> None:
 
 def test_no_entry_is_unused() -> None:
     named = set(code_lookups())
-    unused = sorted(k for k in CATALOGUE if k not in named and not k.startswith(BY_TABLE))
+    unused = sorted(k for k in CATALOGUE if k not in named and not k.startswith((BY_TABLE, *WORD_TABLES)))
     assert unused == []
     assert {k.removeprefix(BY_TABLE) for k in CATALOGUE if k.startswith(BY_TABLE)} == {t.name for t in SOURCE_TABLES}
+
+
+def test_every_token_jinja_describes_has_a_russian_word() -> None:
+    """Jinja's syntax messages name tokens by description ("end of print statement"); operators are
+    shown as they are («}»), every other description is in [articles.tokens]."""
+    from jinja2 import lexer
+
+    kinds = [v for k, v in vars(lexer).items() if k.startswith("TOKEN_") and isinstance(v, str)]
+    described = {lexer._describe_token_type(kind) for kind in kinds if kind not in lexer.reverse_operators}
+    internal = {"initial", "whitespace", "raw_begin", "raw_end", "linecomment_begin", "linecomment_end", "linecomment"}
+    words = messages.catalogue()["articles"]["tokens"]
+    assert sorted(described - internal - set(words)) == []
 
 
 def test_an_unknown_key_or_slot_is_an_error() -> None:

@@ -76,6 +76,32 @@ def test_safe_path_refuses_names_that_leave_the_folder(tmp_path, rel):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("rel", "why"),
+    [
+        ("/etc/passwd", "путь абсолютный, а должен идти от папки сборки"),
+        ("gpus/../../escaped.html", "в пути часть «..» (текущая или родительская папка)"),
+        ("gpus//index.html", "в пути пустая часть (две косые черты подряд или черта в конце)"),
+        ("a\\b.html", "в имени обратная косая черта"),
+        ("gpus/a\nb.html", "в имени нулевой или управляющий символ"),
+        ("я" * 128 + ".html", "часть пути длиной 261 байт, а можно не больше 255"),
+    ],
+)
+def test_a_refused_name_is_said_in_russian(tmp_path, rel, why):
+    """What an editor reads when a name is refused: the name, the folder and why, from the catalogue."""
+    with pytest.raises(UnsafePath) as refused:
+        safe_path(tmp_path, rel)
+    assert str(refused.value) == f"файл {rel!r} в папке {tmp_path} не записан: {why}"
+
+
+def test_a_planted_link_is_named(tmp_path):
+    (tmp_path / "gpus").symlink_to(tmp_path)
+    with pytest.raises(UnsafePath) as refused:
+        safe_path(tmp_path, "gpus/h100.html")
+    assert refused.value.reason == "paths.symbolic_link"
+    assert str(refused.value).endswith("не записан: «gpus» — символическая ссылка, а сборка не пишет через ссылки")
+
+
 def test_safe_path_takes_ordinary_names(tmp_path):
     for rel in ("index.html", "gpus/h100-pcie.html", "models/llama-3-1-8b/servers-2.html", "data/данные.csv"):
         assert safe_path(tmp_path, rel) == tmp_path / rel

@@ -94,6 +94,7 @@ def test_datapackage_validates_and_reports_a_broken_foreign_key(built, tmp_path)
     data = built / "site" / "data"
     package = json.loads((data / "datapackage.json").read_text(encoding="utf-8"))
     assert [r["name"] for r in package["resources"]] == [t.name for t in ALL_TABLES]
+    assert package["title"] == "Память GPU для дообучения языковых моделей: данные справочника"  # site.toml
     servers = next(r for r in package["resources"] if r["name"] == "servers")
     assert servers["schema"]["primaryKey"] == ["server_id"]
     assert {"fields": "gpu_id", "reference": {"resource": "gpus", "fields": "gpu_id"}} in servers["schema"][
@@ -171,11 +172,13 @@ def test_a_licence_without_its_fields_stops_the_build_with_a_report(tmp_path):
         c = {"methods": {"method_id": []}, "models": {"model_id": []}}
 
     site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100, "data_licence": {"id": "CC0-1.0"}}
+    site["data_package"] = {"title": "Данные", "description": "  "}
     problems = config_problems(Tables(), site)
     assert [(p.column, p.value) for p in problems] == [
         ("data_licence.title", None),
         ("data_licence.title_ru", None),
         ("data_licence.url", None),
+        ("data_package.description", "  "),
     ]
 
 

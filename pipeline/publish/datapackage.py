@@ -30,6 +30,12 @@ def data_licence(templates: Path = TEMPLATES) -> dict:
     return {key: licence[key] for key in ("id", "title", "title_ru", "url")}
 
 
+def package_text(templates: Path = TEMPLATES) -> dict:
+    """The package's title and description as data portals show them (site.toml `[data_package]`)."""
+    site = tomllib.loads((templates / "site.toml").read_text(encoding="utf-8"))
+    return {key: site["data_package"][key] for key in ("title", "description")}
+
+
 def licence_entry(licence: dict) -> dict:
     """The licence as Frictionless (and data portals) write it."""
     return {"name": licence["id"], "title": licence["title"], "path": licence["url"]}
@@ -91,19 +97,18 @@ def resource(table: Table, metadata: dict) -> dict:
     }
 
 
-def package(metadata: dict[str, dict], licence: dict, created: str) -> dict:
-    """The whole package; `metadata` maps every table's name to its metadata.json."""
+def package(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> dict:
+    """The whole package; `metadata` maps every table's name to its metadata.json, `text` is package_text()."""
     return {
         "profile": PROFILE,
         "name": "gpu-finetune-reference",
-        "title": "Память GPU для дообучения языковых моделей: данные справочника",
-        "description": "Исходные и расчётные таблицы справочника: оценки памяти по способам и размерам моделей, "
-        "карты, серверы с ценами в рублях и всё, что из них рассчитано.",
+        "title": text["title"],
+        "description": text["description"],
         "created": created,
         "licenses": [licence_entry(licence)],
         "resources": [resource(table, metadata[table.name]) for table in ALL_TABLES],
     }
 
 
-def package_bytes(metadata: dict[str, dict], licence: dict, created: str) -> bytes:  # noqa: D103
-    return (json.dumps(package(metadata, licence, created), ensure_ascii=False, indent=2) + "\n").encode()
+def package_bytes(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> bytes:  # noqa: D103
+    return (json.dumps(package(metadata, licence, created, text), ensure_ascii=False, indent=2) + "\n").encode()

@@ -134,7 +134,7 @@ def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
         files[f"{table.name}.metadata.json"] = (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
     files[datapackage.NAME] = datapackage.package_bytes(
-        metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ")
+        metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"), datapackage.package_text()
     )
     return files
 

@@ -16,17 +16,33 @@ import re
 import stat
 from pathlib import Path
 
+from pipeline.messages import message
+
 NAME_MAX = 255  # bytes in one path segment (Linux, macOS)
 PATH_MAX = 4096  # bytes in a whole path (Linux)
 _CHUNK = 1 << 20
 
 
 class UnsafePath(ValueError):
-    """A relative path that would leave its root (or that no file system could hold)."""
+    """A relative path that would leave its root (or that no file system could hold).
 
-    def __init__(self, root: Path | str, rel: object, reason: str):
-        super().__init__(f"refused to write {rel!r} under {root}: {reason}")
-        self.root, self.rel, self.reason = root, rel, reason
+    `reason` is the catalogue's key of why ("paths.absolute", …) and `slots` fill it in; the text
+    (`str(exc)`, what an editor reads) comes from site_templates/messages.toml.
+    """
+
+    def __init__(self, root: Path | str, rel: object, reason: str, **slots):
+        self.root, self.rel, self.reason, self.slots = root, rel, reason, slots
+        super().__init__(self.text())
+
+    def text(self) -> str:
+        """The refusal in the editor's words: what, where and why."""
+        why = message(self.reason, **self.slots)
+        where = message("paths.where", root=self.root) if str(self.root) else ""
+        return message("paths.refused", rel=repr(self.rel), where=where, why=why)
+
+    def rooted(self, root: Path | str) -> UnsafePath:
+        """The same refusal, said of `root`."""
+        return UnsafePath(root, self.rel, self.reason, **self.slots)
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -39,23 +55,25 @@ def check_relative(rel: object) -> list[str]:
     backslashes, NUL and other control characters, and segments over NAME_MAX bytes are refused.
     """
     if not isinstance(rel, str) or not rel:
-        raise UnsafePath("", rel, "not a non-empty text path")
+        raise UnsafePath("", rel, "paths.not_text")
     if rel.startswith("/"):
-        raise UnsafePath("", rel, "an absolute path")
+        raise UnsafePath("", rel, "paths.absolute")
     bad = _CONTROL.search(rel)
     if bad:
-        raise UnsafePath("", rel, "a backslash in the name" if bad.group() == "\\" else "a NUL or control character")
+        raise UnsafePath("", rel, "paths.backslash" if bad.group() == "\\" else "paths.control")
     parts = rel.split("/")
     for part in parts:
         if part in ("", ".", ".."):
-            raise UnsafePath("", rel, f"a {part!r} segment" if part else "an empty segment")
+            raise (
+                UnsafePath("", rel, "paths.dots", segment=part) if part else UnsafePath("", rel, "paths.empty_segment")
+            )
         if len(part) > NAME_MAX // 4:  # may be over NAME_MAX bytes in UTF-8
             try:
                 size = len(part.encode("utf-8"))
             except UnicodeEncodeError:
-                raise UnsafePath("", rel, "a name that is not valid Unicode") from None
+                raise UnsafePath("", rel, "paths.not_unicode") from None
             if size > NAME_MAX:
-                raise UnsafePath("", rel, f"a segment of {size} bytes (at most {NAME_MAX})")
+                raise UnsafePath("", rel, "paths.long_segment", size=size, limit=NAME_MAX)
     return parts
 
 
@@ -69,14 +87,14 @@ def safe_path(root: Path, rel: str) -> Path:
     try:
         parts = check_relative(rel)
     except UnsafePath as exc:
-        raise UnsafePath(root, rel, exc.reason) from None
+        raise exc.rooted(root) from None
     base = os.fspath(root)
     full = os.path.join(base, rel)
     try:
         if len(full.encode("utf-8")) >= PATH_MAX:
-            raise UnsafePath(root, rel, f"a path of over {PATH_MAX} bytes")
+            raise UnsafePath(root, rel, "paths.long_path", limit=PATH_MAX)
     except UnicodeEncodeError:
-        raise UnsafePath(root, rel, "a name that is not valid Unicode") from None
+        raise UnsafePath(root, rel, "paths.not_unicode") from None
     current = base
     for i, part in enumerate(parts):
         current = f"{current}/{part}"
@@ -85,11 +103,11 @@ def safe_path(root: Path, rel: str) -> Path:
         except FileNotFoundError:
             break  # the rest is made by this build
         except NotADirectoryError:
-            raise UnsafePath(root, rel, "a part of the path is a file, not a folder") from None
+            raise UnsafePath(root, rel, "paths.file_on_the_way") from None
         if stat.S_ISLNK(mode):
-            raise UnsafePath(root, rel, f"{'/'.join(parts[: i + 1])!r} is a symbolic link")
+            raise UnsafePath(root, rel, "paths.symbolic_link", part="/".join(parts[: i + 1]))
         if i < len(parts) - 1 and not stat.S_ISDIR(mode):
-            raise UnsafePath(root, rel, f"{'/'.join(parts[: i + 1])!r} is not a folder")
+            raise UnsafePath(root, rel, "paths.not_a_folder", part="/".join(parts[: i + 1]))
     return Path(full)
 
 

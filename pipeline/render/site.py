@@ -29,7 +29,7 @@ from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
-from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links
+from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
 from pipeline.render import format as fmt
 from pipeline.render.view import TALL_MIN_ROWS, Link, TableView
 from pipeline.render.views import estimator as estimator_pages
@@ -347,68 +347,22 @@ def article_problem(article: Article, exc: BaseException) -> Problem:
     if isinstance(exc, russian.ClaimError):
         rule = message("articles.claim", title=article.title, claim=exc.message())
     elif isinstance(exc, SecurityError):
-        rule = message("articles.refused", reason=_sandbox_text(str(exc)))
+        rule = message("articles.refused", reason=template_errors.sandbox_text(str(exc)))
     elif isinstance(exc, KeyError):
         rule = message("articles.unknown_id", id=exc)
     elif isinstance(exc, jinja2.TemplateSyntaxError):
-        rule = message("articles.syntax", detail=_jinja_text(str(exc.message)))
+        rule = message("articles.syntax", detail=template_errors.jinja_text(str(exc.message)))
     elif isinstance(exc, jinja2.TemplateNotFound):
         rule = message("articles.no_include", name=exc.message)
     elif isinstance(exc, jinja2.TemplateError):
-        rule = _jinja_text(str(exc.message))
+        rule = template_errors.jinja_text(str(exc.message))
     elif isinstance(exc, RecursionError):
         rule = message("articles.recursion")
     elif isinstance(exc, MemoryError):
         rule = message("articles.memory")
     else:
-        rule = _python_text(exc)
+        rule = template_errors.python_text(exc)
     return Problem(article.file, article.line - 1 + line if line else 0, "", None, rule)
-
-
-# Jinja's own English texts, as the catalogue's Russian ones (articles.*): (pattern, key, slot names).
-_JINJA_TEXTS = [
-    (
-        re.compile(r"access to attribute ('[^']*') of ('[^']*') object is unsafe\."),
-        "articles.unsafe_attribute",
-        ("attribute", "kind"),
-    ),
-    (re.compile(r"(.+) is not safely callable"), "articles.unsafe_call", ("name",)),
-    (re.compile(r"No filter named '([^']*)'\.?"), "articles.syntax_no_filter", ("name",)),
-    (re.compile(r"No test named '([^']*)'\.?"), "articles.syntax_no_test", ("name",)),
-    (re.compile(r"Encountered unknown tag '([^']*)'.*", re.S), "articles.syntax_unknown_tag", ("name",)),
-    (re.compile(r"('[^']*') is undefined"), "articles.undefined", ("name",)),
-    (re.compile(r"('[^']*') has no attribute ('[^']*')"), "articles.no_attribute", ("owner", "name")),
-    (re.compile(r"(unexpected .*)", re.S), "articles.syntax_unexpected", ("detail",)),
-]
-
-
-def _jinja_text(text: str, keys: tuple = ()) -> str:
-    """A message of Jinja's (or its sandbox's) in the catalogue's Russian; one it does not know, as it is."""
-    for pattern, key, slots in _JINJA_TEXTS:
-        if keys and key not in keys:
-            continue
-        found = pattern.fullmatch(text)
-        if found:
-            return message(key, **{slot: value.strip("'") for slot, value in zip(slots, found.groups(), strict=True)})
-    return text
-
-
-def _sandbox_text(text: str) -> str:
-    return _jinja_text(text, ("articles.unsafe_attribute", "articles.unsafe_call"))
-
-
-_RANGE_TOO_BIG = re.compile(r"Range too big\. The sandbox blocks ranges larger than MAX_RANGE \((\d+)\)\.")
-_BAD_ARGUMENT = re.compile(r"(\S+) got an unexpected keyword argument '([^']*)'")
-
-
-def _python_text(exc: BaseException) -> str:
-    """Another error an article's template raised, as the editor reads it."""
-    text = str(exc)
-    if found := _RANGE_TOO_BIG.fullmatch(text):
-        return message("articles.range_too_big", limit=found[1])
-    if found := _BAD_ARGUMENT.fullmatch(text):
-        return message("articles.bad_argument", function=found[1], name=found[2])
-    return message("articles.failed", kind=type(exc).__name__, detail=text)
 
 
 def html_environment(templates: Path) -> jinja2.Environment:
@@ -489,8 +443,10 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         html = seen[i][cell] = f"{opens[i]}{inner}{closes[i]}"
         return html
 
+    C = labels["common"]  # noqa: N806
     parts = [
-        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region" aria-label="Таблица: ',
+        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
+        f' aria-label="{escape(C["table_region"])}: ',
         escape(view.headers[0]) if view.headers else "",
         '"><table',
         ' class="sortable"' if view.sortable else "",
@@ -511,7 +467,6 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         parts.append("".join(line))
     parts.append("</tbody>\n</table></div>\n<figcaption>\n")
     parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
-    C = labels["common"]  # noqa: N806
     parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
     shown = [
         (f'<a href="{escape(r["url"])}">{escape(r["title"])}</a>' if r["url"] else str(escape(r["title"])))

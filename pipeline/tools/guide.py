@@ -11,18 +11,19 @@ import sys
 from pathlib import Path
 
 from pipeline import ROOT  # the checkout: sources/ and site_templates/ beside pipeline/
+from pipeline.messages import message
 
 GUIDE = ROOT / "site_templates" / "README.md"
 START, END = "<!-- ids: generated from sources/ by `just guide` -->", "<!-- /ids -->"
 
-# (file, id column, name column, heading, helper that takes the id)
+# (file, id column, name column, the catalogue's heading, helper that takes the id)
 TABLES = (
-    ("models.csv", "model_id", "display_name", "Модели", 't.model("…")'),
-    ("methods.csv", "method_id", "name_ru", "Способы дообучения", 't.method("…")'),
-    ("gpus.csv", "gpu_id", "name", "Видеокарты", 't.gpu("…")'),
-    ("servers.csv", "server_id", "display_name", "Серверы", 't.server("…")'),
-    ("legacy_gpu_counts.csv", "row_id", "task_ru", "Строки рекомендаций по правилу", 't.legacy_row("…")'),
-    ("constants.csv", "constant_id", "description_ru", "Константы", 't.const("…")'),
+    ("models.csv", "model_id", "display_name", "guide.models", 't.model("…")'),
+    ("methods.csv", "method_id", "name_ru", "guide.methods", 't.method("…")'),
+    ("gpus.csv", "gpu_id", "name", "guide.gpus", 't.gpu("…")'),
+    ("servers.csv", "server_id", "display_name", "guide.servers", 't.server("…")'),
+    ("legacy_gpu_counts.csv", "row_id", "task_ru", "guide.legacy_rows", 't.legacy_row("…")'),
+    ("constants.csv", "constant_id", "description_ru", "guide.constants", 't.const("…")'),
 )
 
 
@@ -40,7 +41,8 @@ def ids_markdown(sources: Path = ROOT / "sources") -> str:
     parts = [START]
     for file, key, name, heading, helper in TABLES:
         rows = _rows(sources / file)
-        parts.append(f"\n**{heading}** (`{file}`, помощник `{helper}`):\n\n| id | название |\n|---|---|")
+        parts.append("\n" + message("guide.heading", heading=message(heading), file=file, helper=helper))
+        parts.append("\n" + message("guide.columns") + "\n|---|---|")
         parts += [f"| `{_cell(r[key])}` | {_cell(r.get(name, ''))} |" for r in rows]
     parts.append("\n" + END)
     return "\n".join(parts)
@@ -55,10 +57,10 @@ def updated(text: str, sources: Path = ROOT / "sources") -> str:  # noqa: D103
 def main() -> int:  # noqa: D103
     text = GUIDE.read_text(encoding="utf-8")
     if START not in text or END not in text:
-        print(f"{GUIDE}: the markers of the ids block are missing", file=sys.stderr)
+        print(message("guide.no_markers", guide=GUIDE, start=START, end=END), file=sys.stderr)
         return 2
     GUIDE.write_text(updated(text), encoding="utf-8")
-    print(f"{GUIDE}: ids from sources/ written")
+    print(message("guide.written", guide=GUIDE))
     return 0
 
 

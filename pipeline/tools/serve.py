@@ -177,7 +177,10 @@ class Handler(SimpleHTTPRequestHandler):
         except (ConnectionError, TimeoutError):  # the client went away
             self.close_connection = True
         except Exception as exc:  # one line in the log and a 500, never a traceback
-            print(f"serve: {self.command} {self.path[:200]!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            line = message(
+                "serve.request_failed", request=f"{self.command} {self.path[:200]!r}", kind=type(exc).__name__
+            )
+            print(f"serve: {line}: {exc}", file=sys.stderr)
             self.close_connection = True
             with contextlib.suppress(Exception):
                 self.refuse(500, message("serve.internal"))
@@ -270,7 +273,8 @@ class EditorServer(HTTPServer):
     def handle_error(self, request, client_address) -> None:
         exc = sys.exc_info()[1]
         if not isinstance(exc, ConnectionError | TimeoutError):
-            print(f"serve: a request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            line = message("serve.client_failed", client=client_address[0], kind=type(exc).__name__)
+            print(f"serve: {line}: {exc}", file=sys.stderr)
 
     def server_close(self) -> None:
         super().server_close()

@@ -41,6 +41,11 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
         if not isinstance(value, str) or not value.strip():
             rule = message("rules.config_licence")
             out.append(Problem(shown, 0, f"data_licence.{key}", value, rule))
+    package = site.get("data_package")
+    for key in ("title", "description"):
+        value = package.get(key) if isinstance(package, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            out.append(Problem(shown, 0, f"data_package.{key}", value, message("rules.config_package")))
     return out
 
 

@@ -31,9 +31,6 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     tables["estimates"] = estimates
     tables["gpu_fit"] = table_rule.gpu_fit(estimates, tables["gpus"])
     tables["server_fit"] = table_rule.server_fit(estimates, tables["servers"], tables["gpus"])
-    tables["memory_breakdown"] = first_principles.memory_breakdown_table(
-        tables["models"], tables["methods"], estimates, constants
-    )
     calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)
     tables["calibration"] = calibrated
     tables["calibration_summary"] = calibration.summary(calibrated, constants["calibration_within"])
@@ -47,5 +44,8 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     )
     tables["recommendations"] = recommend.recommendations(
         tables["models"], tables["methods"], tables["servers"], tables["gpus"], constants
+    )
+    tables["memory_breakdown"] = first_principles.memory_breakdown_table(
+        tables["models"], tables["methods"], estimates, constants, recommend.job_gpus(tables["recommendations"])
     )
     return Catalog(tables, constants)

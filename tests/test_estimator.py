@@ -18,6 +18,7 @@ import pytest
 
 from pipeline.estimate import calibration, training
 from pipeline.estimate import first_principles as memory
+from pipeline.render import format as fmt
 from tests.test_memory import LLAMA3_8B, P
 from tests.test_memory import C as TEST_CONSTANTS
 
@@ -158,10 +159,40 @@ def test_model_page_has_breakdown_bars(built):
     row = breakdown.filter((pl.col("model_id") == "llama-3-1-8b") & (pl.col("method_id") == "full_amp")).row(
         0, named=True
     )
-    total = f"{row['total_gb']:.1f}".replace(".", ",")
-    assert f"{total} ГБ</text>" in page
+    assert row["gpus"] == 3  # on the cards its recommendation takes
+    assert f"{fmt.gb(row['total_gb'])} ГБ</text>" in page
     assert page.count('class="part-optimizer"') == 6  # one optimizer segment per method
     assert "calculator.html?model=llama-3-1-8b&amp;advanced=1" in page
+
+
+def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommendation_uses(built):
+    """Llama 3.1 405B: each method's breakdown is one card of the job on the recommendation's cards
+    (ZeRO-3 on several), so the per-card total is the recommendation's and fits that card."""
+    breakdown = pl.read_csv(built / "site/data/memory_breakdown.csv").filter(pl.col("model_id") == "llama-3-1-405b")
+    reco = pl.read_csv(built / "site/data/recommendations.csv").filter(
+        (pl.col("model_id") == "llama-3-1-405b") & (pl.col("rank") == 1)
+    )
+    gpus = pl.read_csv(built / "site/data/gpus.csv")
+    joined = breakdown.join(reco, on=["model_id", "method_id"]).join(gpus, on="gpu_id")
+    assert joined.height == 6
+    got = {r["method_id"]: (r["gpus"], r["sharding"]) for r in joined.iter_rows(named=True)}
+    assert got == {
+        "qlora_2bit": (3, "zero3"),
+        "qlora_4bit": (3, "zero3"),
+        "qlora_8bit": (5, "zero3"),
+        "lora": (6, "zero3"),
+        "full_bf16": (16, "zero3"),
+        "full_amp": (32, "zero3"),
+    }
+    for r in joined.iter_rows(named=True):
+        assert r["gpus"] == r["gpus_per_job"]
+        assert r["total_gb"] == pytest.approx(r["per_gpu_memory_gb"], rel=1e-9)
+        assert r["total_gb"] <= r["memory_gb"]
+    page = (built / "site/models/llama-3-1-405b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
+    assert "карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP, контрольные точки" in page
+    assert '<td class="num">32</td>' in page and "267,1 ГБ</text>" in page
+    small = (built / "site/models/llama-3-2-1b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
+    assert "2 048 токенов × 1, карт: 1, без шардирования, контрольные точки" in small
 
 
 # -- the command line --

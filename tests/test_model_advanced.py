@@ -45,6 +45,9 @@ CASES = [
     ("deepseek-v3", {"sharding": "zero3", "gpus": 256, "offload": "optimizer"}),
     ("deepseek-v3", {"sharding": "zero3", "gpus": 64, "fp8": True, "optimizer": "adamw_8bit", "seq_len": 4096}),
     ("mixtral-8x7b", {"sharding": "zero2", "gpus": 8, "lora_rank": 32, "loss": "chunked", "micro_batch": 3}),
+    # No card count: each method stays on its own cards (405 B: 3 to 32), with what the reader changed.
+    ("llama-3-1-405b", {"seq_len": 4096, "micro_batch": 2}),
+    ("llama-3-1-405b", {"sharding": "zero2", "optimizer": "adamw_8bit"}),
 ]
 
 # Invalid combinations and the codes of their messages (the page's text keys, as in the calculator).
@@ -133,12 +136,21 @@ def set_form(page, values: dict):
             page.select_option(selector, value)
 
 
+def own_cards(catalog, model_id) -> dict[str, int]:
+    """Each method's cards on the static page (memory_breakdown: the cards its recommendation uses)."""
+    rows = catalog["memory_breakdown"].filter(model_id=model_id)
+    return dict(rows.select("method_id", "gpus").iter_rows())
+
+
 def python_breakdowns(catalog, architectures, methods, model_id, changes) -> dict[str, memory.Breakdown]:
-    """memory.estimate for each method in the typical setup with `changes`; the fields that do not apply
-    to a method (LoRA's for full fine-tuning, FP8 for LoRA/QLoRA) keep Setup()'s defaults."""
+    """memory.estimate for each method in the typical setup with `changes`: on the method's own cards
+    (with the typical multi-GPU sharding on several) unless `changes` sets the cards; the fields that do
+    not apply to a method (LoRA's for full fine-tuning, FP8 for LoRA/QLoRA) keep Setup()'s defaults."""
     out = {}
+    cards = own_cards(catalog, model_id)
     for method_id in methods:
-        setup = replace(memory.typical_setup(method_id, catalog.constants), **changes)
+        gpus = changes.get("gpus", cards[method_id])
+        setup = replace(memory.typical_setup(method_id, catalog.constants, gpus), **changes)
         if setup.is_full:
             setup = replace(setup, **{k: getattr(memory.Setup(), k) for k in LORA_ONLY})
         else:
@@ -152,8 +164,9 @@ def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def mismatches(shown: dict, want: dict[str, memory.Breakdown]) -> list[str]:
-    """Raw numbers at 1e-9, the bars' geometry as EstimatorTables.bars draws it, the text as fmt.gb shows it."""
+def mismatches(shown: dict, want: dict[str, memory.Breakdown], cards: dict[str, int]) -> list[str]:
+    """Raw numbers at 1e-9, the bars' geometry as EstimatorTables.bars draws it, the text as fmt.gb shows
+    it, and each method's cards in the table."""
     found = []
     gb = {m: b.gb() for m, b in want.items()}
     widest = max(g["total"] for g in gb.values())
@@ -181,7 +194,10 @@ def mismatches(shown: dict, want: dict[str, memory.Breakdown]) -> list[str]:
         if not close(bar["total_x"], 50 + x + 1):
             found.append(f"{method_id} total at x={bar['total_x']}, want {50 + x + 1}")
         row = next(r for r in shown["table"] if r[0] == method_id)
-        want_cells = [fmt.gb(gb[method_id][p]) for p in (*memory.BREAKDOWN_COLUMNS, "total")]
+        want_cells = [
+            fmt.integer(cards[method_id]),
+            *(fmt.gb(gb[method_id][p]) for p in (*memory.BREAKDOWN_COLUMNS, "total")),
+        ]
         if row[1 : len(want_cells) + 1] != want_cells:
             found.append(f"{method_id} table {row[1 : len(want_cells) + 1]} != {want_cells}")
     return found
@@ -232,12 +248,16 @@ def test_live_numbers_start_equal_to_the_static_ones(
             close(a["x"], b["x"]) and close(a["width"], b["width"]) for a, b in zip(v["rects"], s["rects"], strict=True)
         )
     want = python_breakdowns(catalog, architectures, method_order, model_id, {})
-    assert mismatches(shown, want) == []
+    assert mismatches(shown, want, own_cards(catalog, model_id)) == []
     typical = memory.typical_setup("full_amp", catalog.constants)
+    several = max(own_cards(catalog, model_id).values()) > 1
     for name in FIELD_IDS:
         value = getattr(typical, name)
         if isinstance(value, bool):
             assert page.is_checked(FIELD_IDS[name]) == value, name
+        elif name == "gpus" and several:  # empty: each method on its own cards
+            assert page.input_value(FIELD_IDS[name]) == "", name
+            assert page.get_attribute(FIELD_IDS[name], "placeholder") == "как в рекомендации"
         else:
             assert page.input_value(FIELD_IDS[name]) == str(value), name
 
@@ -252,7 +272,8 @@ def test_setups_redraw_bars_and_table_like_python(page, site_server, catalog, ar
         assert shown["problems"] == [] and shown["table_visible"] and shown["bars_visible"], (model_id, changes)
         assert shown["raw"]["problems"] == []
         want = python_breakdowns(catalog, architectures, method_order, model_id, changes)
-        assert mismatches(shown, want) == [], (model_id, changes)
+        cards = {m: changes.get("gpus", n) for m, n in own_cards(catalog, model_id).items()}
+        assert mismatches(shown, want, cards) == [], (model_id, changes)
         assert shown["kind"] == "выбранной постановке"
         assert shown["title"].endswith(shown["setup"])
 

@@ -821,15 +821,23 @@ def typical_setup(method_id: str, c: Mapping[str, object], gpus: int | None = No
 
 
 def memory_breakdown_table(
-    models: pl.DataFrame, methods: pl.DataFrame, estimates: pl.DataFrame, constants: Mapping[str, float]
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    estimates: pl.DataFrame,
+    constants: Mapping[str, float],
+    cards: Mapping[tuple[str, str], int] | None = None,
 ) -> pl.DataFrame:
-    """The `memory_breakdown` table: every model x method in its typical setup, part by part, in GB."""
+    """The `memory_breakdown` table: every model x method in its typical setup, part by part, in GB per
+    card. `cards` gives, per (model, method), the cards the recommendation uses (recommend.job_gpus):
+    the setup runs on that many (with the typical multi-GPU sharding on more than one), so a 405 B
+    model's breakdown is what one of its cards holds, not the whole job on one card; absent, one card."""
     archs = model_architectures(models)
     table = {(m, k): v for m, k, v in estimates.select("model_id", "method_id", "memory_gb").iter_rows()}
+    cards = cards or {}
     rows = []
     for model_id in sorted(archs):
         for method_id in methods.sort("sort_order")["method_id"]:
-            setup = typical_setup(method_id, constants)
+            setup = typical_setup(method_id, constants, cards.get((model_id, method_id), 1))
             b = estimate(archs[model_id], setup, constants)
             parts = b.gb()
             rows.append(

@@ -137,6 +137,13 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def job_gpus(recommendations_frame: pl.DataFrame) -> dict[tuple[str, str], int]:
+    """(model, method) -> the cards its rank-1 row uses (recommended or not: a job no single chassis
+    holds still runs on the cards of its best option); jobs no card count holds are left out."""
+    first = recommendations_frame.filter((pl.col("rank") == 1) & pl.col("gpus_per_job").is_not_null())
+    return {(m, k): int(n) for m, k, n in first.select("model_id", "method_id", "gpus_per_job").iter_rows()}
+
+
 def best(recommendations_frame: pl.DataFrame) -> pl.DataFrame:
     """The rank-1 row of every model x method that has a recommended server."""
     return recommendations_frame.filter((pl.col("rank") == 1) & pl.col("recommended"))

@@ -50,7 +50,7 @@ MADE_FROM = {
     "estimates": ("memory_anchors", "models", "methods", "constants"),
     "gpu_fit": ("estimates", "gpus"),
     "server_fit": ("estimates", "servers", "gpus"),
-    "memory_breakdown": ("models", "methods", "constants", "estimates"),
+    "memory_breakdown": ("models", "methods", "constants", "typical_setup", "estimates", "recommendations"),
     "calibration_summary": ("calibration",),
     "calibration_breakdown": ("calibration",),
     "estimator_range": ("calibration",),

@@ -168,6 +168,11 @@ def noun_form(shown, noun: str, case: str = "nom") -> str:
     return _FORMS[noun][case][CATEGORIES.index(plural(shown))]
 
 
+def shown(number, places: int = 1) -> Shown:
+    """A number as count() shows it, for a message or label that names its noun: "{age:день}"."""
+    return Shown(fmt.integer(number) if isinstance(number, int) else fmt.number(float(number), places))
+
+
 def count(number, noun: str, case: str = "nom", places: int = 1) -> str:
     """A number with its noun in agreement, joined by a non-breaking space: count(5, "карта") ->
     "5 карт", count(1.5, "карта") -> "1,5 карты", count("1 024", "токен", "gen") -> "1 024 токенов".

@@ -171,7 +171,7 @@ def _translated(text: str, patterns, keys: tuple = ()) -> str | None:
     return None
 
 
-_CYRILLIC = re.compile(r"[А-Яа-яЁё]")
+_CYRILLIC = re.compile("[\u0400-\u04ff]")  # the project's own messages are Russian
 
 
 def _as_is_or_quoted(text: str) -> str:

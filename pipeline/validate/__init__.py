@@ -1006,7 +1006,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                 [today - dt.timedelta(days=int(limit))],
             ).fetchall():
                 age = (today - value).days
-                rule = message("warnings.stale", age=ru.count(age, "день"), limit=ru.count(int(limit), "день", "acc"))
+                rule = message("warnings.stale", age=ru.shown(age), limit=ru.shown(int(limit)))
                 found.append(Problem(shown(table), line, column, value.isoformat(), rule))
     if "servers" in names:
         for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
@@ -1059,7 +1059,7 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
             f"""SELECT {LINE}, memory_gb, params_b FROM typed_memory_anchors
                 WHERE params_b > 0 AND memory_gb / params_b > {ANCHOR_USUAL_BYTES_PER_PARAM} ORDER BY 1"""
         ).fetchall():
-            rule = message("warnings.anchor_bytes", per_param=ru.count(round(memory / size), "байт"))
+            rule = message("warnings.anchor_bytes", per_param=ru.shown(round(memory / size)))
             found.append(Problem(shown("memory_anchors"), line, "memory_gb", _num(memory), rule))
     return found
 
@@ -1088,7 +1088,7 @@ def _price_warnings(con, shown: str) -> list[Problem]:
                 "warnings.price_per_gb",
                 per_gb=_rub(p),
                 median=_rub(median),
-                spread=ru.count(PRICE_PER_GB_SPREAD, "раз", "acc"),
+                spread=ru.shown(PRICE_PER_GB_SPREAD),
             )
             out.append(Problem(shown, line, "price_rub_month", str(price), rule))
     return out

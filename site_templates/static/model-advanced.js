@@ -17,8 +17,10 @@ const SVG = "http://www.w3.org/2000/svg";
 const isFull = (methodId) => methodId.startsWith("full");
 
 // The typical setup the static page shows: Setup()'s defaults with the fields of the calculator link.
-function typicalSetup(defaults, query) {
-  const setup = { ...defaults };
+// Its card count is null when some method runs on several cards: each then takes its own bar's
+// count (memory_breakdown's gpus, the cards its recommendation uses).
+function typicalSetup(defaults, query, cards) {
+  const setup = { ...defaults, gpus: Object.values(cards).some((n) => n > 1) ? null : 1 };
   for (const [name, value] of new URLSearchParams(query)) {
     if (COUNT_FIELDS.includes(name)) setup[name] = Number(value);
     else if (CHECK_FIELDS.includes(name)) setup[name] = value === "1";
@@ -27,9 +29,18 @@ function typicalSetup(defaults, query) {
   return setup;
 }
 
-// One bar's setup: the fields that do not apply to its method keep Setup()'s defaults.
-function methodSetup(setup, methodId, defaults) {
+// One bar's setup: the fields that do not apply to its method keep Setup()'s defaults; with no card
+// count chosen, the method's own count and, on several cards, the typical multi-GPU sharding and
+// offload (first_principles.typical_setup).
+function methodSetup(setup, methodId, defaults, own) {
   const values = { ...setup, method: methodId };
+  if (setup.gpus === null) {
+    const mine = own[methodId];
+    values.gpus = mine.gpus;
+    // A sharding or offload the reader chose applies; the form's defaults give way to the method's own.
+    if (mine.gpus > 1 && setup.sharding === defaults.sharding) values.sharding = mine.sharding;
+    if (mine.gpus > 1 && setup.offload === defaults.offload) values.offload = mine.offload;
+  }
   if (isFull(methodId)) for (const name of LORA_FIELDS) values[name] = defaults[name];
   else values.fp8 = defaults.fp8;
   return values;
@@ -49,13 +60,18 @@ function start(form, data, calc, text) {
     return;
   }
   const defaults = est.setup_defaults;
-  const typical = typicalSetup(defaults, form.dataset.query);
   const gb = est.units.gb;
   const labelWidth = Number(svg.dataset.labelWidth);
   const barWidth = Number(svg.dataset.barWidth);
   const partLabel = Object.fromEntries([...figure.querySelectorAll(".legend li[data-part]")].map((li) => [li.dataset.part, li.textContent]));
   const bars = [...svg.querySelectorAll("g[data-method]")];
   const methods = bars.map((g) => g.dataset.method);
+  // Each method's own setup on the static page: its cards, and its sharding on several.
+  const own = Object.fromEntries(
+    bars.map((g) => [g.dataset.method, { gpus: Number(g.dataset.gpus), sharding: g.dataset.sharding, offload: est.typical_multi_gpu_offload }]),
+  );
+  const typical = typicalSetup(defaults, form.dataset.query, Object.fromEntries(methods.map((m) => [m, own[m].gpus])));
+  const severalSharding = Object.values(own).find((o) => o.gpus > 1)?.sharding ?? est.typical_multi_gpu_sharding;
   // Table rows by method: the row header links to methods/<id>.html.
   const rows = new Map();
   for (const row of $("bd-table")?.querySelectorAll("tbody tr") ?? []) {
@@ -79,7 +95,7 @@ function start(form, data, calc, text) {
 
   function show(setup) {
     for (const name of COUNT_FIELDS) {
-      field(name).value = String(setup[name]);
+      field(name).value = setup[name] === null ? "" : String(setup[name]);
       field(name).setAttribute("aria-invalid", "false");
     }
     for (const name of Object.keys(SELECT_FIELDS)) field(name).value = setup[name];
@@ -91,9 +107,11 @@ function start(form, data, calc, text) {
     const setup = { ...defaults };
     const invalid = [];
     for (const name of COUNT_FIELDS) {
-      const count = parseCount(field(name).value);
-      field(name).setAttribute("aria-invalid", String(count === null));
-      if (count === null) invalid.push(field(name).labels[0].textContent);
+      // An empty card count: each method on its own cards, as the static page shows them.
+      const perMethod = name === "gpus" && typical.gpus === null && field(name).value.trim() === "";
+      const count = perMethod ? null : parseCount(field(name).value);
+      field(name).setAttribute("aria-invalid", String(count === null && !perMethod));
+      if (count === null && !perMethod) invalid.push(field(name).labels[0].textContent);
       setup[name] = count;
     }
     for (const name of Object.keys(SELECT_FIELDS)) setup[name] = field(name).value;
@@ -113,6 +131,10 @@ function start(form, data, calc, text) {
     if (s.optimizer !== "adamw") extra += fill(text.setup_optimizer, { optimizer: text[`optimizer_${s.optimizer}`] });
     if (s.offload !== "none") extra += text[`setup_offload_${s.offload}`];
     if (s.fp8) extra += text.setup_fp8;
+    if (s.gpus === null) {
+      const sharding = s.sharding === defaults.sharding ? severalSharding : s.sharding;
+      return fill(text.setup_text_recommended, { seq: formatInteger(s.seq_len), batch: formatInteger(s.micro_batch), sharding: text[`sharding_${sharding}`], extra });
+    }
     return fill(text.setup_text, {
       seq: formatInteger(s.seq_len),
       batch: formatInteger(s.micro_batch),
@@ -164,7 +186,7 @@ function start(form, data, calc, text) {
     const { setup, invalid } = read();
     const problems = [];
     if (!invalid.length) {
-      for (const m of methods) for (const code of setupProblems(data, methodSetup(setup, m, defaults))) if (!problems.includes(code)) problems.push(code);
+      for (const m of methods) for (const code of setupProblems(data, methodSetup(setup, m, defaults, own))) if (!problems.includes(code)) problems.push(code);
     }
     const messages = [...invalid.map((label) => fill(text.not_integer, { label })), ...problems.map((code) => text[code] ?? code)];
     $("bd-problem-list").replaceChildren(
@@ -184,7 +206,7 @@ function start(form, data, calc, text) {
       return;
     }
 
-    const breakdowns = Object.fromEntries(methods.map((m) => [m, estimateBreakdown(data, arch, methodSetup(setup, m, defaults))]));
+    const breakdowns = Object.fromEntries(methods.map((m) => [m, estimateBreakdown(data, arch, methodSetup(setup, m, defaults, own))]));
     // In GB, as memory.Breakdown.gb() gives them to the static page.
     const inGb = Object.fromEntries(
       methods.map((m) => [m, Object.fromEntries([...PARTS, "total"].map((p) => [p, breakdowns[m][p] / gb]))]),
@@ -192,11 +214,13 @@ function start(form, data, calc, text) {
     const widest = Math.max(...methods.map((m) => inGb[m].total));
     for (const g of bars) drawBar(g, inGb[g.dataset.method], inGb[g.dataset.method].total, widest);
     for (const [m, row] of rows) {
+      // EstimatorTables.breakdown_table: cards, the parts, the total per card (then the table rule's figure).
       const cells = row.querySelectorAll("td");
+      cells[0].textContent = formatInteger(methodSetup(setup, m, defaults, own).gpus);
       PARTS.forEach((part, i) => {
-        cells[i].textContent = formatGb(inGb[m][part]);
+        cells[i + 1].textContent = formatGb(inGb[m][part]);
       });
-      cells[PARTS.length].textContent = formatGb(inGb[m].total);
+      cells[PARTS.length + 1].textContent = formatGb(inGb[m].total);
     }
 
     const words = setupText(setup);

@@ -125,6 +125,16 @@ class EstimatorTables:
 
     def setup_text(self, row: dict) -> str:
         """A measurement's or a typical setup's training setup in a few Russian words."""
+        return self.L["setup_text"].format(
+            seq=russian.Shown(fmt.integer(row["seq_len"])),
+            batch=fmt.integer(row["micro_batch"]),
+            gpus=fmt.integer(row["gpus"]),
+            sharding=self.L[f"sharding_{row['sharding']}"],
+            extra=self._setup_extra(row),
+        )
+
+    def _setup_extra(self, row: dict) -> str:
+        """What setup_text adds after the cards and sharding: checkpointing, attention, loss, LoRA, …"""
         L = self.L  # noqa: N806
         extra = ""
         if row.get("grad_checkpointing"):
@@ -142,12 +152,19 @@ class EstimatorTables:
             extra += L["setup_double_quant"]
         if "lora_dropout" in techniques:
             extra += L["setup_dropout"]
-        return L["setup_text"].format(
-            seq=russian.Shown(fmt.integer(row["seq_len"])),
-            batch=fmt.integer(row["micro_batch"]),
-            gpus=fmt.integer(row["gpus"]),
-            sharding=L[f"sharding_{row['sharding']}"],
-            extra=extra,
+        return extra
+
+    def typical_setup_text(self, rows: list[dict]) -> str:
+        """A model page's typical setup in words: one card for every method, or, when some run on
+        several, each on the cards its recommendation takes (memory_breakdown's gpus)."""
+        several = [r for r in rows if r["gpus"] > 1]
+        if not several:
+            return self.setup_text(rows[0] | {"lora_rank": None})
+        return self.L["setup_text_recommended"].format(
+            seq=russian.Shown(fmt.integer(rows[0]["seq_len"])),
+            batch=fmt.integer(rows[0]["micro_batch"]),
+            sharding=self.L[f"sharding_{several[0]['sharding']}"],
+            extra=self._setup_extra(rows[0] | {"lora_rank": None}),
         )
 
     # -- tables --
@@ -346,6 +363,7 @@ class EstimatorTables:
             rows.append(
                 [
                     self.t.method_link(method_id, "short_name_ru"),
+                    fmt.integer(r["gpus"]),
                     *(fmt.gb(r[f"{p}_gb"]) for p in BREAKDOWN_COLUMNS),
                     fmt.gb(r["total_gb"]),
                     fmt.gb(r["table_rule_gb"]),
@@ -353,6 +371,7 @@ class EstimatorTables:
             )
         headers = [
             L["method"],
+            L["cards"],
             *(L["gb"].format(part=L[f"part_{p}"]) for p in BREAKDOWN_COLUMNS),
             L["total"],
             L["table_rule"],
@@ -362,8 +381,8 @@ class EstimatorTables:
             headers,
             rows,
             list(dict.fromkeys(refs)),
-            ["memory_breakdown", "constants", "typical_setup"],
-            [False] + [True] * (len(BREAKDOWN_COLUMNS) + 2),
+            ["memory_breakdown", "constants", "typical_setup", "recommendations"],
+            [False] + [True] * (len(BREAKDOWN_COLUMNS) + 3),
         )
 
     def pretraining_names(self, kind: str) -> str:
@@ -430,6 +449,8 @@ class EstimatorTables:
                 {
                     "method": self.t.method(r["method_id"])["short_name_ru"],
                     "method_id": r["method_id"],
+                    "gpus": r["gpus"],
+                    "sharding": r["sharding"],
                     "parts": parts,
                     "total": fmt.gb(r["total_gb"]),
                     "table_rule": fmt.gb(r["table_rule_gb"]),
@@ -451,7 +472,7 @@ class EstimatorTables:
         return {
             "bars": bars,
             "legend": legend,
-            "setup": self.setup_text(typical | {"lora_rank": None}),
+            "setup": self.typical_setup_text(rows),
             "calculator_query": query,
         }
 

@@ -43,7 +43,12 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
         tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
     )
     tables["recommendations"] = recommend.recommendations(
-        tables["models"], tables["methods"], tables["servers"], tables["gpus"], constants
+        tables["models"],
+        tables["methods"],
+        tables["servers"],
+        tables["gpus"],
+        constants,
+        recommend.spread_of(tables["estimator_range"]),
     )
     tables["memory_breakdown"] = first_principles.memory_breakdown_table(
         tables["models"], tables["methods"], estimates, constants, recommend.job_gpus(tables["recommendations"])

@@ -1061,6 +1061,8 @@ RECOMMENDATIONS = Table(
             unit="gb",
             required=False,
         ),
+        Field("per_gpu_memory_low_gb", "float", unit="gb", required=False),
+        Field("per_gpu_memory_high_gb", "float", unit="gb", required=False),
         Field("gpu_memory_gb", "float", unit="gb"),
         Field(
             "link",

@@ -535,6 +535,12 @@ def test_cli_shows_the_recommendation_of_the_table(catalog):
     line = f"Recommendation (as data/recommendations.csv): 3 x {want['gpu_id']} in esc8000a-4x-h100 (1 server(s)"
     assert line in text.stdout
     assert "1 360 800 ₽ (month)" in text.stdout
+    # the per-card figure with the recommendations table's measured range, and the same range on the estimate
+    low, high = (f"{want[k]:,.1f}".replace(",", " ") for k in ("per_gpu_memory_low_gb", "per_gpu_memory_high_gb"))
+    assert f"GB per GPU (80 % of measured peaks: {low}–{high});" in text.stdout
+    spread = catalog["estimator_range"].filter(pl.col("scope") == "all").select("low_factor", "high_factor").row(0)
+    whole = json.loads(run.stdout)["readings_gb"]["whole_card"]
+    assert json.loads(run.stdout)["measured_range_gb"] == {"low": whole * spread[0], "high": whole * spread[1]}
     # another setup than the typical one: no table row is claimed for it
     other = json.loads(
         estimate_cli("--model", "llama-3-1-70b", "--method", "lora", "--seq-len", "4096", "--json").stdout

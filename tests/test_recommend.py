@@ -86,6 +86,29 @@ def test_several_chassis_without_a_network_is_never_recommended(catalog):
     assert recommend.best(pl.DataFrame(rows))["server_id"].to_list() == ["hgx"]
 
 
+def test_the_per_card_figure_carries_its_measured_range(catalog):
+    """Every row's per-card estimate gets the measured range of the estimator (estimator_range, all
+    rows): x low and x high; with too few measurements, none."""
+    one = servers({"server_id": "one-h200", "gpu_id": "h200-nvl", "gpu_count": 1, "interconnect": "pcie"})
+    methods = catalog["methods"].filter(pl.col("method_id") == "lora")
+    args = (catalog["models"], methods, one, catalog["gpus"], catalog.constants)
+    row = recommend.recommendations(*args, (0.5, 2.0)).filter(pl.col("model_id") == "generic-8b").row(0, named=True)
+    assert (row["per_gpu_memory_low_gb"], row["per_gpu_memory_high_gb"]) == (
+        row["per_gpu_memory_gb"] * 0.5,
+        row["per_gpu_memory_gb"] * 2.0,
+    )
+    plain = recommend.recommendations(*args).filter(pl.col("model_id") == "generic-8b").row(0, named=True)
+    assert plain["per_gpu_memory_gb"] == row["per_gpu_memory_gb"] and plain["per_gpu_memory_low_gb"] is None
+    too_big = recommend.recommendations(*args, (0.5, 2.0)).filter(pl.col("model_id") == "llama-3-1-405b")
+    assert too_big["per_gpu_memory_low_gb"].null_count() == too_big.filter(pl.col("gpus_per_job").is_null()).height
+    # the catalog's own range: the estimator_range row over all measurements
+    spread = catalog["estimator_range"].filter(pl.col("scope") == "all").select("low_factor", "high_factor").row(0)
+    assert recommend.spread_of(catalog["estimator_range"]) == spread
+    rows = catalog["recommendations"].filter(pl.col("per_gpu_memory_gb").is_not_null())
+    assert (rows["per_gpu_memory_low_gb"] == rows["per_gpu_memory_gb"] * spread[0]).all()
+    assert (rows["per_gpu_memory_high_gb"] == rows["per_gpu_memory_gb"] * spread[1]).all()
+
+
 def test_cost_under_rental_terms():
     c = {"hours_per_month": 720}
     # hourly price: hours x price x servers

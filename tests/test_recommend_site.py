@@ -101,6 +101,14 @@ def test_seed_offers_table_shows_the_recommendation(built, catalog):
     assert cell_text(catalog, best[("generic-13b", "full_amp")]) in text
 
 
+def test_model_page_gives_the_per_card_figure_with_its_measured_range(built, catalog):
+    r = best_rows(catalog)[("llama-3-1-70b", "lora")]
+    text = html.unescape(page(built, "models/llama-3-1-70b.html")).replace("\xa0", " ")
+    assert "Память на карту, ГБ (в скобках — диапазон 80 % замеров)" in text
+    low, high = fmt.gb(r["per_gpu_memory_low_gb"]), fmt.gb(r["per_gpu_memory_high_gb"])
+    assert f'>{fmt.gb(r["per_gpu_memory_gb"])} ({low}…{high})</td>' in text
+
+
 def test_server_page_price_date(built):
     text = page(built, "servers/esc8000a-8x-h100.html")
     assert "<dt>Цена на</dt><dd>12.10.2026</dd>" in text
@@ -130,6 +138,9 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
             assert line.endswith(shown), (model_id, method_id, line, shown)
             if r["gpus_per_job"] == 1:
                 assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
+                # the measured range of the same figure, as recommendations.csv has it
+                assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
+                assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
             href = p.get_attribute("#calc-quote", "href")
             assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
     # the simple and the advanced mode answer with the same line for the same inputs
@@ -153,7 +164,7 @@ def test_download_has_every_shown_figure(browser, site_server, catalog):
     rows = list(csv.reader(io.StringIO(unquote(href.split(",", 1)[1]).lstrip("\ufeff"))))
     figures = {r[1]: r[2] for r in rows if r[0] == "figure"}
     assert rows[1][2] == p.text_content("#calc-headline")
-    for name in ("out-fp-memory", "out-memory", "out-low", "out-high", "out-reco"):
+    for name in ("out-fp-memory", "out-fp-low", "out-fp-high", "out-memory", "out-low", "out-high", "out-reco"):
         assert figures[name] == p.text_content(f"#{name}").strip(), name
     cards = [r for r in rows if r[0] == "out-cards"]
     assert len(cards) == catalog["gpus"].height

@@ -39,14 +39,17 @@ def job_cards(arch, method_id: str, c: Mapping[str, object], gpu_memory_gb: floa
 rental_cost = training.rental_cost
 
 
-def recommendations(
+def recommendations(  # noqa: PLR0913
     models: pl.DataFrame,
     methods: pl.DataFrame,
     servers: pl.DataFrame,
     gpus: pl.DataFrame,
     c: Mapping[str, object],
+    spread: tuple[float, float] | None = None,
 ) -> pl.DataFrame:
-    """The `recommendations` table: one row per model x method x server, ranked within model x method."""
+    """The `recommendations` table: one row per model x method x server, ranked within model x method.
+    `spread`: the factors of the first-principles estimate's measured range (estimator_range, all rows:
+    80 % of published peaks lie between estimate x low and estimate x high), None with too few rows."""
     archs = memory.model_architectures(models)
     gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
@@ -70,9 +73,22 @@ def recommendations(
                         hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, False), utilization)
                     cards_by_gpu[server["gpu_id"]] = (cards, per_gpu, hours)
                 cards, per_gpu, hours = cards_by_gpu[server["gpu_id"]]
-                rows.append(_row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c))
+                row = _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c)
+                rows.append(row | measured_range(per_gpu, spread))
     frame = pl.DataFrame(rows, schema={k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k != "rank"})
     return rank(frame).select(RECOMMENDATIONS.columns)
+
+
+def measured_range(per_gpu: float | None, spread: tuple[float, float] | None) -> dict:
+    """The per-card figure's measured range: where 80 % of published peaks lie around such an estimate."""
+    low, high = (None, None) if per_gpu is None or spread is None else (per_gpu * spread[0], per_gpu * spread[1])
+    return {"per_gpu_memory_low_gb": low, "per_gpu_memory_high_gb": high}
+
+
+def spread_of(estimator_range: pl.DataFrame) -> tuple[float, float] | None:
+    """(low, high) factors of estimator_range's row over all measurements, None where it has none."""
+    row = estimator_range.filter(pl.col("scope") == "all").row(0, named=True)
+    return None if row["low_factor"] is None or row["high_factor"] is None else (row["low_factor"], row["high_factor"])
 
 
 def _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c) -> dict:  # noqa: PLR0913

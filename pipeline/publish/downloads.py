@@ -56,7 +56,7 @@ MADE_FROM = {
     "estimator_range": ("calibration",),
     "estimator_constants": ("constants", "calibration"),
     "pretraining": ("models", "gpus", "servers", "legacy_gpu_counts", "constants"),
-    "recommendations": ("models", "methods", "servers", "gpus", "constants", "typical_setup"),
+    "recommendations": ("models", "methods", "servers", "gpus", "constants", "typical_setup", "estimator_range"),
 }
 
 # Excel number formats; Excel shows them with the reader's locale ("1 200,0" in Russian).

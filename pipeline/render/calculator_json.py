@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict
 
 from pipeline.combine import Catalog
-from pipeline.estimate import first_principles
+from pipeline.estimate import first_principles, recommend
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.estimate.table_rule import RELATIVE_TOLERANCE, server_memory
 from pipeline.render import russian
@@ -57,6 +57,11 @@ def _dense_references(models) -> list[str]:
     return first_principles.shape_references(named)
 
 
+def _measured_range(catalog: Catalog) -> dict | None:
+    spread = recommend.spread_of(catalog["estimator_range"])
+    return None if spread is None else {"low_factor": spread[0], "high_factor": spread[1]}
+
+
 def estimator_data(catalog: Catalog) -> dict:
     """What the advanced mode needs: every model's architecture (synthetic for the generic sizes,
     as first_principles.model_architectures makes them), the estimator's options, Setup's defaults, constants."""
@@ -90,6 +95,8 @@ def estimator_data(catalog: Catalog) -> dict:
         * 1e6
         * float(catalog.constants[first_principles.TYPICAL_PREFIX + "epochs"]),
         "typical_lora_dropout": bool(catalog.constants[first_principles.TYPICAL_PREFIX + "lora_dropout"]),
+        # recommend.spread_of: the factors of the first-principles estimate's measured range (null: too few rows).
+        "measured_range": _measured_range(catalog),
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.
         "units": {

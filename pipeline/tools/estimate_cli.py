@@ -582,6 +582,11 @@ def result(catalog, args) -> dict:  # noqa: C901
         "reserved": breakdown.reserved / first_principles.GB,
         "whole_card": breakdown.card / first_principles.GB,
     }
+    from pipeline.estimate import recommend
+
+    spread = recommend.spread_of(catalog["estimator_range"])
+    card = breakdown.card / first_principles.GB
+    out["measured_range_gb"] = None if spread is None else {"low": card * spread[0], "high": card * spread[1]}
     out["peak_phase"] = breakdown.phase
     out["trainable_params"] = breakdown.trainable_params
     out["effective_batch"] = setup.micro_batch * setup.grad_accum * setup.gpus
@@ -679,12 +684,15 @@ def _recommendation_line(r: dict | None) -> str:
         return "Recommendation: data/recommendations.csv is for the catalog models in the typical setup; this request differs"
     if not r.get("recommended"):
         return "Recommendation: no catalog server takes the job in one chassis (several only over a declared network)"
+    measured = ""
+    if r.get("per_gpu_memory_low_gb") is not None:
+        measured = f" (80 % of measured peaks: {_gb(r['per_gpu_memory_low_gb'])}–{_gb(r['per_gpu_memory_high_gb'])})"
     cost = (
         "price on request" if r["cost_rub"] is None else f"{r['cost_rub']:,.0f} ₽ ({r['cost_basis']})".replace(",", " ")
     )
     return (
         f"Recommendation (as data/recommendations.csv): {r['gpus_per_job']} x {r['gpu_id']} in {r['server_id']}"
-        f" ({r['servers_count']} server(s), link {r['link']}), {_gb(r['per_gpu_memory_gb'])} GB per GPU;"
+        f" ({r['servers_count']} server(s), link {r['link']}), {_gb(r['per_gpu_memory_gb'])} GB per GPU{measured};"
         f" {r['hours']:,.1f} h on {r['tokens'] / 1e9:g} B tokens, {cost} (a draft estimate)"
     )
 
@@ -731,6 +739,11 @@ def render(out: dict) -> str:
     lines.append(f"  {'= reserved (max_memory_reserved)':<{width}}  {_gb(r['reserved']):>9}")
     lines.append(f"  {'+ CUDA context, NCCL buffers':<{width}}  {_gb(parts['context']):>9}")
     lines.append(f"  {'= whole card (nvidia-smi; must fit)':<{width}}  {_gb(r['whole_card']):>9}")
+    if out["measured_range_gb"]:
+        m = out["measured_range_gb"]
+        lines.append(
+            f"  80 % of published peaks lie between {_gb(m['low'])} and {_gb(m['high'])} GB for such an estimate"
+        )
     if parts["paged"]:
         lines.append(f"  {'paged optimizer states (unified memory)':<{width}}  {_gb(parts['paged']):>9}")
     lines.append(

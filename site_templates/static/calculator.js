@@ -1351,6 +1351,13 @@ function setup(form, data, text) {
     const gb = data.estimator.units.gb;
     const fp = estimateBreakdown(data, arch, base).total / gb;
     $("out-fp-memory").textContent = formatGb(fp);
+    // recommend.measured_range: the estimate times the measured factors (estimator_range, all rows).
+    const spread = data.estimator.measured_range;
+    $("out-fp-range").hidden = spread === null;
+    if (spread !== null) {
+      $("out-fp-low").textContent = formatGb(fp * spread.low_factor);
+      $("out-fp-high").textContent = formatGb(fp * spread.high_factor);
+    }
     $("out-fp-cards").textContent = formatInteger(base.gpus);
     const tokensM = parsePositive(field("tokens").value);
     const epochs = parsePositive(field("epochs").value);

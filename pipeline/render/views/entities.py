@@ -402,7 +402,7 @@ class EntityTables:
                         ),
                         f"servers/{r['server_id']}.html",
                     ),
-                    fmt.gb(r["per_gpu_memory_gb"]),
+                    self.per_gpu_text(r),
                     self.link_text(r),
                     fmt.number(r["hours"]),
                     self.cost_text(r),
@@ -414,6 +414,16 @@ class EntityTables:
             _unique(self.c["servers"]["reference_id"].to_list() + self.c["typical_setup"]["reference_id"].to_list()),
             ["recommendations"],
             [False, False, True, False, True, False],
+        )
+
+    def per_gpu_text(self, row: dict) -> str:
+        """The per-card figure of a recommendation with its measured range (recommendations' columns)."""
+        if row["per_gpu_memory_low_gb"] is None:
+            return fmt.gb(row["per_gpu_memory_gb"])
+        return self.L["reco"]["per_gpu_range"].format(
+            gb=fmt.gb(row["per_gpu_memory_gb"]),
+            low=fmt.gb(row["per_gpu_memory_low_gb"]),
+            high=fmt.gb(row["per_gpu_memory_high_gb"]),
         )
 
     def _option(self, option: dict | None):

@@ -106,7 +106,7 @@ def test_model_page_gives_the_per_card_figure_with_its_measured_range(built, cat
     text = html.unescape(page(built, "models/llama-3-1-70b.html")).replace("\xa0", " ")
     assert "Память на карту, ГБ (в скобках — диапазон 80 % замеров)" in text
     low, high = fmt.gb(r["per_gpu_memory_low_gb"]), fmt.gb(r["per_gpu_memory_high_gb"])
-    assert f'>{fmt.gb(r["per_gpu_memory_gb"])} ({low}…{high})</td>' in text
+    assert f">{fmt.gb(r['per_gpu_memory_gb'])} ({low}…{high})</td>" in text
 
 
 def test_server_page_price_date(built):

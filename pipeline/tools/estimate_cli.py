@@ -577,16 +577,8 @@ def result(catalog, args) -> dict:  # noqa: C901
         return out
     breakdown = first_principles.estimate(arch, setup, c)
     out["per_gpu_gb"] = breakdown.gb()
-    out["readings_gb"] = {
-        "allocated": breakdown.allocated / first_principles.GB,
-        "reserved": breakdown.reserved / first_principles.GB,
-        "whole_card": breakdown.card / first_principles.GB,
-    }
-    from pipeline.estimate import recommend
-
-    spread = recommend.spread_of(catalog["estimator_range"])
-    card = breakdown.card / first_principles.GB
-    out["measured_range_gb"] = None if spread is None else {"low": card * spread[0], "high": card * spread[1]}
+    out["readings_gb"] = {k: getattr(breakdown, v) / first_principles.GB for k, v in READINGS.items()}
+    out["measured_range_gb"] = _measured_range(catalog, breakdown.card / first_principles.GB)
     out["peak_phase"] = breakdown.phase
     out["trainable_params"] = breakdown.trainable_params
     out["effective_batch"] = setup.micro_batch * setup.grad_accum * setup.gpus
@@ -660,6 +652,18 @@ def result(catalog, args) -> dict:  # noqa: C901
     return out
 
 
+# What the card shows, as --json names it: first_principles.Breakdown's readings.
+READINGS = {"allocated": "allocated", "reserved": "reserved", "whole_card": "card"}
+
+
+def _measured_range(catalog, whole_card_gb: float) -> dict | None:
+    """Where 80 % of published peaks lie for such an estimate (estimator_range's factors), None with too few rows."""
+    from pipeline.estimate import recommend
+
+    spread = recommend.spread_of(catalog["estimator_range"])
+    return None if spread is None else {"low": whole_card_gb * spread[0], "high": whole_card_gb * spread[1]}
+
+
 def recommendation(catalog, args, setup: first_principles.Setup) -> dict | None:
     """The rank-1 row of `recommendations` (the same as data/recommendations.csv) for a catalog model in
     the typical setup; {"recommended": False} when no server takes the job; None for any other request
@@ -701,6 +705,23 @@ def _gb(value: float) -> str:
     return f"{value:,.1f}".replace(",", " ")
 
 
+def _reading_lines(out: dict, width: int) -> list[str]:
+    """What the card shows, reading by reading (allocated, reserved, whole card), and the measured range."""
+    parts, r = out["per_gpu_gb"], out["readings_gb"]
+    lines = [
+        f"  {'= allocated (max_memory_allocated)':<{width}}  {_gb(r['allocated']):>9}",
+        f"  {'+ allocator cache':<{width}}  {_gb(parts['cache']):>9}",
+        f"  {'= reserved (max_memory_reserved)':<{width}}  {_gb(r['reserved']):>9}",
+        f"  {'+ CUDA context, NCCL buffers':<{width}}  {_gb(parts['context']):>9}",
+        f"  {'= whole card (nvidia-smi; must fit)':<{width}}  {_gb(r['whole_card']):>9}",
+    ]
+    if m := out["measured_range_gb"]:
+        lines.append(
+            f"  80 % of published peaks lie between {_gb(m['low'])} and {_gb(m['high'])} GB for such an estimate"
+        )
+    return lines
+
+
 def render(out: dict) -> str:
     """The human-readable report."""
     s = out["setup"]
@@ -733,17 +754,7 @@ def render(out: dict) -> str:
     width = max(len(label) for _, label in PARTS) + 2
     for key, label in PARTS:
         lines.append(f"  {label:<{width}}  {_gb(parts[key]):>9}")
-    r = out["readings_gb"]
-    lines.append(f"  {'= allocated (max_memory_allocated)':<{width}}  {_gb(r['allocated']):>9}")
-    lines.append(f"  {'+ allocator cache':<{width}}  {_gb(parts['cache']):>9}")
-    lines.append(f"  {'= reserved (max_memory_reserved)':<{width}}  {_gb(r['reserved']):>9}")
-    lines.append(f"  {'+ CUDA context, NCCL buffers':<{width}}  {_gb(parts['context']):>9}")
-    lines.append(f"  {'= whole card (nvidia-smi; must fit)':<{width}}  {_gb(r['whole_card']):>9}")
-    if out["measured_range_gb"]:
-        m = out["measured_range_gb"]
-        lines.append(
-            f"  80 % of published peaks lie between {_gb(m['low'])} and {_gb(m['high'])} GB for such an estimate"
-        )
+    lines += _reading_lines(out, width)
     if parts["paged"]:
         lines.append(f"  {'paged optimizer states (unified memory)':<{width}}  {_gb(parts['paged']):>9}")
     lines.append(

@@ -403,19 +403,12 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
         (line, col, value, message("rules.anchor_missing", size=_num(size))) for line, col, value, size in missing
     ]
     _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_sizes"), missing)
-    shrinking = con.sql(
-        f"""
-        SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_size, prev_memory FROM (
-          SELECT *, lag(params_b) OVER w AS prev_size, lag(memory_gb) OVER w AS prev_memory
-          FROM typed_memory_anchors WHERE memory_gb IS NOT NULL AND params_b IS NOT NULL
-          WINDOW w AS (PARTITION BY method_id ORDER BY params_b))
-        WHERE memory_gb < prev_memory ORDER BY {LINE}
-        """
-    ).fetchall()
+    # Memory grows with the size, method by method.
+    shrinking = _memory_falls(con, "typed_memory_anchors a", "a.method_id", "a.params_b", "a.params_b")
     rows = [
         (
             line,
-            col,
+            "memory_gb",
             _num(memory),
             message(
                 "rules.anchor_shrinks",
@@ -425,34 +418,42 @@ def anchor_rules(con, sources_dir: Path, names: set[str], out: Validation) -> No
                 prev_memory=_num(prev_memory),
             ),
         )
-        for line, col, memory, method, size, prev_size, prev_memory in shrinking
+        for line, memory, method, size, prev_size, prev_memory in shrinking
     ]
     _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_growth"), rows)
-    _anchor_order_rule(con, sources_dir, out)
-
-
-def _anchor_order_rule(con, sources_dir: Path, out: Validation) -> None:
-    """At every anchor size, memory does not fall from one method to the next in the methods' order."""
-    disorder = con.sql(
-        f"""
-        SELECT {LINE}, 'memory_gb', memory_gb, method_id, params_b, prev_method, prev_memory FROM (
-          SELECT a.*, lag(a.method_id) OVER w AS prev_method, lag(a.memory_gb) OVER w AS prev_memory
-          FROM typed_memory_anchors a JOIN typed_methods m USING (method_id)
-          WHERE a.memory_gb IS NOT NULL AND a.params_b IS NOT NULL AND m.sort_order IS NOT NULL
-          WINDOW w AS (PARTITION BY a.params_b ORDER BY m.sort_order))
-        WHERE memory_gb < prev_memory ORDER BY {LINE}
-        """
-    ).fetchall()
+    # At every size, memory does not fall from one method to the next in the methods' order.
+    disorder = _memory_falls(
+        con,
+        "typed_memory_anchors a JOIN typed_methods m USING (method_id)",
+        "a.params_b",
+        "m.sort_order",
+        "a.method_id",
+    )
     rows = [
         (
             line,
-            col,
+            "memory_gb",
             _num(memory),
             message("rules.anchor_order", size=_num(size), method=method, prev=prev, prev_memory=_num(prev_memory)),
         )
-        for line, col, memory, method, size, prev, prev_memory in disorder
+        for line, memory, method, size, prev, prev_memory in disorder
     ]
     _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_order"), rows)
+
+
+def _memory_falls(con, source: str, partition: str, order: str, previous: str) -> list[tuple]:
+    """Anchor rows (alias `a` in `source`) whose memory is below the previous row's in the window
+    (partition, order), rows with an empty size, memory or order aside: (line, memory, method, size,
+    the previous row's `previous`, the previous row's memory)."""
+    return con.sql(
+        f"""
+        SELECT {LINE}, memory_gb, method_id, params_b, prev, prev_memory FROM (
+          SELECT a.*, lag({previous}) OVER w AS prev, lag(a.memory_gb) OVER w AS prev_memory
+          FROM {source} WHERE a.memory_gb IS NOT NULL AND a.params_b IS NOT NULL AND {order} IS NOT NULL
+          WINDOW w AS (PARTITION BY {partition} ORDER BY {order}))
+        WHERE memory_gb < prev_memory ORDER BY {LINE}
+        """
+    ).fetchall()
 
 
 def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103

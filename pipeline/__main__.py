@@ -53,6 +53,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(code, f"{self.prog}: error: {message}\n")
 
 
+class VersionAction(argparse.Action):
+    """`--version`, read from the installed package's metadata only when it is asked for
+    (importlib.metadata costs more than a build that has nothing to do)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
 def version() -> str:
     """The installed package's version (`--version`)."""
     from importlib.metadata import PackageNotFoundError
@@ -75,6 +87,7 @@ def print_warnings(warnings) -> None:
 
 
 ESTIMATE_HELP = "memory of one training setup from first principles, and what it fits"
+PUBLISH_HELP = "publish the built site to S3-compatible storage (only what changed)"
 
 
 def cli() -> None:
@@ -90,23 +103,35 @@ def parser(argv: list[str] | None, prog: str) -> Parser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=VersionAction, help="show the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     add_build(commands)
     add_check(commands)
     add_serve(commands)
     add_diff(commands)
     words = sys.argv[1:] if argv is None else argv
-    if "estimate" in words or not any(w in ("build", "check", "serve", "diff", "publish") for w in words):
-        from pipeline.tools import estimate_cli as estimate_command  # (polars): only when it may be the command
+    # The estimate and publish parsers import their tools (polars; mimetypes): only when it may be the command.
+    if may_be("estimate", words):
+        from pipeline.tools import estimate_cli
 
-        estimate_command.add_parser(commands)
+        estimate_cli.add_parser(commands)
     else:
         commands.add_parser("estimate", help=ESTIMATE_HELP)
-    from pipeline.tools import publish_s3
+    if may_be("publish", words):
+        from pipeline.tools import publish_s3
 
-    publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter)
+        publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter, PUBLISH_HELP)
+    else:
+        commands.add_parser("publish", help=PUBLISH_HELP)
     return parser
+
+
+COMMANDS = ("build", "check", "serve", "diff", "estimate", "publish")
+
+
+def may_be(command: str, words: list[str]) -> bool:
+    """Whether `command` may be the one asked for: named, or no command named at all (help, a typo)."""
+    return command in words or not any(w in COMMANDS for w in words)
 
 
 def add_build(commands) -> None:

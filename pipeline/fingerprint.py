@@ -11,6 +11,7 @@ import errno
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from pipeline import ROOT, TEMPLATES
@@ -35,10 +36,84 @@ def build_date() -> dt.date:
 def tree_hash(folder: Path, pattern: str = "*") -> str:
     """One hash over every file below `folder` (names and contents)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    paths = sorted(p for p in folder.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+    with Digests(folder) as digests:
+        for path in paths:
+            digest.update(str(path.relative_to(folder)).encode() + b"\0")
+            digest.update(bytes.fromhex(digests.of(path)))
     return digest.hexdigest()
+
+
+class Digests:
+    """The SHA-256 of the files below one folder, remembered between processes by their status
+    (git's index): a file whose size, modification and change times, inode and device are those it
+    had when it was hashed is not read again. The change time (ctime) is set by the kernel on every
+    write, rename or `touch`, and no program can set it back, so a file edited in any way is hashed
+    anew. A file changed within RACY_NS of its hashing could still show the same times, so such an
+    entry is not trusted until it is hashed again later (git's "racily clean" rule).
+
+    The memory lives in the user cache (pipeline.cache, namespace `file-digests`, one entry per
+    folder) and is checked like every entry there; a missing, corrupted or foreign entry only costs
+    the hashing. Used as a context manager: what was hashed is stored on leaving.
+    """
+
+    NAMESPACE = "file-digests"
+    FORMAT = "file-digests/1"
+    RACY_NS = 2_000_000_000  # coarser than any file system's timestamps (FAT's 2 s)
+
+    def __init__(self, folder: Path):
+        from pipeline import cache
+
+        self.folder = Path(os.path.abspath(folder))  # not resolved: output/ may be a link switched by each build
+        self.given = str(folder).rstrip(os.sep) + os.sep  # the paths asked for start with it (relpath is slow)
+        self.store = cache.Cache()
+        self.key = cache.make_key(self.FORMAT, str(self.folder))
+        self.known = self._read()
+        self.changed = False
+
+    def _read(self) -> dict:
+        if os.environ.get(MEMO_ENV) == "off":
+            return {}
+        payload = self.store.get(self.NAMESPACE, self.key)
+        try:
+            known = json.loads(payload) if payload else {}
+        except ValueError:
+            return {}
+        return known if isinstance(known, dict) else {}
+
+    def of(self, path: Path) -> str:
+        """The SHA-256 (hex) of `path`'s bytes; OSError when it cannot be read."""
+        status = os.stat(path)
+        stamp = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev]
+        shown = str(path)
+        rel = shown[len(self.given) :] if shown.startswith(self.given) else os.path.relpath(path, self.folder)
+        entry = self.known.get(rel)
+        if (
+            isinstance(entry, list)
+            and len(entry) == 7
+            and entry[:5] == stamp
+            and isinstance(entry[5], int)
+            and status.st_ctime_ns < entry[5] - self.RACY_NS
+            and isinstance(entry[6], str)
+        ):
+            return entry[6]
+        hashed_at = time.time_ns()
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        self.known[rel] = [*stamp, hashed_at, digest]
+        self.changed = True
+        return digest
+
+    def __enter__(self) -> Digests:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.changed and os.environ.get(MEMO_ENV) != "off":
+            kept = {rel: entry for rel, entry in self.known.items() if os.path.lexists(self.folder / rel)}
+            self.store.put(self.NAMESPACE, self.key, json.dumps(kept, separators=(",", ":")).encode())
+
+
+MEMO_ENV = "GPU_FINETUNE_DIGEST_MEMO"  # "off": hash every file every time
 
 
 def inputs(sources: Path, base_url: str) -> dict[str, str]:
@@ -83,13 +158,13 @@ def intact(out: Path, state: dict) -> bool:
     if found is None or found != set(expected) | {STATE} or database not in expected:
         return False
     expected[database] = _database_digest(out / database)
-    for rel, digest in expected.items():
-        try:
-            with open(out / rel, "rb") as f:
-                if hashlib.file_digest(f, "sha256").hexdigest() != digest:
+    with Digests(out) as digests:
+        for rel, digest in expected.items():
+            try:
+                if digests.of(out / rel) != digest:
                     return False
-        except OSError:
-            return False
+            except OSError:
+                return False
     return True
 
 

@@ -4,7 +4,7 @@ slot is a bug (tests/test_messages.py checks that every key the code names exist
 
 from __future__ import annotations
 
-import tomllib
+import contextlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,8 +12,29 @@ CATALOGUE = Path(__file__).resolve().parent.parent / "site_templates" / "message
 
 
 @lru_cache(maxsize=1)
-def catalogue() -> dict[str, str]:  # noqa: D103
-    return tomllib.loads(CATALOGUE.read_text(encoding="utf-8"))
+def catalogue() -> dict[str, str]:
+    """The parsed catalogue. Parsing TOML costs more than a build with nothing to do, so the parse is
+    kept as JSON in the user cache (pipeline.cache), keyed by the file's bytes; a missing or bad entry
+    means parsing again."""
+    import hashlib
+    import json
+
+    from pipeline import cache
+
+    data = CATALOGUE.read_bytes()
+    store = cache.Cache()
+    key = cache.make_key("messages/1", hashlib.sha256(data).hexdigest())
+    kept = store.get("messages", key)
+    if kept is not None:
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(kept)
+            if isinstance(parsed, dict):
+                return parsed
+    import tomllib
+
+    parsed = tomllib.loads(data.decode("utf-8"))
+    store.put("messages", key, json.dumps(parsed, ensure_ascii=False).encode("utf-8"))
+    return parsed
 
 
 def message(key: str, **slots) -> str:

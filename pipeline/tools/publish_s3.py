@@ -195,12 +195,13 @@ def publish(  # noqa: PLR0913
     return todo
 
 
-def add_parser(commands, formatter) -> None:  # noqa: D103
+def add_parser(commands, formatter, help_text: str) -> None:
+    """`publish`: its options (`help_text` is the command's line in `--help`, kept by the CLI)."""
     import os
 
     p = commands.add_parser(
         "publish",
-        help="publish the built site to S3-compatible storage (only what changed)",
+        help=help_text,
         description="Publish OUT/site to S3-compatible object storage.\n\n" + __doc__.split("\n\n", 1)[1],
         epilog=EXIT_CODES,
         formatter_class=formatter,

@@ -1,0 +1,125 @@
+"""fingerprint.Digests: file hashes remembered by the files' status, so that a build with nothing to
+do reads no file, and a file changed in any way is read again."""
+
+import builtins
+import hashlib
+import os
+
+import pytest
+
+from pipeline import fingerprint
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(fingerprint.MEMO_ENV, raising=False)
+    return tmp_path / "cache"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def reads(monkeypatch) -> list[str]:
+    """The files opened from now on."""
+    opened: list[str] = []
+    real = builtins.open
+
+    def spy(file, *args, **kwargs):
+        opened.append(os.fspath(file))
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    return opened
+
+
+def hash_once(folder, name) -> str:
+    with fingerprint.Digests(folder) as digests:
+        return digests.of(folder / name)
+
+
+def test_a_file_hashed_long_enough_ago_is_not_read_again(tmp_path, cache_dir, monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(b"first")
+    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)  # trust at once (the real rule waits 2 s)
+    assert hash_once(folder, "a.html") == sha(b"first")
+    opened = reads(monkeypatch)
+    assert hash_once(folder, "a.html") == sha(b"first")
+    assert str(folder / "a.html") not in opened
+
+
+def test_same_size_and_modification_time_are_not_enough(tmp_path, cache_dir, monkeypatch):
+    """Bytes replaced and the modification time put back: the change time moved, so it is read."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    page = folder / "a.html"
+    page.write_bytes(b"first")
+    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)
+    assert hash_once(folder, "a.html") == sha(b"first")
+    before = page.stat()
+    page.write_bytes(b"XXXXX")
+    os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert page.stat().st_size == before.st_size and page.stat().st_mtime_ns == before.st_mtime_ns
+    assert hash_once(folder, "a.html") == sha(b"XXXXX")
+
+
+def test_a_racily_clean_entry_is_not_trusted(tmp_path, cache_dir):
+    """Hashed within RACY_NS of its last change: a file system with coarse times could show the same
+    status after another write, so the file is read again (git's rule)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    page = folder / "a.html"
+    page.write_bytes(b"first")
+    with fingerprint.Digests(folder) as digests:
+        digests.of(page)
+        # the same status as now, as a coarse clock would show after the next write
+        status = page.stat()
+        stamp = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev]
+        assert digests.known["a.html"][:5] == stamp
+    page.write_bytes(b"other")
+    with fingerprint.Digests(folder) as digests:
+        status = page.stat()
+        hashed_at = digests.known["a.html"][5]
+        digests.known["a.html"] = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino,
+                                   status.st_dev, hashed_at, sha(b"first")]  # fmt: skip
+        assert digests.of(page) == sha(b"other")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"not json", b"[1, 2]", b'{"a.html": "nope"}', b'{"a.html": [1, 2, 3]}'],
+)
+def test_a_foreign_or_broken_memory_is_ignored(tmp_path, cache_dir, monkeypatch, payload):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(b"first")
+    store = fingerprint.Digests(folder)
+    store.store.put(store.NAMESPACE, store.key, payload)
+    assert hash_once(folder, "a.html") == sha(b"first")
+
+
+def test_the_memory_can_be_switched_off(tmp_path, cache_dir, monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(b"first")
+    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)
+    monkeypatch.setenv(fingerprint.MEMO_ENV, "off")
+    hash_once(folder, "a.html")
+    opened = reads(monkeypatch)
+    hash_once(folder, "a.html")
+    assert str(folder / "a.html") in opened
+    assert not (cache_dir / fingerprint.Digests.NAMESPACE).exists()
+
+
+def test_files_gone_are_forgotten(tmp_path, cache_dir, monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    (folder / "a.html").write_bytes(b"a")
+    (folder / "b.html").write_bytes(b"b")
+    assert fingerprint.tree_hash(folder) != ""
+    (folder / "b.html").unlink()
+    (folder / "c.html").write_bytes(b"c")
+    fingerprint.tree_hash(folder)
+    assert sorted(fingerprint.Digests(folder).known) == ["a.html", "c.html"]

@@ -214,3 +214,42 @@ def test_catalog_without_prices_has_no_price_chart(catalog):
     site = Renderer(Catalog(tables, catalog.constants)).render().site
     assert [name for name in site if name.startswith("charts/")] == [next(n for n in site if "charts/memory." in n)]
     assert 'id="chart-memory"' in site["charts.html"] and 'id="chart-price"' not in site["charts.html"]
+
+
+def test_a_drawn_chart_is_remembered_across_processes(catalog, svgs, tmp_path, monkeypatch):
+    """The memory chart comes from the user cache once drawn: a new process (here: a fresh cache
+    object, and vl-convert made to fail) gets the same bytes; a changed constant draws it again."""
+    import vl_convert
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    labels = load_labels()
+    alt = charts.memory_alt(catalog, labels)
+    first = charts.memory_svg(catalog, labels, alt)
+    assert first == svgs["memory"]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(vl_convert, "vegalite_to_svg", refuse)
+    assert charts.memory_svg(catalog, labels, alt) == first
+
+    import dataclasses
+
+    anchors = catalog["memory_anchors"].with_columns(pl.col("params_b") * 2)
+    changed = dataclasses.replace(catalog, tables=catalog.tables | {"memory_anchors": anchors})
+    with pytest.raises(AssertionError, match="drawn again"):
+        charts.memory_svg(changed, labels, alt)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\xff\xfe", b"not an svg"])
+def test_a_broken_chart_entry_is_drawn_again(catalog, svgs, tmp_path, monkeypatch, payload):
+    from pipeline import cache
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    labels = load_labels()
+    alt = charts.memory_alt(catalog, labels)
+    charts.memory_svg(catalog, labels, alt)
+    folder = tmp_path / "cache" / charts.MEMORY_NAMESPACE
+    (entry,) = folder.iterdir()
+    cache.Cache().put(charts.MEMORY_NAMESPACE, entry.stem, payload)
+    assert charts.memory_svg(catalog, labels, alt) == svgs["memory"]

@@ -8,6 +8,7 @@ each chart with a text alternative and the data table beside it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -256,8 +257,28 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
     ), {"servers": rows}
 
 
-_SVG: dict[str, str] = {}
+SVG_NAMESPACE = "chart-svg"  # pipeline.cache: Vega-Lite's drawing of a spec, by the spec and vl-convert's version
 _CLIP_ID = re.compile(r"\b(clip|gradient|pattern)(\d+)\b")
+
+
+def drawn(spec: dict, vl_convert) -> str:
+    """vl-convert's SVG of `spec`, remembered in the user cache (pipeline.cache): drawing is most of a
+    chart's cost, and the same spec with the same vl-convert gives the same drawing, so a build in a
+    new process (or `just serve` after an edit) draws a chart again only when its data changed."""
+    from pipeline import cache
+
+    store = cache.Cache()
+    text = json.dumps(spec, sort_keys=True, default=str)
+    key = cache.make_key(SVG_NAMESPACE, getattr(vl_convert, "__version__", "?"), text)
+    kept = store.get(SVG_NAMESPACE, key)
+    if kept is not None:
+        with contextlib.suppress(UnicodeDecodeError):
+            svg = kept.decode("utf-8")
+            if svg.startswith("<svg"):
+                return svg
+    svg = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
+    store.put(SVG_NAMESPACE, key, svg.encode("utf-8"))
+    return svg
 
 
 def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
@@ -269,10 +290,7 @@ def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
     spec = chart.properties(description=description).to_dict()
     spec.pop("$schema", None)
     spec["datasets"] = datasets
-    key = json.dumps(spec, sort_keys=True, default=str)
-    if key not in _SVG:  # a warm process (`just serve`) draws a chart again only when its data changed
-        _SVG[key] = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
-    svg = _SVG[key]
+    svg = drawn(spec, vl_convert)
     # Vega numbers clip paths from a counter that lives as long as the process; renumber from 1
     # so that the same data gives the same bytes however many charts were drawn before.
     seen: dict[str, str] = {}
@@ -414,7 +432,7 @@ def _hashed(name: str, svg: str) -> str:
 
 # Every table memory_chart reads, directly or through the estimate rules.
 MEMORY_CHART_TABLES = ("memory_anchors", "methods", "models", "gpus", "constants")
-_MEMORY_SVG: dict[str, str] = {}
+MEMORY_NAMESPACE = "memory-chart"  # pipeline.cache: the memory chart's SVG, by its tables, labels and the code
 
 
 def _content_key(catalog: Catalog, tables: tuple[str, ...], *extra) -> str:
@@ -426,17 +444,38 @@ def _content_key(catalog: Catalog, tables: tuple[str, ...], *extra) -> str:
     return digest.hexdigest()
 
 
+def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
+    """The memory chart's SVG. It does not depend on servers or prices, and building it with Altair is
+    the slow part, so it is remembered in the user cache (pipeline.cache) by the tables it is drawn
+    from, its labels and alt text, the pipeline's code and vl-convert's version: a build after a price
+    edit, in any process, reuses it."""
+    import vl_convert
+
+    from pipeline import cache, fingerprint
+
+    store = cache.Cache()
+    key = cache.make_key(
+        MEMORY_NAMESPACE,
+        _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alt),
+        fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
+        getattr(vl_convert, "__version__", "?"),
+    )
+    kept = store.get(MEMORY_NAMESPACE, key)
+    if kept is not None:
+        with contextlib.suppress(UnicodeDecodeError):
+            svg = kept.decode("utf-8")
+            if svg.startswith("<svg"):
+                return svg
+    svg = to_svg(*memory_chart(catalog, labels), alt)
+    store.put(MEMORY_NAMESPACE, key, svg.encode("utf-8"))
+    return svg
+
+
 def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:
     """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
     lists a view's sources (both the Renderer's)."""
     alts = {"memory": memory_alt(catalog, labels)}
-    # The memory chart does not depend on servers or prices: a warm process (`just serve`) reuses
-    # it until one of the tables it is drawn from changes (building it with Altair is the slow part).
-    key = _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alts["memory"])
-    if key not in _MEMORY_SVG:
-        _MEMORY_SVG.clear()
-        _MEMORY_SVG[key] = to_svg(*memory_chart(catalog, labels), alts["memory"])
-    svgs = {"memory": _MEMORY_SVG[key]}
+    svgs = {"memory": memory_svg(catalog, labels, alts["memory"])}
     views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
     # A catalog where every price is "on request" has no price chart; the page leaves it out.
     if priced_servers(catalog).height:

@@ -232,9 +232,11 @@ def claim(condition, statement: str, **now) -> str:
 # -- typography --
 
 _UNIT = r"(?:[%‰₽$€]|[А-Яа-яЁёA-Za-z])"
-_RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
+# Each rule: its pattern, its replacement, and what the text must hold for it to match at all (a rule
+# runs only then: most pages have no quote, «т.» or «№»); () means always.
+_RULES_TEXT: tuple[tuple[re.Pattern, str, tuple[str, ...]], ...] = (
     # straight double quotes around text become «ёлочки»
-    (re.compile(r'(?<![\w="])"([^"<>\n=\x00]+?)"(?![\w=])'), r"«\1»"),
+    (re.compile(r'(?<![\w="])"([^"<>\n=\x00]+?)"(?![\w=])'), r"«\1»", ('"',)),
     # a number and its unit or noun: «1 200 ГБ», «50 %», «13 млрд», «5 карт», «585 000 ₽/мес»
     # (not before a short preposition or conjunction: «1 из 5», «2 и 3», «5 или 6»)
     (
@@ -242,35 +244,39 @@ _RULES_TEXT: tuple[tuple[re.Pattern, str], ...] = (
             r"(?<![\w.])(\d(?:[\d\u00a0]*\d)?(?:[.,]\d+)?) (?!(?:[а-яё]{1,2}|или)[\s\u00a0,.)])(?=" + _UNIT + ")"
         ),
         r"\1" + NBSP,
+        (),
     ),
     # «×» between two numbers or a number and a name: «2 × H100», «8 × 7B»
-    (re.compile(r" ?× ?"), NBSP + "×" + NBSP),
+    (re.compile(r" ?× ?"), NBSP + "×" + NBSP, ("×",)),
     # «т. е.», «т. д.», «т. п.», «т. к.», «и т. д.»
-    (re.compile(r"\bт\. ?([едпк])\."), "т." + NBSP + r"\1."),
+    (re.compile(r"\bт\. ?([едпк])\."), "т." + NBSP + r"\1.", ("т.",)),
     # a spaced hyphen or en dash between words becomes an em dash
-    (re.compile(r"(?<=[\w»)]) [-–] (?=[\w«(])"), " — "),
+    (re.compile(r"(?<=[\w»)]) [-–] (?=[\w«(])"), " — ", (" -", " –")),
     # an em dash keeps to the word before it: «слово — слово»
-    (re.compile(r"(?<=[^\s|>\x00]) — "), NBSP + "— "),
+    (re.compile(r"(?<=[^\s|>\x00]) — "), NBSP + "— ", (" — ",)),
     # «№ 5», «§ 2»
-    (re.compile(r"([№§]) ?(?=\d)"), r"\1" + NBSP),
+    (re.compile(r"([№§]) ?(?=\d)"), r"\1" + NBSP, ("№", "§")),
 )
 
 # Parts of HTML a typographer leaves alone: tags (attributes), comments, script, style, code, pre, and
 # the title (it must read as the og:title attribute does).
+# Each pattern is one capturing group (HTML's has a second, the element's name), so that re.split
+# returns the text pieces and the parts kept in one pass of C.
 _HTML_SKIP = re.compile(
-    r"<(script|style|pre|code|textarea|title)\b.*?</\1>|<!--.*?-->|<[^>]*>",
+    r"(<(script|style|pre|code|textarea|title)\b.*?</\2>|<!--.*?-->|<[^>]*>)",
     re.DOTALL | re.IGNORECASE,
 )
 # Parts of Markdown left alone: fenced blocks, code spans, link and image targets, raw tags, URLs.
 _MD_SKIP = re.compile(
-    r"```.*?```|`[^`\n]*`|\]\([^)\n]*\)|<[^>\n]*>|https?://\S+|^\|?[ :|-]+\|[ :|-]*$",
+    r"(```.*?```|`[^`\n]*`|\]\([^)\n]*\)|<[^>\n]*>|https?://\S+|^\|?[ :|-]+\|[ :|-]*$)",
     re.DOTALL | re.MULTILINE,
 )
 
 
 def _text_rules(text: str) -> str:
-    for pattern, replacement in _RULES_TEXT:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, needs in _RULES_TEXT:
+        if not needs or any(n in text for n in needs):
+            text = pattern.sub(replacement, text)
     return text
 
 
@@ -285,17 +291,12 @@ def typograph(text: str, mode: str = "html") -> str:
     rules run once over the whole document (a page has thousands of table cells)."""
     if _JOIN in text:
         text = text.replace(_JOIN, "")
-    skip = _HTML_SKIP if mode == "html" else _MD_SKIP
-    kept, pieces, last = [], [], 0
-    for match in skip.finditer(text):
-        pieces.append(text[last : match.start()])
-        kept.append(match.group(0))
-        last = match.end()
-    pieces.append(text[last:])
-    done = _text_rules(_JOIN.join(pieces)).split(_JOIN)
-    out = [done[0]]
-    for part, piece in zip(kept, done[1:], strict=True):
-        out += (part, piece)
+    skip, step = (_HTML_SKIP, 3) if mode == "html" else (_MD_SKIP, 2)
+    parts = skip.split(text)  # piece, kept[, name], piece, kept[, name], …, piece
+    done = _text_rules(_JOIN.join(parts[::step])).split(_JOIN)
+    out = [""] * (2 * len(done) - 1)
+    out[::2] = done
+    out[1::2] = parts[1::step]
     return "".join(out)
 
 

@@ -14,8 +14,8 @@ Pure: frames and constants in, one frame out.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 import polars as pl
 
@@ -27,11 +27,12 @@ from pipeline.schema import RECOMMENDATIONS
 REASONS = ("one_chassis", "several_chassis", "needs_network", "does_not_fit")
 
 
-def job_cards(arch, method_id: str, c: Mapping[str, object], gpu_memory_gb: float) -> int | None:
-    """Fewest cards of `gpu_memory_gb` the typical setup of `method_id` fits on, or None."""
-    if memory.fits(memory.estimate(arch, memory.typical_setup(method_id, c, 1), c), gpu_memory_gb):
+def job_cards(arch, setup: Callable[[int], memory.Setup], c: Mapping[str, object], gpu_memory_gb: float) -> int | None:
+    """Fewest cards of `gpu_memory_gb` a typical setup fits on (`setup(cards)` gives it on that many
+    cards: one plainly, more with the multi-GPU sharding), or None."""
+    if memory.fits(memory.estimate(arch, setup(1), c), gpu_memory_gb):
         return 1
-    found = memory.min_gpus(arch, memory.typical_setup(method_id, c, 2), c, gpu_memory_gb)
+    found = memory.min_gpus(arch, setup(2), c, gpu_memory_gb)
     return None if found is None else max(found, 2)
 
 
@@ -49,89 +50,143 @@ def recommendations(  # noqa: PLR0913
 ) -> pl.DataFrame:
     """The `recommendations` table: one row per model x method x server, ranked within model x method.
     `spread`: the factors of the first-principles estimate's measured range (estimator_range, all rows:
-    80 % of published peaks lie between estimate x low and estimate x high), None with too few rows."""
-    archs = memory.model_architectures(models)
-    gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
+    80 % of published peaks lie between estimate x low and estimate x high), None with too few rows.
+
+    The estimator runs once per model x method x GPU (`jobs`); what each server makes of a job (how
+    many chassis, the link, the rent) is column arithmetic over the join with the servers."""
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     utilization = float(c["default_utilization"])
+    job = jobs(models, methods, servers, gpus, c, tokens, utilization)
+    count, cards = pl.col("gpus_per_server"), pl.col("gpus_per_job")
+    fits = cards.is_not_null()
+    network = pl.col("network").fill_null("") != ""
+    chassis = (cards + count - 1) // count
+    frame = (
+        job.join(
+            servers.select(
+                "server_id",
+                "gpu_id",
+                pl.col("gpu_count").alias("gpus_per_server"),
+                "interconnect",
+                "network",
+                *training.PRICE_COLUMNS,
+            ),
+            on="gpu_id",
+        )  # fmt: skip
+        .with_columns(servers_count=chassis)
+        .with_columns(
+            reason=pl.when(~fits)
+            .then(pl.lit("does_not_fit"))
+            .when(pl.col("servers_count") == 1)
+            .then(pl.lit("one_chassis"))
+            .when(network)
+            .then(pl.lit("several_chassis"))
+            .otherwise(pl.lit("needs_network")),
+            link=pl.when(~fits)
+            .then(None)
+            .when(cards == 1)
+            .then(pl.lit("one_card"))
+            .when(pl.col("servers_count") == 1)
+            .then(pl.col("interconnect"))
+            .otherwise(pl.col("network")),
+            hours_all_cards=pl.col("hours") * cards / (pl.col("servers_count") * count),
+            **{
+                name: pl.when(fits).then(expr)
+                for name, expr in training.rental_terms(pl.col("hours"), pl.col("servers_count"), c).items()
+            },
+            tokens=pl.lit(tokens),
+            utilization=pl.lit(utilization),
+            **_measured_columns(spread),
+        )
+        .with_columns(recommended=pl.col("reason").is_in(["one_chassis", "several_chassis"]))
+    )
+    schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k != "rank"}
+    frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
+    return rank(frame).select(RECOMMENDATIONS.columns)
+
+
+def jobs(  # noqa: PLR0913
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    servers: pl.DataFrame,
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    tokens: float,
+    utilization: float,
+) -> pl.DataFrame:
+    """One row per model x method x GPU that a catalog server carries: the fewest cards the job fits
+    on (`job_cards`, null where none does), the first-principles memory per card and the draft hours."""
+    archs = memory.model_architectures(models)
+    used = set(servers["gpu_id"].to_list())
+    gpu_rows = [g for g in gpus.sort("gpu_id").iter_rows(named=True) if g["gpu_id"] in used]
     method_ids = methods.sort("sort_order")["method_id"].to_list()
-    server_rows = servers.sort("server_id").to_dicts()
+    setups: dict[tuple[str, int], memory.Setup] = {}  # the typical setup does not depend on the model
+
+    def typical(method_id: str, cards: int) -> memory.Setup:
+        if (method_id, cards) not in setups:
+            setups[method_id, cards] = memory.typical_setup(method_id, c, cards)
+        return setups[method_id, cards]
+
     rows = []
     for model_id in sorted(archs):
         arch = archs[model_id]
         for method_id in method_ids:
-            cards_by_gpu: dict[str, tuple] = {}
-            for server in server_rows:
-                gpu = gpu_rows[server["gpu_id"]]
-                if server["gpu_id"] not in cards_by_gpu:
-                    cards = job_cards(arch, method_id, c, float(gpu["memory_gb"]))
-                    per_gpu = hours = None
-                    if cards is not None:
-                        setup = memory.typical_setup(method_id, c, cards)
-                        per_gpu = memory.estimate(arch, setup, c).total / memory.GB
-                        flops = training.training_flops(arch, setup, tokens, c)
-                        hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, False), utilization)
-                    cards_by_gpu[server["gpu_id"]] = (cards, per_gpu, hours)
-                cards, per_gpu, hours = cards_by_gpu[server["gpu_id"]]
-                row = _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c)
-                rows.append(row | measured_range(per_gpu, spread))
-    frame = pl.DataFrame(rows, schema={k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k != "rank"})
-    return rank(frame).select(RECOMMENDATIONS.columns)
+            setup = partial(typical, method_id)
+            by_memory: dict[float, int | None] = {}  # the cards depend on the card's memory only
+            by_cards: dict[int, tuple[float, float]] = {}  # memory per card and compute, on the cards
+            for gpu in gpu_rows:
+                size = float(gpu["memory_gb"])
+                if size not in by_memory:
+                    by_memory[size] = job_cards(arch, setup, c, size)
+                cards = by_memory[size]
+                per_gpu = hours = None
+                if cards is not None:
+                    if cards not in by_cards:
+                        on_cards = setup(cards)
+                        by_cards[cards] = (
+                            memory.estimate(arch, on_cards, c).total / memory.GB,
+                            training.training_flops(arch, on_cards, tokens, c),
+                        )
+                    per_gpu, flops = by_cards[cards]
+                    hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, False), utilization)
+                rows.append(
+                    {
+                        "model_id": model_id,
+                        "method_id": method_id,
+                        "gpu_id": gpu["gpu_id"],
+                        "gpus_per_job": cards,
+                        "per_gpu_memory_gb": per_gpu,
+                        "gpu_memory_gb": size,
+                        "gpu_has_nvlink": gpu["interconnect"] != "pcie",
+                        "hours": hours,
+                    }
+                )
+    schema = {
+        "model_id": pl.String,
+        "method_id": pl.String,
+        "gpu_id": pl.String,
+        "gpus_per_job": pl.Int64,
+        "per_gpu_memory_gb": pl.Float64,
+        "gpu_memory_gb": pl.Float64,
+        "gpu_has_nvlink": pl.Boolean,
+        "hours": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema)
 
 
-def measured_range(per_gpu: float | None, spread: tuple[float, float] | None) -> dict:
-    """The per-card figure's measured range: where 80 % of published peaks lie around such an estimate."""
-    low, high = (None, None) if per_gpu is None or spread is None else (per_gpu * spread[0], per_gpu * spread[1])
-    return {"per_gpu_memory_low_gb": low, "per_gpu_memory_high_gb": high}
+def _measured_columns(spread: tuple[float, float] | None) -> dict[str, pl.Expr]:
+    """The per-card figure's measured range: where 80 % of published peaks lie around such an estimate
+    (null where there is no figure or too few measurements)."""
+    if spread is None:
+        return {"per_gpu_memory_low_gb": pl.lit(None, pl.Float64), "per_gpu_memory_high_gb": pl.lit(None, pl.Float64)}
+    figure = pl.col("per_gpu_memory_gb")
+    return {"per_gpu_memory_low_gb": figure * spread[0], "per_gpu_memory_high_gb": figure * spread[1]}
 
 
 def spread_of(estimator_range: pl.DataFrame) -> tuple[float, float] | None:
     """(low, high) factors of estimator_range's row over all measurements, None where it has none."""
     row = estimator_range.filter(pl.col("scope") == "all").row(0, named=True)
     return None if row["low_factor"] is None or row["high_factor"] is None else (row["low_factor"], row["high_factor"])
-
-
-def _row(model_id, method_id, server, gpu, cards, per_gpu, hours, tokens, utilization, c) -> dict:  # noqa: PLR0913
-    count = server["gpu_count"]
-    servers_count = None if cards is None else math.ceil(cards / count)
-    if cards is None:
-        reason = "does_not_fit"
-    elif servers_count == 1:
-        reason = "one_chassis"
-    else:
-        reason = "several_chassis" if server.get("network") else "needs_network"
-    cost = basis = months = None
-    hours_all = None
-    if cards is not None:
-        cost, basis, months = rental_cost(hours, servers_count, server, c)
-        hours_all = hours * cards / (servers_count * count)
-    link = None
-    if cards is not None:
-        link = "one_card" if cards == 1 else server["interconnect"] if servers_count == 1 else server.get("network")
-    return {
-        "model_id": model_id,
-        "method_id": method_id,
-        "server_id": server["server_id"],
-        "recommended": reason in ("one_chassis", "several_chassis"),
-        "reason": reason,
-        "servers_count": servers_count,
-        "gpus_per_job": cards,
-        "gpu_id": server["gpu_id"],
-        "gpus_per_server": count,
-        "per_gpu_memory_gb": per_gpu,
-        "gpu_memory_gb": float(gpu["memory_gb"]),
-        "link": link,
-        "gpu_has_nvlink": gpu["interconnect"] != "pcie",
-        "tokens": tokens,
-        "utilization": utilization,
-        "hours": hours,
-        "hours_all_cards": hours_all,
-        "cost_basis": basis,
-        "months_billed": months,
-        "cost_rub": cost,
-        "price_rub_month": server.get("price_rub_month"),
-        "price_rub_hour": server.get("price_rub_hour"),
-    }
 
 
 def rank(frame: pl.DataFrame) -> pl.DataFrame:

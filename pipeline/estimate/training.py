@@ -60,19 +60,47 @@ def plan(  # noqa: PLR0913
 
 
 def rental_cost(hours: float, servers_count: int, server: Mapping[str, object], c: Mapping[str, object]):
-    """(cost in ₽, basis, months billed) of `hours` on `servers_count` servers under the row's rental terms.
+    """(cost in ₽, basis, months billed) of `hours` on `servers_count` servers under the row's rental terms
+    (`rental_terms`, evaluated on one row)."""
+    row = pl.DataFrame(
+        {
+            "hours": [float(hours)],
+            "servers_count": [int(servers_count)],
+            **{k: [server.get(k)] for k in PRICE_COLUMNS},
+        },
+        schema={"hours": pl.Float64, "servers_count": pl.Int64, **dict.fromkeys(PRICE_COLUMNS, pl.Int64)},
+    )
+    cost, basis, months = row.select(**rental_terms(pl.col("hours"), pl.col("servers_count"), c)).row(0)
+    return (int(cost) if basis == "month" else cost), basis, months  # whole months of an integer price
+
+
+PRICE_COLUMNS = ("price_rub_hour", "price_rub_month", "min_term_months")  # servers.csv's rental terms
+
+
+def rental_terms(hours: pl.Expr, servers_count: pl.Expr, c: Mapping[str, object]) -> dict[str, pl.Expr]:
+    """`cost_rub`, `cost_basis` and `months_billed` of `hours` on `servers_count` servers, over rows that
+    carry servers.csv's PRICE_COLUMNS: the one cost rule, for a table (recommendations) or one row.
 
     An hourly price bills the hours; a monthly price bills whole months (of hours_per_month hours),
     at least min_term_months (one month when the row states none) — never the monthly price / 720
     for a job shorter than a month. No price: (None, "on_request", None).
     """
-    hourly, monthly = server.get("price_rub_hour"), server.get("price_rub_month")
-    if hourly is not None:
-        return hours * hourly * servers_count, "hour", None
-    if monthly is not None:
-        months = max(int(server.get("min_term_months") or 1), math.ceil(hours / float(c["hours_per_month"]) - 1e-9))
-        return months * monthly * servers_count, "month", months
-    return None, "on_request", None
+    hourly, monthly = pl.col("price_rub_hour"), pl.col("price_rub_month")
+    term = pl.col("min_term_months").fill_null(1)
+    months = pl.max_horizontal(term, (hours / float(c["hours_per_month"]) - 1e-9).ceil().cast(pl.Int64))
+    by_month = monthly.is_null().not_() & hourly.is_null()
+    return {
+        "cost_rub": pl.when(hourly.is_not_null())
+        .then(hours * hourly * servers_count)
+        .when(monthly.is_not_null())
+        .then((months * monthly * servers_count).cast(pl.Float64)),
+        "cost_basis": pl.when(hourly.is_not_null())
+        .then(pl.lit("hour"))
+        .when(monthly.is_not_null())
+        .then(pl.lit("month"))
+        .otherwise(pl.lit("on_request")),
+        "months_billed": pl.when(by_month).then(months),
+    }
 
 
 @dataclass(frozen=True)

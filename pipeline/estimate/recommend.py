@@ -57,52 +57,51 @@ def recommendations(  # noqa: PLR0913
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     utilization = float(c["default_utilization"])
     job = jobs(models, methods, servers, gpus, c, tokens, utilization)
-    count, cards = pl.col("gpus_per_server"), pl.col("gpus_per_job")
-    fits = cards.is_not_null()
-    network = pl.col("network").fill_null("") != ""
-    chassis = (cards + count - 1) // count
+    carried = servers.select(
+        "server_id", "gpu_id", pl.col("gpu_count").alias("gpus_per_server"), "interconnect", "network",
+        *training.PRICE_COLUMNS,
+    )  # fmt: skip
     frame = (
-        job.join(
-            servers.select(
-                "server_id",
-                "gpu_id",
-                pl.col("gpu_count").alias("gpus_per_server"),
-                "interconnect",
-                "network",
-                *training.PRICE_COLUMNS,
-            ),
-            on="gpu_id",
-        )  # fmt: skip
-        .with_columns(servers_count=chassis)
+        job.join(carried, on="gpu_id")
         .with_columns(
-            reason=pl.when(~fits)
-            .then(pl.lit("does_not_fit"))
-            .when(pl.col("servers_count") == 1)
-            .then(pl.lit("one_chassis"))
-            .when(network)
-            .then(pl.lit("several_chassis"))
-            .otherwise(pl.lit("needs_network")),
-            link=pl.when(~fits)
-            .then(None)
-            .when(cards == 1)
-            .then(pl.lit("one_card"))
-            .when(pl.col("servers_count") == 1)
-            .then(pl.col("interconnect"))
-            .otherwise(pl.col("network")),
-            hours_all_cards=pl.col("hours") * cards / (pl.col("servers_count") * count),
-            **{
-                name: pl.when(fits).then(expr)
-                for name, expr in training.rental_terms(pl.col("hours"), pl.col("servers_count"), c).items()
-            },
-            tokens=pl.lit(tokens),
-            utilization=pl.lit(utilization),
-            **_measured_columns(spread),
+            servers_count=(pl.col("gpus_per_job") + pl.col("gpus_per_server") - 1) // pl.col("gpus_per_server")
+        )
+        .with_columns(
+            **on_servers(c), tokens=pl.lit(tokens), utilization=pl.lit(utilization), **_measured_columns(spread)
         )
         .with_columns(recommended=pl.col("reason").is_in(["one_chassis", "several_chassis"]))
     )
     schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k != "rank"}
     frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
     return rank(frame).select(RECOMMENDATIONS.columns)
+
+
+def on_servers(c: Mapping[str, object]) -> dict[str, pl.Expr]:
+    """What a server makes of a job, over rows of `jobs` joined with servers (with `servers_count`):
+    the reason it is or is not recommended, the link the job runs over, the hours summed over the
+    chassis' cards, and the rent (training.rental_terms) where the job fits."""
+    count, cards, chassis = pl.col("gpus_per_server"), pl.col("gpus_per_job"), pl.col("servers_count")
+    fits = cards.is_not_null()
+    network = pl.col("network").fill_null("") != ""
+    rent = training.rental_terms(pl.col("hours"), chassis, c)
+    return {
+        "reason": pl.when(~fits)
+        .then(pl.lit("does_not_fit"))
+        .when(chassis == 1)
+        .then(pl.lit("one_chassis"))
+        .when(network)
+        .then(pl.lit("several_chassis"))
+        .otherwise(pl.lit("needs_network")),
+        "link": pl.when(~fits)
+        .then(None)
+        .when(cards == 1)
+        .then(pl.lit("one_card"))
+        .when(chassis == 1)
+        .then(pl.col("interconnect"))
+        .otherwise(pl.col("network")),
+        "hours_all_cards": pl.col("hours") * cards / (chassis * count),
+        **{name: pl.when(fits).then(expr) for name, expr in rent.items()},
+    }
 
 
 def jobs(  # noqa: PLR0913
@@ -161,17 +160,20 @@ def jobs(  # noqa: PLR0913
                         "hours": hours,
                     }
                 )
-    schema = {
-        "model_id": pl.String,
-        "method_id": pl.String,
-        "gpu_id": pl.String,
-        "gpus_per_job": pl.Int64,
-        "per_gpu_memory_gb": pl.Float64,
-        "gpu_memory_gb": pl.Float64,
-        "gpu_has_nvlink": pl.Boolean,
-        "hours": pl.Float64,
-    }
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=JOB_SCHEMA)
+
+
+# The columns of `jobs`, with the types the recommendations table gives them.
+JOB_SCHEMA = {
+    "model_id": pl.String,
+    "method_id": pl.String,
+    "gpu_id": pl.String,
+    "gpus_per_job": pl.Int64,
+    "per_gpu_memory_gb": pl.Float64,
+    "gpu_memory_gb": pl.Float64,
+    "gpu_has_nvlink": pl.Boolean,
+    "hours": pl.Float64,
+}
 
 
 def _measured_columns(spread: tuple[float, float] | None) -> dict[str, pl.Expr]:

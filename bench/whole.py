@@ -117,8 +117,10 @@ class Bench:
 
 
 def written(stdout: str) -> int | None:
-    found = re.search(r"files: (\d+) written", stdout)
-    return int(found.group(1)) if found else None
+    """The files a build wrote, from its summary line (site_templates/messages.toml `report.built`;
+    the English "files: N written" of older checkouts too)."""
+    found = re.search(r"файлов записано: (\d+)|files: (\d+) written", stdout)
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 def real_catalog(b: Bench) -> dict:

@@ -72,3 +72,17 @@ def test_the_benchmark_counts_every_page_when_it_samples(tmp_path, monkeypatch):
     assert sampled["mode"] == "sampled: 5 models' and 5 servers' pages, total extrapolated"
     expected = 2 * 120 + 2 * 110 + 2 * 6 + 2 * 15 + 2 + 2 + 1 + 1 + 1 + 2 + 2 * 6
     assert whole["pages"] == sampled["pages"] == expected
+
+
+def test_the_whole_process_bench_reads_the_files_a_build_wrote():
+    """bench/whole.py reports how many files a one-price build rewrote, from the summary line the
+    build prints (the message catalogue's words), so a reworded line must not make it report None."""
+    import whole
+
+    from pipeline.messages import message
+
+    line = message(
+        "report.built", out="output", pages=101, markdown=3, rows="estimates 270", written=17, kept=312, seconds="9,9"
+    )
+    assert whole.written(line) == 17
+    assert whole.written("nothing here") is None

@@ -75,14 +75,14 @@ def test_a_bad_page_size_is_named(catalog, rows):
 
 
 @pytest.fixture(scope="module")
-def paged_site(tmp_path_factory, built) -> Path:
-    """The real catalog's site rendered with table_page_rows = 10 (site_templates copied and edited);
-    the downloads, which do not depend on templates, are those of the real build."""
+def paged_render(tmp_path_factory):
+    """The real catalog rendered with table_page_rows = 10 (site_templates copied and edited): the
+    rendering and the catalog."""
     from pipeline.build import load_and_validate
     from pipeline.combine import combine
     from pipeline.render.site import TEMPLATES, Renderer
 
-    root = tmp_path_factory.mktemp("paged")
+    root = tmp_path_factory.mktemp("paged-templates")
     templates = root / "site_templates"
     shutil.copytree(TEMPLATES, templates)
     config = templates / "site.toml"
@@ -90,7 +90,15 @@ def paged_site(tmp_path_factory, built) -> Path:
     assert "\ntable_page_rows = 100\n" in text
     config.write_text(text.replace("\ntable_page_rows = 100\n", "\ntable_page_rows = 10\n"), encoding="utf-8")
     con, validation = load_and_validate(SOURCES)
-    rendered = Renderer(combine(con), validation, templates=templates).render()
+    catalog = combine(con)
+    return Renderer(catalog, validation, templates=templates).render(), catalog
+
+
+@pytest.fixture(scope="module")
+def paged_site(tmp_path_factory, built, paged_render) -> Path:
+    """That site written out; the downloads, which do not depend on templates, are those of the real build."""
+    rendered, _ = paged_render
+    root = tmp_path_factory.mktemp("paged")
     site = root / "site"
     shutil.copytree(built / "site" / "data", site / "data")
     for path, content in rendered.site.items():
@@ -198,3 +206,30 @@ def test_axe_and_the_pager_in_a_browser(browser, paged_site, path, following):
         page.wait_for_load_state("networkidle")
         assert page.url == url + following
         context.close()
+
+
+def test_continuation_pages_are_left_out_of_the_search_index(paged_render, tmp_path, monkeypatch):
+    """Search finds an entity by its own page: the continuation pages of its tables are not indexed."""
+    from pipeline.publish import search, staging
+
+    rendered, catalog = paged_render
+    # paging.continuation_href: "<page stem>/<table>-<k>.html" beside the page "<page stem>.html"
+    continued = {
+        p
+        for p in rendered.site
+        if re.search(r"/[a-z_]+-\d+\.html$", p) and p.rsplit("/", 1)[0] + ".html" in rendered.site
+    }
+    assert "servers/hgx-b200-8x/jobs-2.html" in continued
+    assert rendered.continuations == continued
+    seen = {}
+
+    def capture(site, inside, prefix="site/"):
+        seen.update(site)
+        return dict
+
+    monkeypatch.setattr(search, "start_index", capture)
+    staging.stage(tmp_path / "output", rendered, catalog).discard()
+    indexed = {p.removeprefix("site/") for p in seen if p.endswith(".html")}
+    assert "servers/hgx-b200-8x.html" in indexed and "index.html" in indexed
+    assert indexed & continued == set()
+    assert indexed == {p for p in rendered.site if p.endswith(".html")} - continued

@@ -238,7 +238,10 @@ def stage(  # noqa: PLR0913
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
-        searching = search.start_index(files, staging)  # made while the downloads are written
+        indexed = {
+            rel: content for rel, content in files.items() if rel.removeprefix("site/") not in rendered.continuations
+        }
+        searching = search.start_index(indexed, staging)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         downloads = {f"site/data/{name}": content for name, content in download_files(catalog, workbooks).items()}

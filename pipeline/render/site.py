@@ -65,6 +65,9 @@ class Rendered:
     site: dict[str, str | bytes]
     markdown: dict[str, str]
     warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
+    # Continuation pages of split tables (pipeline.render.paging): left out of the search index, where
+    # each entity is found by its own page (hundreds of "servers-7.html" would bury it at scale).
+    continuations: frozenset[str] = frozenset()
 
 
 def load_labels(templates: Path = TEMPLATES, constants: Mapping[str, float] | None = None) -> dict:
@@ -705,6 +708,7 @@ class Renderer:
         for view in rest:
             href = view.pager.hrefs[view.pager.current - 1]
             out[href] = self.page("continued.html", href, heading=context["heading"], crumbs=parents, view=view)
+            self.continuations.add(href)
 
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
@@ -892,6 +896,7 @@ class Renderer:
         self.articles = read_articles(self.templates)
         self.article_warnings.clear()
         self.pages: list[str] = []
+        self.continuations: set[str] = set()
         site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}
         problems: list[Problem] = []
@@ -947,7 +952,7 @@ class Renderer:
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all
         site.update(self.assets)
-        return Rendered(site, md, sorted(self.article_warnings))
+        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations))
 
     def not_found_page(self) -> str:
         """404.html is served at whatever path was asked for: its links start from the base URL."""

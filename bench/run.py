@@ -177,6 +177,7 @@ def child_stages(sources: str, out: str) -> dict:
     import pipeline.__main__ as cli
     import pipeline.combine
     import pipeline.load
+    import pipeline.publish.downloads
     import pipeline.publish.staging
     import pipeline.render.site
     import pipeline.validate
@@ -216,7 +217,7 @@ def child_stages(sources: str, out: str) -> dict:
         (pipeline.render.site.Renderer, "render", "render"),
         (pipeline.publish.staging, "stage", "write"),
         (pipeline.publish.staging.Staging, "swap", "write"),
-        (pipeline.publish.staging, "download_files", "write: of which downloads"),
+        (pipeline.publish.downloads, "csv_text", "write: of which downloads"),
         (pipeline.publish.staging, "write_database", "write: of which downloads"),
     ):
         timed(owner, name, stage)

@@ -44,13 +44,13 @@ def main() -> int:  # noqa: C901
         sys.stdin.readline()
 
     if spec.get("pause") == "staging":
-        download_files = publish.download_files
+        iter_downloads = publish.iter_downloads
 
         def paused_downloads(*a, **k):
             pause("staging")
-            return download_files(*a, **k)
+            return iter_downloads(*a, **k)
 
-        publish.download_files = paused_downloads
+        publish.iter_downloads = paused_downloads
     if spec.get("pause") in ("swap", "cleanup"):
         put_in_place = publish.put_in_place
         point = spec["pause"]

@@ -295,3 +295,28 @@ def test_tables_beyond_excel_rows_get_no_xlsx(tmp_path, catalog, monkeypatch):
     assert (tmp_path / "gpu_fit.csv").is_file() and (tmp_path / "gpu_fit.parquet").is_file()
     meta = json.loads((tmp_path / "gpu_fit.metadata.json").read_text(encoding="utf-8"))
     assert meta["files"] == {"csv": "gpu_fit.csv", "parquet": "gpu_fit.parquet"}
+
+
+def test_downloads_are_made_one_at_a_time_and_large_csvs_are_not_held(built, catalog, monkeypatch):
+    """iter_downloads gives the files one by one (a build writes each as it comes), and a table too
+    large for a workbook is not turned into CSV before its turn: start_workbooks keeps no text of it."""
+    from pipeline.publish import downloads
+
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    monkeypatch.setattr(downloads, "_WORKBOOKS", {})
+    texts, books = downloads.start_workbooks(catalog)()
+    large = {t.name for t in ALL_TABLES if catalog[t.name].height > 40}
+    assert "server_fit" in large and "gpus" not in large
+    assert set(texts) == {t.name for t in ALL_TABLES} - large == set(books)
+    stream = downloads.iter_downloads(catalog)
+    name, content = next(stream)
+    assert name == f"{ALL_TABLES[0].name}.csv"
+    files = dict([(name, content), *stream])
+    for table in ALL_TABLES:
+        frame = catalog[table.name].select(table.columns)
+        assert files[f"{table.name}.csv"] == downloads.csv_text(table, frame).encode("utf-8")
+        assert (f"{table.name}.xlsx" in files) is (table.name not in large)
+    assert list(files)[-1] == "datapackage.json"
+    # the same bytes as the build's own files
+    for name in ("server_fit.csv", "gpus.csv", "datapackage.json"):
+        assert files[name] == (built / "site" / "data" / name).read_bytes()

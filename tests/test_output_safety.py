@@ -187,9 +187,9 @@ def test_every_writer_refuses_a_path_out_of_the_staging_folder(tmp_path, catalog
     if kind == "Markdown":
         markdown[bad] = "# x\n"
     elif kind == "download":
-        files, paths = publish.download_files, publish.download_paths
+        files, paths = publish.iter_downloads, publish.download_paths
         monkeypatch.setattr(publish, "download_paths", lambda c: [*paths(c), bad])
-        monkeypatch.setattr(publish, "download_files", lambda c, w=None: {**files(c, w), bad: b"x"})
+        monkeypatch.setattr(publish, "iter_downloads", lambda c, w=None: [*files(c, w), (bad, b"x")])
     else:
         site[bad] = "x"
     out = tmp_path / "output"

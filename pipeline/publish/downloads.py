@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
 import io
 import json
 import os
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -86,14 +87,15 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
     texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        safe = spreadsheet_safe_frame(frame, table)
-        texts[table.name] = csv = safe.write_csv(include_bom=True, date_format="%Y-%m-%d")
-        if frame.height <= EXCEL_MAX_ROWS:
-            # The workbook holds the text as it is (a string cell is never a formula): keyed on the
-            # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
-            workbooks[table.name] = key = (table.name, csv, stamp, _typed_apostrophes(frame, table))
-            if key not in _WORKBOOKS:
-                missing[key] = (table, *sheet_inputs(table, frame), stamp)
+        if frame.height > EXCEL_MAX_ROWS:
+            continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
+        texts[table.name] = csv = csv_text(table, frame)
+        # The workbook holds the text as it is (a string cell is never a formula): keyed on the
+        # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
+        typed = _typed_apostrophes(frame, table)
+        workbooks[table.name] = key = (table.name, _digest(csv), stamp, _digest(typed))
+        if key not in _WORKBOOKS:
+            missing[key] = (table, *sheet_inputs(table, frame), stamp)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
@@ -107,6 +109,15 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
     return finish
 
 
+def csv_text(table: Table, frame: pl.DataFrame) -> str:
+    """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells."""
+    return spreadsheet_safe_frame(frame, table).write_csv(include_bom=True, date_format="%Y-%m-%d")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def download_paths(catalog: Catalog) -> list[str]:
     """The name of every download under site/data/ (known before any of them is made)."""
     names = [DATABASE, datapackage.NAME]
@@ -115,28 +126,33 @@ def download_paths(catalog: Catalog) -> list[str]:
     return names
 
 
-def download_files(catalog: Catalog, workbooks: Callable | None = None) -> dict[str, bytes]:
-    """Every table as CSV, XLSX, Parquet and metadata.json, by name under site/data/ (all but the
-    DuckDB file, see write_database). `workbooks`: what start_workbooks(catalog) returned, if the
-    build started them early."""
+def iter_downloads(catalog: Catalog, workbooks: Callable | None = None) -> Iterator[tuple[str, bytes]]:
+    """Every table as CSV, XLSX, Parquet and metadata.json, then datapackage.json, as (name under
+    site/data/, bytes), one file at a time: a build writes each as it comes and holds no more than
+    one table's files (all but the DuckDB file, see write_database). `workbooks`: what
+    start_workbooks(catalog) returned, if the build started them early."""
     texts, books = (workbooks or start_workbooks(catalog))()
-    files: dict[str, bytes] = {}
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        files[f"{table.name}.csv"] = texts[table.name].encode("utf-8")
+        text = texts.pop(table.name, None)
+        yield f"{table.name}.csv", (text if text is not None else csv_text(table, frame)).encode("utf-8")
+        del text
         if table.name in books:
-            files[f"{table.name}.xlsx"] = books[table.name]
+            yield f"{table.name}.xlsx", books.pop(table.name)
         buffer = io.BytesIO()
         frame.write_parquet(buffer, compression="zstd", statistics=True)
-        files[f"{table.name}.parquet"] = buffer.getvalue()
+        yield f"{table.name}.parquet", buffer.getvalue()
+        del buffer
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
-        files[f"{table.name}.metadata.json"] = (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
-    files[datapackage.NAME] = datapackage.package_bytes(
-        metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"), datapackage.package_text()
+        yield f"{table.name}.metadata.json", (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    yield (
+        datapackage.NAME,
+        datapackage.package_bytes(
+            metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"), datapackage.package_text()
+        ),
     )
-    return files
 
 
 def write_database(path: Path, catalog: Catalog) -> None:
@@ -173,7 +189,7 @@ def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None
     from pipeline.publish.paths import safe_path, write_file
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    for name, content in download_files(catalog, workbooks).items():
+    for name, content in iter_downloads(catalog, workbooks):
         write_file(data_dir, name, content)
     write_database(safe_path(data_dir, DATABASE), catalog)
 

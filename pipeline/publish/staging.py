@@ -32,7 +32,7 @@ from pathlib import Path
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import search
-from pipeline.publish.downloads import DATABASE, download_files, download_paths, write_database
+from pipeline.publish.downloads import DATABASE, download_paths, iter_downloads, write_database
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
 from pipeline.publish.paths import link_verified, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
@@ -222,7 +222,7 @@ def stage(  # noqa: PLR0913
     force: bool = False,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
-    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.download_files.
+    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads.
 
     Every path is checked before the first byte is written. With `force` nothing is taken
     from the previous build."""
@@ -244,9 +244,17 @@ def stage(  # noqa: PLR0913
         searching = search.start_index(indexed, staging)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
-        downloads = {f"site/data/{name}": content for name, content in download_files(catalog, workbooks).items()}
-        assert sorted(downloads) == sorted(d for d in data if d != DATABASE_PATH), "download_paths is out of date"
-        counts += write_tree(staging, downloads, previous, hashes) + _write_database(staging, catalog, hashes)
+        # Each download is written as it is made (one table's files in memory at a time), each to a
+        # path checked above: download_paths names them all before any is made.
+        expected, made = {d for d in data if d != DATABASE_PATH}, set()
+        for name, content in iter_downloads(catalog, workbooks):
+            rel = f"site/data/{name}"
+            assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
+            made.add(rel)
+            counts += write_tree(staging, {rel: content}, previous, hashes)
+            del content
+        assert made == expected, "download_paths is out of date"
+        counts += _write_database(staging, catalog, hashes)
         index, searching = searching(), None
         counts += write_tree(staging, index, previous, hashes)
     except BaseException:

@@ -49,8 +49,12 @@ class Digests:
     (git's index): a file whose size, modification and change times, inode and device are those it
     had when it was hashed is not read again. The change time (ctime) is set by the kernel on every
     write, rename or `touch`, and no program can set it back, so a file edited in any way is hashed
-    anew. A file changed within RACY_NS of its hashing could still show the same times, so such an
-    entry is not trusted until it is hashed again later (git's "racily clean" rule).
+    anew. A file changed within the file system's timestamp granularity of its hashing could still
+    show the same times after another write, so such an entry is not trusted until it is hashed
+    again later (git's "racily clean" rule). The window is RACY_NS (50 ms: Linux stamps files from a
+    clock that advances once per kernel tick, 1–10 ms) for a file whose change time has a fraction
+    of a second, and COARSE_RACY_NS (2 s: FAT's granularity) for one whose change time is a whole
+    second, as file systems with coarse timestamps give.
 
     The memory lives in the user cache (pipeline.cache, namespace `file-digests`, one entry per
     folder) and is checked like every entry there; a missing, corrupted or foreign entry only costs
@@ -59,7 +63,8 @@ class Digests:
 
     NAMESPACE = "file-digests"
     FORMAT = "file-digests/1"
-    RACY_NS = 2_000_000_000  # coarser than any file system's timestamps (FAT's 2 s)
+    RACY_NS = 50_000_000  # a few kernel ticks: the granularity of a file system with fine timestamps
+    COARSE_RACY_NS = 2_000_000_000  # whole-second timestamps (FAT's are 2 s)
 
     def __init__(self, folder: Path):
         from pipeline import cache
@@ -93,7 +98,7 @@ class Digests:
             and len(entry) == 7
             and entry[:5] == stamp
             and isinstance(entry[5], int)
-            and status.st_ctime_ns < entry[5] - self.RACY_NS
+            and status.st_ctime_ns < entry[5] - self.racy_window(status.st_ctime_ns)
             and isinstance(entry[6], str)
         ):
             return entry[6]
@@ -103,6 +108,10 @@ class Digests:
         self.known[rel] = [*stamp, hashed_at, digest]
         self.changed = True
         return digest
+
+    def racy_window(self, ctime_ns: int) -> int:
+        """How long after a file's change its hash is not trusted (see the class)."""
+        return self.COARSE_RACY_NS if ctime_ns % 1_000_000_000 == 0 else self.RACY_NS
 
     def __enter__(self) -> Digests:
         return self

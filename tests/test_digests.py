@@ -4,6 +4,7 @@ do reads no file, and a file changed in any way is read again."""
 import builtins
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_a_file_hashed_long_enough_ago_is_not_read_again(tmp_path, cache_dir, mo
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "a.html").write_bytes(b"first")
-    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)  # trust at once (the real rule waits 2 s)
+    monkeypatch.setattr(fingerprint.Digests, "racy_window", lambda self, ctime: 0)  # trust at once
     assert hash_once(folder, "a.html") == sha(b"first")
     opened = reads(monkeypatch)
     assert hash_once(folder, "a.html") == sha(b"first")
@@ -56,7 +57,7 @@ def test_same_size_and_modification_time_are_not_enough(tmp_path, cache_dir, mon
     folder.mkdir()
     page = folder / "a.html"
     page.write_bytes(b"first")
-    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)
+    monkeypatch.setattr(fingerprint.Digests, "racy_window", lambda self, ctime: 0)
     assert hash_once(folder, "a.html") == sha(b"first")
     before = page.stat()
     page.write_bytes(b"XXXXX")
@@ -66,7 +67,7 @@ def test_same_size_and_modification_time_are_not_enough(tmp_path, cache_dir, mon
 
 
 def test_a_racily_clean_entry_is_not_trusted(tmp_path, cache_dir):
-    """Hashed within RACY_NS of its last change: a file system with coarse times could show the same
+    """Hashed within the racy window of its last change: a file system with coarse times could show the same
     status after another write, so the file is read again (git's rule)."""
     folder = tmp_path / "site"
     folder.mkdir()
@@ -104,7 +105,7 @@ def test_the_memory_can_be_switched_off(tmp_path, cache_dir, monkeypatch):
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "a.html").write_bytes(b"first")
-    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)
+    monkeypatch.setattr(fingerprint.Digests, "racy_window", lambda self, ctime: 0)
     monkeypatch.setenv(fingerprint.MEMO_ENV, "off")
     hash_once(folder, "a.html")
     opened = reads(monkeypatch)
@@ -123,3 +124,25 @@ def test_files_gone_are_forgotten(tmp_path, cache_dir, monkeypatch):
     (folder / "c.html").write_bytes(b"c")
     fingerprint.tree_hash(folder)
     assert sorted(fingerprint.Digests(folder).known) == ["a.html", "c.html"]
+
+
+def test_the_racy_window_follows_the_timestamps_granularity(tmp_path, cache_dir):
+    """Fine timestamps (a fraction of a second): a few kernel ticks; whole seconds: FAT's 2 s."""
+    digests = fingerprint.Digests(tmp_path)
+    assert digests.racy_window(1_700_000_000_123_456_789) == fingerprint.Digests.RACY_NS == 50_000_000
+    assert digests.racy_window(1_700_000_000_000_000_000) == fingerprint.Digests.COARSE_RACY_NS == 2_000_000_000
+
+
+def test_a_file_is_trusted_once_the_window_has_passed(tmp_path, cache_dir, monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    page = folder / "a.html"
+    page.write_bytes(b"first")
+    changed = page.stat().st_ctime_ns
+    window = fingerprint.Digests(folder).racy_window(changed)
+    while time.time_ns() <= changed + window:  # hashed only after the window
+        time.sleep(0.01)
+    assert hash_once(folder, "a.html") == sha(b"first")
+    opened = reads(monkeypatch)
+    assert hash_once(folder, "a.html") == sha(b"first")
+    assert str(page) not in opened

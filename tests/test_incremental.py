@@ -141,7 +141,7 @@ def test_damage_in_the_previous_build_is_repaired(base_build, tmp_path, force, m
     out = tmp_path / "output"
     shutil.copytree(built, out)
     # the remembered hashes are trusted at once (fingerprint.Digests), so only the files' status tells
-    monkeypatch.setattr(fingerprint.Digests, "RACY_NS", 0)
+    monkeypatch.setattr(fingerprint.Digests, "racy_window", lambda self, ctime: 0)
     assert build(sources, out)["unchanged"] is True  # an undamaged copy: nothing to do
     damage(out)
     inodes = {rel: st[1] for rel, st in stats(out).items()}

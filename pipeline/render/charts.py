@@ -265,19 +265,29 @@ def drawn(spec: dict, vl_convert) -> str:
     """vl-convert's SVG of `spec`, remembered in the user cache (pipeline.cache): drawing is most of a
     chart's cost, and the same spec with the same vl-convert gives the same drawing, so a build in a
     new process (or `just serve` after an edit) draws a chart again only when its data changed."""
+    text = json.dumps(spec, sort_keys=True, default=str)
+    return remembered(
+        SVG_NAMESPACE,
+        (getattr(vl_convert, "__version__", "?"), text),
+        lambda: vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[]),
+    )
+
+
+def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) -> str:
+    """An SVG from the user cache (pipeline.cache) under the key of `parts`, else `make()` stored
+    there; an entry that does not decode or is not an SVG is made again."""
     from pipeline import cache
 
     store = cache.Cache()
-    text = json.dumps(spec, sort_keys=True, default=str)
-    key = cache.make_key(SVG_NAMESPACE, getattr(vl_convert, "__version__", "?"), text)
-    kept = store.get(SVG_NAMESPACE, key)
+    key = cache.make_key(namespace, *parts)
+    kept = store.get(namespace, key)
     if kept is not None:
         with contextlib.suppress(UnicodeDecodeError):
             svg = kept.decode("utf-8")
             if svg.startswith("<svg"):
                 return svg
-    svg = vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[])
-    store.put(SVG_NAMESPACE, key, svg.encode("utf-8"))
+    svg = make()
+    store.put(namespace, key, svg.encode("utf-8"))
     return svg
 
 
@@ -451,24 +461,14 @@ def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
     edit, in any process, reuses it."""
     import vl_convert
 
-    from pipeline import cache, fingerprint
+    from pipeline import fingerprint
 
-    store = cache.Cache()
-    key = cache.make_key(
-        MEMORY_NAMESPACE,
+    parts = (
         _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alt),
         fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
         getattr(vl_convert, "__version__", "?"),
     )
-    kept = store.get(MEMORY_NAMESPACE, key)
-    if kept is not None:
-        with contextlib.suppress(UnicodeDecodeError):
-            svg = kept.decode("utf-8")
-            if svg.startswith("<svg"):
-                return svg
-    svg = to_svg(*memory_chart(catalog, labels), alt)
-    store.put(MEMORY_NAMESPACE, key, svg.encode("utf-8"))
-    return svg
+    return remembered(MEMORY_NAMESPACE, parts, lambda: to_svg(*memory_chart(catalog, labels), alt))
 
 
 def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:

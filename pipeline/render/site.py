@@ -576,6 +576,8 @@ class Renderer:
         self.assets: dict[str, bytes] = {}
         self.asset_names: dict[str, str] = {}
         self.article_warnings: set[Problem] = set()
+        self.pages: list[str] = []  # every page rendered (the sitemap lists them)
+        self.continuations: set[str] = set()  # the continuation pages of split tables (Rendered.continuations)
         self.article_helpers: dict[str, Helpers] = {}
 
     def asset(self, filename: str) -> str:
@@ -895,8 +897,7 @@ class Renderer:
     def render(self) -> Rendered:
         self.articles = read_articles(self.templates)
         self.article_warnings.clear()
-        self.pages: list[str] = []
-        self.continuations: set[str] = set()
+        self.pages, self.continuations = [], set()
         site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}
         problems: list[Problem] = []

@@ -20,26 +20,41 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.messages import message
 from pipeline.problems import DataError, Problem, Validation
 
+if TYPE_CHECKING:
+    from pipeline.warm import Warm
+
 Progress = Callable[[str, float], None]
 
 
-def build(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress: Progress | None = None) -> dict:
+def build(  # noqa: PLR0913
+    sources: Path,
+    out: Path,
+    base_url: str = "/",
+    force: bool = False,
+    progress: Progress | None = None,
+    warm: Warm | None = None,
+) -> dict:
     """Build `sources` into `out`: the output folder is checked first (outdir.check_output,
-    outdir.writable), and the build holds the folder's lock, so that a second build of it waits."""
+    outdir.writable), and the build holds the folder's lock, so that a second build of it waits.
+    `progress` hears each stage's time; `warm` is what a warm process keeps from build to build
+    (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns."""
     from pipeline.publish import outdir
 
     folder = outdir.check_output(out, sources)
     outdir.writable(folder)
     with outdir.locked(folder):
         outdir.tidy(folder)
-        return run(sources, folder, base_url, force, progress)
+        return run(sources, folder, base_url, force, progress, warm)
 
 
-def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, progress: Progress | None = None) -> dict:
+def run(  # noqa: PLR0913
+    sources: Path, out: Path, base_url: str, force: bool, progress: Progress | None, warm: Warm | None
+) -> dict:
     """The whole pipeline; returns counts and stage times for the summary line (see the module's docstring)."""
     from pipeline import fingerprint
 
@@ -52,14 +67,16 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
     from pipeline.publish.downloads import start_workbooks
     from pipeline.publish.staging import stage
     from pipeline.render.site import Renderer
+    from pipeline.warm import Warm
 
+    warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
     previous = fingerprint.read_state(out)
 
     #
     # Load inputs.
     #
-    con, validation, pending = load_inputs(sources, None if force else previous, inputs, clock)
+    con, validation, pending = load_inputs(sources, None if force else previous, inputs, clock, warm)
 
     #
     # Process data.
@@ -67,8 +84,8 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
     workbooks = None
     try:
         catalog = clock.timed("compute", lambda: combine(con))
-        workbooks = start_workbooks(catalog)  # made in a forked child while this process renders
-        renderer = Renderer(catalog, validation, base_url=base_url)
+        workbooks = start_workbooks(catalog, warm.workbooks)  # made in a forked child while this process renders
+        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
         staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
@@ -87,7 +104,7 @@ def run(sources: Path, out: Path, base_url: str = "/", force: bool = False, prog
         state = {"inputs": inputs, "validation": validation.to_dict()}
         late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
         tick = time.perf_counter()
-        counts = staging.swap(state, late)
+        counts = staging.swap(state, late, warm.exchange)
         clock.record("write", writing + time.perf_counter() - tick)  # before and after the wait
     except BaseException:
         staging.discard()
@@ -121,7 +138,7 @@ def summary(sources: Path, validation: Validation, rendered, catalog, base_url: 
     }
 
 
-def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock):
+def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock, warm: Warm):
     """(connection, validation, pending): without --force (previous given), the previous build's validation
     when the sources and the code are unchanged, or the one remembered for these sources (validation_cache),
     with pending None; otherwise the validation so far, with the GX suites still running."""
@@ -136,7 +153,7 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
         con = clock.timed("load (validation remembered)", lambda: load_validated_before(sources))
         return con, published(remembered, sources), None
     with cache.fresh(previous is None):  # --force validates every table anew
-        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources))
+        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources, warm))
     return con, published(validation, sources), pending
 
 
@@ -208,7 +225,7 @@ def load_and_validate(sources: Path):
     return con, validation
 
 
-def start_loading(sources: Path):
+def start_loading(sources: Path, warm: Warm | None = None):
     """load_and_validate with the GX suites left running: (connection, validation so far, pending),
     where pending() waits for the suites and returns the whole Validation or raises DataError."""
     from pipeline import validation_cache as cache
@@ -217,7 +234,7 @@ def start_loading(sources: Path):
 
     frames, problems, notices = read_sources(sources)
     con = connect(frames)
-    early, finish_suites = start_validation(con, sources, list(frames))
+    early, finish_suites = start_validation(con, sources, list(frames), warm)
 
     def pending() -> Validation:
         validation = finish_suites()

@@ -26,6 +26,8 @@ stores what it validated). Set GPU_FINETUNE_VALIDATION_CACHE=off to validate eve
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import hashlib
 import json
 import os
@@ -40,9 +42,8 @@ TABLE_NAMESPACE = "validation-table"
 WHOLE_NAMESPACE = "validation-all"
 ENV_SWITCH = "GPU_FINETUNE_VALIDATION_CACHE"
 LIBRARIES = ("great_expectations", "pandas", "numpy", "duckdb", "polars", "pydantic")
-_VERSIONS: list[str] = []
-_CODE: dict[str, str] = {}
-_FRESH: list[bool] = []  # non-empty inside fresh(): entries are written, never read
+# True inside fresh(): entries are written, never read (a context variable: a flag of the call, not a cache).
+_FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("validation_cache_fresh", default=False)
 
 
 def enabled() -> bool:  # noqa: D103
@@ -50,45 +51,44 @@ def enabled() -> bool:  # noqa: D103
 
 
 def reading() -> bool:  # noqa: D103
-    return enabled() and not _FRESH
+    return enabled() and not _FRESH.get()
 
 
 @contextlib.contextmanager
 def fresh(active: bool = True):
     """Within this block no outcome is read from disk (build --force validates everything anew);
     what is validated is still stored."""
-    if active:
-        _FRESH.append(True)
+    token = _FRESH.set(True) if active else None
     try:
         yield
     finally:
-        if active:
-            _FRESH.pop()
+        if token is not None:
+            _FRESH.reset(token)
 
 
+@functools.cache
 def versions() -> list[str]:
-    """The Python and library versions an outcome depends on (read from package metadata, no import)."""
-    if not _VERSIONS:
-        import importlib.metadata
-        import platform
+    """The Python and library versions an outcome depends on (read from package metadata, no import):
+    those of the running process, read once."""
+    import importlib.metadata
+    import platform
 
-        _VERSIONS.append(f"python={platform.python_version()}")
-        for package in LIBRARIES:
-            try:
-                _VERSIONS.append(f"{package}={importlib.metadata.version(package)}")
-            except importlib.metadata.PackageNotFoundError:
-                _VERSIONS.append(f"{package}=none")
-    return _VERSIONS
+    found = [f"python={platform.python_version()}"]
+    for package in LIBRARIES:
+        try:
+            found.append(f"{package}={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{package}=none")
+    return found
 
 
+@functools.cache
 def _code(kind: str) -> str:
-    """The hash of the code an outcome depends on: validate/__init__.py (per table) or the whole package."""
-    if kind not in _CODE:
-        if kind == "package":
-            _CODE[kind] = fingerprint.tree_hash(fingerprint.PACKAGE, "*.py")
-        else:
-            _CODE[kind] = hashlib.sha256((fingerprint.PACKAGE / "validate" / "__init__.py").read_bytes()).hexdigest()
-    return _CODE[kind]
+    """The hash of the code an outcome depends on: pipeline/validate/ (per table) or the whole package;
+    read once, as the code of the running process."""
+    return fingerprint.tree_hash(
+        fingerprint.PACKAGE / "validate" if kind == "validate" else fingerprint.PACKAGE, "*.py"
+    )
 
 
 def cells_hash(cells) -> str:

@@ -226,7 +226,6 @@ def test_no_exchange_first_build_makes_the_link(tmp_path, monkeypatch):
     from pipeline.publish import staging as publish
 
     monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
-    monkeypatch.setattr(publish, "_EXCHANGE", {})
     out = tmp_path / "output"
     staging = tmp_path / ".output.build-1-x"
     (staging / "site").mkdir(parents=True)

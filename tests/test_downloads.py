@@ -303,7 +303,6 @@ def test_downloads_are_made_one_at_a_time_and_large_csvs_are_not_held(built, cat
     from pipeline.publish import downloads
 
     monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
-    monkeypatch.setattr(downloads, "_WORKBOOKS", {})
     texts, books = downloads.start_workbooks(catalog)()
     large = {t.name for t in ALL_TABLES if catalog[t.name].height > 40}
     assert "server_fit" in large and "gpus" not in large

@@ -611,12 +611,12 @@ def test_sandbox_and_plain_templates_are_cached_apart():
     """Jinja compiles sandboxed code differently: its bytecode cache must not be shared with a plain one."""
     import jinja2
 
-    from pipeline.render.site import _ARTICLE_ENV, _bytecode_cache, _inert
+    from pipeline.render.site import _bytecode_cache, _inert, article_environment
 
     plain = jinja2.Environment(
         undefined=jinja2.StrictUndefined, autoescape=False, finalize=_inert, keep_trailing_newline=True
     )
-    assert _bytecode_cache(plain).pattern != _bytecode_cache(_ARTICLE_ENV).pattern
+    assert _bytecode_cache(plain).pattern != article_environment({}).bytecode_cache.pattern
 
 
 def test_every_article_helper_and_table_is_documented_and_exists(renderer):

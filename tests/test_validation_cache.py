@@ -25,7 +25,6 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     """An empty user cache folder of this test, and a process that has validated nothing yet."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(folder))
-    monkeypatch.setattr(validate, "_OUTCOMES", {})
     return folder
 
 
@@ -44,11 +43,6 @@ def suites(monkeypatch) -> list[tuple[str, str]]:
     return ran
 
 
-def new_process(monkeypatch) -> None:
-    """Forget what this process validated, as a new process would."""
-    monkeypatch.setattr(validate, "_OUTCOMES", {})
-
-
 def entries(folder: Path, namespace: str) -> list[Path]:
     return sorted((folder / namespace).glob("*.bin"))
 
@@ -60,7 +54,6 @@ def test_a_new_process_validates_only_the_table_that_changed(cache_dir, sources,
     assert len(entries(cache_dir, "validation-table")) == len(TABLES)
     assert len(entries(cache_dir, "validation-all")) == 1
 
-    new_process(monkeypatch)
     suites.clear()
     edit_csv(sources / "servers.csv", ",585000,", ",585001,")
     second = load_and_validate(sources)[1]
@@ -69,7 +62,6 @@ def test_a_new_process_validates_only_the_table_that_changed(cache_dir, sources,
         (c.table, c.rule, c.failures) for c in first.checks
     ]
 
-    new_process(monkeypatch)
     suites.clear()
     again = load_and_validate(sources)[1]  # the whole validation is remembered: no rule runs
     assert suites == []
@@ -78,7 +70,6 @@ def test_a_new_process_validates_only_the_table_that_changed(cache_dir, sources,
 
 def test_unchanged_sources_in_a_new_process_run_no_rule(cache_dir, sources, monkeypatch):
     before = load_and_validate(sources)[1]
-    new_process(monkeypatch)
 
     def refuse(*args, **kwargs):
         raise AssertionError("validation ran again")
@@ -106,7 +97,6 @@ def test_a_damaged_or_foreign_entry_is_ignored(cache_dir, sources, suites, monke
             path.write_bytes(files[(i + 1) % len(files)].read_bytes())
         else:
             path.write_bytes(b'{"format": "gpu-finetune-cache/1"}\n{}')
-    new_process(monkeypatch)
     suites.clear()
     after = load_and_validate(sources)[1]
     assert len(suites) == 2 * len(TABLES)  # every table validated again
@@ -132,7 +122,6 @@ def test_failures_are_remembered_per_table_and_reported_the_same(cache_dir, sour
     with pytest.raises(DataError) as first:
         load_and_validate(sources)
     assert entries(cache_dir, "validation-all") == []  # a failed validation is never stored whole
-    new_process(monkeypatch)
     suites.clear()
     with pytest.raises(DataError) as second:
         load_and_validate(sources)
@@ -149,7 +138,6 @@ def test_the_suites_definition_is_part_of_the_key(cache_dir, sources, suites, mo
     load_and_validate(sources)
     for path in entries(cache_dir, "validation-all"):
         path.unlink()  # (the whole validation's key holds the package's code, and so the registry)
-    new_process(monkeypatch)
     suites.clear()
     gpus = schema.TABLES_BY_NAME["gpus"]
     monkeypatch.setitem(schema.TABLES_BY_NAME, "gpus", dataclasses.replace(gpus, min_rows=gpus.min_rows + 1))
@@ -160,11 +148,9 @@ def test_the_suites_definition_is_part_of_the_key(cache_dir, sources, suites, mo
 def test_a_forced_build_reads_no_outcome_but_stores_them(cache_dir, sources, tmp_path, suites, monkeypatch):
     build(sources, tmp_path / "one")
     ran = len(suites)
-    new_process(monkeypatch)
     suites.clear()
     build(sources, tmp_path / "two", force=True)
     assert len(suites) == ran
-    new_process(monkeypatch)
     suites.clear()
     build(sources, tmp_path / "three")  # another --out of the same sources: remembered
     assert suites == []
@@ -175,10 +161,38 @@ def test_a_forced_build_reads_no_outcome_but_stores_them(cache_dir, sources, tmp
 def test_switched_off_it_validates_every_time(cache_dir, sources, suites, monkeypatch):
     monkeypatch.setenv("GPU_FINETUNE_VALIDATION_CACHE", "off")
     load_and_validate(sources)
-    new_process(monkeypatch)
     ran = len(suites)
     load_and_validate(sources)
     assert len(suites) == 2 * ran and not cache_dir.exists()
+
+
+def test_a_warm_process_keeps_outcomes_in_its_own_warm_only(cache_dir, sources, suites, monkeypatch):
+    """With the disk cache off, what a build keeps lives in the Warm it was given (serve's): a second
+    validation with the same Warm runs no suite, one with a new Warm (a cold call) runs them all, and
+    after an edit only the edited table's suites run and only this build's outcomes are kept."""
+    from pipeline.warm import Warm
+
+    monkeypatch.setenv("GPU_FINETUNE_VALIDATION_CACHE", "off")
+    from pipeline.load import connect, read_sources
+
+    def validated(warm):
+        con = connect(read_sources(sources)[0])
+        return validate.validate(con, sources, sorted(TABLES), warm)
+
+    warm = Warm()
+    first = validated(warm)
+    ran = len(suites)
+    assert ran == 2 * len(TABLES) and len(warm.outcomes) == len(TABLES)
+    suites.clear()
+    assert validated(warm).to_dict() == first.to_dict() and suites == []
+    validated(Warm())
+    assert len(suites) == ran
+    suites.clear()
+    prices = sources / "servers.csv"
+    prices.write_text(prices.read_text(encoding="utf-8").replace("585000", "585001", 1), encoding="utf-8")
+    validated(warm)
+    assert suites == [("servers", "raw"), ("servers", "typed")]
+    assert len(warm.outcomes) == len(TABLES)  # the old servers outcome is gone
 
 
 def run(*args, env=None, cwd=ROOT) -> subprocess.CompletedProcess:
@@ -219,11 +233,19 @@ def test_check_and_build_without_change_import_no_heavy_library(cache_dir, sourc
 
 def test_gx_is_imported_once_in_a_build_that_validates(cache_dir, sources, tmp_path):
     """The suites are made before the fork: the build process itself imports GX once, not after rendering."""
-    probe = (
-        "import sys, pipeline.validate as v; from pipeline.build import build; "
-        "build(__import__('pathlib').Path(sys.argv[1]), __import__('pathlib').Path(sys.argv[2]), force=True); "
-        "print(len(v._CONTEXT))"
-    )
+    probe = """
+import os, pathlib, sys
+import pipeline.validate as v
+from pipeline.build import build
+made, real = [], v._gx_context
+def counted(warm):
+    if warm.gx is None:
+        made.append(os.getpid())
+    return real(warm)
+v._gx_context = counted
+build(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), force=True)
+print(made.count(os.getpid()))
+"""
     done = subprocess.run(
         [sys.executable, "-c", probe, str(sources), str(tmp_path / "out")],
         cwd=ROOT,
@@ -254,10 +276,8 @@ def test_large_sheets_use_constant_memory_and_read_back_the_same(tmp_path, catal
     small, large = tmp_path / "small", tmp_path / "large"
     downloads.write_downloads(small, catalog)
     monkeypatch.setattr(downloads, "CONSTANT_MEMORY_ROWS", 100)  # server_fit (2 700 rows) becomes "large"
-    monkeypatch.setattr(downloads, "_WORKBOOKS", {})  # (made anew, not the workbooks this process keeps)
     downloads.write_downloads(large, catalog)
     again = tmp_path / "again"
-    monkeypatch.setattr(downloads, "_WORKBOOKS", {})
     downloads.write_downloads(again, catalog)
     for name in ("server_fit.xlsx", "gpu_fit.xlsx", "gpus.xlsx"):
         assert (large / name).read_bytes() == (again / name).read_bytes()  # reproducible

@@ -104,14 +104,12 @@ def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
     """The workbooks start in a child before rendering: a render that fails still waits for it
     (a warm `just serve` process would otherwise pile up children)."""
     from pipeline.build import build
-    from pipeline.publish import downloads
     from pipeline.render.site import Renderer
 
     def broken(self):
         raise RuntimeError("a template bug")
 
     monkeypatch.setattr(Renderer, "render", broken)
-    downloads._WORKBOOKS.clear()  # every workbook to make: the child has work
     before = children()
     with pytest.raises(RuntimeError, match="a template bug"):
         build(sources, tmp_path / "output")

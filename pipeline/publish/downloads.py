@@ -72,17 +72,17 @@ def file_names(table: Table, rows: int) -> dict[str, str]:  # noqa: D103
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
-_WORKBOOKS: dict[tuple, bytes] = {}
-
-
-def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
+def start_workbooks(
+    catalog: Catalog, kept: dict[tuple, bytes] | None = None
+) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
     """Start making the workbooks in a forked child while this process goes on (a build renders
     meanwhile); the returned function gives every table's CSV text and XLSX bytes.
 
     The workbooks are the slow part of writing: a warm process (`just serve`) keeps each workbook
-    and makes it again only when its table's cells changed; this process joins the child on the
-    ones not begun when it asks for them.
+    in `kept` (pipeline.warm: the last build's, by table and content) and makes it again only when
+    its table's cells changed; this process joins the child on the ones not begun when it asks for them.
     """
+    kept = {} if kept is None else kept
     stamp = data_date(catalog)
     texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
@@ -94,17 +94,17 @@ def start_workbooks(catalog: Catalog) -> Callable[[], tuple[dict[str, str], dict
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
         typed = _typed_apostrophes(frame, table)
         workbooks[table.name] = key = (table.name, _digest(csv), stamp, _digest(typed))
-        if key not in _WORKBOOKS:
+        if key not in kept:
             missing[key] = (table, *sheet_inputs(table, frame), stamp)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
     def finish() -> tuple[dict[str, str], dict[str, bytes]]:
         made = dict(zip(missing, making(), strict=True))
-        kept = {key: made[key] if key in made else _WORKBOOKS[key] for key in workbooks.values()}
-        _WORKBOOKS.clear()  # only this build's: an editing session does not pile up old workbooks
-        _WORKBOOKS.update(kept)
-        return texts, {name: kept[key] for name, key in workbooks.items()}
+        now = {key: made[key] if key in made else kept[key] for key in workbooks.values()}
+        kept.clear()  # only this build's: an editing session does not pile up old workbooks
+        kept.update(now)
+        return texts, {name: now[key] for name, key in workbooks.items()}
 
     return finish
 

@@ -95,21 +95,19 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), str(b))
 
 
-_EXCHANGE: dict[int, bool] = {}  # by device: whether its file system exchanges folders
-
-
-def _exchange_works(folder: Path) -> bool:
-    """Whether folders in `folder` can be exchanged (tried once per file system, on two empty folders)."""
+def _exchange_works(folder: Path, known: dict[int, bool]) -> bool:
+    """Whether folders in `folder` can be exchanged: tried on two empty folders once per file system,
+    remembered in `known` (device -> answer; pipeline.warm keeps it in a warm process)."""
     device = os.stat(folder).st_dev
-    if device not in _EXCHANGE:
+    if device not in known:
         a = Path(tempfile.mkdtemp(prefix=f".{folder.name}.probe-{os.getpid()}-", dir=folder))
         b = Path(tempfile.mkdtemp(prefix=f".{folder.name}.probe-{os.getpid()}-", dir=folder))
         try:
-            _EXCHANGE[device] = _exchange(a, b)
+            known[device] = _exchange(a, b)
         finally:
             os.rmdir(a)
             os.rmdir(b)
-    return _EXCHANGE[device]
+    return known[device]
 
 
 def _new_link(staging: Path, out: Path) -> Path:
@@ -123,9 +121,10 @@ def _new_link(staging: Path, out: Path) -> Path:
             continue
 
 
-def put_in_place(staging: Path, out: Path) -> Path | None:
+def put_in_place(staging: Path, out: Path, exchange: dict[int, bool] | None = None) -> Path | None:
     """Make the complete build in `staging` the one at `out` in one atomic step; returns the folder
-    that now holds the previous build (for the caller to remove), or None."""
+    that now holds the previous build (for the caller to remove), or None. `exchange`: what is known
+    of the file systems (device -> whether they exchange folders), kept by a warm process."""
     current = layout_target(out)
     if current is not None:  # output/ is a link: point a new one at this build
         _switch_link(staging, out)
@@ -138,7 +137,7 @@ def put_in_place(staging: Path, out: Path) -> Path | None:
         os.rmdir(old)
         _switch_link(staging, out, move_aside=old)
         return old
-    if _exchange_works(out.parent):
+    if _exchange_works(out.parent, {} if exchange is None else exchange):
         os.rename(staging, out)
     else:
         _switch_link(staging, out)
@@ -180,9 +179,11 @@ class Staging:
         self.out, self.folder, self.previous, self.hashes, self.counts = out, folder, previous, hashes, counts
         self.leftover: Path | None = None  # a previous build that could not be removed
 
-    def swap(self, state: dict, late: dict[str, str | bytes] | None = None) -> Counter:
+    def swap(
+        self, state: dict, late: dict[str, str | bytes] | None = None, exchange: dict[int, bool] | None = None
+    ) -> Counter:
         """Add the `late` site files (those that waited for validation), the manifest and the
-        build state, then put the folder in place of `out`."""
+        build state, then put the folder in place of `out` (`exchange` as in put_in_place)."""
         out, staging, hashes = self.out, self.folder, self.hashes
         try:
             counts = self.counts + write_tree(
@@ -198,7 +199,7 @@ class Staging:
             state = {"generator": GENERATOR, **state, "files": files, "database": DATABASE_PATH}
             counts += write_tree(staging, {STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, self.previous)
             staging.chmod(0o755)
-            old = put_in_place(staging, out)
+            old = put_in_place(staging, out, exchange)
         except BaseException:
             self.discard()
             raise

@@ -38,6 +38,7 @@ from pipeline.render.views.comparison import Comparison
 from pipeline.render.views.entities import EntityTables, config_problems
 from pipeline.render.views.estimator import EstimatorTables
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
+from pipeline.warm import Warm
 
 TOKEN = "TABLEPLACEHOLDER{}X"
 
@@ -115,9 +116,6 @@ def markdown_table(view: TableView, sources: str) -> str:  # noqa: D103
         out += "\n\n" + fmt.md_cell(note)
     return out + "\n\n" + sources
 
-
-_ENVIRONMENTS: dict[Path, jinja2.Environment] = {}
-_ARTICLE_BODIES: dict[str, tuple[str, str]] = {}  # template name -> (body, file)
 
 # What an article may use besides pipeline/render/registry.py's helpers and tables: three of Jinja's globals.
 ARTICLE_GLOBALS = ("range", "dict", "namespace")
@@ -242,36 +240,43 @@ def _inert(value):
     return value if isinstance(value, Markup) else fmt.md_inline(value)
 
 
-def _article_source(name: str):
-    if name not in _ARTICLE_BODIES:
-        return None  # an article includes, imports or extends no other file
-    body, file = _ARTICLE_BODIES[name]
-    return body, file, lambda: True
+def article_environment(bodies: dict[str, tuple[str, str]]) -> ArticleSandbox:
+    """The articles' sandboxed environment, reading each article's body from `bodies` (compiled name ->
+    (body, file)). Every value an article prints is made inert Markdown (no links, emphasis or HTML
+    from data); only the tables, already escaped, pass as they are."""
+
+    def source(name: str):
+        if name not in bodies:
+            return None  # an article includes, imports or extends no other file
+        body, file = bodies[name]
+        return body, file, lambda: True
+
+    env = ArticleSandbox(
+        loader=jinja2.FunctionLoader(source),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        finalize=_inert,
+        keep_trailing_newline=True,
+    )
+    env.globals = {name: env.globals[name] for name in ARTICLE_GLOBALS}
+    for name in MARKUP_FILTERS:
+        del env.filters[name]
+    for name in WIDTH_FILTERS:
+        env.filters[name] = _width_checked(name, env.filters[name])
+    env.filters["_counted"] = _counted
+    env.bytecode_cache = _bytecode_cache(env)
+    env.bodies = bodies  # render_lines reads an article's source for its line numbers
+    return env
 
 
-# Every value an article prints is made inert Markdown (no links, emphasis or HTML from data);
-# only the tables, already escaped, pass as they are. Bodies are compiled once per content.
-_ARTICLE_ENV = ArticleSandbox(
-    loader=jinja2.FunctionLoader(_article_source),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    finalize=_inert,
-    keep_trailing_newline=True,
-)
-_ARTICLE_ENV.globals = {name: _ARTICLE_ENV.globals[name] for name in ARTICLE_GLOBALS}
-for _name in MARKUP_FILTERS:
-    del _ARTICLE_ENV.filters[_name]
-for _name in WIDTH_FILTERS:
-    _ARTICLE_ENV.filters[_name] = _width_checked(_name, _ARTICLE_ENV.filters[_name])
-_ARTICLE_ENV.filters["_counted"] = _counted
-
-
-def article_template(article: Article) -> jinja2.Template:  # noqa: D103
+def article_template(article: Article, warm: Warm) -> jinja2.Template:
+    """The compiled template of an article: compiled once per content in a warm process (its name
+    carries the body's hash), and kept on disk between processes (Jinja's bytecode cache)."""
     name = f"{article.slug}.{hashlib.sha256(article.body.encode()).hexdigest()}"
-    _ARTICLE_BODIES[name] = (article.body, article.file)
-    if _ARTICLE_ENV.bytecode_cache is None:
-        _ARTICLE_ENV.bytecode_cache = _bytecode_cache(_ARTICLE_ENV)
-    return _ARTICLE_ENV.get_template(name)
+    warm.article_bodies[name] = (article.body, article.file)
+    if warm.article_env is None:
+        warm.article_env = article_environment(warm.article_bodies)
+    return warm.article_env.get_template(name)
 
 
 # Exceptions an article's template or a helper it calls can raise on a bad template (an unknown
@@ -308,7 +313,7 @@ def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callabl
                 raise SecurityError(message("articles.too_long", limit=MAX_ARTICLE_CHARS))
     except Exception:
         template.environment.handle_exception()
-    source = _ARTICLE_BODIES.get(template.name, ("", ""))[0]
+    source = getattr(template.environment, "bodies", {}).get(template.name, ("", ""))[0]
     positions: list[tuple] = []
 
     def line_at(offset: int) -> int:
@@ -368,11 +373,11 @@ def article_problem(article: Article, exc: BaseException) -> Problem:
     return Problem(article.file, article.line - 1 + line if line else 0, "", None, rule)
 
 
-def html_environment(templates: Path) -> jinja2.Environment:
-    """The page templates' environment, one per process: a warm process (`just serve`) compiles a
-    template again only when it changed, and compiled templates are kept on disk between processes
-    (Jinja's bytecode cache, in the system's temporary folder, keyed by each template's source)."""
-    if templates not in _ENVIRONMENTS:
+def html_environment(templates: Path, warm: Warm) -> jinja2.Environment:
+    """The page templates' environment, one per warm process: `just serve` compiles a template again
+    only when it changed, and compiled templates are kept on disk between processes (Jinja's
+    bytecode cache, in the system's temporary folder, keyed by each template's source)."""
+    if templates not in warm.environments:
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(templates),
             autoescape=True,
@@ -382,8 +387,8 @@ def html_environment(templates: Path) -> jinja2.Environment:
         env.bytecode_cache = _bytecode_cache(env)
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
         env.filters.update(number=fmt.number, count=russian.count, listed=fmt.listed, noun=russian.noun_form)
-        _ENVIRONMENTS[templates] = env
-    return _ENVIRONMENTS[templates]
+        warm.environments[templates] = env
+    return warm.environments[templates]
 
 
 def _bytecode_cache(env: jinja2.Environment) -> jinja2.BytecodeCache | None:
@@ -410,9 +415,6 @@ class NotPlain(Exception):
     """A table html_table does not write (a cell other than text or Link, a column without a numeric flag)."""
 
 
-_CELLS: dict[tuple[str, str], dict] = {}  # (root, opening tag) -> cell -> its HTML, across tables
-
-
 def _cell_opens(view: TableView, num: list[str], layout: str) -> list[str]:
     """The opening tag of each column's cells; in a stacked table each value carries its column's
     name (data-label), shown beside it on a phone."""
@@ -422,7 +424,17 @@ def _cell_opens(view: TableView, num: list[str], layout: str) -> list[str]:
     return ['<th scope="row">'] + [f'<td{n} data-label="{names[i]}">' for i, n in enumerate(num) if i]
 
 
-def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date) -> Markup:
+@dataclass
+class TableText:
+    """What the tables of one render share: the labels, the date filter, and each cell's HTML made so
+    far ((root, opening tag) -> cell -> its HTML: columns repeat their texts, pages their links)."""
+
+    labels: dict
+    date: Callable
+    cells: dict = field(default_factory=dict)
+
+
+def html_table(view: TableView, refs: list[dict], root: str, text: TableText) -> Markup:
     """What partials/table.html's render_table writes (see Renderer.table_html); NotPlain if it cannot."""
     root_ = escape(root)
     num = [' class="num"' if n else "" for n in view.numeric]
@@ -433,8 +445,8 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
     opens = _cell_opens(view, num, layout)
     closes = ["</th>"] + ["</td>"] * (width - 1)
     # Columns repeat their texts (fit labels, card counts) and pages their first columns (links
-    # to every model or server): each cell's HTML is made once per process.
-    seen = [_CELLS.setdefault((root, tag), {}) for tag in opens]
+    # to every model or server): each cell's HTML is made once per render.
+    seen = [text.cells.setdefault((root, tag), {}) for tag in opens]
 
     def cell_html(i: int, cell) -> str:
         if type(cell) is Link:
@@ -446,7 +458,8 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
         html = seen[i][cell] = f"{opens[i]}{inner}{closes[i]}"
         return html
 
-    C = labels["common"]  # noqa: N806
+    C = text.labels["common"]  # noqa: N806
+    date = text.date
     parts = [
         f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
         f' aria-label="{escape(C["table_region"])}: ',
@@ -482,15 +495,13 @@ def html_table(view: TableView, refs: list[dict], labels: dict, root: str, date)
     return Markup("".join(parts))
 
 
-_VERIFIED: dict[str, bool] = {}
-
-
-def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
+def fast_tables_verified(env: jinja2.Environment, labels: dict, verified: dict[str, bool]) -> bool:
     """True when html_table writes exactly what the render_table macro writes, on sample tables
-    with every kind of cell, flag and caption (checked once per version of the partial)."""
+    with every kind of cell, flag and caption (checked once per version of the partial and labels,
+    remembered in `verified`: the last one only)."""
     source, _, _ = env.loader.get_source(env, "partials/table.html")
     key = source + repr(labels.get("common"))
-    if key not in _VERIFIED:
+    if key not in verified:
         macro = env.get_template("partials/table.html").module
         date = env.filters["date"]
         tricky = "<b>\"A&B\" 'c'</b>"
@@ -526,12 +537,14 @@ def fast_tables_verified(env: jinja2.Environment, labels: dict) -> bool:
                 "../",
             ),
         ]
-        _VERIFIED[key] = all(
-            str(html_table(view, refs, labels, root, date))
+        same = all(
+            str(html_table(view, refs, root, TableText(labels, date)))
             == str(macro.render_table(view=view, refs=refs, labels=labels, root=root))
             for view, refs, root in samples
         )
-    return _VERIFIED[key]
+        verified.clear()
+        verified[key] = same
+    return verified[key]
 
 
 def check_articles(catalog: Catalog, validation: Validation | None = None, templates: Path = TEMPLATES) -> None:
@@ -555,7 +568,10 @@ class Renderer:
         validation: Validation | None = None,
         templates: Path = TEMPLATES,
         base_url: str = "/",
+        warm: Warm | None = None,
     ):
+        """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default."""
+        self.warm = Warm() if warm is None else warm
         self.catalog = catalog
         self.validation = validation
         self.templates = templates
@@ -571,8 +587,9 @@ class Renderer:
         self.page_rows = self.site_config["table_page_rows"]
         self.estimator = EstimatorTables(catalog, self.labels, self.tables)
         self.comparison = Comparison(catalog, self.labels, self.tables, self.estimator)
-        self.html_env = html_environment(templates)
-        self.fast_tables = fast_tables_verified(self.html_env, self.labels)
+        self.html_env = html_environment(templates, self.warm)
+        self.fast_tables = fast_tables_verified(self.html_env, self.labels, self.warm.tables_verified)
+        self.table_text = TableText(self.labels, self.html_env.filters["date"])  # html_table's, this render's
         self.assets: dict[str, bytes] = {}
         self.asset_names: dict[str, str] = {}
         self.article_warnings: set[Problem] = set()
@@ -629,7 +646,7 @@ class Renderer:
             self.article_helpers = {name: Helpers(name, members) for name, members in helpers.items()}
         context = {**self.article_helpers, "table": table, "labels": self.labels}
         try:
-            text, line_at = render_lines(article_template(article), context)
+            text, line_at = render_lines(article_template(article, self.warm), context)
         except ARTICLE_ERRORS as exc:
             raise TemplateError([article_problem(article, exc)]) from None
         cleaned, removed = sanitize.clean_markdown(text)
@@ -658,7 +675,7 @@ class Renderer:
         refs = self.source_refs(view)
         if self.fast_tables and plain_refs(refs):
             try:
-                return html_table(view, refs, self.labels, root, self.html_env.filters["date"])
+                return html_table(view, refs, root, self.table_text)
             except NotPlain:
                 pass
         macro = self.html_env.get_template("partials/table.html").module

@@ -34,6 +34,7 @@ from pipeline import TEMPLATES
 from pipeline.messages import grouped_warnings, message, stage_line
 from pipeline.problems import format_report
 from pipeline.publish import outdir
+from pipeline.warm import Warm
 
 STATUS_PATH = "/__status"
 # How often the watcher looks at the folders (a few dozen stat calls) and how long files must
@@ -304,6 +305,7 @@ class EditorLoop:
         self.report: str | None = None  # the last rebuild's problems; None when it was good
         self.building = False
         self.last_seconds: dict | None = None  # the last rebuild's stage times
+        self.warm = Warm()  # the caches every rebuild of this loop shares (pipeline.warm)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when `version` changes
         self.stopping = threading.Event()
@@ -347,7 +349,7 @@ class EditorLoop:
             self.building = True
         started = time.perf_counter()
         try:
-            summary = build(self.sources, self.out, self.base_url, progress=progress)
+            summary = build(self.sources, self.out, self.base_url, progress=progress, warm=self.warm)
         except Exception as exc:  # the loop must survive any broken template or source
             problems = getattr(exc, "problems", None)
             if problems is not None:

@@ -52,6 +52,7 @@ from pipeline.schema import (
     Field,
     Table,
 )
+from pipeline.warm import Warm
 from pipeline.words import labels
 
 
@@ -186,10 +187,11 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
     return checks
 
 
-def _gx_context():
-    """One ephemeral GX context per process, analytics and progress bars off."""
-    if _CONTEXT:
-        return _CONTEXT[0]
+def _gx_context(warm: Warm):
+    """(gx, context, its pandas data source): one ephemeral GX context per warm process, made on first
+    use, analytics and progress bars off."""
+    if warm.gx is not None:
+        return warm.gx
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
     from great_expectations.data_context.types.base import (
@@ -204,87 +206,82 @@ def _gx_context():
         progress_bars=ProgressBarsConfig(globally=False),
     )
     context = gx.get_context(mode="ephemeral", project_config=config)
-    _SOURCE.append(context.data_sources.add_pandas(name="sources"))
-    _CONTEXT.append((gx, context))
-    return _CONTEXT[0]
+    warm.gx = (gx, context, context.data_sources.add_pandas(name="sources"))
+    return warm.gx
 
 
-_CONTEXT: list = []
-_SUITES: dict = {}  # (table, on, build date) -> (validation definition, {expectation id: Check})
-
-
-def _definition(table: Table, on: str, today: dt.date):
-    """The GX validation definition for one table and one view, made once per process."""
+def _definition(table: Table, on: str, today: dt.date, warm: Warm):
+    """(GX validation definition, {expectation id: Check}) for one table and one view, made once per
+    warm process (kept in warm.suites by table, view and build date)."""
     key = (table.name, on, today)
-    if key not in _SUITES:
-        gx, context = _gx_context()
+    if key not in warm.suites:
+        gx, context, source = _gx_context(warm)
         checks = [c for c in table_checks(table, today) if c.on == on]
         name = f"{on}_{table.name}_{today.isoformat()}"
-        batch = _SOURCE[0].add_dataframe_asset(name=name).add_batch_definition_whole_dataframe("all")
+        batch = source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe("all")
         # Adding the expectations together is one store write, not one per expectation.
         suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=[c.expectation for c in checks]))
         by_id = {e.id: check for e, check in zip(suite.expectations, checks, strict=True)}
         if None in by_id or len(by_id) != len(checks):
             raise RuntimeError(f"GX gave no distinct ids to the expectations of {name}")
         definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-        _SUITES[key] = (definition, by_id)
-    return _SUITES[key]
+        warm.suites[key] = (definition, by_id)
+    return warm.suites[key]
 
 
-_SOURCE: list = []  # the one pandas data source of the process's GX context
-
-
-# Outcomes of the suites per table, keyed by the table's cells: a warm process (`just serve`)
-# runs Great Expectations again only on the tables an edit changed.
-_OUTCOMES: dict[tuple, tuple[list[Problem], list[CheckResult]]] = {}
-
-
-def start_expectations(con, sources_dir: Path, names: list[str], today: dt.date) -> Callable[[Validation], None]:
+def start_expectations(
+    con, sources_dir: Path, names: list[str], today: dt.date, warm: Warm
+) -> Callable[[Validation], None]:
     """Run the generated GX suites on each loaded table (every failing cell becomes a Problem): they start in
-    a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order."""
+    a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order.
+
+    The outcomes per table are kept in warm.outcomes, keyed by the table's cells: a warm process
+    (`just serve`) runs Great Expectations again only on the tables an edit changed (and a new
+    process only on those no process validated before: pipeline.validation_cache)."""
     from pipeline import validation_cache
 
+    outcomes = warm.outcomes
     keys, jobs, entries = [], {}, {}
     for name in names:
         table = TABLES_BY_NAME[name]
         shown = display_path(sources_dir, table)
         cells = con.sql(f"SELECT * FROM raw_{name}").fetchall()
         keys.append(key := (name, shown, today, tuple(cells)))
-        if key not in _OUTCOMES:
+        if key not in outcomes:
             # outcomes remembered on disk by a process that validated these cells before
             entries[key], stored = validation_cache.table_outcome(table, shown, today, cells)
             if stored is not None:
-                _OUTCOMES[key] = stored
+                outcomes[key] = stored
                 continue
             raw = con.sql(f"SELECT * FROM raw_{name}").df()
-            jobs[key, "raw"] = (table, "raw", shown, today, raw, None)
-            # the typed suite names a failing cell by its text, not by the cast value (1e+308)
-            jobs[key, "typed"] = (table, "typed", shown, today, con.sql(f"SELECT * FROM typed_{name}").df(), raw)
-            for on in ("raw", "typed"):
-                # GX and the suites are made here, before the fork: the child inherits them and
-                # this process, when it takes the suites the child has not begun, imports nothing
-                _definition(table, on, today)
+            typed = con.sql(f"SELECT * FROM typed_{name}").df()
+            # GX and the suites are made here, before the fork: the child inherits them and this
+            # process, when it takes the suites the child has not begun, imports nothing. The typed
+            # suite names a failing cell by its text, not by the cast value (1e+308).
+            for on, frame, texts in (("raw", raw, None), ("typed", typed, raw)):
+                jobs[key, on] = (table, on, shown, frame, texts, _definition(table, on, today, warm))
     # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
-    weights = [len(job[0].fields) * (1 + len(job[4]) / 2000) for job in jobs.values()]
+    weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
     finish = start_map(_run_suite, list(jobs.values()), weights)
 
     def collect(out: Validation) -> None:
         found = dict(zip(jobs, finish(), strict=True))
         for key in dict.fromkeys(key for key, _ in jobs):
-            _OUTCOMES[key] = tuple(found[key, "raw"][i] + found[key, "typed"][i] for i in (0, 1))
-            validation_cache.store_table_outcome(entries[key], _OUTCOMES[key])
+            outcomes[key] = tuple(found[key, "raw"][i] + found[key, "typed"][i] for i in (0, 1))
+            validation_cache.store_table_outcome(entries[key], outcomes[key])
         for key in keys:
-            problems, checks = _OUTCOMES[key]
+            problems, checks = outcomes[key]
             out.problems.extend(problems)
             out.checks.extend(checks)
+        for key in set(outcomes) - set(keys):  # only this build's: edits do not pile up old outcomes
+            del outcomes[key]
 
     return collect
 
 
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
-    table, on, shown, today, frame, raw = job
+    table, on, shown, frame, raw, (definition, by_id) = job
     problems, checks = [], []
-    definition, by_id = _definition(table, on, today)
     # Every expectation runs on every row either way; BOOLEAN_ONLY skips collecting the failing
     # rows, which is half of GX's time. A suite with a failure runs again to name them.
     result = definition.run(batch_parameters={"dataframe": frame}, result_format={"result_format": "BOOLEAN_ONLY"})
@@ -1095,13 +1092,15 @@ def _price_warnings(con, shown: str) -> list[Problem]:
     return out
 
 
-def validate(con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]) -> Validation:
+def validate(
+    con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str], warm: Warm | None = None
+) -> Validation:
     """All problems in the loaded tables (per-table expectations and cross-table rules), warnings and checks."""
-    return start_validation(con, sources_dir, names)[1]()
+    return start_validation(con, sources_dir, names, warm)[1]()
 
 
 def start_validation(
-    con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str]
+    con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str], warm: Warm | None = None
 ) -> tuple[Validation, Callable[[], Validation]]:
     """validate() in two halves, so that a build can compute and render meanwhile.
 
@@ -1111,7 +1110,7 @@ def start_validation(
     """
     today = build_date()
     loaded = set(names)
-    expectations = start_expectations(con, sources_dir, names, today)
+    expectations = start_expectations(con, sources_dir, names, today, Warm() if warm is None else warm)
     early = Validation(build_date=today)
     try:
         for rule in (

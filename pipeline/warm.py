@@ -1,0 +1,41 @@
+"""What a warm process keeps from one build to the next, held by one owner.
+
+`serve` (the editors' loop) makes one `Warm` and passes it to every `build`, so an edit costs
+only what it changed: Jinja compiles a page template again only when it changed, Great
+Expectations runs only on the tables whose cells changed, a workbook is made again only when
+its table did. A plain build, `check` and `estimate` make their own `Warm` and drop it when they
+return: a cold process keeps no module state, and no stage function depends on what ran before.
+
+Every entry is keyed by what determines it (a template folder, a partial's source, a table's
+cells, a CSV's hash, a device), so a hit is always right. What grows with edits is cut back to
+what the last build used (`outcomes`, `workbooks`), so an editing session does not pile up old
+entries; the rest is bounded by the inputs (a folder or two, one partial, the tables' suites).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Warm:
+    """The caches of a warm process; each field names the module that fills it."""
+
+    # pipeline/render/site.py: templates folder -> the page templates' Jinja environment.
+    environments: dict = field(default_factory=dict)
+    # pipeline/render/site.py: the articles' sandboxed environment (made on first use) and, per
+    # compiled article name (slug and content hash), its body and file for the loader and line numbers.
+    article_env: object | None = None
+    article_bodies: dict = field(default_factory=dict)
+    # pipeline/render/site.py: partial's source and labels -> whether html_table writes what the macro writes.
+    tables_verified: dict = field(default_factory=dict)
+    # pipeline/validate: the Great Expectations context of this process and its pandas data source
+    # (made on first use), and the validation definition per (table, view, build date).
+    gx: tuple | None = None
+    suites: dict = field(default_factory=dict)
+    # pipeline/validate: (table, file, build date, cells) -> (problems, checks) of its suites; the last build's.
+    outcomes: dict = field(default_factory=dict)
+    # pipeline/publish/downloads.py: (table, CSV hash, date, text hash) -> XLSX bytes; the last build's.
+    workbooks: dict = field(default_factory=dict)
+    # pipeline/publish/staging.py: device -> whether its file system exchanges two folders atomically.
+    exchange: dict = field(default_factory=dict)

@@ -1,0 +1,48 @@
+"""What a warm process keeps has one owner (pipeline.warm.Warm, passed into build by serve): a build
+without one keeps nothing in module state, and every memo is bounded by the inputs."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import pytest
+
+import pipeline
+from pipeline.build import build
+from pipeline.schema import SOURCE_TABLES
+from pipeline.warm import Warm
+
+MUTABLE = (dict, list, set, bytearray)
+
+
+def module_state() -> dict[tuple[str, str], str]:
+    """Every module-level dict, list, set or bytearray of the pipeline's modules, as text."""
+    for info in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+    state = {}
+    for name, module in list(sys.modules.items()):
+        if name == "pipeline" or name.startswith("pipeline."):
+            for attr, value in vars(module).items():
+                if type(value) in MUTABLE:
+                    state[name, attr] = repr(value)
+    return state
+
+
+@pytest.mark.slow
+def test_a_build_keeps_nothing_in_module_state_and_a_warm_one_keeps_it_in_its_warm(sources, tmp_path):
+    before = module_state()
+    build(sources, tmp_path / "cold", force=True)
+    assert module_state() == before
+    warm = Warm()
+    build(sources, tmp_path / "warm", force=True, warm=warm)
+    assert module_state() == before
+    assert list(warm.environments) and warm.article_env is not None and warm.gx is not None
+    assert len(warm.outcomes) == len({t for t, *_ in warm.outcomes}) == len(SOURCE_TABLES) and warm.workbooks
+    shown = len(warm.workbooks)
+    prices = sources / "servers.csv"
+    prices.write_text(prices.read_text(encoding="utf-8").replace("585000", "585001", 1), encoding="utf-8")
+    build(sources, tmp_path / "warm", warm=warm)
+    assert len(warm.workbooks) == shown and len(warm.outcomes) == len(SOURCE_TABLES)  # this build's, not piled up

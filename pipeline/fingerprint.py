@@ -136,7 +136,8 @@ def inputs(sources: Path, base_url: str) -> dict[str, str]:
     }
 
 
-def read_state(out: Path) -> dict:  # noqa: D103
+def read_state(out: Path) -> dict:
+    """The build state the last build in `out` wrote (its inputs, validation and files); {} when none can be read."""
     try:
         return json.loads((out / STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -214,5 +215,6 @@ def _files(folder: Path, prefix: str = "") -> set[str] | None:
     return found
 
 
-def file_hash(content: bytes) -> str:  # noqa: D103
+def file_hash(content: bytes) -> str:
+    """The SHA-256 of a file's bytes, as the manifest and the build state list it."""
     return hashlib.sha256(content).hexdigest()

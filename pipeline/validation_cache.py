@@ -46,11 +46,13 @@ LIBRARIES = ("great_expectations", "pandas", "numpy", "duckdb", "polars", "pydan
 _FRESH: contextvars.ContextVar[bool] = contextvars.ContextVar("validation_cache_fresh", default=False)
 
 
-def enabled() -> bool:  # noqa: D103
+def enabled() -> bool:
+    """Whether the cache is on: GPU_FINETUNE_VALIDATION_CACHE is not off, 0, no or false."""
     return os.environ.get(ENV_SWITCH, "").strip().lower() not in ("off", "0", "no", "false")
 
 
-def reading() -> bool:  # noqa: D103
+def reading() -> bool:
+    """Whether outcomes may be read from the cache now: it is on and this is not a fresh() block."""
     return enabled() and not _FRESH.get()
 
 

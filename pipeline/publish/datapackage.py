@@ -41,7 +41,9 @@ def licence_entry(licence: dict) -> dict:
     return {"name": licence["id"], "title": licence["title"], "path": licence["url"]}
 
 
-def field_descriptor(field: Field, table: Table) -> dict:  # noqa: D103
+def field_descriptor(field: Field, table: Table) -> dict:
+    """A column of a table as a Frictionless Table Schema field: name, type, Russian title and
+    description, unit, constraints."""
     descriptor = {
         "name": field.name,
         "type": TYPES[field.type],
@@ -110,5 +112,6 @@ def package(metadata: dict[str, dict], licence: dict, created: str, text: dict) 
     }
 
 
-def package_bytes(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> bytes:  # noqa: D103
+def package_bytes(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> bytes:
+    """The datapackage.json file: `package(...)` as indented UTF-8 JSON."""
     return (json.dumps(package(metadata, licence, created, text), ensure_ascii=False, indent=2) + "\n").encode()

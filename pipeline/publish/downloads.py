@@ -68,7 +68,8 @@ DATE_FORMAT = "dd.mm.yyyy"
 MAX_WIDTH = 60
 
 
-def file_names(table: Table, rows: int) -> dict[str, str]:  # noqa: D103
+def file_names(table: Table, rows: int) -> dict[str, str]:
+    """Format -> file name of a table's downloads; no workbook above EXCEL_MAX_ROWS rows."""
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
@@ -234,7 +235,8 @@ def data_date(catalog: Catalog) -> dt.datetime:
 # --- XLSX -------------------------------------------------------------------------------------
 
 
-def number_format(field: Field) -> str | None:  # noqa: D103
+def number_format(field: Field) -> str | None:
+    """The Excel number format of a column, by its type and unit (GB, roubles, whole numbers, dates); None for text."""
     if field.type == "float" and field.unit == "gb":
         return GB_FORMAT
     if field.type in ("int", "float") and field.unit in MONEY_UNITS:
@@ -246,7 +248,9 @@ def number_format(field: Field) -> str | None:  # noqa: D103
     return None  # General: other numbers as they are
 
 
-def column_width(field: Field, frame: pl.DataFrame) -> float:  # noqa: D103
+def column_width(field: Field, frame: pl.DataFrame) -> float:
+    """A workbook column's width in characters: its header or its longest text, whichever is wider,
+    plus 2, at most MAX_WIDTH."""
     header = len(field.label_ru or field.name)
     if field.type in ("str", "id") and frame.height:
         longest = frame[field.name].str.len_chars().max() or 0

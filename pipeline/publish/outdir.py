@@ -210,7 +210,8 @@ def _immutable(path: Path) -> bool:
     return bool(flags & (0x10 | 0x20))  # FS_IMMUTABLE_FL, FS_APPEND_FL
 
 
-def lock_path(out: Path) -> Path:  # noqa: D103
+def lock_path(out: Path) -> Path:
+    """The lock file beside the output folder `out` (`.output.lock`), held by `locked`."""
     return out.parent / f".{out.name}.lock"
 
 

@@ -36,7 +36,8 @@ def number(value: float | None, places: int = 1) -> str:
 
 
 @lru_cache(maxsize=65536)
-def integer(value: int | None) -> str:  # noqa: D103
+def integer(value: int | None) -> str:
+    """A whole number in Russian style ("1 200"); empty for None."""
     return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
 
 

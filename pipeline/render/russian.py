@@ -188,7 +188,8 @@ def count(number, noun: str, case: str = "nom", places: int = 1) -> str:
     return f"{shown}{NBSP}{noun_form(shown, noun, case)}"
 
 
-def forms_of(noun: str) -> dict[str, tuple[str, str, str, str]]:  # noqa: D103
+def forms_of(noun: str) -> dict[str, tuple[str, str, str, str]]:
+    """The declared forms of a noun: case -> (one, few, many, other), as the grammar data lists them."""
     return _FORMS[noun]
 
 

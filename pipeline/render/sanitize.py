@@ -105,7 +105,8 @@ class Removed:
     what: str
 
 
-def short(text: str) -> str:  # noqa: D103
+def short(text: str) -> str:
+    """A text as a warning quotes it: whitespace runs made one space, cut to SHOWN characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
 

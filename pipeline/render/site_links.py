@@ -21,7 +21,8 @@ CALCULATOR_FIELDS = (
 _RELATIVE_TARGET = re.compile(r"(\]\()(?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+)(\))")
 
 
-def is_absolute(base_url: str) -> bool:  # noqa: D103
+def is_absolute(base_url: str) -> bool:
+    """Whether the site's base URL is absolute (http or https with a host), as canonical links and the sitemap need."""
     return bool(re.match(r"https?://[^/\s]+", base_url))
 
 

@@ -122,7 +122,8 @@ class Names:
         return ", ".join(parts)
 
 
-def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:  # noqa: D103
+def compare_table(table: Table, new: dict, old: dict, names: Names) -> dict:
+    """One table's difference between two builds: rows added and removed (by key) and every changed value."""
     added = [k for k in new if k not in old]
     removed = [k for k in old if k not in new]
     columns = [f for f in table.fields if f.name not in table.primary_key]

@@ -48,13 +48,15 @@ def ids_markdown(sources: Path = ROOT / "sources") -> str:
     return "\n".join(parts)
 
 
-def updated(text: str, sources: Path = ROOT / "sources") -> str:  # noqa: D103
+def updated(text: str, sources: Path = ROOT / "sources") -> str:
+    """The guide's text with the part between its markers replaced by the ids now in `sources`."""
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     return head + ids_markdown(sources) + tail
 
 
-def main() -> int:  # noqa: D103
+def main() -> int:
+    """Rewrite the editors' guide's list of ids from sources/; exit 2 when the guide lost its markers."""
     text = GUIDE.read_text(encoding="utf-8")
     if START not in text or END not in text:
         print(message("guide.no_markers", guide=GUIDE, start=START, end=END), file=sys.stderr)

@@ -63,12 +63,15 @@ class PublishError(Exception):
         self.code = code
 
 
-def content_type(name: str) -> str:  # noqa: D103
+def content_type(name: str) -> str:
+    """The Content-Type of an uploaded file, by its suffix (the site's own types first)."""
     suffix = Path(name).suffix.lower()
     return TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
-def cache_control(name: str) -> str:  # noqa: D103
+def cache_control(name: str) -> str:
+    """The Cache-Control of an uploaded file: no caching for the manifest, for ever for content-hashed
+    names, briefly otherwise."""
     if name == MANIFEST:
         return NO_CACHE
     if HASHED.search(Path(name).name) or PAGEFIND_HASHED.search(name):
@@ -126,7 +129,8 @@ def purge_urls(names: list[str], base_url: str) -> list[str]:
     return urls
 
 
-def client(endpoint_url: str | None):  # noqa: D103
+def client(endpoint_url: str | None):
+    """A boto3 S3 client (at `endpoint_url` when given, with retries); PublishError (exit 3) without boto3."""
     try:
         import boto3
         from botocore.config import Config
@@ -138,7 +142,8 @@ def client(endpoint_url: str | None):  # noqa: D103
     return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
 
 
-def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:  # noqa: D103
+def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
+    """The manifest of what the bucket holds under `prefix` (file -> hash); None when there is none yet."""
     from botocore.exceptions import ClientError
 
     try:
@@ -221,7 +226,8 @@ def add_parser(commands, formatter, help_text: str) -> None:
     p.add_argument("--dry-run", action="store_true", help="say what would be uploaded and deleted; change nothing")
 
 
-def run(args) -> int:  # noqa: D103
+def run(args) -> int:
+    """`python -m pipeline publish`: upload the build (or list what would change with --dry-run); the exit code."""
     try:
         todo = publish(args.out, args.to, args.endpoint_url, args.base_url, dry_run=args.dry_run)
     except PublishError as exc:

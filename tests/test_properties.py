@@ -1,4 +1,4 @@
-"""The estimation rules of DESIGN.md as properties, checked on random catalogs (Hypothesis).
+"""The estimation rules of docs/rules.md as properties, checked on random catalogs (Hypothesis).
 
 Every catalog has 2-6 anchor sizes shared by 2-4 methods (memory non-decreasing with size),
 1-8 models below, between, on and above the anchors, 1-5 GPUs and 1-5 servers. Many anchor

@@ -1,4 +1,4 @@
-"""The estimation rules of DESIGN.md, on small inline catalogs and on the seed's worked checks."""
+"""The estimation rules of docs/rules.md, on small inline catalogs and on the seed's worked checks."""
 
 import polars as pl
 import pytest
@@ -126,7 +126,7 @@ def test_cheapest_option_counts_servers():
     assert best.rows() == [("estimate", "small", 2, 200), ("high", "small", 3, 300)]
 
 
-# -- the seed article's own figures (DESIGN.md "Worked checks") --
+# -- the seed article's own figures (docs/rules.md, after rule 11) --
 
 SEED_MEMORY = {
     "generic-8b": {"qlora_4bit": "6,9", "qlora_8bit": "11,4", "lora": "18,3", "full_bf16": "68,6", "full_amp": "137,1"},

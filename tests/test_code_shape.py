@@ -10,18 +10,10 @@ from conftest import ROOT
 
 LIMIT = 60
 STILL_LONGER = {
-    "pipeline/estimate/architecture.py:architecture_from_config": 73,
-    "pipeline/estimate/calibration.py:calibration": 65,
-    "pipeline/estimate/first_principles.py:custom_architecture": 86,
-    "pipeline/estimate/first_principles.py:estimate": 122,
-    "pipeline/estimate/table_rule.py:estimate_memory": 74,
     "pipeline/load.py:read_source": 71,
     "pipeline/render/charts.py:memory_chart": 100,
     "pipeline/render/registry.py:article_helpers": 67,
     "pipeline/render/site.py:Renderer.entity_pages": 96,
-    "pipeline/tools/estimate_cli.py:add_parser": 172,
-    "pipeline/tools/estimate_cli.py:render": 70,
-    "pipeline/tools/estimate_cli.py:result": 93,
     "pipeline/validate/__init__.py:catalog_rules": 79,
     "pipeline/validate/__init__.py:field_checks": 65,
     "pipeline/validate/__init__.py:name_rules": 78,

@@ -303,43 +303,41 @@ def whole(value: object, name: str) -> int:
     return int(value)
 
 
-def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # noqa: C901
-    """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
+def _first(config: Mapping[str, object], *names: str, default: object = None, required: bool = True) -> object:
+    """The value of the first of `names` that config.json sets; `default` otherwise, ValueError when
+    `required` and there is no default."""
+    for name in names:
+        if config.get(name) is not None:
+            return config[name]
+    if required and default is None:
+        raise ValueError(f"config.json has no {' / '.join(names)}")
+    return default
 
-    Reads the keys the common decoders use (Llama, Mistral, Mixtral, Qwen 2/3 and their MoE,
-    Gemma, Phi-3, DeepSeek-V2/V3 with MLA, GPT-NeoX/Falcon-style names); a multimodal config's
-    `text_config` is used when present.
-    """
-    if not isinstance(config, Mapping):
-        raise ValueError("config.json must be a JSON object")
-    if isinstance(config.get("text_config"), Mapping):
-        config = {**config, **config["text_config"]}
 
-    def first(*names: str, default: object = None, required: bool = True) -> object:
-        for name in names:
-            if config.get(name) is not None:
-                return config[name]
-        if required and default is None:
-            raise ValueError(f"config.json has no {' / '.join(names)}")
-        return default
+def _config_count(config: Mapping[str, object], key: str, default: object = None) -> int:
+    """The count of CONFIG_KEYS[key] (a required one unless it has a default), named by its first key."""
+    names = CONFIG_KEYS[key]
+    return whole(_first(config, *names, default=default), names[0])
 
-    k = CONFIG_KEYS
+
+def _dense_values(config: Mapping[str, object]) -> dict[str, object]:
+    """The Architecture fields every decoder has: layers, widths, heads, vocabulary, tying, MLP kind, bias."""
     model_type = str(config.get("model_type") or "")
-    layers = whole(first(*k["layers"]), k["layers"][0])
-    hidden = whole(first(*k["hidden"]), k["hidden"][0])
-    heads = whole(first(*k["heads"]), k["heads"][0])
+    layers = _config_count(config, "layers")
+    hidden = _config_count(config, "hidden")
+    heads = _config_count(config, "heads")
     if layers < 1 or hidden < 1 or heads < 1:
         raise ValueError("config.json: layers, hidden size and heads must be at least 1")
-    intermediate = whole(first(*k["intermediate"], default=4 * hidden), k["intermediate"][0])
+    intermediate = _config_count(config, "intermediate", default=4 * hidden)
     kv_default = 1 if config.get("multi_query") else heads
-    kv_heads = whole(first(*k["kv_heads"], default=kv_default), k["kv_heads"][0])
-    head_dim = whole(first(*k["head_dim"], default=hidden // heads), k["head_dim"][0])
-    vocab = whole(first(*k["vocab"]), k["vocab"][0])
+    kv_heads = _config_count(config, "kv_heads", default=kv_default)
+    head_dim = _config_count(config, "head_dim", default=hidden // heads)
+    vocab = _config_count(config, "vocab")
     tied = config.get("tie_word_embeddings")
     tied = (model_type in TIED_BY_DEFAULT) if tied is None else bool(tied)
     gated = model_type not in PLAIN_MLP_TYPES
     qkv_bias = bool(config.get("attention_bias") or config.get("qkv_bias") or model_type == "qwen2")
-    values: dict[str, object] = dict(
+    return dict(
         layers=layers,
         hidden=hidden,
         intermediate=intermediate,
@@ -351,23 +349,53 @@ def architecture_from_config(config: Mapping[str, object]) -> Architecture:  # n
         gated_mlp=gated,
         qkv_bias=qkv_bias,
     )
-    experts = first(*k["experts"], default=0, required=False)
+
+
+def _moe_values(config: Mapping[str, object], experts: object, intermediate: int) -> dict[str, object]:
+    """The mixture-of-experts fields of a config.json with `experts` routed experts."""
+    k = CONFIG_KEYS
+    moe_width = _first(config, *k["moe_intermediate"], default=intermediate, required=False)
+    return {
+        "experts": whole(experts, "num_experts"),
+        "experts_per_token": _config_count(config, "experts_per_token"),
+        "shared_experts": whole(
+            _first(config, *k["shared_experts"], default=0, required=False) or 0, "n_shared_experts"
+        ),
+        "moe_intermediate": whole(moe_width, "moe_intermediate_size"),
+        "dense_layers": whole(
+            _first(config, *k["dense_layers"], default=0, required=False) or 0, "first_k_dense_replace"
+        ),
+    }
+
+
+def _mla_values(config: Mapping[str, object]) -> dict[str, object]:
+    """The multi-head latent attention fields (DeepSeek-V2/V3) of a config.json with a kv_lora_rank."""
+    values: dict[str, object] = {
+        "attention_kind": "mla",
+        "q_lora_rank": whole(config.get("q_lora_rank") or 0, "q_lora_rank"),
+        "kv_lora_rank": whole(config["kv_lora_rank"], "kv_lora_rank"),
+    }
+    for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        values[name] = whole(_first(config, *CONFIG_KEYS[name]), name)
+    values["qkv_bias"] = False
+    return values
+
+
+def architecture_from_config(config: Mapping[str, object]) -> Architecture:
+    """An Architecture from a Hugging Face config.json (already parsed); ValueError naming what is missing.
+
+    Reads the keys the common decoders use (Llama, Mistral, Mixtral, Qwen 2/3 and their MoE,
+    Gemma, Phi-3, DeepSeek-V2/V3 with MLA, GPT-NeoX/Falcon-style names); a multimodal config's
+    `text_config` is used when present.
+    """
+    if not isinstance(config, Mapping):
+        raise ValueError("config.json must be a JSON object")
+    if isinstance(config.get("text_config"), Mapping):
+        config = {**config, **config["text_config"]}
+    values = _dense_values(config)
+    experts = _first(config, *CONFIG_KEYS["experts"], default=0, required=False)
     if experts:
-        values["experts"] = whole(experts, "num_experts")
-        values["experts_per_token"] = whole(first(*k["experts_per_token"]), k["experts_per_token"][0])
-        values["shared_experts"] = whole(
-            first(*k["shared_experts"], default=0, required=False) or 0, "n_shared_experts"
-        )
-        moe_width = first(*k["moe_intermediate"], default=intermediate, required=False)
-        values["moe_intermediate"] = whole(moe_width, "moe_intermediate_size")
-        values["dense_layers"] = whole(
-            first(*k["dense_layers"], default=0, required=False) or 0, "first_k_dense_replace"
-        )
+        values |= _moe_values(config, experts, values["intermediate"])
     if config.get("kv_lora_rank"):
-        values["attention_kind"] = "mla"
-        values["q_lora_rank"] = whole(config.get("q_lora_rank") or 0, "q_lora_rank")
-        values["kv_lora_rank"] = whole(config["kv_lora_rank"], "kv_lora_rank")
-        for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            values[name] = whole(first(*k[name]), name)
-        values["qkv_bias"] = False
+        values |= _mla_values(config)
     return Architecture(**values)

@@ -52,20 +52,9 @@ METRIC_KIND = {
 }
 METRIC_KINDS = ("allocated", "reserved", "card", "fits_on")
 
-SETUP_COLUMNS = (
-    "method_id",
-    "optimizer",
-    "seq_len",
-    "micro_batch",
-    "grad_accum",
-    "gpus",
-    "sharding",
-    "offload",
-    "grad_checkpointing",
-    "flash_attention",
-    "lora_rank",
-    "lora_targets",
-)
+# The setup columns of measurements.csv: Setup's fields method through lora_targets, as named there (loss
+# is read apart, an empty cell keeping the default; the fields after lora_targets come from extra_techniques).
+SETUP_COLUMNS = first_principles.setup_fields({"method": "method_id"}, through="lora_targets", leave_out=("loss",))
 
 
 # Techniques of extra_techniques the estimator models, as the Setup field they set.
@@ -127,6 +116,66 @@ def _error(predicted: float | None, measured: float | None) -> float | None:
     return (predicted - measured) / measured
 
 
+def _predictions(
+    row: Mapping[str, object], arch, table: Mapping[tuple[str, str], float], params_b: float, constants
+) -> tuple[dict[str, float | None], float | None]:
+    """Each estimator's prediction of a measurement row in GB, and the first-principles whole card
+    (None without an architecture)."""
+    setup = setup_from_row(row)
+    predicted = {}
+    if arch is not None:
+        parts = first_principles.estimate(arch, setup, constants).gb()
+        predicted["first_principles"] = parts[METRIC_PART[row["metric"]]]
+        states = first_principles.deepspeed_model_states(arch, setup)
+        predicted["deepspeed"] = None if states is None else states / first_principles.GB
+        total_gb = parts["total"]
+    else:
+        predicted["first_principles"] = predicted["deepspeed"] = total_gb = None
+    predicted["table_rule"] = table.get((row["model_id"], row["method_id"]))
+    predicted["rule_of_thumb"] = rule_of_thumb_gb(params_b, row["method_id"], constants)
+    return predicted, total_gb
+
+
+def _exclusions(row: Mapping[str, object], has_architecture: bool) -> list[str]:
+    """Why a measurement row is left out of the summary (empty: it is in)."""
+    reasons = []
+    if row["outcome"] != "value":
+        reasons.append("oom")
+    if any(t not in MODELLED_TECHNIQUES and t != UNKNOWN_LENGTHS for t in techniques(row)):
+        reasons.append("unmodelled")
+    if UNKNOWN_LENGTHS in techniques(row):
+        reasons.append(UNKNOWN_LENGTHS)
+    if not has_architecture:
+        reasons.append("no_architecture")
+    return reasons
+
+
+def _measured_gb(row: Mapping[str, object]) -> float | None:
+    """The measured peak of a row in GB, None for an out-of-memory row."""
+    if row["outcome"] != "value":
+        return None
+    return row["measured_value"] * UNIT_BYTES[row["measured_unit"]] / first_principles.GB
+
+
+def _measurement_columns(row: Mapping[str, object], gpu_gb: Mapping[str, float]) -> dict[str, object]:
+    """The columns of a calibration row that describe the measurement itself."""
+    return {
+        "measurement_id": row["measurement_id"],
+        "model_id": row["model_id"],
+        "method_id": row["method_id"],
+        "gpu_id": row["gpu_id"],
+        "gpu_memory_gb": gpu_gb.get(row["gpu_id"]),
+        "outcome": row["outcome"],
+        "metric": row["metric"],
+        "metric_kind": METRIC_KIND[row["metric"]],
+        "framework": row["framework"],
+        "sharding": row["sharding"],
+        "measured_value": row["measured_value"],
+        "measured_unit": row["measured_unit"],
+        "measured_gb": _measured_gb(row),
+    }
+
+
 def calibration(
     measurements: pl.DataFrame,
     models: pl.DataFrame,
@@ -141,49 +190,13 @@ def calibration(
     gpu_gb = dict(gpus.select("gpu_id", "memory_gb").iter_rows())
     rows = []
     for row in measurements.sort("measurement_id").iter_rows(named=True):
-        setup = setup_from_row(row)
         arch = archs.get(row["model_id"])
-        measured = None
-        if row["outcome"] == "value":
-            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]] / first_principles.GB
-        predicted = {}
-        if arch is not None:
-            parts = first_principles.estimate(arch, setup, constants).gb()
-            predicted["first_principles"] = parts[METRIC_PART[row["metric"]]]
-            states = first_principles.deepspeed_model_states(arch, setup)
-            predicted["deepspeed"] = None if states is None else states / first_principles.GB
-            total_gb = parts["total"]
-        else:
-            predicted["first_principles"] = predicted["deepspeed"] = total_gb = None
-        predicted["table_rule"] = table.get((row["model_id"], row["method_id"]))
-        predicted["rule_of_thumb"] = rule_of_thumb_gb(params[row["model_id"]], row["method_id"], constants)
-        reasons = []
-        if row["outcome"] != "value":
-            reasons.append("oom")
-        if any(t not in MODELLED_TECHNIQUES and t != UNKNOWN_LENGTHS for t in techniques(row)):
-            reasons.append("unmodelled")
-        if UNKNOWN_LENGTHS in techniques(row):
-            reasons.append(UNKNOWN_LENGTHS)
-        if arch is None:
-            reasons.append("no_architecture")
-        out = {
-            "measurement_id": row["measurement_id"],
-            "model_id": row["model_id"],
-            "method_id": row["method_id"],
-            "gpu_id": row["gpu_id"],
-            "gpu_memory_gb": gpu_gb.get(row["gpu_id"]),
-            "outcome": row["outcome"],
-            "metric": row["metric"],
-            "metric_kind": METRIC_KIND[row["metric"]],
-            "framework": row["framework"],
-            "sharding": row["sharding"],
-            "measured_value": row["measured_value"],
-            "measured_unit": row["measured_unit"],
-            "measured_gb": measured,
-        }
+        predicted, total_gb = _predictions(row, arch, table, params[row["model_id"]], constants)
+        reasons = _exclusions(row, arch is not None)
+        out = _measurement_columns(row, gpu_gb)
         for name in ESTIMATORS:
             out[f"{name}_gb"] = predicted[name]
-            out[f"{name}_error"] = _error(predicted[name], measured)
+            out[f"{name}_error"] = _error(predicted[name], out["measured_gb"])
         # An out-of-memory row is predicted right when the whole peak exceeds the card.
         oom = row["outcome"] == "oom" and total_gb is not None and out["gpu_memory_gb"] is not None
         out["predicts_oom"] = (total_gb > out["gpu_memory_gb"]) if oom else None

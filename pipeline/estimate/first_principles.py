@@ -14,8 +14,9 @@ Pure functions: an `Architecture`, a `Setup` and the constants in, a `Breakdown`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import NamedTuple
 
 import polars as pl
 
@@ -71,7 +72,8 @@ CONSTANTS = ESTIMATOR_CONSTANTS
 @dataclass(frozen=True)
 class Setup:
     """One training setup; the defaults are a plain single-GPU run (the site's typical setup is
-    sources/typical_setup.csv, see `typical_setup`)."""
+    sources/typical_setup.csv, see `typical_setup`). The fields' order is the order of the command
+    line's --batch columns (`setup_fields`)."""
 
     method: str = "full_amp"
     optimizer: str = "adamw"
@@ -83,13 +85,13 @@ class Setup:
     offload: str = "none"
     grad_checkpointing: bool = False
     flash_attention: bool = True
+    loss: str = "hf"
     lora_rank: int = 16
     lora_targets: str = "all"
     lora_dropout: bool = False
-    double_quant: bool = False
-    loss: str = "hf"
-    fp8: bool = False
     lora_lm_head: bool = False  # an adapter on the output layer too
+    double_quant: bool = False
+    fp8: bool = False
     frozen_fp32: bool = False  # the frozen, not quantised weights kept in fp32 (loaded without torch_dtype)
     quantized_lm_head: bool = False  # QLoRA also quantises the output layer (LitGPT does; HF keeps it 16-bit)
     optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is ready (torchtune)
@@ -153,6 +155,23 @@ class Setup:
                 "so estimate without it: the figure is then an upper bound"
             )
         return found
+
+
+def setup_fields(
+    renames: Mapping[str, str] | None = None, through: str | None = None, leave_out: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The names of Setup's fields in their order, as a table or the command line names them: `renames`
+    maps a field to its name there, `through` is the last field it has (None: every one), `leave_out` the
+    fields before it that it has no column for."""
+    names = [f.name for f in fields(Setup)]
+    if through is not None:
+        names = names[: names.index(through) + 1]
+    return tuple((renames or {}).get(name, name) for name in names if name not in leave_out)
+
+
+def setup_fields_of_type(kind: str) -> tuple[str, ...]:
+    """The names of Setup's fields of one type ("bool", "int", "str"), in their order."""
+    return tuple(f.name for f in fields(Setup) if f.type == kind)
 
 
 @dataclass(frozen=True)
@@ -397,25 +416,49 @@ def _largest_quantised(arch: Architecture, setup: Setup) -> int:
     return largest
 
 
-def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:  # noqa: C901
-    """Peak memory per GPU of `setup` for a model of architecture `arch`.
+class _States(NamedTuple):
+    """The model states of one GPU in bytes: the weights, gradients and optimizer states the method
+    keeps, then what offload moves to RAM and what sharding divides."""
 
-    The peak is the larger of two moments (`phase`): the start of the backward pass (weights,
-    optimizer states, gradients kept from earlier micro-batches, every saved activation, the
-    loss buffers, ZeRO-3's gathered units) and the optimizer step (weights, gradients,
-    states and the step's temporaries; the activations are freed by then).
-    """
-    counts = parameter_counts(arch)
-    total = counts.total
-    n = setup.gpus
-    shard_optimizer = setup.sharding in ("zero1", "zero2", "zero3")
-    shard_gradients = setup.sharding in ("zero2", "zero3")
-    shard_weights = setup.sharding == "zero3"
+    trainable: float
+    weights: float
+    gradients: float
+    optimizer: float
+    step_temporary: float  # the optimizer step's temporary (foreach AdamW)
+    state_width: float  # bytes per number of the optimizer states and of the gradients
+    grad_width: float
+    layer_weights: float  # one decoder layer's weights and the root unit's (what ZeRO-3 gathers)
+    root_weights: float
+    cpu: float = 0.0  # server RAM taken by offload
+    staged: float = 0.0  # the sharded weights put on the GPU before offloading them
+    paged: float = 0.0  # optimizer states in CUDA unified memory
+
+
+class _Passes(NamedTuple):
+    """What the forward and backward passes hold beside the model states, in bytes per GPU."""
+
+    live: float  # buffers alive during the forward and backward passes
+    bucket: float  # DDP's flat gradient buckets
+    activations: float  # everything saved for the backward pass
+    loss_buffers: float
+    at_peak: float  # the activations and the loss buffers alive at the backward pass's first peak
+    logits: float
+
+
+class _Phases(NamedTuple):
+    """Allocated bytes at the peak of each phase, and the parts alive at the backward peak."""
+
+    backward: float
+    step: float
+    at_backward: tuple[float, ...]
+
+
+def _method_states(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> _States:
+    """The states the method keeps on one GPU before offload and sharding."""
     weights, layer_bytes, root_bytes = _weight_bytes(arch, setup, c)
-    layer_params, _ = _unit_params(arch)
     state_bytes = OPTIMIZER_STATE_BYTES[setup.optimizer]
-
     if setup.is_full:
+        total = parameter_counts(arch).total
         trainable = total
         gradients = BF16 * total
         if setup.method == "full_amp":
@@ -433,92 +476,169 @@ def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakd
         state_width = c["adapter_bytes"]
         grad_width = c["adapter_bytes"]
     step_temporary = state_width * trainable if setup.optimizer in FOREACH_TEMPORARY else 0.0
+    return _States(
+        trainable, weights, gradients, optimizer, step_temporary, state_width, grad_width, layer_bytes, root_bytes
+    )
 
+
+def _offloaded(s: _States, setup: Setup, c: Mapping[str, float]) -> _States:
+    """The states with offload: what moves to the server's RAM."""
     cpu = 0.0
+    optimizer, step_temporary = s.optimizer, s.step_temporary
     if setup.offload != "none":
         # ZeRO-Offload: optimizer states and fp32 gradients live in RAM, the step runs on the CPU.
-        cpu += optimizer + FP32 * trainable
+        cpu += optimizer + FP32 * s.trainable
         optimizer = 0.0
         step_temporary = 0.0
     if setup.offload == "full":
-        cpu += weights
+        cpu += s.weights
     cpu *= c["offload_cpu_buffer_factor"]
+    return s._replace(optimizer=optimizer, step_temporary=step_temporary, cpu=cpu)
 
-    if shard_optimizer:
+
+def _sharded(s: _States, setup: Setup) -> _States:
+    """The states one GPU keeps with ZeRO sharding (stage 1 the optimizer states, 2 the gradients, 3 the weights)."""
+    n = setup.gpus
+    optimizer, step_temporary, gradients, weights = s.optimizer, s.step_temporary, s.gradients, s.weights
+    if setup.sharding in ("zero1", "zero2", "zero3"):
         optimizer /= n
         step_temporary /= n
-    if shard_gradients:
+    if setup.sharding in ("zero2", "zero3"):
         gradients /= n
     # With the weights offloaded (ZeRO-3 / FSDP offload_params) the sharded weights are still put on the GPU
     # first (FSDP flattens and shards on the device it is given, DeepSpeed's zero.Init partitions there) and then
-    # moved to RAM: the caching allocator keeps those blocks reserved (see `estimate`).
+    # moved to RAM: the caching allocator keeps those blocks reserved (see `_allocator_cache`).
     staged = weights / n if setup.offload == "full" else 0.0
-    if shard_weights:
+    if setup.sharding == "zero3":
         weights = 0.0 if setup.offload == "full" else weights / n
+    paged = optimizer if setup.optimizer in PAGED else 0.0
+    return s._replace(
+        optimizer=optimizer,
+        step_temporary=step_temporary,
+        gradients=gradients,
+        weights=weights,
+        staged=staged,
+        paged=paged,
+    )
 
-    # Buffers alive during the forward and backward passes.
+
+def _live_buffers(arch: Architecture, setup: Setup, c: Mapping[str, float], s: _States) -> tuple[float, float]:
+    """(buffers alive during the forward and backward passes, DDP's gradient buckets)."""
     live = 0.0
-    if shard_weights:
+    if setup.sharding == "zero3":
         # FSDP keeps the root unit (embedding, output layer) gathered from the forward into the backward,
         # computes on one gathered layer while the next is prefetched, and (full fine-tuning) reduce-
         # scatters a whole layer's gradient.
-        live += root_bytes + (1 + c["zero3_prefetch_units"]) * layer_bytes
-    if setup.is_full and shard_gradients:
-        live += grad_width * layer_params  # the unsharded gradient of one layer before its reduce-scatter
+        live += s.root_weights + (1 + c["zero3_prefetch_units"]) * s.layer_weights
+    if setup.is_full and setup.sharding in ("zero2", "zero3"):
+        layer_params, _ = _unit_params(arch)
+        live += s.grad_width * layer_params  # the unsharded gradient of one layer before its reduce-scatter
     if setup.is_quantised:
         live += BF16 * _largest_quantised(arch, setup)  # bitsandbytes dequantises one weight at a time to bf16
     bucket = 0.0
-    if setup.sharding == "ddp" and n > 1:
-        bucket = grad_width * trainable  # DDP's flat gradient buckets beside .grad (gradient_as_bucket_view off)
+    if setup.sharding == "ddp" and setup.gpus > 1:
+        bucket = s.grad_width * s.trainable  # DDP's flat gradient buckets beside .grad (gradient_as_bucket_view off)
+    return live, bucket
 
+
+def _passes(arch: Architecture, setup: Setup, c: Mapping[str, float], s: _States) -> _Passes:
+    """The live buffers, the saved activations and the loss buffers of the forward and backward passes."""
+    live, bucket = _live_buffers(arch, setup, c, s)
     kept, recomputed = activation_split(arch, setup, c)
-    activations = kept + recomputed
     loss_buffers = logits_bytes(arch, setup, c)
     # The backward pass starts with the loss buffers; a recomputed layer comes later, when they are freed.
     if recomputed > loss_buffers:
         at_peak, logits = kept + recomputed, 0.0
     else:
         at_peak, logits = kept, loss_buffers
-    paged = optimizer if setup.optimizer in PAGED else 0.0
-    resident = weights + optimizer - paged + bucket
+    return _Passes(live, bucket, kept + recomputed, loss_buffers, at_peak, logits)
 
+
+def _phase_peaks(arch: Architecture, setup: Setup, s: _States, p: _Passes) -> _Phases:
+    """Allocated bytes at the peak of the backward pass and of the optimizer step."""
+    resident = s.weights + s.optimizer - s.paged + p.bucket
     if setup.optimizer_in_backward:
         # Each gradient lives only until its own step (torchtune's optimizer_in_bwd): the largest one,
         # with its step's temporary.
-        largest = counts.largest_layer / (n if shard_gradients else 1)
-        held = (grad_width + (state_width if setup.optimizer in FOREACH_TEMPORARY else 0)) * largest
-        backward, step = resident + at_peak + logits + live + held, 0.0
-        at_backward = (weights, held, optimizer, at_peak, logits, live + bucket)
+        shards = setup.gpus if setup.sharding in ("zero2", "zero3") else 1
+        largest = parameter_counts(arch).largest_layer / shards
+        held = (s.grad_width + (s.state_width if setup.optimizer in FOREACH_TEMPORARY else 0)) * largest
+        backward = resident + p.at_peak + p.logits + p.live + held
+        return _Phases(backward, 0.0, (s.weights, held, s.optimizer, p.at_peak, p.logits, p.live + p.bucket))
+    carried = s.gradients if setup.grad_accum > 1 else 0.0  # accumulated from earlier micro-batches
+    produced = s.gradients - carried
+    # Gradients grow as activations are freed: the backward pass peaks at one end or the other.
+    backward = resident + carried + p.live + max(p.at_peak + p.logits, produced)
+    step = resident + s.gradients + s.step_temporary
+    if p.at_peak + p.logits >= produced:
+        at_backward = (s.weights, carried, s.optimizer, p.at_peak, p.logits, p.live + p.bucket)
     else:
-        carried = gradients if setup.grad_accum > 1 else 0.0  # accumulated from earlier micro-batches
-        produced = gradients - carried
-        # Gradients grow as activations are freed: the backward pass peaks at one end or the other.
-        backward = resident + carried + live + max(at_peak + logits, produced)
-        step = resident + gradients + step_temporary
-        if at_peak + logits >= produced:
-            at_backward = (weights, carried, optimizer, at_peak, logits, live + bucket)
-        else:
-            at_backward = (weights, gradients, optimizer, 0.0, 0.0, live + bucket)
-    if step > backward:
-        phase, parts, transient = (
+        at_backward = (s.weights, s.gradients, s.optimizer, 0.0, 0.0, p.live + p.bucket)
+    return _Phases(backward, step, at_backward)
+
+
+def _peak(s: _States, p: _Passes, phases: _Phases) -> tuple[str, tuple[float, ...], float]:
+    """(the phase that sets the peak, the parts alive then, the transient bytes the allocator caches)."""
+    if phases.step > phases.backward:
+        return (
             "optimizer_step",
-            (weights, gradients, optimizer, 0.0, 0.0, step_temporary + bucket),
-            step_temporary,
+            (s.weights, s.gradients, s.optimizer, 0.0, 0.0, s.step_temporary + p.bucket),
+            s.step_temporary,
         )
-    else:
-        phase, parts = "backward", at_backward
-        transient = parts[3] + parts[4] + live
+    parts = phases.at_backward
+    return "backward", parts, parts[3] + parts[4] + p.live
+
+
+def _allocator_cache(c: Mapping[str, float], s: _States, p: _Passes, phases: _Phases, peak: tuple) -> float:
+    """The caching allocator's unused blocks at the peak (reserved - allocated)."""
+    phase, parts, transient = peak
     cache = c["allocator_fragmentation"] * transient
-    allocated = sum(parts) - paged
+    allocated = sum(parts) - s.paged
     if phase == "optimizer_step":
         # The caching allocator never gives memory back during a step: the blocks the backward pass used
         # stay reserved through the optimizer step, so the reservation is the higher of the two phases.
-        at_backward_reserved = backward + c["allocator_fragmentation"] * (at_backward[3] + at_backward[4] + live)
+        at_backward = phases.at_backward
+        at_backward_reserved = phases.backward + c["allocator_fragmentation"] * (
+            at_backward[3] + at_backward[4] + p.live
+        )
         cache = max(cache, at_backward_reserved - allocated)
-    if staged > allocated + cache:
-        cache = staged - allocated  # the reservation left by staging the sharded weights before offloading
-    context = c["cuda_context_gb"] * GB + (c["nccl_buffers_gb"] * GB if n > 1 else 0.0)
-    return Breakdown(*parts, cache, context, paged, cpu, trainable, phase, backward, step, activations, loss_buffers)
+    if s.staged > allocated + cache:
+        cache = s.staged - allocated  # the reservation left by staging the sharded weights before offloading
+    return cache
+
+
+def _context(setup: Setup, c: Mapping[str, float]) -> float:
+    """What lives outside PyTorch's allocator: the CUDA context and cuBLAS workspace, NCCL's buffers on more than one GPU."""
+    return c["cuda_context_gb"] * GB + (c["nccl_buffers_gb"] * GB if setup.gpus > 1 else 0.0)
+
+
+def estimate(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> Breakdown:
+    """Peak memory per GPU of `setup` for a model of architecture `arch`.
+
+    The peak is the larger of two moments (`phase`): the start of the backward pass (weights,
+    optimizer states, gradients kept from earlier micro-batches, every saved activation, the
+    loss buffers, ZeRO-3's gathered units) and the optimizer step (weights, gradients,
+    states and the step's temporaries; the activations are freed by then).
+    """
+    s = _sharded(_offloaded(_method_states(arch, setup, c), setup, c), setup)
+    p = _passes(arch, setup, c, s)
+    phases = _phase_peaks(arch, setup, s, p)
+    peak = _peak(s, p, phases)
+    phase, parts, _ = peak
+    cache = _allocator_cache(c, s, p, phases, peak)
+    return Breakdown(
+        *parts,
+        cache,
+        _context(setup, c),
+        s.paged,
+        s.cpu,
+        s.trainable,
+        phase,
+        phases.backward,
+        phases.step,
+        p.activations,
+        p.loss_buffers,
+    )
 
 
 def deepspeed_model_states(arch: Architecture, setup: Setup, gather_bytes: float = 4) -> float | None:
@@ -621,19 +741,8 @@ MAX_CUSTOM_LAYERS = 2000
 MAX_CUSTOM_PARAMS_B = 100_000
 
 
-def custom_architecture(  # noqa: C901
-    named: Mapping[str, Architecture],
-    params_b: float | None = None,
-    vocab: int | None = None,
-    layers: int | None = None,
-    hidden: int | None = None,
-) -> tuple[Architecture, str]:
-    """A dense model of `params_b` billion parameters with the shape of the nearest named model, and
-    that model's id. `vocab`, `layers` and `hidden` override the borrowed shape (heads follow the
-    hidden size at the same head size and grouping, the MLP keeps its ratio); the free dimension is
-    the number of layers, or with `layers` given the hidden size. ValueError when the shape cannot
-    represent the size (more than 5 % off) or the overrides contradict each other.
-    """
+def _check_custom_request(params_b: float | None, vocab: int | None, layers: int | None, hidden: int | None) -> None:
+    """ValueError when the request for a custom model is incomplete, contradicts itself or is out of range."""
     if params_b is None and not (layers and hidden):
         raise ValueError("give the size (params_b), or both the number of layers and the hidden size")
     if params_b is not None and layers and hidden:
@@ -648,56 +757,67 @@ def custom_architecture(  # noqa: C901
             f"params_b = {params_b}: must be a positive number of billions, at most {MAX_CUSTOM_PARAMS_B:,} "
             "(no shape of the catalog has that many layers: give --hidden or --config)"
         )
-    reference_id = nearest_reference(params_b if params_b is not None else 7.0, named)
-    ref = named[reference_id]
-    base = replace(ref, experts=0, experts_per_token=0, shared_experts=0, moe_intermediate=0, dense_layers=0, layers=1)
-    if vocab is not None:
-        base = replace(base, vocab=vocab)
 
-    def widen(width: int) -> Architecture:
-        group = max(1, ref.heads // max(1, ref.kv_heads))
-        step = ref.head_dim * group
-        if width % step:
-            raise ValueError(
-                f"hidden = {width}: must be a multiple of {step} (head size {ref.head_dim} x {group} query heads "
-                f"per key-value head, as in {reference_id})"
-            )
-        heads = width // ref.head_dim
-        return replace(
-            base,
-            hidden=width,
-            heads=heads,
-            kv_heads=max(1, heads // group),
-            intermediate=max(1, round(ref.intermediate * width / ref.hidden)),
+
+def _query_group(ref: Architecture) -> int:
+    """Query heads per key-value head of `ref`."""
+    return max(1, ref.heads // max(1, ref.kv_heads))
+
+
+def _widened(base: Architecture, ref: Architecture, reference_id: str, width: int) -> Architecture:
+    """`base` with hidden size `width`: heads follow at the head size and grouping of `ref`, the MLP keeps its
+    ratio. ValueError when `width` is not a whole number of query groups."""
+    group = _query_group(ref)
+    step = ref.head_dim * group
+    if width % step:
+        raise ValueError(
+            f"hidden = {width}: must be a multiple of {step} (head size {ref.head_dim} x {group} query heads "
+            f"per key-value head, as in {reference_id})"
         )
+    heads = width // ref.head_dim
+    return replace(
+        base,
+        hidden=width,
+        heads=heads,
+        kv_heads=max(1, heads // group),
+        intermediate=max(1, round(ref.intermediate * width / ref.hidden)),
+    )
 
-    if hidden is not None:
-        base = widen(hidden)
-    if params_b is None:
-        return replace(base, layers=layers), reference_id
-    if not math.isfinite(params_b) or params_b <= 0:
-        raise ValueError(f"params_b = {params_b}: must be a positive number of billions")
+
+def _with_layers_for_size(base: Architecture, params_b: float, reference_id: str) -> Architecture:
+    """`base` with the number of layers that comes nearest to `params_b` billion parameters."""
     target = params_b * 1e9
-    if layers is None:
-        one = parameter_counts(base).total
-        per_layer = parameter_counts(replace(base, layers=2)).total - one
-        guess = (target - (one - per_layer)) / per_layer
-        if guess > MAX_CUSTOM_LAYERS:
-            raise ValueError(
-                f"{params_b:g} B with the shape of {reference_id} would need {guess:,.0f} layers: give --hidden "
-                "(a wider model) or --config"
-            )
-        candidates = {max(1, math.floor(guess)), max(1, math.ceil(guess))}
-        n = min(sorted(candidates), key=lambda k: abs(parameter_counts(replace(base, layers=k)).total - target))
-        arch = replace(base, layers=n)
-    else:
-        base = replace(base, layers=layers)
-        step = ref.head_dim * max(1, ref.heads // max(1, ref.kv_heads))
-        widths = range(step, 64 * 1024 + step, step)
-        arch = min(
-            (widen(w) for w in widths), key=lambda a: abs(parameter_counts(replace(a, layers=layers)).total - target)
+    one = parameter_counts(base).total
+    per_layer = parameter_counts(replace(base, layers=2)).total - one
+    guess = (target - (one - per_layer)) / per_layer
+    if guess > MAX_CUSTOM_LAYERS:
+        raise ValueError(
+            f"{params_b:g} B with the shape of {reference_id} would need {guess:,.0f} layers: give --hidden "
+            "(a wider model) or --config"
         )
-        arch = replace(arch, layers=layers)
+    candidates = {max(1, math.floor(guess)), max(1, math.ceil(guess))}
+    n = min(sorted(candidates), key=lambda k: abs(parameter_counts(replace(base, layers=k)).total - target))
+    return replace(base, layers=n)
+
+
+def _with_hidden_for_size(
+    base: Architecture, ref: Architecture, reference_id: str, layers: int, params_b: float
+) -> Architecture:
+    """`base` with `layers` layers and the hidden size that comes nearest to `params_b` billion parameters."""
+    target = params_b * 1e9
+    base = replace(base, layers=layers)
+    step = ref.head_dim * _query_group(ref)
+    widths = range(step, 64 * 1024 + step, step)
+    arch = min(
+        (_widened(base, ref, reference_id, w) for w in widths),
+        key=lambda a: abs(parameter_counts(replace(a, layers=layers)).total - target),
+    )
+    return replace(arch, layers=layers)
+
+
+def _check_custom_size(arch: Architecture, params_b: float, reference_id: str) -> None:
+    """ValueError when `arch` is more than CUSTOM_SIZE_TOLERANCE off the size asked for."""
+    target = params_b * 1e9
     total = parameter_counts(arch).total
     if abs(total - target) > CUSTOM_SIZE_TOLERANCE * target:
         smallest = parameter_counts(replace(arch, layers=1)).total / 1e9
@@ -706,6 +826,36 @@ def custom_architecture(  # noqa: C901
             f"(one layer with a {arch.vocab:,}-word vocabulary is already {smallest:.3g} B); give --vocab, "
             "--hidden or --layers, or --config"
         )
+
+
+def custom_architecture(
+    named: Mapping[str, Architecture],
+    params_b: float | None = None,
+    vocab: int | None = None,
+    layers: int | None = None,
+    hidden: int | None = None,
+) -> tuple[Architecture, str]:
+    """A dense model of `params_b` billion parameters with the shape of the nearest named model, and
+    that model's id. `vocab`, `layers` and `hidden` override the borrowed shape (heads follow the
+    hidden size at the same head size and grouping, the MLP keeps its ratio); the free dimension is
+    the number of layers, or with `layers` given the hidden size. ValueError when the shape cannot
+    represent the size (more than 5 % off) or the overrides contradict each other.
+    """
+    _check_custom_request(params_b, vocab, layers, hidden)
+    reference_id = nearest_reference(params_b if params_b is not None else 7.0, named)
+    ref = named[reference_id]
+    base = replace(ref, experts=0, experts_per_token=0, shared_experts=0, moe_intermediate=0, dense_layers=0, layers=1)
+    if vocab is not None:
+        base = replace(base, vocab=vocab)
+    if hidden is not None:
+        base = _widened(base, ref, reference_id, hidden)
+    if params_b is None:
+        return replace(base, layers=layers), reference_id
+    if layers is None:
+        arch = _with_layers_for_size(base, params_b, reference_id)
+    else:
+        arch = _with_hidden_for_size(base, ref, reference_id, layers, params_b)
+    _check_custom_size(arch, params_b, reference_id)
     return arch, reference_id
 
 

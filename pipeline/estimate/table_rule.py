@@ -37,18 +37,9 @@ def _basis(p: pl.Expr, lo_b: pl.Expr, hi_b: pl.Expr, near: float) -> pl.Expr:
     )
 
 
-def estimate_memory(
-    models: pl.DataFrame,
-    methods: pl.DataFrame,
-    memory_anchors: pl.DataFrame,
-    constants: dict[str, float],
-) -> pl.DataFrame:
-    """Rules 1-4: memory estimate, range and theoretical minimum for every model x method.
-
-    Between two anchor sizes the estimate is linear; below the smallest it is
-    proportional to the smallest, above the largest proportional to the largest
-    (and flagged as extrapolation), except within anchor_size_tolerance of that anchor.
-    """
+def _bracketing_anchors(models: pl.DataFrame, methods: pl.DataFrame, memory_anchors: pl.DataFrame) -> pl.DataFrame:
+    """Every model x method with the anchors around its size: the nearest at or below (anchor_b,
+    anchor_gb) and at or above (upper_b, upper_gb), null where there is none."""
     anchors = memory_anchors.select(
         "method_id",
         pl.col("params_b").cast(pl.Float64).alias("anchor_b"),
@@ -62,7 +53,7 @@ def estimate_memory(
     lower = jobs.join_asof(
         anchors, left_on="params_b", right_on="anchor_b", by="method_id", strategy="backward", check_sortedness=False
     )
-    both = lower.join_asof(
+    return lower.join_asof(
         anchors.rename({"anchor_b": "upper_b", "anchor_gb": "upper_gb"}),
         left_on="params_b",
         right_on="upper_b",
@@ -70,8 +61,12 @@ def estimate_memory(
         strategy="forward",
         check_sortedness=False,
     )
-    p, lo_b, lo_gb, hi_b, hi_gb = (pl.col(c) for c in ("params_b", "anchor_b", "anchor_gb", "upper_b", "upper_gb"))
-    memory = (
+
+
+def _interpolated(p: pl.Expr, lo_b: pl.Expr, lo_gb: pl.Expr, hi_b: pl.Expr, hi_gb: pl.Expr) -> pl.Expr:
+    """The memory at size `p` from the anchors around it: linear between them, proportional to the one
+    there is below the smallest or above the largest."""
+    return (
         pl.when(lo_b.is_null())
         .then(hi_gb * p / hi_b)
         .when(hi_b.is_null())
@@ -80,6 +75,23 @@ def estimate_memory(
         .then(lo_gb)
         .otherwise(lo_gb + (hi_gb - lo_gb) * (p - lo_b) / (hi_b - lo_b))
     )
+
+
+def estimate_memory(
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    memory_anchors: pl.DataFrame,
+    constants: dict[str, float],
+) -> pl.DataFrame:
+    """Rules 1-4: memory estimate, range and theoretical minimum for every model x method.
+
+    Between two anchor sizes the estimate is linear; below the smallest it is
+    proportional to the smallest, above the largest proportional to the largest
+    (and flagged as extrapolation), except within anchor_size_tolerance of that anchor.
+    """
+    both = _bracketing_anchors(models, methods, memory_anchors)
+    p, lo_b, lo_gb, hi_b, hi_gb = (pl.col(c) for c in ("params_b", "anchor_b", "anchor_gb", "upper_b", "upper_gb"))
+    memory = _interpolated(p, lo_b, lo_gb, hi_b, hi_gb)
     basis = _basis(p, lo_b, hi_b, constants["anchor_size_tolerance"])
     min_bytes = constants["adamw_weight_bytes"] + constants["adamw_grad_bytes"] + constants["adamw_optimizer_bytes"]
     return (

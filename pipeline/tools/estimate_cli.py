@@ -52,7 +52,8 @@ exit codes:
   2  invalid sources, an impossible or unknown setup, or a --batch/--config file with bad rows
   64 a wrong command line (an unknown option, a missing value)"""
 
-# Columns a --batch file may have (a header row; every column but one of model/params_b is optional).
+# Columns a --batch file may have (a header row; every column but one of model/params_b is optional): the
+# model's, then Setup's fields (torch.compile is refused, so it has none).
 BATCH_COLUMNS = (
     "model",
     "params_b",
@@ -60,40 +61,10 @@ BATCH_COLUMNS = (
     "vocab",
     "layers",
     "hidden",
-    "method",
-    "optimizer",
-    "seq_len",
-    "micro_batch",
-    "grad_accum",
-    "gpus",
-    "sharding",
-    "offload",
-    "grad_checkpointing",
-    "flash_attention",
-    "loss",
-    "lora_rank",
-    "lora_targets",
-    "lora_dropout",
-    "lora_lm_head",
-    "double_quant",
-    "fp8",
-    "frozen_fp32",
-    "quantized_lm_head",
-    "optimizer_in_backward",
+    *first_principles.setup_fields(leave_out=("torch_compile",)),
 )
-BOOL_OPTIONS = (
-    "grad_checkpointing",
-    "flash_attention",
-    "lora_dropout",
-    "lora_lm_head",
-    "double_quant",
-    "fp8",
-    "frozen_fp32",
-    "quantized_lm_head",
-    "optimizer_in_backward",
-    "torch_compile",
-)
-COUNT_OPTIONS = ("seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank")
+BOOL_OPTIONS = first_principles.setup_fields_of_type("bool")
+COUNT_OPTIONS = first_principles.setup_fields_of_type("int")
 
 
 class UsageError(Exception):
@@ -158,21 +129,14 @@ def _typical_defaults(sources: Path = Path("sources")) -> dict[str, str]:
         return {}
 
 
-def add_parser(commands) -> None:
-    """The `estimate` subcommand and its options; unset options take the typical setup."""
-    typical = _typical_defaults()
+def _typical_note(typical: dict[str, str], setting: str) -> str:
+    """The end of an option's help: its default in the typical setup."""
+    value = typical.get(setting, "")
+    return f" (default: {value}, the typical setup)" if value else " (default: the typical setup)"
 
-    def default(setting: str, fallback: str = "") -> str:
-        value = typical.get(setting, fallback)
-        return f" (default: {value}, the typical setup)" if value else " (default: the typical setup)"
 
-    e = commands.add_parser(
-        "estimate",
-        help="memory of one training setup from first principles, and what it fits",
-        description=HELP,
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _add_model_options(e) -> None:
+    """The sources, and the model: a catalog id, a size, or a config.json, with the shape overrides."""
     e.add_argument(
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
@@ -201,6 +165,10 @@ def add_parser(commands) -> None:
         type=_typed(_count),
         help="override the hidden size (heads follow at the same head size; the MLP keeps its ratio)",
     )
+
+
+def _add_run_options(e, typical: dict[str, str]) -> None:
+    """The method, the optimizer, the batch shape and the cards with their sharding and offload."""
     e.add_argument(
         "--method",
         choices=first_principles.METHODS,
@@ -215,17 +183,19 @@ def add_parser(commands) -> None:
         help="adamw: PyTorch's AdamW (foreach: one temporary of a state's size at the step); adamw_fused: the "
         "same in one kernel; adamw_8bit: two 1-byte states (bitsandbytes); paged_adamw, paged_adamw_8bit: "
         "their paged variants, states in CUDA unified memory outside PyTorch's allocator; sgd: one momentum "
-        "state" + default("optimizer"),
+        "state" + _typical_note(typical, "optimizer"),
     )
-    e.add_argument("--seq-len", type=_typed(_count), help="tokens per sequence" + default("seq_len"))
-    e.add_argument("--micro-batch", type=_typed(_count), help="sequences per GPU per step" + default("micro_batch"))
+    e.add_argument("--seq-len", type=_typed(_count), help="tokens per sequence" + _typical_note(typical, "seq_len"))
+    e.add_argument(
+        "--micro-batch", type=_typed(_count), help="sequences per GPU per step" + _typical_note(typical, "micro_batch")
+    )
     e.add_argument(
         "--grad-accum",
         type=_typed(_count),
         help="micro-batches added up before each optimizer step: the gradients then stay through every "
-        "backward pass" + default("grad_accum"),
+        "backward pass" + _typical_note(typical, "grad_accum"),
     )
-    e.add_argument("--gpus", type=_typed(_count), help="GPUs training together" + default("gpus"))
+    e.add_argument("--gpus", type=_typed(_count), help="GPUs training together" + _typical_note(typical, "gpus"))
     e.add_argument(
         "--sharding",
         choices=first_principles.SHARDINGS,
@@ -237,39 +207,48 @@ def add_parser(commands) -> None:
         "--offload",
         choices=first_principles.OFFLOADS,
         help="none; optimizer: optimizer states and fp32 gradients kept in the server's RAM (needs ZeRO); "
-        "full: the weights too (needs zero3). Slower, frees GPU memory" + default("offload"),
+        "full: the weights too (needs zero3). Slower, frees GPU memory" + _typical_note(typical, "offload"),
     )
+
+
+def _add_memory_options(e, typical: dict[str, str]) -> None:
+    """Checkpointing, the attention kernel and the loss: what the forward and backward passes keep."""
     e.add_argument(
         "--grad-checkpointing",
         action=argparse.BooleanOptionalAction,
-        help="keep only each layer's input and recompute the rest in the backward pass" + default("grad_checkpointing"),
+        help="keep only each layer's input and recompute the rest in the backward pass"
+        + _typical_note(typical, "grad_checkpointing"),
     )
     e.add_argument(
         "--flash-attention",
         action=argparse.BooleanOptionalAction,
         help="FlashAttention-style attention that never stores the score matrix; --no-flash-attention: eager "
-        "attention that stores a score per pair of tokens" + default("flash_attention"),
+        "attention that stores a score per pair of tokens" + _typical_note(typical, "flash_attention"),
     )
     e.add_argument(
         "--loss",
         choices=first_principles.LOSSES,
         help="hf: Hugging Face's loss (bf16 logits upcast to fp32); hf_legacy: transformers before 4.46 (one "
         "more fp32 copy); chunked: torchtune's chunked cross-entropy; fused: the output layer and the loss in "
-        "one kernel (Liger), no full logits" + default("loss"),
+        "one kernel (Liger), no full logits" + _typical_note(typical, "loss"),
     )
     e.add_argument("--chunked-loss", dest="loss", action="store_const", const="chunked", help="same as --loss chunked")
-    e.add_argument("--lora-rank", type=_typed(_count), help="LoRA rank r" + default("lora_rank"))
+
+
+def _add_lora_options(e, typical: dict[str, str]) -> None:
+    """The adapter (LoRA) and the quantised base (QLoRA)."""
+    e.add_argument("--lora-rank", type=_typed(_count), help="LoRA rank r" + _typical_note(typical, "lora_rank"))
     e.add_argument(
         "--lora-targets",
         choices=first_principles.LORA_TARGETS,
         help="which layers get an adapter: qv (query and value), qkv (and key), attention (q, k, v, o), all "
-        "(every linear layer, MLP included)" + default("lora_targets"),
+        "(every linear layer, MLP included)" + _typical_note(typical, "lora_targets"),
     )
     e.add_argument(
         "--lora-dropout",
         action=argparse.BooleanOptionalAction,
         help="dropout on the adapter's input (LitGPT's default): keeps a copy of each adapted layer's input"
-        + default("lora_dropout"),
+        + _typical_note(typical, "lora_dropout"),
     )
     e.add_argument("--lora-lm-head", action="store_true", help="an adapter on the output layer too (default: off)")
     e.add_argument(
@@ -289,6 +268,10 @@ def add_parser(commands) -> None:
         help="QLoRA's double quantisation: block scales stored in 8 bits (about 0.4 bits per weight less) "
         "(default: off)",
     )
+
+
+def _add_step_options(e) -> None:
+    """The optimizer step in the backward pass, torch.compile (refused) and FP8."""
     e.add_argument(
         "--optimizer-in-backward",
         action="store_true",
@@ -303,6 +286,10 @@ def add_parser(commands) -> None:
     e.add_argument(
         "--fp8", action="store_true", help="FP8 matmuls (Transformer Engine) in full fine-tuning (default: off)"
     )
+
+
+def _add_output_options(e) -> None:
+    """What to print: the table rule only, a draft time and cost, a batch of setups, JSON."""
     e.add_argument(
         "--table-rule",
         action="store_true",
@@ -330,6 +317,24 @@ def add_parser(commands) -> None:
         "column (exit 2)",
     )
     e.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def add_parser(commands) -> None:
+    """The `estimate` subcommand and its options; unset options take the typical setup."""
+    typical = _typical_defaults()
+    e = commands.add_parser(
+        "estimate",
+        help="memory of one training setup from first principles, and what it fits",
+        description=HELP,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_model_options(e)
+    _add_run_options(e, typical)
+    _add_memory_options(e, typical)
+    _add_lora_options(e, typical)
+    _add_step_options(e)
+    _add_output_options(e)
 
 
 # -- the validated catalog, cached in the user's cache folder ------------------------------------
@@ -424,18 +429,7 @@ def _setup(c, args) -> first_principles.Setup:
     gpus = args.gpus if args.gpus is not None else None
     base = first_principles.typical_setup(args.method, c, gpus=gpus)
     changes = {}
-    for name in (
-        "optimizer",
-        "seq_len",
-        "micro_batch",
-        "grad_accum",
-        "sharding",
-        "offload",
-        "loss",
-        "lora_rank",
-        "lora_targets",
-        *BOOL_OPTIONS,
-    ):
+    for name in first_principles.setup_fields(leave_out=("method", "gpus")):
         value = getattr(args, name, None)
         if value is not None and value is not False:
             changes[name] = value
@@ -557,43 +551,51 @@ def table_rule(catalog, params_b: float, method_id: str) -> dict[str, float]:
     return {k: row[k] for k in ("memory_gb", "memory_low_gb", "memory_high_gb", "basis")}
 
 
-def result(catalog, args) -> dict:  # noqa: C901
-    """Everything the command prints, as plain data (the --json output); UsageError for a wrong request."""
-    c = catalog.constants
+def _check_time_options(args) -> None:
+    """UsageError for an option of the time estimate given without --tokens."""
     if args.server and not args.tokens:
         raise UsageError("--server prices a training run: give --tokens too (how many tokens x epochs)")
     if args.gpu and not args.tokens:
         raise UsageError("--gpu chooses the card of the time estimate: give --tokens too")
     if args.utilization is not None and not args.tokens:
         raise UsageError("--utilization is for the time estimate: give --tokens too")
-    arch, name, params_b, borrowed = _architecture(catalog, args)
-    setup = _setup(c, args)
-    problems = setup.problems()
-    out = {"model": name, "params_b": params_b, "setup": asdict(setup), "problems": problems}
-    if borrowed:
-        out["shape_borrowed_from"] = borrowed
-        out["architecture"] = asdict(arch)
-    if problems:
-        return out
-    breakdown = first_principles.estimate(arch, setup, c)
-    out["per_gpu_gb"] = breakdown.gb()
-    out["readings_gb"] = {k: getattr(breakdown, v) / first_principles.GB for k, v in READINGS.items()}
-    out["measured_range_gb"] = _measured_range(catalog, breakdown.card / first_principles.GB)
-    out["peak_phase"] = breakdown.phase
-    out["trainable_params"] = breakdown.trainable_params
-    out["effective_batch"] = setup.micro_batch * setup.grad_accum * setup.gpus
-    out["table_rule_gb"] = table_rule(catalog, params_b, setup.method)
-    gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
+
+
+def _estimate_figures(catalog, arch, setup: first_principles.Setup, params_b: float) -> dict:
+    """The first-principles breakdown, its readings and measured range, and the table rule beside it."""
+    breakdown = first_principles.estimate(arch, setup, catalog.constants)
+    return {
+        "per_gpu_gb": breakdown.gb(),
+        "readings_gb": {k: getattr(breakdown, v) / first_principles.GB for k, v in READINGS.items()},
+        "measured_range_gb": _measured_range(catalog, breakdown.card / first_principles.GB),
+        "peak_phase": breakdown.phase,
+        "trainable_params": breakdown.trainable_params,
+        "effective_batch": setup.micro_batch * setup.grad_accum * setup.gpus,
+        "table_rule_gb": table_rule(catalog, params_b, setup.method),
+    }
+
+
+def _gpus_by_id(catalog) -> dict[str, dict]:
+    """The catalog's GPUs by id, from the smallest memory."""
+    return {g["gpu_id"]: g for g in catalog["gpus"].sort("memory_gb", "gpu_id").iter_rows(named=True)}
+
+
+def _gpu_fits(catalog, arch, setup: first_principles.Setup) -> list[dict]:
+    """Every catalog GPU (from the smallest memory) with the fewest cards the setup fits (None: none)."""
     fitting = []
-    for gpu in gpus.iter_rows(named=True):
+    for gpu in catalog["gpus"].sort("memory_gb", "gpu_id").iter_rows(named=True):
         if setup.fp8 and not gpu["fp8_dense_tflops"]:
             continue
-        cards = first_principles.min_gpus(arch, setup, c, gpu["memory_gb"])
+        cards = first_principles.min_gpus(arch, setup, catalog.constants, gpu["memory_gb"])
         fitting.append(
             {"gpu_id": gpu["gpu_id"], "name": gpu["short_name"], "memory_gb": gpu["memory_gb"], "cards": cards}
         )
-    out["gpus"] = fitting
-    gpu_by_id = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
+    return fitting
+
+
+def _server_fits(catalog, arch, setup: first_principles.Setup, gpu_by_id: dict[str, dict]) -> list[dict]:
+    """Every catalog server: how many of it the job needs and the memory per GPU on all its cards."""
+    c = catalog.constants
     servers = []
     for server in catalog["servers"].sort("server_id").iter_rows(named=True):
         gpu = gpu_by_id[server["gpu_id"]]
@@ -615,40 +617,73 @@ def result(catalog, args) -> dict:  # noqa: C901
                 "price_rub_month": server["price_rub_month"],
             }
         )
-    out["servers"] = servers
+    return servers
+
+
+def _draft_hardware(catalog, args, fitting: list[dict], gpu_by_id: dict[str, dict]) -> tuple[dict | None, dict | None]:
+    """(the GPU of the time estimate: --server's, --gpu or the first that fits; the --server row or None);
+    UsageError for an unknown id."""
+    if args.gpu:
+        if args.gpu not in gpu_by_id:
+            raise UsageError(f"unknown GPU {args.gpu!r}; GPUs: {', '.join(sorted(gpu_by_id))}")
+        gpu = gpu_by_id[args.gpu]
+    else:
+        gpu = next((gpu_by_id[g["gpu_id"]] for g in fitting if g["cards"]), None)
+    server = None
+    if args.server:
+        server = next((s for s in catalog["servers"].iter_rows(named=True) if s["server_id"] == args.server), None)
+        if server is None:
+            ids = sorted(catalog["servers"]["server_id"].to_list())
+            raise UsageError(f"unknown server {args.server!r}; servers: {', '.join(ids)}")
+        gpu = gpu_by_id[server["gpu_id"]]
+    return gpu, server
+
+
+def _draft_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -> dict | None:
+    """The draft time and cost of training on --tokens (None when no GPU fits); `out` holds the fits."""
+    c = catalog.constants
+    utilization = args.utilization if args.utilization is not None else c["default_utilization"]
+    gpu, server = _draft_hardware(catalog, args, out["gpus"], _gpus_by_id(catalog))
+    if gpu is None:
+        return None
+    flops = training.training_flops(arch, setup, args.tokens, c)
+    if server:  # every card of the servers the job needs (see the servers list)
+        entry = next(e for e in out["servers"] if e["server_id"] == server["server_id"])
+        cards = entry["gpus_in_job"] if entry["servers_needed"] else server["gpu_count"]
+    else:
+        cards = setup.gpus
+    p = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
+    return {
+        "gpu_id": gpu["gpu_id"],
+        "cards": cards,
+        "utilization": utilization,
+        "flops": flops,
+        "hours": p.hours,
+        "servers": p.servers,
+        "cost_rub": p.cost_rub,
+    }
+
+
+def result(catalog, args) -> dict:
+    """Everything the command prints, as plain data (the --json output); UsageError for a wrong request."""
+    _check_time_options(args)
+    arch, name, params_b, borrowed = _architecture(catalog, args)
+    setup = _setup(catalog.constants, args)
+    problems = setup.problems()
+    out = {"model": name, "params_b": params_b, "setup": asdict(setup), "problems": problems}
+    if borrowed:
+        out["shape_borrowed_from"] = borrowed
+        out["architecture"] = asdict(arch)
+    if problems:
+        return out
+    out |= _estimate_figures(catalog, arch, setup, params_b)
+    out["gpus"] = _gpu_fits(catalog, arch, setup)
+    out["servers"] = _server_fits(catalog, arch, setup, _gpus_by_id(catalog))
     out["recommendation"] = recommendation(catalog, args, setup)
     if args.tokens:
-        utilization = args.utilization if args.utilization is not None else c["default_utilization"]
-        if args.gpu:
-            if args.gpu not in gpu_by_id:
-                raise UsageError(f"unknown GPU {args.gpu!r}; GPUs: {', '.join(sorted(gpu_by_id))}")
-            gpu = gpu_by_id[args.gpu]
-        else:
-            gpu = next((gpu_by_id[g["gpu_id"]] for g in fitting if g["cards"]), None)
-        server = None
-        if args.server:
-            server = next((s for s in catalog["servers"].iter_rows(named=True) if s["server_id"] == args.server), None)
-            if server is None:
-                ids = sorted(catalog["servers"]["server_id"].to_list())
-                raise UsageError(f"unknown server {args.server!r}; servers: {', '.join(ids)}")
-            gpu = gpu_by_id[server["gpu_id"]]
-        if gpu is not None:
-            flops = training.training_flops(arch, setup, args.tokens, c)
-            if server:  # every card of the servers the job needs (see the servers list)
-                entry = next(e for e in servers if e["server_id"] == server["server_id"])
-                cards = entry["gpus_in_job"] if entry["servers_needed"] else server["gpu_count"]
-            else:
-                cards = setup.gpus
-            p = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
-            out["draft_time"] = {
-                "gpu_id": gpu["gpu_id"],
-                "cards": cards,
-                "utilization": utilization,
-                "flops": flops,
-                "hours": p.hours,
-                "servers": p.servers,
-                "cost_rub": p.cost_rub,
-            }
+        draft = _draft_time(catalog, args, arch, setup, out)
+        if draft is not None:
+            out["draft_time"] = draft
     return out
 
 
@@ -661,7 +696,10 @@ def _measured_range(catalog, whole_card_gb: float) -> dict | None:
     from pipeline.estimate import recommend
 
     spread = recommend.spread_of(catalog["estimator_range"])
-    return None if spread is None else {"low": whole_card_gb * spread[0], "high": whole_card_gb * spread[1]}
+    if spread is None:
+        return None
+    low, high = recommend.measured_range(whole_card_gb, spread)
+    return {"low": low, "high": high}
 
 
 def recommendation(catalog, args, setup: first_principles.Setup) -> dict | None:
@@ -722,10 +760,10 @@ def _reading_lines(out: dict, width: int) -> list[str]:
     return lines
 
 
-def render(out: dict) -> str:
-    """The human-readable report."""
+def _setup_line(out: dict) -> str:
+    """The first line of the report: the model and its setup."""
     s = out["setup"]
-    lines = [
+    return (
         f"{out['model']}: {s['method']}, {s['optimizer']}, seq {s['seq_len']} x micro-batch {s['micro_batch']}"
         f" (accumulation {s['grad_accum']}), {s['gpus']} GPU(s), {s['sharding']}, offload {s['offload']}"
         + (", checkpointing" if s["grad_checkpointing"] else ", no checkpointing")
@@ -739,18 +777,13 @@ def render(out: dict) -> str:
         + (", frozen weights in fp32" if s["frozen_fp32"] else "")
         + (", quantised LM head" if s["quantized_lm_head"] else "")
         + (", optimizer step in the backward pass" if s["optimizer_in_backward"] else "")
-    ]
-    if out.get("shape_borrowed_from"):
-        a = out["architecture"]
-        lines.append(
-            f"Shape borrowed from {out['shape_borrowed_from']}: {a['layers']} layers, hidden {a['hidden']}, "
-            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']}"
-        )
-    if out["problems"]:
-        lines += ["This setup cannot be estimated:"] + [f"  {p}" for p in out["problems"]]
-        return "\n".join(lines)
+    )
+
+
+def _breakdown_lines(out: dict) -> list[str]:
+    """The parts at the peak, the readings, the other phase and the server RAM of offload."""
     parts = out["per_gpu_gb"]
-    lines.append(f"Per GPU, GB (10^9 bytes), at the peak: {PHASE_TEXT[out['peak_phase']]}")
+    lines = [f"Per GPU, GB (10^9 bytes), at the peak: {PHASE_TEXT[out['peak_phase']]}"]
     width = max(len(label) for _, label in PARTS) + 2
     for key, label in PARTS:
         lines.append(f"  {label:<{width}}  {_gb(parts[key]):>9}")
@@ -763,13 +796,12 @@ def render(out: dict) -> str:
     )
     if parts["cpu"]:
         lines.append(f"  {'server RAM for offload (all GPUs)':<{width}}  {_gb(parts['cpu']):>9}")
-    lines.append(f"Trained parameters: {out['trainable_params']:,.0f}; effective batch {out['effective_batch']}")
-    t = out["table_rule_gb"]
-    lines.append(
-        f"Table rule (anchor table, seq/batch/sharding not considered): {_gb(t['memory_gb'])} GB "
-        f"(range {_gb(t['memory_low_gb'])}–{_gb(t['memory_high_gb'])})"
-    )
-    lines.append("GPUs (fewest cards with this sharding; ddp: one card or none):")
+    return lines
+
+
+def _fit_lines(out: dict) -> list[str]:
+    """The GPUs and the catalog servers the setup fits."""
+    lines = ["GPUs (fewest cards with this sharding; ddp: one card or none):"]
     for g in out["gpus"]:
         verdict = f"{g['cards']} card(s)" if g["cards"] else "does not fit"
         lines.append(f"  {g['name']:<24} {g['memory_gb']:>6g} GB  {verdict}")
@@ -782,15 +814,42 @@ def render(out: dict) -> str:
             n = sv["servers_needed"]
             verdict = f"{n} server(s), {_gb(sv['per_gpu_gb'])} GB per GPU"
         lines.append(f"  {sv['name']:<40} {verdict:<36} {price}")
+    return lines
+
+
+def _draft_time_line(t: dict) -> str:
+    """The draft time and cost of --tokens."""
+    cost = ", about " + f"{t['cost_rub']:,.0f} ₽".replace(",", " ") if t["cost_rub"] is not None else ""
+    return (
+        f"Draft time: {t['flops']:.3g} FLOP on {t['cards']} x {t['gpu_id']} at {t['utilization']:.0%} "
+        f"utilisation: {t['hours']:,.1f} h{cost} (a draft estimate)"
+    )
+
+
+def render(out: dict) -> str:
+    """The human-readable report."""
+    lines = [_setup_line(out)]
+    if out.get("shape_borrowed_from"):
+        a = out["architecture"]
+        lines.append(
+            f"Shape borrowed from {out['shape_borrowed_from']}: {a['layers']} layers, hidden {a['hidden']}, "
+            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']}"
+        )
+    if out["problems"]:
+        lines += ["This setup cannot be estimated:"] + [f"  {p}" for p in out["problems"]]
+        return "\n".join(lines)
+    lines += _breakdown_lines(out)
+    lines.append(f"Trained parameters: {out['trainable_params']:,.0f}; effective batch {out['effective_batch']}")
+    t = out["table_rule_gb"]
+    lines.append(
+        f"Table rule (anchor table, seq/batch/sharding not considered): {_gb(t['memory_gb'])} GB "
+        f"(range {_gb(t['memory_low_gb'])}–{_gb(t['memory_high_gb'])})"
+    )
+    lines += _fit_lines(out)
     if "recommendation" in out:
         lines.append(_recommendation_line(out["recommendation"]))
     if "draft_time" in out:
-        t = out["draft_time"]
-        cost = ", about " + f"{t['cost_rub']:,.0f} ₽".replace(",", " ") if t["cost_rub"] is not None else ""
-        lines.append(
-            f"Draft time: {t['flops']:.3g} FLOP on {t['cards']} x {t['gpu_id']} at {t['utilization']:.0%} "
-            f"utilisation: {t['hours']:,.1f} h{cost} (a draft estimate)"
-        )
+        lines.append(_draft_time_line(out["draft_time"]))
     return "\n".join(lines)
 
 

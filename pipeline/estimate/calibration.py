@@ -72,7 +72,8 @@ MODELLED_TECHNIQUES = {
 UNKNOWN_LENGTHS = "unknown_lengths"
 
 
-def techniques(row: Mapping[str, object]) -> list[str]:  # noqa: D103
+def techniques(row: Mapping[str, object]) -> list[str]:
+    """The techniques a measurements.csv row lists in `extra_techniques` (comma-separated ids), in order."""
     return [t for t in (row.get("extra_techniques") or "").split(",") if t]
 
 

@@ -1016,7 +1016,8 @@ def run_batch(catalog, path: Path, defaults: argparse.Namespace) -> tuple[str, l
     return out.getvalue(), problems
 
 
-def run(args) -> int:  # noqa: D103
+def run(args) -> int:
+    """`python -m pipeline estimate`: one setup (text or --json), the table rule, or a --batch CSV; the exit code."""
     try:
         catalog = _load(args.sources)
     except DataError as exc:

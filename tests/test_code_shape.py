@@ -19,10 +19,6 @@ STILL_LONGER = {
     "pipeline/tools/estimate_cli.py:add_parser": 172,
     "pipeline/tools/estimate_cli.py:render": 70,
     "pipeline/tools/estimate_cli.py:result": 93,
-    "pipeline/validate/__init__.py:catalog_rules": 79,
-    "pipeline/validate/__init__.py:field_checks": 65,
-    "pipeline/validate/__init__.py:name_rules": 78,
-    "pipeline/validate/__init__.py:warnings": 79,
 }
 
 

@@ -285,7 +285,7 @@ def _header_problems(shown: str, header: list[str], table: Table) -> list[Proble
     return problems
 
 
-def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:  # noqa: C901
+def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:
     """Read one CSV into a frame of strings (None for empty cells) plus a line column.
 
     Returns (frame, problems, notices); notices say which normalisation was applied, and
@@ -299,22 +299,10 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     text, problems, notices = decoded.text, decoded.problems, decoded.notices
     if text is None:
         return None, problems, notices
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    delimiter = ";" if first.count(";") > first.count(",") else ","
-    directive = _SEPARATOR_LINE.match(first)
-    if directive:  # Excel's "sep=;" first line names the delimiter
-        delimiter = directive.group(1)
-        text = text.replace(first, "", 1)
+    text, delimiter = _delimiter(text)
     if delimiter != ",":
         notices.append(Problem(shown, 0, "", None, message("load.delimiter", delimiter=delimiter)))
-    # A cell may be as long as the file: the length rules, not the reader, say what is too long.
-    csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    rows, line = [], 1
-    for row in reader:
-        if any(c.strip() for c in row):
-            rows.append((line, reader.line_num, row))
-        line = reader.line_num + 1
+    rows = _csv_rows(text, delimiter)
     if decoded.bad_bytes:
         return None, _bad_byte_problems(shown, rows, decoded.bad_bytes, data), notices
     if not rows:
@@ -324,29 +312,66 @@ def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, l
     problems += _header_problems(shown, header, table)
     if problems:
         return None, problems, notices
+    frame, problems = _frame(shown, table, header, body, decoded)
+    return frame, problems, notices
+
+
+def _delimiter(text: str) -> tuple[str, str]:
+    """(the text, its delimiter): the one of ";" and "," the first non-blank line has more of, or the one
+    Excel's "sep=;" first line names (that line then removed from the text)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    delimiter = ";" if first.count(";") > first.count(",") else ","
+    directive = _SEPARATOR_LINE.match(first)
+    if directive:
+        delimiter = directive.group(1)
+        text = text.replace(first, "", 1)
+    return text, delimiter
+
+
+def _csv_rows(text: str, delimiter: str) -> list[tuple[int, int, list[str]]]:
+    """The rows with a non-blank cell, each as (its first line, its last line, its cells)."""
+    # A cell may be as long as the file: the length rules, not the reader, say what is too long.
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_FILE_BYTES))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    rows, line = [], 1
+    for row in reader:
+        if any(c.strip() for c in row):
+            rows.append((line, reader.line_num, row))
+        line = reader.line_num + 1
+    return rows
+
+
+def _frame(shown: str, table: Table, header: list[str], body: list, decoded: Decoded) -> tuple[pl.DataFrame, list]:
+    """The frame of the body's rows that have as many cells as the header, their cells normalised, and a
+    problem for each other row; cells of a Windows-1251 file that may have lost a character go to the notices."""
     columns: dict[str, list] = {c: [] for c in table.columns}
-    lines = []
+    problems, lines = [], []
     last = body[-1][1] if body else 0
     for line, end, row in body:
         if len(row) != len(header):
-            rule = message("load.cells", cells=len(row), header=len(header))
-            if end > line:  # a quoted cell ran over line ends: most often a closing quote is missing
-                upto = message("load.open_quote_end") if end == last else message("load.open_quote_line", line=end)
-                rule += message("load.open_quote", upto=upto)
-            problems.append(Problem(shown, line, "", None, rule))
+            problems.append(Problem(shown, line, "", None, _cells_rule(len(row), len(header), line, end, last)))
             continue
         cells = dict(zip(header, row, strict=True))
         for f in table.fields:
             value = normalise(f, cells[f.name].strip())
             columns[f.name].append(value if value else None)
             if decoded.encoding == "cp1251" and f.type == "str" and value and _LOST_CHARACTER.search(value):
-                notices.append(Problem(shown, line, f.name, value, LOST_CHARACTER_RULE))
+                decoded.notices.append(Problem(shown, line, f.name, value, LOST_CHARACTER_RULE))
         lines.append(line)
     frame = pl.DataFrame(
         {LINE: lines, **columns},
         schema={LINE: pl.Int64, **{c: pl.Utf8 for c in table.columns}},
     )
-    return frame, problems, notices
+    return frame, problems
+
+
+def _cells_rule(cells: int, header: int, line: int, end: int, last: int) -> str:
+    """A row's count of cells against the header's, and where a quote left open ends."""
+    rule = message("load.cells", cells=cells, header=header)
+    if end > line:  # a quoted cell ran over line ends: most often a closing quote is missing
+        upto = message("load.open_quote_end") if end == last else message("load.open_quote_line", line=end)
+        rule += message("load.open_quote", upto=upto)
+    return rule
 
 
 LOST_CHARACTER_RULE = message("load.lost_character")

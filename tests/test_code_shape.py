@@ -10,14 +10,7 @@ from conftest import ROOT
 
 LIMIT = 60
 STILL_LONGER = {
-    "pipeline/load.py:read_source": 71,
     "pipeline/render/charts.py:memory_chart": 100,
-    "pipeline/render/registry.py:article_helpers": 67,
-    "pipeline/render/site.py:Renderer.entity_pages": 96,
-    "pipeline/validate/__init__.py:catalog_rules": 79,
-    "pipeline/validate/__init__.py:field_checks": 65,
-    "pipeline/validate/__init__.py:name_rules": 78,
-    "pipeline/validate/__init__.py:warnings": 79,
 }
 
 

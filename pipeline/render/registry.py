@@ -19,56 +19,9 @@ from pipeline.render.views.estimator import EstimatorTables
 def article_helpers(t: Tables, e: EstimatorTables, cmp: Comparison) -> dict[str, dict[str, Callable]]:
     """The members of the helper objects `t`, `e`, `cmp`, `fmt` and `ru` an article may call."""
     return {
-        "t": {
-            "mem": t.mem,
-            "mem_low": t.mem_low,
-            "mem_high": t.mem_high,
-            "tmin": t.tmin,
-            "cards": t.cards,
-            "cards_high": t.cards_high,
-            "percent": t.percent,
-            "anchor_sizes": t.anchor_sizes,
-            "min_bytes": t.min_bytes,
-            "const": t.const,
-            "max_anchor_b": t.max_anchor_b,
-            "model": t.model,
-            "method": t.method,
-            "gpu": t.gpu,
-            "server": t.server,
-            "legacy_row": t.legacy_row,
-            "server_fit_row": t.server_fit_row,
-        },
-        "e": {
-            "median_error": e.median_error,
-            "within_25": e.within_25,
-            "bias": e.bias,
-            "rows_used": e.rows_used,
-            "measurements_count": e.measurements_count,
-            "part": e.part,
-        },
-        "cmp": {
-            "gb": cmp.gb,
-            "applies": cmp.applies,
-            "part": cmp.part,
-            "cards": cmp.cards,
-            "ratio": cmp.ratio,
-            "bytes_per_param": cmp.bytes_per_param,
-            "fits": cmp.fits,
-            "advice": cmp.advice,
-            "advice_steps": cmp.advice_steps,
-            "measured": cmp.measured,
-            "predicted": cmp.predicted,
-            "error": cmp.error,
-            "error_abs": cmp.error_abs,
-            "seq_len": cmp.seq_len,
-            "link": cmp.link,
-            "legacy_full_high_bytes": cmp.legacy_full_high_bytes,
-            "legacy_qlora_gb": cmp.legacy_qlora_gb,
-            "deepspeed_bytes_per_param": cmp.deepspeed_bytes_per_param,
-            "within_percent": cmp.within_percent,
-            "gib_in_gb": cmp.gib_in_gb,
-            "bytes_per_gb": cmp.bytes_per_gb,
-        },
+        "t": _table_helpers(t),
+        "e": _estimator_helpers(e),
+        "cmp": _comparison_helpers(cmp),
         "fmt": {
             "gb": fmt.gb,
             "number": fmt.number,
@@ -82,6 +35,68 @@ def article_helpers(t: Tables, e: EstimatorTables, cmp: Comparison) -> dict[str,
             "claim": russian.claim,
             "calculator_url": russian.calculator_url,
         },
+    }
+
+
+def _table_helpers(t: Tables) -> dict[str, Callable]:
+    """The members of `t`: the catalog's figures and rows."""
+    return {
+        "mem": t.mem,
+        "mem_low": t.mem_low,
+        "mem_high": t.mem_high,
+        "tmin": t.tmin,
+        "cards": t.cards,
+        "cards_high": t.cards_high,
+        "percent": t.percent,
+        "anchor_sizes": t.anchor_sizes,
+        "min_bytes": t.min_bytes,
+        "const": t.const,
+        "max_anchor_b": t.max_anchor_b,
+        "model": t.model,
+        "method": t.method,
+        "gpu": t.gpu,
+        "server": t.server,
+        "legacy_row": t.legacy_row,
+        "server_fit_row": t.server_fit_row,
+    }
+
+
+def _estimator_helpers(e: EstimatorTables) -> dict[str, Callable]:
+    """The members of `e`: the estimator's accuracy."""
+    return {
+        "median_error": e.median_error,
+        "within_25": e.within_25,
+        "bias": e.bias,
+        "rows_used": e.rows_used,
+        "measurements_count": e.measurements_count,
+        "part": e.part,
+    }
+
+
+def _comparison_helpers(cmp: Comparison) -> dict[str, Callable]:
+    """The members of `cmp`: the estimators compared."""
+    return {
+        "gb": cmp.gb,
+        "applies": cmp.applies,
+        "part": cmp.part,
+        "cards": cmp.cards,
+        "ratio": cmp.ratio,
+        "bytes_per_param": cmp.bytes_per_param,
+        "fits": cmp.fits,
+        "advice": cmp.advice,
+        "advice_steps": cmp.advice_steps,
+        "measured": cmp.measured,
+        "predicted": cmp.predicted,
+        "error": cmp.error,
+        "error_abs": cmp.error_abs,
+        "seq_len": cmp.seq_len,
+        "link": cmp.link,
+        "legacy_full_high_bytes": cmp.legacy_full_high_bytes,
+        "legacy_qlora_gb": cmp.legacy_qlora_gb,
+        "deepspeed_bytes_per_param": cmp.deepspeed_bytes_per_param,
+        "within_percent": cmp.within_percent,
+        "gib_in_gb": cmp.gib_in_gb,
+        "bytes_per_gb": cmp.bytes_per_gb,
     }
 
 

@@ -731,13 +731,13 @@ class Renderer:
 
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
-        E, t, out = self.entities, self.tables, {}  # noqa: N806
+        entities, out = self.entities, {}
         kinds = self.labels["entity_pages"]
         for kind, view in (
-            ("models", E.models_index()),
-            ("methods", E.methods_index()),
-            ("gpus", E.gpus_index()),
-            ("servers", E.servers_index()),
+            ("models", entities.models_index()),
+            ("methods", entities.methods_index()),
+            ("gpus", entities.gpus_index()),
+            ("servers", entities.servers_index()),
         ):
             self.paged(
                 out,
@@ -748,83 +748,74 @@ class Renderer:
                 description=kinds[kind]["description"],
                 view=view,
             )
-
-        def entity(kind: str, entity_id: str, template: str, **context) -> None:
+        for kind, ids, template, context in (
+            ("models", entities.model_ids, "model.html", self.model_context),
+            ("methods", entities.method_ids, "method.html", self.method_context),
+            ("gpus", entities.gpu_ids, "gpu.html", self.gpu_context),
+            ("servers", entities.server_ids, "server.html", self.server_context),
+        ):
             section = (f"{kind}/index.html", kinds[kind]["title"])
-            self.paged(
-                out,
-                template,
-                f"{kind}/{entity_id}.html",
-                [section],
-                section_href=section[0],
-                section_title=section[1],
-                **context,
-            )
-
-        for m in E.model_ids():
-            model = t.model(m)
-            entity(
-                "models",
-                m,
-                "model.html",
-                model=model,
-                heading=model["display_name"],
-                facts=self.model_facts(model),
-                memory=E.model_memory(m),
-                cards=E.model_cards(m),
-                servers=E.model_servers(m),
-                cheapest=E.model_cheapest(m),
-                quote_url=E.quote_link(m),
-                plan_with=E.plan_with,
-                quote_contacts=self.site_config["quote"],
-                utilization_pct=fmt.number(t.c.constants["default_utilization"] * 100, 0),
-                breakdown=self.estimator.bars(m),
-                breakdown_view=self.estimator.breakdown_table(m),
-            )
-        for me in E.method_ids():
-            method = t.method(me)
-            facts = [
-                (kinds["methods"]["bits"], fmt.integer(method["bits"])),
-                (kinds["methods"]["name_en"], method["name_en"]),
-            ]
-            entity(
-                "methods",
-                me,
-                "method.html",
-                method=method,
-                heading=method["name_ru"],
-                facts=facts,
-                models=E.method_models(me),
-            )
-        card_counts = [fmt.integer(n) for n in self.site_config["gpu_card_counts"]]
-        for g in E.gpu_ids():
-            gpu = t.gpu(g)
-            entity(
-                "gpus",
-                g,
-                "gpu.html",
-                gpu=gpu,
-                heading=gpu["name"],
-                facts=self.gpu_facts(gpu),
-                card_counts=card_counts,
-                summary=E.gpu_summary(g),
-                models=E.gpu_models(g),
-            )
-        for s in E.server_ids():
-            server = t.server(s)
-            entity(
-                "servers",
-                s,
-                "server.html",
-                server=server,
-                heading=server["display_name"],
-                facts=self.server_facts(server),
-                jobs=E.server_jobs(s),
-                quote_url=E.quote_link(None, server_id=s),
-                quote_contacts=self.site_config["quote"],
-            )
+            for entity_id in ids():
+                self.paged(
+                    out,
+                    template,
+                    f"{kind}/{entity_id}.html",
+                    [section],
+                    section_href=section[0],
+                    section_title=section[1],
+                    **context(entity_id),
+                )
         self.comparison_pages(out)
         return out
+
+    def model_context(self, m: str) -> dict:
+        """What model.html shows of one model."""
+        entities, model = self.entities, self.tables.model(m)
+        return dict(
+            model=model,
+            heading=model["display_name"],
+            facts=self.model_facts(model),
+            memory=entities.model_memory(m),
+            cards=entities.model_cards(m),
+            servers=entities.model_servers(m),
+            cheapest=entities.model_cheapest(m),
+            quote_url=entities.quote_link(m),
+            plan_with=entities.plan_with,
+            quote_contacts=self.site_config["quote"],
+            utilization_pct=fmt.number(self.tables.c.constants["default_utilization"] * 100, 0),
+            breakdown=self.estimator.bars(m),
+            breakdown_view=self.estimator.breakdown_table(m),
+        )
+
+    def method_context(self, me: str) -> dict:
+        """What method.html shows of one fine-tuning method."""
+        method, names = self.tables.method(me), self.labels["entity_pages"]["methods"]
+        facts = [(names["bits"], fmt.integer(method["bits"])), (names["name_en"], method["name_en"])]
+        return dict(method=method, heading=method["name_ru"], facts=facts, models=self.entities.method_models(me))
+
+    def gpu_context(self, g: str) -> dict:
+        """What gpu.html shows of one GPU."""
+        entities, gpu = self.entities, self.tables.gpu(g)
+        return dict(
+            gpu=gpu,
+            heading=gpu["name"],
+            facts=self.gpu_facts(gpu),
+            card_counts=[fmt.integer(n) for n in self.site_config["gpu_card_counts"]],
+            summary=entities.gpu_summary(g),
+            models=entities.gpu_models(g),
+        )
+
+    def server_context(self, s: str) -> dict:
+        """What server.html shows of one server."""
+        entities, server = self.entities, self.tables.server(s)
+        return dict(
+            server=server,
+            heading=server["display_name"],
+            facts=self.server_facts(server),
+            jobs=entities.server_jobs(s),
+            quote_url=entities.quote_link(None, server_id=s),
+            quote_contacts=self.site_config["quote"],
+        )
 
     def comparison_pages(self, out: dict[str, str]) -> None:
         """The comparisons into `out`: their index, the servers × main tasks, and a GPU × model page per method."""

@@ -88,66 +88,59 @@ def field_checks(table: Table, field: Field, today: dt.date) -> list[Check]:
     """The expectations one declared field implies."""
     import great_expectations.expectations as gxe
 
+    found = [*_text_expectations(field), *_value_expectations(field, today)]
+    if table.primary_key == (field.name,):
+        found.append(("raw", gxe.ExpectColumnValuesToBeUnique(column=field.name), message("rules.duplicate_id")))
+    return [Check(table.name, field.name, on, expectation, rule) for on, expectation, rule in found]
+
+
+def _text_expectations(field: Field) -> list[tuple]:
+    """(view, expectation, rule) of a field's text: present, of its type's form, not too long, without hidden
+    characters, of its own pattern, one of its allowed values."""
+    import great_expectations.expectations as gxe
+
     name, out = field.name, []
-
-    def add(on: str, expectation, rule: str) -> None:
-        out.append(Check(table.name, name, on, expectation, rule))
-
     if field.required:
-        add("raw", gxe.ExpectColumnValuesToNotBeNull(column=name), message("rules.required"))
+        out.append(("raw", gxe.ExpectColumnValuesToNotBeNull(column=name), message("rules.required")))
     if field.type == "id":
-        add(
-            "raw",
-            gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS["id"]),
-            message("rules.id_pattern"),
-        )
+        rule = message("rules.id_pattern")
+        out.append(("raw", gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS["id"]), rule))
     elif field.type in TYPE_PATTERNS:
-        add(
-            "raw",
-            gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS[field.type]),
-            message("rules.type", type_name=TYPE_NAMES_RU[field.type], example=_example(field.type)),
-        )
+        rule = message("rules.type", type_name=TYPE_NAMES_RU[field.type], example=_example(field.type))
+        out.append(("raw", gxe.ExpectColumnValuesToMatchRegex(column=name, regex=TYPE_PATTERNS[field.type]), rule))
     if field.type in ("str", "id"):
-        add(
-            "raw",
-            gxe.ExpectColumnValueLengthsToBeBetween(column=name, max_value=field.max_length),
-            message("rules.too_long", max=field.max_length),
-        )
+        rule = message("rules.too_long", max=field.max_length)
+        out.append(("raw", gxe.ExpectColumnValueLengthsToBeBetween(column=name, max_value=field.max_length), rule))
     if field.type == "str":
-        add(
-            "raw",
-            gxe.ExpectColumnValuesToNotMatchRegex(column=name, regex=HIDDEN_CHARACTERS),
-            HIDDEN_RULE,
-        )
+        out.append(("raw", gxe.ExpectColumnValuesToNotMatchRegex(column=name, regex=HIDDEN_CHARACTERS), HIDDEN_RULE))
     if field.pattern:
-        add("raw", gxe.ExpectColumnValuesToMatchRegex(column=name, regex=field.pattern), field.pattern_rule)
+        expectation = gxe.ExpectColumnValuesToMatchRegex(column=name, regex=field.pattern)
+        out.append(("raw", expectation, field.pattern_rule))
     if field.allowed:
-        add(
-            "raw",
-            gxe.ExpectColumnValuesToBeInSet(column=name, value_set=list(field.allowed)),
-            message("rules.allowed", values=", ".join(field.allowed)),
-        )
+        rule = message("rules.allowed", values=", ".join(field.allowed))
+        out.append(("raw", gxe.ExpectColumnValuesToBeInSet(column=name, value_set=list(field.allowed)), rule))
+    return out
+
+
+def _value_expectations(field: Field, today: dt.date) -> list[tuple]:
+    """(view, expectation, rule) of a field's typed value: within its bounds; a date neither in the future
+    nor before EARLIEST_DATE."""
+    import great_expectations.expectations as gxe
+
+    name, out = field.name, []
     if field.min is not None or field.max is not None:
         unit = f" {field.unit_label}" if field.unit else ""
-        add(
-            "typed",
-            gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max),
-            message("rules.between", low=_num(field.min), high=_num(field.max), unit=unit),
+        rule = message("rules.between", low=_num(field.min), high=_num(field.max), unit=unit)
+        out.append(
+            ("typed", gxe.ExpectColumnValuesToBeBetween(column=name, min_value=field.min, max_value=field.max), rule)
         )
     if field.type == "date":
-        add(
-            "typed",
-            # pandas holds DATE columns as datetime64, so the bound is a datetime.
-            gxe.ExpectColumnValuesToBeBetween(column=name, max_value=dt.datetime.combine(today, dt.time())),
-            message("rules.future", today=today.isoformat()),
-        )
-        add(
-            "typed",
-            gxe.ExpectColumnValuesToBeBetween(column=name, min_value=dt.datetime.combine(EARLIEST_DATE, dt.time())),
-            message("rules.too_early", earliest=EARLIEST_DATE.isoformat()),
-        )
-    if table.primary_key == (name,):
-        add("raw", gxe.ExpectColumnValuesToBeUnique(column=name), message("rules.duplicate_id"))
+        # pandas holds DATE columns as datetime64, so the bound is a datetime.
+        latest, earliest = (dt.datetime.combine(day, dt.time()) for day in (today, EARLIEST_DATE))
+        rule = message("rules.future", today=today.isoformat())
+        out.append(("typed", gxe.ExpectColumnValuesToBeBetween(column=name, max_value=latest), rule))
+        rule = message("rules.too_early", earliest=EARLIEST_DATE.isoformat())
+        out.append(("typed", gxe.ExpectColumnValuesToBeBetween(column=name, min_value=earliest), rule))
     return out
 
 
@@ -732,83 +725,124 @@ def _tokens(*texts: str | None) -> set[str]:
     return {t for text in texts if text for t in NOT_IN_WORD.split(text.lower()) if t}
 
 
-def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: C901
+def name_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """Names that state a number agree with it: a GPU's memory, a server's GPU count, GPU and
     memory, a generic model's size, a method's bits."""
-    if "gpus" in names:
-        rows = []
-        for r in _rows(con, "typed_gpus"):
-            for column in ("name", "short_name"):
-                for m in GB_IN_NAME.finditer(r[column] or ""):
-                    if _valid("gpus", "memory_gb", r["memory_gb"]) and not _near(_number(m.group(1)), r["memory_gb"]):
-                        rule = message("rules.name_memory", stated=m.group(0), memory=_num(r["memory_gb"]))
-                        rows.append((r[LINE], column, r[column], rule))
-        _sql_rule(out, con, sources_dir, "gpus", message("checks.gpu_names"), rows)
-    if {"servers", "gpus"} <= names:
-        gpus = {r["gpu_id"]: r for r in _rows(con, "typed_gpus")}
-        rows = []
-        for r in _rows(con, "typed_servers"):
-            m = SERVER_NAME.match(r["display_name"] or "")
-            gpu = gpus.get(r["gpu_id"])
-            if not m:
-                continue
-            count, part = int(m.group(1)), re.sub(r"\([^)]*\)\s*$", "", m.group(2)).strip()
-            name = r["display_name"]
-            if _valid("servers", "gpu_count", r["gpu_count"]) and count != r["gpu_count"]:
-                rule = message("rules.name_gpu_count", count=count, gpu_count=r["gpu_count"])
-                rows.append((r[LINE], "display_name", name, rule))
-            if gpu is None:
-                continue
-            for g in GB_IN_NAME.finditer(part):
-                if _valid("gpus", "memory_gb", gpu["memory_gb"]) and not _near(_number(g.group(1)), gpu["memory_gb"]):
-                    rule = message(
-                        "rules.name_gpu_memory", stated=g.group(0), gpu=gpu["gpu_id"], memory=_num(gpu["memory_gb"])
-                    )
-                    rows.append((r[LINE], "display_name", name, rule))
-            model = next((t for t in _tokens(GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
-            if model and model not in _tokens(gpu["name"], gpu["short_name"], gpu["gpu_id"]):
-                rule = message("rules.name_gpu_model", model=model.upper(), gpu=gpu["gpu_id"], name=gpu["name"])
-                rows.append((r[LINE], "display_name", name, rule))
-        _sql_rule(out, con, sources_dir, "servers", message("checks.server_names"), sorted(rows))
-    if "models" in names:
-        rows = []
-        for r in _rows(con, "typed_models"):
-            if r["kind"] != "generic" or not _valid("models", "params_b", r["params_b"]):
-                continue
-            for column in ("display_name", "short_name"):
-                stated = _stated_params(r[column])
-                if stated is not None and not _near(stated, r["params_b"]):
-                    rule = message("rules.name_params", stated=_num(stated), params=_num(r["params_b"]))
+    _record_rules(
+        out,
+        con,
+        sources_dir,
+        names,
+        (
+            ({"gpus"}, "gpus", message("checks.gpu_names"), _gpu_name_rows),
+            ({"servers", "gpus"}, "servers", message("checks.server_names"), _server_name_rows),
+            ({"models"}, "models", message("checks.model_names"), _model_name_rows),
+            ({"methods"}, "methods", message("checks.method_names"), _method_name_rows),
+        ),
+    )
+
+
+def _record_rules(out: Validation, con, sources_dir: Path, names: set[str], rules: tuple) -> None:
+    """Each rule, given as (the tables it needs, the table it reports on, its description, the function of
+    the connection that returns its rows), run when its tables are loaded, its rows recorded in `out`."""
+    for needs, table, description, found in rules:
+        if needs <= names:
+            _sql_rule(out, con, sources_dir, table, description, found(con))
+
+
+def _gpu_name_rows(con) -> list[tuple]:
+    """A GPU's name or short name stating a memory other than its memory_gb."""
+    rows = []
+    for r in _rows(con, "typed_gpus"):
+        for column in ("name", "short_name"):
+            for m in GB_IN_NAME.finditer(r[column] or ""):
+                if _valid("gpus", "memory_gb", r["memory_gb"]) and not _near(_number(m.group(1)), r["memory_gb"]):
+                    rule = message("rules.name_memory", stated=m.group(0), memory=_num(r["memory_gb"]))
                     rows.append((r[LINE], column, r[column], rule))
-        _sql_rule(out, con, sources_dir, "models", message("checks.model_names"), rows)
-    if "methods" in names:
-        rows = []
-        for r in _rows(con, "typed_methods"):
-            method_id = r["method_id"] or ""
-            # The first-principles estimator (memory.Setup) reads the kind and the QLoRA bits from the id.
-            kind = "full" if method_id.startswith("full") else "qlora" if method_id.startswith("qlora") else "lora"
-            if r["family"] in ("full", "lora", "qlora") and kind != r["family"]:
-                rule = message("rules.family_kind", family=r["family"])
-                rows.append((r[LINE], "method_id", method_id, rule))
-            if kind == "qlora" and not re.fullmatch(r"qlora_\d{1,2}bit", method_id):
-                rule = message("rules.qlora_bits_id")
-                rows.append((r[LINE], "method_id", method_id, rule))
-            if not _valid("methods", "bits", r["bits"]):
-                continue
-            for column in ("method_id", "name_ru", "short_name_ru", "name_en"):
-                for m in BITS_IN_NAME.finditer(r[column] or ""):
-                    if int(m.group(1)) != r["bits"]:
-                        rule = message("rules.bits_in_name", column=column, stated=m.group(0))
-                        rows.append((r[LINE], "bits", str(r["bits"]), rule))
-            family_bits = {"qlora": r["bits"] <= 8, "lora": r["bits"] >= 16, "full": r["bits"] >= 16}
-            if not family_bits.get(r["family"], True):
-                rule = (
-                    message("rules.qlora_bits")
-                    if r["family"] == "qlora"
-                    else message("rules.base_bits", family=r["family"])
-                )
+    return rows
+
+
+def _server_name_rows(con) -> list[tuple]:
+    """A server's name ("8 × H200 141GB") stating another GPU count, GPU memory or GPU model than its row."""
+    gpus = {r["gpu_id"]: r for r in _rows(con, "typed_gpus")}
+    rows = []
+    for r in _rows(con, "typed_servers"):
+        m = SERVER_NAME.match(r["display_name"] or "")
+        if m:
+            rows += _server_name_problems(r, m, gpus.get(r["gpu_id"]))
+    return sorted(rows)
+
+
+def _server_name_problems(r: dict, m: re.Match, gpu: dict | None) -> list[tuple]:
+    """The rows of one server whose name matched SERVER_NAME (`m`); `gpu` is its GPU's row, if known."""
+    count, part = int(m.group(1)), re.sub(r"\([^)]*\)\s*$", "", m.group(2)).strip()
+    name, rows = r["display_name"], []
+    if _valid("servers", "gpu_count", r["gpu_count"]) and count != r["gpu_count"]:
+        rule = message("rules.name_gpu_count", count=count, gpu_count=r["gpu_count"])
+        rows.append((r[LINE], "display_name", name, rule))
+    if gpu is None:
+        return rows
+    for g in GB_IN_NAME.finditer(part):
+        if _valid("gpus", "memory_gb", gpu["memory_gb"]) and not _near(_number(g.group(1)), gpu["memory_gb"]):
+            rule = message("rules.name_gpu_memory", stated=g.group(0), gpu=gpu["gpu_id"], memory=_num(gpu["memory_gb"]))
+            rows.append((r[LINE], "display_name", name, rule))
+    model = next((t for t in _tokens(GB_IN_NAME.sub("", part)) if any(ch.isdigit() for ch in t)), None)
+    if model and model not in _tokens(gpu["name"], gpu["short_name"], gpu["gpu_id"]):
+        rule = message("rules.name_gpu_model", model=model.upper(), gpu=gpu["gpu_id"], name=gpu["name"])
+        rows.append((r[LINE], "display_name", name, rule))
+    return rows
+
+
+def _model_name_rows(con) -> list[tuple]:
+    """A generic model's name or short name stating another size than its params_b."""
+    rows = []
+    for r in _rows(con, "typed_models"):
+        if r["kind"] != "generic" or not _valid("models", "params_b", r["params_b"]):
+            continue
+        for column in ("display_name", "short_name"):
+            stated = _stated_params(r[column])
+            if stated is not None and not _near(stated, r["params_b"]):
+                rule = message("rules.name_params", stated=_num(stated), params=_num(r["params_b"]))
+                rows.append((r[LINE], column, r[column], rule))
+    return rows
+
+
+def _method_name_rows(con) -> list[tuple]:
+    """A method whose id does not give its family, or whose names or family do not fit its bits."""
+    rows = []
+    for r in _rows(con, "typed_methods"):
+        rows += _method_id_problems(r)
+        if _valid("methods", "bits", r["bits"]):
+            rows += _method_bits_problems(r)
+    return sorted(rows)
+
+
+def _method_id_problems(r: dict) -> list[tuple]:
+    """The first-principles estimator (memory.Setup) reads the kind and the QLoRA bits from the id."""
+    method_id, rows = r["method_id"] or "", []
+    kind = "full" if method_id.startswith("full") else "qlora" if method_id.startswith("qlora") else "lora"
+    if r["family"] in ("full", "lora", "qlora") and kind != r["family"]:
+        rule = message("rules.family_kind", family=r["family"])
+        rows.append((r[LINE], "method_id", method_id, rule))
+    if kind == "qlora" and not re.fullmatch(r"qlora_\d{1,2}bit", method_id):
+        rule = message("rules.qlora_bits_id")
+        rows.append((r[LINE], "method_id", method_id, rule))
+    return rows
+
+
+def _method_bits_problems(r: dict) -> list[tuple]:
+    """Bits stated in a method's id or names other than its bits, and bits its family cannot have."""
+    rows = []
+    for column in ("method_id", "name_ru", "short_name_ru", "name_en"):
+        for m in BITS_IN_NAME.finditer(r[column] or ""):
+            if int(m.group(1)) != r["bits"]:
+                rule = message("rules.bits_in_name", column=column, stated=m.group(0))
                 rows.append((r[LINE], "bits", str(r["bits"]), rule))
-        _sql_rule(out, con, sources_dir, "methods", message("checks.method_names"), sorted(rows))
+    family_bits = {"qlora": r["bits"] <= 8, "lora": r["bits"] >= 16, "full": r["bits"] >= 16}
+    if not family_bits.get(r["family"], True):
+        rule = message("rules.qlora_bits") if r["family"] == "qlora" else message("rules.base_bits", family=r["family"])
+        rows.append((r[LINE], "bits", str(r["bits"]), rule))
+    return rows
 
 
 def _stated_params(name: str | None) -> float | None:
@@ -821,81 +855,95 @@ def _stated_params(name: str | None) -> float | None:
 def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """Figures that cannot be and rows the rules need: anchor memory below the weights alone, an
     offer without jobs, the cards of seed 000's pretraining rows, a shape for the generic sizes."""
-    if {"memory_anchors", "methods"} <= names:
-        found = con.sql(
-            f"""SELECT a.{LINE}, a.memory_gb, a.method_id, a.params_b, m.bits
-                FROM typed_memory_anchors a JOIN typed_methods m USING (method_id)
-                WHERE a.memory_gb < a.params_b * m.bits / 8 AND m.bits BETWEEN ? AND ?
-                  AND a.params_b BETWEEN ? AND ? AND a.memory_gb BETWEEN ? AND ? ORDER BY 1""",
-            params=[
-                *_bounds("methods", "bits"),
-                *_bounds("memory_anchors", "params_b"),
-                *_bounds("memory_anchors", "memory_gb"),
-            ],
-        ).fetchall()
-        rows = [
-            (
-                line,
-                "memory_gb",
-                _num(memory),
-                message(
-                    "rules.below_weights", method=method, size=_num(size), weights=_num(size * bits / 8), bits=bits
-                ),
-            )
-            for line, memory, method, size, bits in found
-        ]
-        _sql_rule(out, con, sources_dir, "memory_anchors", message("checks.anchor_weights"), rows)
-    if {"legacy_offers", "legacy_offer_jobs"} <= names:
-        rows = con.sql(
-            f"""SELECT {LINE}, 'offer_id', offer_id, ?
-                FROM raw_legacy_offers WHERE offer_id IS NOT NULL
-                  AND offer_id NOT IN (SELECT offer_id FROM raw_legacy_offer_jobs WHERE offer_id IS NOT NULL)
-                ORDER BY 1""",
-            params=[message("rules.offer_no_jobs")],
-        ).fetchall()
-        _sql_rule(out, con, sources_dir, "legacy_offers", message("checks.offer_jobs"), rows)
-    if {"legacy_gpu_counts", "gpus"} <= names:
-        from pipeline.estimate.training import PRETRAINING_GPUS
+    _record_rules(
+        out,
+        con,
+        sources_dir,
+        names,
+        (
+            ({"memory_anchors", "methods"}, "memory_anchors", message("checks.anchor_weights"), _below_weights_rows),
+            ({"legacy_offers", "legacy_offer_jobs"}, "legacy_offers", message("checks.offer_jobs"), _offer_rows),
+            ({"legacy_gpu_counts", "gpus"}, "legacy_gpu_counts", message("checks.pretraining"), _pretraining_rows),
+            ({"models"}, "models", message("checks.model_shape"), _model_shape_rows),
+        ),
+    )
 
-        gpus = {r[0] for r in con.sql("SELECT gpu_id FROM raw_gpus").fetchall()}
-        pretraining = con.sql(
-            f"SELECT {LINE} FROM raw_legacy_gpu_counts WHERE method_id IS NULL ORDER BY 1 LIMIT 1"
-        ).fetchall()
-        rows = [
-            (
-                pretraining[0][0],
-                "method_id",
-                None,
-                message("rules.pretraining_gpu", gpu=g),
-            )
-            for g in PRETRAINING_GPUS
-            if pretraining and g not in gpus
-        ]
-        # the pretraining table has one row per model and card
-        rows += [
-            (line, col, value, message("rules.pretraining_twice", first=first))
-            for line, col, value, first in con.sql(
-                f"""SELECT {LINE}, 'model_id', model_id, first
-                FROM (SELECT *, first_value({LINE}) OVER (PARTITION BY model_id ORDER BY {LINE}) AS first
-                      FROM raw_legacy_gpu_counts WHERE method_id IS NULL AND model_id IS NOT NULL)
-                WHERE {LINE} <> first ORDER BY 1"""
-            ).fetchall()
-        ]
-        if not pretraining and con.sql("SELECT count(*) FROM raw_legacy_gpu_counts").fetchall()[0][0]:
-            rule = message("rules.pretraining_none")
-            rows.append((None, "method_id", None, rule))
 
-        _sql_rule(out, con, sources_dir, "legacy_gpu_counts", message("checks.pretraining"), rows)
-    if "models" in names:
-        models = _rows(con, "typed_models")
-        shaped = [r for r in models if all(r[c] is not None for c in architecture.CORE_COLUMNS)]
-        shapes = [r for r in shaped if r["experts"] is None and r["mlp_kind"] == "gated"]
-        rows = []
-        if len(shaped) < len(models) and not shapes:
-            first = next(r for r in models if r not in shaped)
-            rule = message("rules.no_shape")
-            rows.append((first[LINE], "layers", None, rule))
-        _sql_rule(out, con, sources_dir, "models", message("checks.model_shape"), rows)
+def _below_weights_rows(con) -> list[tuple]:
+    """Anchor memory below what the weights alone take at the method's bits."""
+    found = con.sql(
+        f"""SELECT a.{LINE}, a.memory_gb, a.method_id, a.params_b, m.bits
+            FROM typed_memory_anchors a JOIN typed_methods m USING (method_id)
+            WHERE a.memory_gb < a.params_b * m.bits / 8 AND m.bits BETWEEN ? AND ?
+              AND a.params_b BETWEEN ? AND ? AND a.memory_gb BETWEEN ? AND ? ORDER BY 1""",
+        params=[
+            *_bounds("methods", "bits"),
+            *_bounds("memory_anchors", "params_b"),
+            *_bounds("memory_anchors", "memory_gb"),
+        ],
+    ).fetchall()
+    return [
+        (
+            line,
+            "memory_gb",
+            _num(memory),
+            message("rules.below_weights", method=method, size=_num(size), weights=_num(size * bits / 8), bits=bits),
+        )
+        for line, memory, method, size, bits in found
+    ]
+
+
+def _offer_rows(con) -> list[tuple]:
+    """An offer without a job in legacy_offer_jobs.csv."""
+    return con.sql(
+        f"""SELECT {LINE}, 'offer_id', offer_id, ?
+            FROM raw_legacy_offers WHERE offer_id IS NOT NULL
+              AND offer_id NOT IN (SELECT offer_id FROM raw_legacy_offer_jobs WHERE offer_id IS NOT NULL)
+            ORDER BY 1""",
+        params=[message("rules.offer_no_jobs")],
+    ).fetchall()
+
+
+def _pretraining_rows(con) -> list[tuple]:
+    """The pretraining rows (an empty method_id): present, one per model, and their cards in gpus.csv."""
+    from pipeline.estimate.training import PRETRAINING_GPUS
+
+    gpus = {r[0] for r in con.sql("SELECT gpu_id FROM raw_gpus").fetchall()}
+    pretraining = con.sql(
+        f"SELECT {LINE} FROM raw_legacy_gpu_counts WHERE method_id IS NULL ORDER BY 1 LIMIT 1"
+    ).fetchall()
+    rows = [
+        (pretraining[0][0], "method_id", None, message("rules.pretraining_gpu", gpu=g))
+        for g in PRETRAINING_GPUS
+        if pretraining and g not in gpus
+    ]
+    # the pretraining table has one row per model and card
+    rows += [
+        (line, col, value, message("rules.pretraining_twice", first=first))
+        for line, col, value, first in con.sql(
+            f"""SELECT {LINE}, 'model_id', model_id, first
+            FROM (SELECT *, first_value({LINE}) OVER (PARTITION BY model_id ORDER BY {LINE}) AS first
+                  FROM raw_legacy_gpu_counts WHERE method_id IS NULL AND model_id IS NOT NULL)
+            WHERE {LINE} <> first ORDER BY 1"""
+        ).fetchall()
+    ]
+    if not pretraining and con.sql("SELECT count(*) FROM raw_legacy_gpu_counts").fetchall()[0][0]:
+        rule = message("rules.pretraining_none")
+        rows.append((None, "method_id", None, rule))
+    return rows
+
+
+def _model_shape_rows(con) -> list[tuple]:
+    """Models without architecture columns take the shape of a named dense gated model: there must be one."""
+    models = _rows(con, "typed_models")
+    shaped = [r for r in models if all(r[c] is not None for c in architecture.CORE_COLUMNS)]
+    shapes = [r for r in shaped if r["experts"] is None and r["mlp_kind"] == "gated"]
+    rows = []
+    if len(shaped) < len(models) and not shapes:
+        first = next(r for r in models if r not in shaped)
+        rule = message("rules.no_shape")
+        rows.append((first[LINE], "layers", None, rule))
+    return rows
 
 
 def typical_setup_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -984,39 +1032,59 @@ def _peak_fits_rule(con, sources_dir: Path, out: Validation) -> None:
     _sql_rule(out, con, sources_dir, "measurements", message("checks.peak_fits"), rows)
 
 
-def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:  # noqa: C901
+def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Problem]:
     """Problems that do not stop the build: stale checks, servers without a price, and values that are
     possible but unusual (outside a field's or a constant's usual range, a price far from the others
     per GB, a named model far from the size in its name). They use only constants within their bounds."""
-    found: list[Problem] = []
     constants = valid_constants(con) if "constants" in names else {}
 
     def shown(table: str) -> str:
         return display_path(sources_dir, TABLES_BY_NAME[table])
 
     limit = constants.get("stale_after_days")
-    if limit is not None:
-        for table, column in (("references", "checked_on"), ("servers", "price_checked_on")):
-            if table not in names:
-                continue
-            for line, value in con.execute(
-                f"SELECT {LINE}, {column} FROM typed_{table} WHERE {column} < ? ORDER BY {LINE}",
-                [today - dt.timedelta(days=int(limit))],
-            ).fetchall():
-                age = (today - value).days
-                rule = message("warnings.stale", age=ru.shown(age), limit=ru.shown(int(limit)))
-                found.append(Problem(shown(table), line, column, value.isoformat(), rule))
+    found = [] if limit is None else _stale_warnings(con, names, today, int(limit), shown)
     if "servers" in names:
-        for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
-            found.append(
-                Problem(
-                    shown("servers"),
-                    line,
-                    "price_rub_month",
-                    None,
-                    message("warnings.no_price", on_request=labels()["common"]["price_on_request"]),
-                )
-            )
+        found += _unpriced_warnings(con, shown("servers"))
+    found += _unusual_warnings(con, names, shown)
+    if "constants" in names:
+        found += _constant_warnings(con, constants, shown("constants"))
+    if {"servers", "gpus"} <= names:
+        found += _price_warnings(con, shown("servers"))
+    if "models" in names:
+        found += _named_size_warnings(con, shown("models"))
+    if "memory_anchors" in names:
+        found += _anchor_bytes_warnings(con, shown("memory_anchors"))
+    return found
+
+
+def _stale_warnings(con, names: set[str], today: dt.date, limit: int, shown: Callable[[str], str]) -> list[Problem]:
+    """A reference or a price checked more than `limit` days before the build date."""
+    found = []
+    for table, column in (("references", "checked_on"), ("servers", "price_checked_on")):
+        if table not in names:
+            continue
+        for line, value in con.execute(
+            f"SELECT {LINE}, {column} FROM typed_{table} WHERE {column} < ? ORDER BY {LINE}",
+            [today - dt.timedelta(days=limit)],
+        ).fetchall():
+            age = (today - value).days
+            rule = message("warnings.stale", age=ru.shown(age), limit=ru.shown(limit))
+            found.append(Problem(shown(table), line, column, value.isoformat(), rule))
+    return found
+
+
+def _unpriced_warnings(con, shown: str) -> list[Problem]:
+    """A server without a monthly price (the site says "on request")."""
+    found = []
+    for (line,) in con.sql(f"SELECT {LINE} FROM typed_servers WHERE price_rub_month IS NULL ORDER BY 1").fetchall():
+        rule = message("warnings.no_price", on_request=labels()["common"]["price_on_request"])
+        found.append(Problem(shown, line, "price_rub_month", None, rule))
+    return found
+
+
+def _unusual_warnings(con, names: set[str], shown: Callable[[str], str]) -> list[Problem]:
+    """A value outside its field's usual range (Field.usual)."""
+    found = []
     for table in SOURCE_TABLES:
         if table.name not in names:
             continue
@@ -1031,34 +1099,47 @@ def warnings(con, sources_dir: Path, names: set[str], today: dt.date) -> list[Pr
                 [low, high],
             ).fetchall():
                 found.append(Problem(shown(table.name), line, f.name, _num(value), rule))
-    if "constants" in names:
-        for constant_id, (line, value) in _constant_rows(con).items():
-            bounds = CONSTANT_BOUNDS.get(constant_id)
-            if bounds is None and constant_id not in REQUIRED_CONSTANTS:
-                rule = message("warnings.unused_constant")
-                found.append(Problem(shown("constants"), line, "constant_id", constant_id, rule))
-            elif bounds and bounds.usual and value is not None and constant_id in constants:
-                low, high = bounds.usual
-                if not low <= value <= high:
-                    rule = message("warnings.unusual_constant", constant=constant_id, low=_num(low), high=_num(high))
-                    found.append(Problem(shown("constants"), line, "value", _num(value), rule))
-    if {"servers", "gpus"} <= names:
-        found += _price_warnings(con, shown("servers"))
-    if "models" in names:
-        for r in _rows(con, "typed_models"):
-            if r["kind"] != "named" or not r["params_b"] or r["params_b"] <= 0:
-                continue
-            stated = _stated_params(r["display_name"])
-            if stated and not 1 / NAMED_SIZE_FACTOR <= stated / r["params_b"] <= NAMED_SIZE_FACTOR:
-                rule = message("warnings.name_params", stated=_num(stated), params=_num(r["params_b"]))
-                found.append(Problem(shown("models"), r[LINE], "params_b", _num(r["params_b"]), rule))
-    if "memory_anchors" in names:
-        for line, memory, size in con.sql(
-            f"""SELECT {LINE}, memory_gb, params_b FROM typed_memory_anchors
-                WHERE params_b > 0 AND memory_gb / params_b > {ANCHOR_USUAL_BYTES_PER_PARAM} ORDER BY 1"""
-        ).fetchall():
-            rule = message("warnings.anchor_bytes", per_param=ru.shown(round(memory / size)))
-            found.append(Problem(shown("memory_anchors"), line, "memory_gb", _num(memory), rule))
+    return found
+
+
+def _constant_warnings(con, constants: dict[str, float], shown: str) -> list[Problem]:
+    """A constant no rule or page uses, and a valid constant outside its usual range (Bounds.usual)."""
+    found = []
+    for constant_id, (line, value) in _constant_rows(con).items():
+        bounds = CONSTANT_BOUNDS.get(constant_id)
+        if bounds is None and constant_id not in REQUIRED_CONSTANTS:
+            rule = message("warnings.unused_constant")
+            found.append(Problem(shown, line, "constant_id", constant_id, rule))
+        elif bounds and bounds.usual and value is not None and constant_id in constants:
+            low, high = bounds.usual
+            if not low <= value <= high:
+                rule = message("warnings.unusual_constant", constant=constant_id, low=_num(low), high=_num(high))
+                found.append(Problem(shown, line, "value", _num(value), rule))
+    return found
+
+
+def _named_size_warnings(con, shown: str) -> list[Problem]:
+    """A named model whose size is more than NAMED_SIZE_FACTOR times off the size in its name."""
+    found = []
+    for r in _rows(con, "typed_models"):
+        if r["kind"] != "named" or not r["params_b"] or r["params_b"] <= 0:
+            continue
+        stated = _stated_params(r["display_name"])
+        if stated and not 1 / NAMED_SIZE_FACTOR <= stated / r["params_b"] <= NAMED_SIZE_FACTOR:
+            rule = message("warnings.name_params", stated=_num(stated), params=_num(r["params_b"]))
+            found.append(Problem(shown, r[LINE], "params_b", _num(r["params_b"]), rule))
+    return found
+
+
+def _anchor_bytes_warnings(con, shown: str) -> list[Problem]:
+    """Anchor memory of more than ANCHOR_USUAL_BYTES_PER_PARAM bytes per parameter."""
+    found = []
+    for line, memory, size in con.sql(
+        f"""SELECT {LINE}, memory_gb, params_b FROM typed_memory_anchors
+            WHERE params_b > 0 AND memory_gb / params_b > {ANCHOR_USUAL_BYTES_PER_PARAM} ORDER BY 1"""
+    ).fetchall():
+        rule = message("warnings.anchor_bytes", per_param=ru.shown(round(memory / size)))
+        found.append(Problem(shown, line, "memory_gb", _num(memory), rule))
     return found
 
 

@@ -1339,7 +1339,7 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
 # every module and fails when it names a constant its entry does not list; the templates' and articles'
 # reads (`t.const("…")`, `constants.…`) are found by scanning them (validate.template_constants).
 CONSTANT_READS: dict[str, tuple[str, ...]] = {
-    "pipeline.combine": ("calibration_within",),
+    "pipeline.combine": ("calibration_within", "comparison_accumulation_steps"),
     "pipeline.estimate.calibration": (
         "activation_bytes",
         "adapter_bytes",

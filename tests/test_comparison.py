@@ -266,3 +266,12 @@ def test_no_figure_typed_into_the_template():
     head = "\n".join(line for line in head.splitlines() if not line.startswith("order: "))
     prose = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", "", head + body, flags=re.S)
     assert re.findall(r".{0,30}\d.{0,30}", prose) == []
+
+
+def test_an_undeclared_setup_names_where_to_declare_it(cmp):
+    with pytest.raises(KeyError, match="COMPARISON_SETUPS"):
+        cmp.gb("qwen2-5-32b", "full_amp")
+    with pytest.raises(KeyError, match="COMPARISON_ADVICE_SETUPS"):
+        cmp.advice("qwen2-5-32b", "lora", SERVER, "zero3")
+    # One card is one card whatever the server: the template may name the server or not.
+    assert cmp.gb("llama-3-1-8b", "lora", "card", SERVER) == cmp.gb("llama-3-1-8b", "lora")

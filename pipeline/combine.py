@@ -1,14 +1,34 @@
-"""Stage 4, combination: typed source tables -> every derived table, as one catalog."""
+"""Stage 4, combination: typed source tables -> every derived table, as one catalog.
+
+Every figure the site shows is a cell of a table made here (rendering only looks rows up and
+formats them), so that each figure on a page can be traced to a row of a download. The tables are
+made by `STEPS`: each names the table it makes, the tables it reads and the function that makes
+it; a step sees only the tables it names, so the lineage of the downloads (`made_from`, from
+`lineage`) is what the steps really read.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import duckdb
 import polars as pl
 
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, training
-from pipeline.schema import SOURCE_TABLES
+from pipeline.estimate.architecture import parameter_counts
+from pipeline.schema import (
+    ADVICE,
+    CHEAPEST_OPTIONS,
+    COMPARISON,
+    COMPARISON_ADVICE,
+    COMPARISON_SCALES,
+    ESTIMATORS_ORDER,
+    MEMORY_CURVE,
+    SERVER_MEMORY,
+    SOURCE_TABLES,
+)
 
 
 @dataclass(frozen=True)
@@ -22,35 +42,371 @@ class Catalog:
         return self.tables[name]
 
 
+Tables = Mapping[str, pl.DataFrame]
+Constants = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One derived table: its name, the tables it is made from (in the order the downloads name
+    them; "constants" and "typical_setup" stand for the constants mapping, which holds both) and
+    the function of those tables and the constants that makes it."""
+
+    name: str
+    inputs: tuple[str, ...]
+    make: Callable[[Tables, Constants], pl.DataFrame]
+    # Tables the step reads besides its inputs whose sources the downloads do not name for it (kept as
+    # the downloads have always named them: a change of `made_from` changes a published file).
+    also_reads: tuple[str, ...] = ()
+
+
+# -- the method-comparison article's setups --
+# The article (site_templates/articles/method-comparison.md) names a handful of setups by model,
+# method, scale and server; they are declared here, not made for every catalog model x method x
+# scale x server: that would be 45 x 6 x (1 + 2 x 10) = 5 670 rows, and the advice table eight
+# times a model x method x server (21 600 rows), of which the article shows sixteen, for a download
+# nobody reads and a slower build (its workbook). An article naming a setup that is not declared
+# fails to render with the setup in the message: add it to the list below.
+# Scales: "card" (one card, no sharding; no server), "server" (ZeRO-3 over the cards of one catalog
+# server), "servers" (ZeRO-3 over as many such servers as the table rule needs, server_fit).
+COMPARISON_SETUPS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("llama-3-1-8b", "qlora_4bit", "card", None),
+    ("llama-3-1-8b", "lora", "card", None),
+    ("llama-3-1-8b", "full_amp", "card", None),
+    ("qwen2-5-32b", "lora", "card", None),
+    ("llama-3-1-70b", "qlora_4bit", "card", None),
+    ("llama-3-1-70b", "full_amp", "server", "hgx-h200-8x"),
+    ("llama-3-1-70b", "full_amp", "servers", "hgx-h200-8x"),
+)
+# The earlier article's practical advice, each applied alone to a setup without any of it (one card,
+# no checkpointing): (model, method, server whose cards the sharding advice spreads over).
+COMPARISON_ADVICE_SETUPS: tuple[tuple[str, str, str], ...] = (
+    ("llama-3-1-8b", "full_amp", "hgx-h200-8x"),
+    ("llama-3-1-8b", "lora", "hgx-h200-8x"),
+)
+# The comparison's four estimators, as the columns of `comparison` name them.
+ESTIMATORS = ESTIMATORS_ORDER
+# The calibration columns a measurement must share with a setup to be its measured peak.
+SAME_SETUP = ("seq_len", "micro_batch", "gpus", "sharding", "grad_checkpointing")
+
+# -- the memory chart --
+GRID_POINTS = 60  # sizes on the curve; the anchor sizes are always added, so the kinks are exact
+
+
+def size_grid(models: pl.DataFrame, anchors: pl.DataFrame, points: int = GRID_POINTS) -> list[float]:
+    """Log-spaced sizes from the smallest to the largest catalog model, plus every anchor size between."""
+    sizes = models["params_b"].cast(pl.Float64)
+    lo, hi = float(sizes.min()), float(sizes.max())
+    step = (math.log(hi) - math.log(lo)) / (points - 1)
+    grid = {lo, hi} | {math.exp(math.log(lo) + i * step) for i in range(1, points - 1)}
+    grid |= {float(a) for a in anchors["params_b"].to_list() if lo <= a <= hi}
+    return sorted(grid)
+
+
+def table_sizes(models: pl.DataFrame, anchors: pl.DataFrame) -> list[float]:
+    """The sizes of the table beside the memory chart: the smallest and largest model and every anchor."""
+    sizes = models["params_b"].cast(pl.Float64)
+    return sorted({float(sizes.min()), float(sizes.max())} | {float(a) for a in anchors["params_b"].to_list()})
+
+
+def memory_curve(t: Tables, c: Constants) -> pl.DataFrame:
+    """The `memory_curve` table: the table rule (estimate_memory) over the memory chart's grid of
+    sizes (`size_grid`) and the sizes of the table beside it (`table_sizes`), one row per size x method;
+    `on_chart` and `in_table` say which of the two shows the row."""
+    chart = size_grid(t["models"], t["memory_anchors"])
+    beside = table_sizes(t["models"], t["memory_anchors"])
+    sizes = sorted(set(chart) | set(beside))
+    grid = pl.DataFrame({"model_id": [f"grid-{i:04d}" for i in range(len(sizes))], "params_b": sizes})
+    curves = table_rule.estimate_memory(grid, t["methods"], t["memory_anchors"], c)
+    return (
+        curves.with_columns(
+            on_chart=pl.col("params_b").is_in(chart),
+            in_table=pl.col("params_b").is_in(beside),
+        )
+        .join(t["methods"].select("method_id", "sort_order"), on="method_id")
+        .sort("sort_order", "method_id", "params_b")
+        .select(MEMORY_CURVE.columns)
+    )
+
+
+def server_memory(t: Tables, c: Constants) -> pl.DataFrame:
+    """The `server_memory` table: each server's total GPU memory (count x one card's) and, where it has
+    a price, the price of one GB of it per month."""
+    return (
+        table_rule.server_memory(t["servers"], t["gpus"])
+        .with_columns(rub_per_gb_month=pl.col("price_rub_month") / pl.col("server_memory_gb"))
+        .sort("server_id")
+        .select(SERVER_MEMORY.columns)
+    )
+
+
+def cheapest_options(t: Tables, c: Constants) -> pl.DataFrame:
+    """The `cheapest_options` table: per model x method and basis (the estimate, its upper bound) the
+    cheapest priced server and how many of them (table_rule.cheapest_options)."""
+    options = table_rule.cheapest_options(t["estimates"], t["servers"], t["gpus"]).rename({"count": "servers_count"})
+    return options.sort("model_id", "method_id", "basis").select(CHEAPEST_OPTIONS.columns)
+
+
+# -- the comparison --
+def comparison_setup(method_id: str, scale: str, gpus: int, c: Constants) -> first_principles.Setup:
+    """The typical setup of a method on one card, or ZeRO-3 over `gpus` cards."""
+    base = first_principles.typical_setup(method_id, c)
+    if scale == "card":
+        return base
+    return replace(base, gpus=gpus, sharding="zero3")
+
+
+def _setup_cells(setup: first_principles.Setup, fields: tuple[str, ...]) -> dict:
+    """A Setup's cells of a comparison table (no LoRA rank or layers for full fine-tuning)."""
+    row = {k: getattr(setup, k) for k in fields}
+    if setup.is_full:
+        row |= {k: None for k in ("lora_rank", "lora_targets") if k in row}
+    return row
+
+
+def measured_setups(calibrated: pl.DataFrame, measurements: pl.DataFrame) -> dict[tuple, str]:
+    """(model, method, the SAME_SETUP values) -> the first calibration row with a measured peak in it."""
+    rows = calibrated.filter(pl.col("measured_gb").is_not_null() & (pl.col("measured_gb") != 0))
+    setups = measurements.select("measurement_id", *SAME_SETUP)
+    joined = rows.select("measurement_id", "model_id", "method_id").join(
+        setups, on="measurement_id", how="left", maintain_order="left"
+    )
+    out: dict[tuple, str] = {}
+    for r in joined.iter_rows(named=True):
+        out.setdefault((r["model_id"], r["method_id"], *(r[k] for k in SAME_SETUP)), r["measurement_id"])
+    return out
+
+
+def measurement_for(measured: dict[tuple, str], model_id: str, method_id: str, setup) -> str | None:
+    """The id of a measurement in exactly this setup (`measured_setups`), None if the catalog has none."""
+    return measured.get((model_id, method_id, *(getattr(setup, k) for k in SAME_SETUP)))
+
+
+def _gpus_of(t: Tables, model_id: str, method_id: str, scale: str, server_id: str | None) -> int:
+    """Cards of a setup: one, a server's, or the servers' the table rule needs for the task."""
+    if scale not in COMPARISON_SCALES:
+        raise KeyError(scale)
+    if scale == "card":
+        return 1
+    count = t["servers"].filter(pl.col("server_id") == server_id)["gpu_count"].item()
+    if scale == "server":
+        return count
+    fit = t["server_fit"].filter(
+        (pl.col("model_id") == model_id) & (pl.col("method_id") == method_id) & (pl.col("server_id") == server_id)
+    )
+    return count * fit["servers_needed"].item()
+
+
+def _predictions(arch, setup, params_b: float, table_gb: float, c: Constants) -> dict[str, float | None]:
+    """Per-card GB of each estimator (None where it says nothing). The table rule and the rule of thumb
+    give the memory of the whole task; over several cards it is divided evenly (rule 5)."""
+    thumb = calibration.rule_of_thumb_gb(params_b, setup.method, c)
+    states = first_principles.deepspeed_model_states(arch, setup)
+    return {
+        "table_rule": table_gb / setup.gpus,
+        "rule_of_thumb": None if thumb is None else thumb / setup.gpus,
+        "deepspeed": None if states is None else states / first_principles.GB,
+        "first_principles": first_principles.estimate(arch, setup, c).gb()["total"],
+    }
+
+
+def _ratio(over: float | None, under: float | None) -> float | None:
+    return None if over is None or under is None else over / under
+
+
+def comparison(t: Tables, c: Constants) -> pl.DataFrame:
+    """The `comparison` table: one row per setup of COMPARISON_SETUPS whose model (and server) the
+    catalog has: the four estimators' GB per card, the first-principles parts, and a measurement in
+    exactly that setup if the catalog has one."""
+    archs = first_principles.model_architectures(t["models"])
+    params = dict(t["models"].select("model_id", "params_b").iter_rows())
+    estimates = {(r["model_id"], r["method_id"]): r for r in t["estimates"].iter_rows(named=True)}
+    measured = measured_setups(t["calibration"], t["measurements"])
+    servers = set(t["servers"]["server_id"])
+    rows = []
+    for model_id, method_id, scale, server_id in COMPARISON_SETUPS:
+        if model_id not in archs or (server_id is not None and server_id not in servers):
+            continue
+        setup = comparison_setup(method_id, scale, _gpus_of(t, model_id, method_id, scale, server_id), c)
+        arch, table = archs[model_id], estimates[(model_id, method_id)]
+        p = _predictions(arch, setup, params[model_id], table["memory_gb"], c)
+        parts = first_principles.estimate(arch, setup, c).gb()
+        states = first_principles.deepspeed_model_states(arch, first_principles.Setup(method="full_amp"))
+        rows.append(
+            {
+                "model_id": model_id,
+                "method_id": method_id,
+                "scale": scale,
+                "server_id": server_id,
+                **_setup_cells(setup, COMPARISON_SETUP_FIELDS),
+                **{f"{k}_gb": p[k] for k in ESTIMATORS},
+                "table_rule_extrapolated": table["extrapolated"],
+                **{f"{k}_gb": parts[k] for k in first_principles.BREAKDOWN_COLUMNS},
+                "first_principles_bytes_per_param": p["first_principles"] / params[model_id],
+                "deepspeed_bytes_per_param": states / parameter_counts(arch).total,
+                **{f"first_principles_to_{k}": _ratio(p["first_principles"], p[k]) for k in ESTIMATORS[:3]},
+                "measurement_id": measurement_for(measured, model_id, method_id, setup),
+            }
+        )
+    return pl.DataFrame(rows, schema=COMPARISON.polars_schema)
+
+
+COMPARISON_SETUP_FIELDS = (
+    "optimizer",
+    "seq_len",
+    "micro_batch",
+    "gpus",
+    "sharding",
+    "grad_checkpointing",
+    "flash_attention",
+    "loss",
+    "lora_rank",
+    "lora_targets",
+)
+ADVICE_SETUP_FIELDS = (*COMPARISON_SETUP_FIELDS[:3], "grad_accum", *COMPARISON_SETUP_FIELDS[3:], "fp8")
+
+
+def advice_setups(method_id: str, gpus: int, c: Constants) -> dict[str, first_principles.Setup]:
+    """Each piece of ADVICE applied alone to the typical setup without checkpointing on one card;
+    sharding over `gpus` cards, a micro-batch or accumulation comparison_accumulation_steps times larger."""
+    base = replace(first_principles.typical_setup(method_id, c), grad_checkpointing=False)
+    k = int(c["comparison_accumulation_steps"])
+    return {
+        "base": base,
+        "grad_checkpointing": replace(base, grad_checkpointing=True),
+        "zero1": replace(base, gpus=gpus, sharding="zero1"),
+        "zero2": replace(base, gpus=gpus, sharding="zero2"),
+        "zero3": replace(base, gpus=gpus, sharding="zero3"),
+        "fp8": replace(base, fp8=True),
+        "micro_batch": replace(base, micro_batch=base.micro_batch * k),
+        "grad_accum": replace(base, grad_accum=base.grad_accum * k),
+    }
+
+
+def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
+    """The `comparison_advice` table: for each of COMPARISON_ADVICE_SETUPS whose model and server the
+    catalog has, each piece of ADVICE alone: the first-principles total and activations (with the
+    loss buffers) per card, and their change against the setup without any advice."""
+    archs = first_principles.model_architectures(t["models"])
+    cards = dict(t["servers"].select("server_id", "gpu_count").iter_rows())
+    rows = []
+    for model_id, method_id, server_id in COMPARISON_ADVICE_SETUPS:
+        if model_id not in archs or server_id not in cards:
+            continue
+        base, setups = None, advice_setups(method_id, cards[server_id], c)
+        for step in ADVICE:
+            setup = setups[step]
+            parts = first_principles.estimate(archs[model_id], setup, c).gb()
+            total, activations = parts["total"], parts["saved_activations"] + parts["loss_buffers"]
+            base = base or (total, activations)
+            rows.append(
+                {
+                    "model_id": model_id,
+                    "method_id": method_id,
+                    "server_id": server_id,
+                    "advice": step,
+                    **_setup_cells(setup, ADVICE_SETUP_FIELDS),
+                    "total_gb": total,
+                    "activations_gb": activations,
+                    "total_change": None if step == "base" else total / base[0] - 1,
+                    "activations_change": None if step == "base" else activations / base[1] - 1,
+                }
+            )
+    return pl.DataFrame(rows, schema=COMPARISON_ADVICE.polars_schema)
+
+
+# -- the steps --
+def _recommendations(t: Tables, c: Constants) -> pl.DataFrame:
+    spread = recommend.spread_of(t["estimator_range"])
+    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spread)
+
+
+def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
+    cards = recommend.job_gpus(t["recommendations"])
+    return first_principles.memory_breakdown_table(t["models"], t["methods"], t["estimates"], c, cards)
+
+
+def _calibration(t: Tables, c: Constants) -> pl.DataFrame:
+    return calibration.calibration(t["measurements"], t["models"], t["estimates"], t["gpus"], c)
+
+
+def _pretraining(t: Tables, c: Constants) -> pl.DataFrame:
+    return training.pretraining_table(t["models"], t["gpus"], t["servers"], t["legacy_gpu_counts"], c)
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        "estimates",
+        ("memory_anchors", "models", "methods", "constants"),
+        lambda t, c: table_rule.estimate_memory(t["models"], t["methods"], t["memory_anchors"], c),
+    ),
+    Step("gpu_fit", ("estimates", "gpus"), lambda t, c: table_rule.gpu_fit(t["estimates"], t["gpus"])),
+    Step(
+        "server_fit",
+        ("estimates", "servers", "gpus"),
+        lambda t, c: table_rule.server_fit(t["estimates"], t["servers"], t["gpus"]),
+    ),
+    Step("calibration", ("measurements", "models", "estimates", "gpus", "constants"), _calibration),
+    Step(
+        "calibration_summary",
+        ("calibration",),
+        lambda t, c: calibration.summary(t["calibration"], c["calibration_within"]),
+    ),
+    Step(
+        "calibration_breakdown",
+        ("calibration",),
+        lambda t, c: calibration.breakdown(t["calibration"], c["calibration_within"]),
+    ),
+    Step("estimator_range", ("calibration",), lambda t, c: calibration.estimator_range(t["calibration"])),
+    Step(
+        "estimator_constants",
+        ("constants", "calibration"),
+        lambda t, c: calibration.estimator_constants(t["calibration"], t["measurements"], t["models"], t["constants"]),
+        also_reads=("measurements", "models"),
+    ),
+    Step("pretraining", ("models", "gpus", "servers", "legacy_gpu_counts", "constants"), _pretraining),
+    Step(
+        "recommendations",
+        ("models", "methods", "servers", "gpus", "constants", "typical_setup", "estimator_range"),
+        _recommendations,
+    ),
+    Step(
+        "memory_breakdown",
+        ("models", "methods", "constants", "typical_setup", "estimates", "recommendations"),
+        _memory_breakdown,
+    ),
+    Step("server_memory", ("servers", "gpus"), server_memory),
+    Step("cheapest_options", ("estimates", "servers", "gpus"), cheapest_options),
+    Step("memory_curve", ("memory_anchors", "models", "methods", "constants"), memory_curve),
+    Step(
+        "comparison",
+        (
+            "models",
+            "servers",
+            "constants",
+            "typical_setup",
+            "estimates",
+            "server_fit",
+            "calibration",
+            "measurements",
+        ),
+        comparison,
+    ),
+    Step("comparison_advice", ("models", "servers", "constants", "typical_setup"), comparison_advice),
+)
+
+
+def lineage() -> dict[str, tuple[str, ...]]:
+    """Each derived table -> the tables its step reads (the `made_from` of the downloads)."""
+    return {step.name: step.inputs for step in STEPS}
+
+
 def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
-    """Read the typed tables and compute estimates, gpu_fit and server_fit."""
+    """Read the typed tables and make every derived table, step by step (`STEPS`)."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
-    estimates = table_rule.estimate_memory(tables["models"], tables["methods"], tables["memory_anchors"], constants)
-    tables["estimates"] = estimates
-    tables["gpu_fit"] = table_rule.gpu_fit(estimates, tables["gpus"])
-    tables["server_fit"] = table_rule.server_fit(estimates, tables["servers"], tables["gpus"])
-    calibrated = calibration.calibration(tables["measurements"], tables["models"], estimates, tables["gpus"], constants)
-    tables["calibration"] = calibrated
-    tables["calibration_summary"] = calibration.summary(calibrated, constants["calibration_within"])
-    tables["calibration_breakdown"] = calibration.breakdown(calibrated, constants["calibration_within"])
-    tables["estimator_range"] = calibration.estimator_range(calibrated)
-    tables["estimator_constants"] = calibration.estimator_constants(
-        calibrated, tables["measurements"], tables["models"], tables["constants"]
-    )
-    tables["pretraining"] = training.pretraining_table(
-        tables["models"], tables["gpus"], tables["servers"], tables["legacy_gpu_counts"], constants
-    )
-    tables["recommendations"] = recommend.recommendations(
-        tables["models"],
-        tables["methods"],
-        tables["servers"],
-        tables["gpus"],
-        constants,
-        recommend.spread_of(tables["estimator_range"]),
-    )
-    tables["memory_breakdown"] = first_principles.memory_breakdown_table(
-        tables["models"], tables["methods"], estimates, constants, recommend.job_gpus(tables["recommendations"])
-    )
+    for step in STEPS:
+        seen = {name: tables[name] for name in (*step.inputs, *step.also_reads)}
+        tables[step.name] = step.make(seen, constants)
     return Catalog(tables, constants)

@@ -797,6 +797,8 @@ MEMORY_BREAKDOWN = Table(
 )
 
 ESTIMATORS = ("first_principles", "table_rule", "rule_of_thumb", "deepspeed")  # the four ways to estimate
+# The same four in the order the comparison article shows them (and its table's columns).
+ESTIMATORS_ORDER = ("table_rule", "rule_of_thumb", "deepspeed", "first_principles")
 
 CALIBRATION = Table(
     "calibration",
@@ -1099,6 +1101,113 @@ RECOMMENDATIONS = Table(
     kind="derived",
 )
 
+SERVER_MEMORY = Table(
+    "server_memory",
+    (
+        Field("server_id", "id", references="servers.server_id"),
+        Field("gpu_id", "id", references="gpus.gpu_id"),
+        Field("gpu_count", "int", unit="count"),
+        Field("gpu_memory_gb", "float", unit="gb"),
+        Field("server_memory_gb", "float", unit="gb"),
+        Field("price_rub_month", "int", unit="rub_per_month", required=False),
+        Field("rub_per_gb_month", "float", unit="rub_per_gb_month", required=False),
+    ),
+    ("server_id",),
+    kind="derived",
+)
+
+CHEAPEST_OPTIONS = Table(
+    "cheapest_options",
+    (
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("basis", "str", allowed=("estimate", "high")),
+        Field("server_id", "id", references="servers.server_id"),
+        Field("servers_count", "int", unit="count"),
+        Field("total_rub_month", "int", unit="rub_per_month"),
+    ),
+    ("model_id", "method_id", "basis"),
+    kind="derived",
+)
+
+MEMORY_CURVE = Table(
+    "memory_curve",
+    (
+        Field("method_id", "id", references="methods.method_id"),
+        Field("params_b", "float", unit="billion"),
+        Field("memory_gb", "float", unit="gb"),
+        Field("memory_low_gb", "float", unit="gb"),
+        Field("memory_high_gb", "float", unit="gb"),
+        Field("basis", "str", allowed=("anchor", "interpolated", "below_range", "extrapolated")),
+        Field("extrapolated", "bool"),
+        Field("on_chart", "bool"),
+        Field("in_table", "bool"),
+    ),
+    ("method_id", "params_b"),
+    kind="derived",
+)
+
+# The method-comparison article's setups: one card, one server's cards, or as many servers as needed.
+COMPARISON_SCALES = ("card", "server", "servers")
+# The earlier article's practical advice, each applied alone (combine.advice_setups).
+ADVICE = ("base", "grad_checkpointing", "zero1", "zero2", "zero3", "fp8", "micro_batch", "grad_accum")
+
+
+def _comparison_setup_tail() -> tuple[Field, ...]:
+    return (
+        Field("loss", "str", allowed=MEASUREMENT_LOSSES),
+        Field("lora_rank", "int", required=False, unitless=True),
+        Field("lora_targets", "str", required=False, allowed=("qv", "qkv", "attention", "all")),
+    )
+
+
+COMPARISON = Table(
+    "comparison",
+    (
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("scale", "str", allowed=COMPARISON_SCALES),
+        Field("server_id", "id", required=False, references="servers.server_id"),
+        *_setup_fields(),
+        *_comparison_setup_tail(),
+        *(
+            Field(f"{e}_gb", "float", unit="gb", required=e in ("table_rule", "first_principles"))
+            for e in ESTIMATORS_ORDER
+        ),
+        Field("table_rule_extrapolated", "bool"),
+        *(_part(p) for p in ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead")),
+        Field("first_principles_bytes_per_param", "float", unit="bytes_per_param"),
+        Field("deepspeed_bytes_per_param", "float", unit="bytes_per_param"),
+        Field("first_principles_to_table_rule", "float", unitless=True),
+        Field("first_principles_to_rule_of_thumb", "float", required=False, unitless=True),
+        Field("first_principles_to_deepspeed", "float", required=False, unitless=True),
+        Field("measurement_id", "id", required=False, references="measurements.measurement_id"),
+    ),
+    ("model_id", "method_id", "scale", "server_id"),
+    kind="derived",
+)
+
+COMPARISON_ADVICE = Table(
+    "comparison_advice",
+    (
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("server_id", "id", references="servers.server_id"),
+        Field("advice", "str", allowed=ADVICE),
+        *_setup_fields()[:3],
+        Field("grad_accum", "int", unit="count"),
+        *_setup_fields()[3:],
+        *_comparison_setup_tail(),
+        Field("fp8", "bool"),
+        _part("total"),
+        _part("activations"),
+        Field("total_change", "float", unit="share", required=False),
+        Field("activations_change", "float", unit="share", required=False),
+    ),
+    ("model_id", "method_id", "server_id", "advice"),
+    kind="derived",
+)
+
 DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATES,
     GPU_FIT,
@@ -1111,6 +1220,11 @@ DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
     RECOMMENDATIONS,
+    SERVER_MEMORY,
+    CHEAPEST_OPTIONS,
+    MEMORY_CURVE,
+    COMPARISON,
+    COMPARISON_ADVICE,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
 
@@ -1225,7 +1339,7 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
 # every module and fails when it names a constant its entry does not list; the templates' and articles'
 # reads (`t.const("…")`, `constants.…`) are found by scanning them (validate.template_constants).
 CONSTANT_READS: dict[str, tuple[str, ...]] = {
-    "pipeline.combine": ("calibration_within",),
+    "pipeline.combine": ("calibration_within", "comparison_accumulation_steps"),
     "pipeline.estimate.calibration": (
         "activation_bytes",
         "adapter_bytes",

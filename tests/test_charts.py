@@ -116,17 +116,25 @@ def test_price_chart_shows_every_priced_server_only(catalog, svgs):
 
 
 def test_chart_curves_follow_the_rules(catalog):
-    """At the catalog's own model sizes the curves give exactly the catalog's estimates."""
-    sizes = sorted(set(catalog["models"]["params_b"].to_list()))
-    curves = charts.memory_curves(catalog, sizes).select("params_b", "method_id", "memory_gb")
+    """Where the curves (the memory_curve table) pass a catalog model's size they give exactly the
+    catalog's estimates: the smallest and the largest model at least, for every method."""
+    curves = catalog["memory_curve"].select("params_b", "method_id", "memory_gb")
     expected = catalog["estimates"].select("params_b", "method_id", "memory_gb").unique()
-    assert curves.sort("params_b", "method_id").equals(expected.sort("params_b", "method_id"))
+    at_models = curves.join(expected.select("params_b").unique(), on="params_b")
+    assert at_models.height >= 2 * catalog["methods"].height
+    shared = expected.join(at_models.select("params_b").unique(), on="params_b")
+    assert at_models.sort("params_b", "method_id").equals(shared.sort("params_b", "method_id"))
 
 
 def test_grid_spans_the_catalog_and_holds_every_anchor(catalog):
-    grid = charts.size_grid(catalog)
+    from pipeline.combine import size_grid
+
+    grid = size_grid(catalog["models"], catalog["memory_anchors"])
     assert grid[0] == catalog["models"]["params_b"].min() and grid[-1] == catalog["models"]["params_b"].max()
     assert set(catalog["memory_anchors"]["params_b"].cast(float)) <= set(grid)
+    on_chart = catalog["memory_curve"].filter(pl.col("on_chart"))
+    assert sorted(set(on_chart["params_b"])) == grid
+    assert on_chart.height == len(grid) * catalog["methods"].height
 
 
 def test_gpu_labels_do_not_overlap():

@@ -203,16 +203,20 @@ def test_scales_and_unknown_scale(cmp):
     assert cmp.gpus("llama-3-1-8b", "lora") == 1
     assert cmp.gpus("llama-3-1-70b", "full_amp", "server", SERVER) == 8
     assert cmp.gpus("llama-3-1-70b", "full_amp", "servers", SERVER) % 8 == 0
-    assert cmp.setup("llama-3-1-70b", "full_amp", "server", SERVER).sharding == "zero3"
+    assert cmp.row("llama-3-1-70b", "full_amp", "server", SERVER)["sharding"] == "zero3"
     with pytest.raises(KeyError):
         cmp.gpus("llama-3-1-8b", "lora", "rack", SERVER)
 
 
-def test_measured_for_finds_a_matching_measurement(cmp):
+def test_measured_for_finds_a_matching_measurement(catalog, cmp):
+    from pipeline.combine import measured_setups, measurement_for
+
+    measured = measured_setups(catalog["calibration"], catalog["measurements"])
     setup = memory.Setup(method="lora", seq_len=1024, micro_batch=1, gpus=1, sharding="ddp", grad_checkpointing=True)
-    row = cmp.measured_for("qwen2-7b", "lora", setup)
-    assert row["measurement_id"] == "lf-issue-7409-qwen2-7b-seq1024-mb1"
-    assert cmp.measured_for("llama-3-1-8b", "lora", cmp.setup("llama-3-1-8b", "lora")) is None
+    assert measurement_for(measured, "qwen2-7b", "lora", setup) == "lf-issue-7409-qwen2-7b-seq1024-mb1"
+    typical_lora = memory.typical_setup("lora", catalog.constants)
+    assert measurement_for(measured, "llama-3-1-8b", "lora", typical_lora) is None
+    assert cmp.measured_for(cmp.row("llama-3-1-8b", "lora")) is None
 
 
 def test_tables_reference_known_sources_and_downloads(cmp, catalog, built):
@@ -262,3 +266,12 @@ def test_no_figure_typed_into_the_template():
     head = "\n".join(line for line in head.splitlines() if not line.startswith("order: "))
     prose = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", "", head + body, flags=re.S)
     assert re.findall(r".{0,30}\d.{0,30}", prose) == []
+
+
+def test_an_undeclared_setup_names_where_to_declare_it(cmp):
+    with pytest.raises(KeyError, match="COMPARISON_SETUPS"):
+        cmp.gb("qwen2-5-32b", "full_amp")
+    with pytest.raises(KeyError, match="COMPARISON_ADVICE_SETUPS"):
+        cmp.advice("qwen2-5-32b", "lora", SERVER, "zero3")
+    # One card is one card whatever the server: the template may name the server or not.
+    assert cmp.gb("llama-3-1-8b", "lora", "card", SERVER) == cmp.gb("llama-3-1-8b", "lora")

@@ -22,7 +22,7 @@ import duckdb
 import polars as pl
 import xlsxwriter
 
-from pipeline.combine import Catalog
+from pipeline.combine import Catalog, lineage
 from pipeline.parallel import start_map
 from pipeline.publish import datapackage
 from pipeline.render.format import FORMULA_PREFIXES
@@ -44,20 +44,12 @@ EXCEL_MAX_ROWS = 100_000
 # temporary file, strings inline): memory stays flat whatever the table's size.
 CONSTANT_MEMORY_ROWS = 20_000
 
-# What each table without a reference_id column of its own is made from (combine.py):
-# its sources are the references of those tables.
-MADE_FROM = {
-    "legacy_offer_jobs": ("legacy_offers",),
-    "estimates": ("memory_anchors", "models", "methods", "constants"),
-    "gpu_fit": ("estimates", "gpus"),
-    "server_fit": ("estimates", "servers", "gpus"),
-    "memory_breakdown": ("models", "methods", "constants", "typical_setup", "estimates", "recommendations"),
-    "calibration_summary": ("calibration",),
-    "calibration_breakdown": ("calibration",),
-    "estimator_range": ("calibration",),
-    "estimator_constants": ("constants", "calibration"),
-    "pretraining": ("models", "gpus", "servers", "legacy_gpu_counts", "constants"),
-    "recommendations": ("models", "methods", "servers", "gpus", "constants", "typical_setup", "estimator_range"),
+# What each table without a reference_id column of its own is made from: its sources are the
+# references of those tables. A source table's is typed here; a derived table's is what its step
+# of combine.py reads (combine.lineage).
+SOURCE_MADE_FROM = {"legacy_offer_jobs": ("legacy_offers",)}
+MADE_FROM = SOURCE_MADE_FROM | {
+    name: inputs for name, inputs in lineage().items() if "reference_id" not in TABLES_BY_NAME[name].columns
 }
 
 # Excel number formats; Excel shows them with the reader's locale ("1 200,0" in Russian).

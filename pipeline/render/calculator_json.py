@@ -10,10 +10,12 @@ import inspect
 import json
 from dataclasses import asdict
 
+import polars as pl
+
 from pipeline.combine import Catalog
-from pipeline.estimate import first_principles, recommend
+from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
-from pipeline.estimate.table_rule import RELATIVE_TOLERANCE, server_memory
+from pipeline.estimate.table_rule import RELATIVE_TOLERANCE
 from pipeline.render import russian
 
 # The constants the page uses; the rest of constants.csv serves the articles.
@@ -58,8 +60,11 @@ def _dense_references(models) -> list[str]:
 
 
 def _measured_range(catalog: Catalog) -> dict | None:
-    spread = recommend.spread_of(catalog["estimator_range"])
-    return None if spread is None else {"low_factor": spread[0], "high_factor": spread[1]}
+    """The factors of estimator_range's row over all measurements (recommend.spread_of), None where it has none."""
+    row = catalog["estimator_range"].filter(pl.col("scope") == "all").row(0, named=True)
+    if row["low_factor"] is None or row["high_factor"] is None:
+        return None
+    return {"low_factor": row["low_factor"], "high_factor": row["high_factor"]}
 
 
 def estimator_data(catalog: Catalog) -> dict:
@@ -141,7 +146,8 @@ def calculator_data(catalog: Catalog) -> dict:
     methods = catalog["methods"].sort("sort_order", "method_id")
     models = catalog["models"].sort("params_b", "model_id")
     gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
-    servers = server_memory(catalog["servers"], catalog["gpus"]).sort("server_memory_gb", "server_id")
+    memory = catalog["server_memory"].select("server_id", "server_memory_gb")
+    servers = catalog["servers"].join(memory, on="server_id").sort("server_memory_gb", "server_id")
     return {
         "anchors": {
             method_id: [[_number(p), _number(m)] for p, m in rows.select("params_b", "memory_gb").iter_rows()]

@@ -19,13 +19,11 @@ from html import escape
 import polars as pl
 
 from pipeline.combine import Catalog
-from pipeline.estimate import table_rule
 from pipeline.render import format as fmt
 from pipeline.render import russian
 from pipeline.render.view import TableView
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif'
-GRID_POINTS = 60  # sizes on the curve; the anchor sizes are always added, so the kinks are exact
 WIDTH, HEIGHT = 560, 420
 GPU_LABEL_GAP_PX = 12  # GPU labels closer than this on the log axis are pushed apart
 AXIS_FORMAT = ",~f"  # d3-format in the ru-RU locale: "0,5", "10 000"
@@ -40,21 +38,11 @@ def method_order(catalog: Catalog) -> pl.DataFrame:  # noqa: D103
     return catalog["methods"].sort("sort_order", "method_id")
 
 
-def size_grid(catalog: Catalog, points: int = GRID_POINTS) -> list[float]:
-    """Log-spaced sizes from the smallest to the largest catalog model, plus every anchor size between."""
-    sizes = catalog["models"]["params_b"].cast(pl.Float64)
-    lo, hi = float(sizes.min()), float(sizes.max())
-    step = (math.log(hi) - math.log(lo)) / (points - 1)
-    grid = {lo, hi} | {math.exp(math.log(lo) + i * step) for i in range(1, points - 1)}
-    grid |= {float(a) for a in catalog["memory_anchors"]["params_b"].to_list() if lo <= a <= hi}
-    return sorted(grid)
-
-
-def memory_curves(catalog: Catalog, sizes: list[float]) -> pl.DataFrame:
-    """estimate_memory over a grid of sizes instead of the catalog models: one row per size x method."""
-    grid = pl.DataFrame({"model_id": [f"grid-{i:04d}" for i in range(len(sizes))], "params_b": sizes})
-    curves = table_rule.estimate_memory(grid, catalog["methods"], catalog["memory_anchors"], catalog.constants)
+def memory_curves(catalog: Catalog, which: str = "on_chart") -> pl.DataFrame:
+    """The `memory_curve` rows the chart (`on_chart`) or the table beside it (`in_table`) shows, one per
+    size x method, with the methods' names, in the methods' order."""
     methods = method_order(catalog).select("method_id", "name_ru", "short_name_ru", "sort_order")
+    curves = catalog["memory_curve"].filter(pl.col(which))
     return curves.join(methods, on="method_id").sort("sort_order", "params_b")
 
 
@@ -68,11 +56,12 @@ def gpu_levels(catalog: Catalog) -> list[dict]:
 
 
 def priced_servers(catalog: Catalog) -> pl.DataFrame:
-    """Servers with a price, with their total GPU memory and the price of one GB of it."""
+    """Servers with a price, with their total GPU memory and the price of one GB of it (`server_memory`)."""
+    memory = catalog["server_memory"].select("server_id", "server_memory_gb", rub_per_gb="rub_per_gb_month")
     return (
-        table_rule.server_memory(catalog["servers"], catalog["gpus"])
+        catalog["servers"]
+        .join(memory, on="server_id")
         .filter(pl.col("price_rub_month").is_not_null())
-        .with_columns(rub_per_gb=pl.col("price_rub_month") / pl.col("server_memory_gb"))
         .sort("server_memory_gb", "price_rub_month", "server_id")
     )
 
@@ -119,8 +108,8 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     import altair as alt
 
     L = labels["charts"]  # noqa: N806
-    sizes = size_grid(catalog)
-    curves = memory_curves(catalog, sizes)
+    curves = memory_curves(catalog)
+    sizes = curves["params_b"].unique().sort().to_list()
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
     basis_in = L["memory_basis_table"]
     basis_out = L["memory_basis_extrapolated"].format(max_anchor=fmt.number(max_anchor))
@@ -319,9 +308,8 @@ def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
 def memory_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
     L, C = labels["charts"], labels["common"]  # noqa: N806
     anchors = catalog["memory_anchors"]
-    models = catalog["models"]["params_b"].cast(pl.Float64)
-    sizes = sorted({float(models.min()), float(models.max())} | {float(a) for a in anchors["params_b"].to_list()})
-    curves = memory_curves(catalog, sizes)
+    curves = memory_curves(catalog, "in_table")
+    sizes = curves["params_b"].unique().sort().to_list()
     rows = []
     for method in method_order(catalog).iter_rows(named=True):
         own = curves.filter(pl.col("method_id") == method["method_id"])
@@ -382,7 +370,7 @@ def price_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
 def memory_facts(catalog: Catalog) -> dict:  # noqa: D103
     models = catalog["models"]["params_b"].cast(pl.Float64)
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
-    at_anchor = memory_curves(catalog, [max_anchor]).sort("memory_gb")
+    at_anchor = memory_curves(catalog, "in_table").filter(pl.col("params_b") == max_anchor).sort("memory_gb")
     levels = gpu_levels(catalog)
     return {
         "methods": catalog["methods"].height,

@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 
 from pipeline.combine import Catalog
-from pipeline.estimate import recommend
 from pipeline.render import format as fmt
 from pipeline.render import russian
 from pipeline.render.view import Link, TableView
@@ -34,6 +33,7 @@ class Tables:
                 ("gpus", "gpu_id"),
                 ("servers", "server_id"),
                 ("references", "reference_id"),
+                ("server_memory", "server_id"),
             )
         }
         self._estimates = {(r["model_id"], r["method_id"]): r for r in catalog["estimates"].iter_rows(named=True)}
@@ -81,8 +81,7 @@ class Tables:
         return [self._rows[table][i]["reference_id"] for i in ids]
 
     def server_memory_gb(self, server_id: str) -> float:
-        s = self.server(server_id)
-        return s["gpu_count"] * self.gpu(s["gpu_id"])["memory_gb"]
+        return self._rows["server_memory"][server_id]["server_memory_gb"]
 
     def min_bytes(self) -> float:
         return sum(self.const(k) for k in ("adamw_weight_bytes", "adamw_grad_bytes", "adamw_optimizer_bytes"))
@@ -375,9 +374,8 @@ class Tables:
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
                 # The site's answer for the offer: the recommendation (table recommendations) of its most
                 # demanding job by the first-principles total, which then holds the smaller ones too.
-                best = recommend.best(self.c["recommendations"]).join(
-                    own.select("model_id", "method_id"), on=["model_id", "method_id"]
-                )
+                recommended = self.c["recommendations"].filter((pl.col("rank") == 1) & pl.col("recommended"))
+                best = recommended.join(own.select("model_id", "method_id"), on=["model_id", "method_id"])
                 best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
                 row["recommended"] = best.row(0, named=True) if best.height else None
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
@@ -438,9 +436,9 @@ class Tables:
     def _option(self, option: dict | None) -> str:
         if option is None:
             return self.labels["legacy_offers_table"]["no_priced"]
-        key = "option" if option["count"] == 1 else "option_many"
+        key = "option" if option["servers_count"] == 1 else "option_many"
         return self.labels["legacy_offers_table"][key].format(
-            count=fmt.integer(option["count"]),
+            count=fmt.integer(option["servers_count"]),
             server=self.server(option["server_id"])["display_name"],
             price=fmt.integer(option["total_rub_month"]),
         )

@@ -5,31 +5,29 @@ the earlier article's rule of thumb (`calibration.rule_of_thumb_gb`), DeepSpeed'
 formula (`memory.deepspeed_model_states`) and the first-principles estimator (`memory.estimate`).
 A setup is named in templates by a model, a method and a scale: "card" (one card, no
 sharding), "server" (ZeRO-3 over the cards of one catalog server) or "servers" (ZeRO-3 over as
-many such servers as the table rule needs). Sequence length, batch, checkpointing and LoRA rank
-are the typical setup of constants.csv. Russian words come from labels.toml [comparison].
+many such servers as the table rule needs). Every figure is a cell of a derived table made by
+pipeline/combine.py: `comparison` (one row per setup of combine.COMPARISON_SETUPS) and
+`comparison_advice` (combine.COMPARISON_ADVICE_SETUPS); this module only looks rows up and formats
+them. Russian words come from labels.toml [comparison].
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
 from functools import cached_property
 
 import polars as pl
 from markupsafe import Markup
 
 from pipeline.combine import Catalog
-from pipeline.estimate import calibration, first_principles
-from pipeline.estimate.architecture import parameter_counts
+from pipeline.estimate import first_principles
 from pipeline.render import format as fmt
 from pipeline.render import russian
 from pipeline.render.view import TableView
 from pipeline.render.views.articles import Tables
 from pipeline.render.views.estimator import signed_percent
+from pipeline.schema import ADVICE, COMPARISON_SCALES, ESTIMATORS_ORDER
 
-SCALES = ("card", "server", "servers")
-
-# The seed's practical advice, as changes to a setup without any of it (one card, no checkpointing).
-ADVICE = ("base", "grad_checkpointing", "zero1", "zero2", "zero3", "fp8", "micro_batch", "grad_accum")
+SCALES = COMPARISON_SCALES
 
 # The constants each estimator rests on, for the sources line under the tables.
 ESTIMATOR_CONSTANTS = {
@@ -53,10 +51,6 @@ class Comparison:
         return self.c.constants
 
     @cached_property
-    def archs(self) -> dict[str, first_principles.Architecture]:
-        return first_principles.model_architectures(self.c["models"])
-
-    @cached_property
     def _calibration(self) -> dict[str, dict]:
         return {r["measurement_id"]: r for r in self.c["calibration"].iter_rows(named=True)}
 
@@ -64,25 +58,35 @@ class Comparison:
     def _measurements(self) -> dict[str, dict]:
         return {r["measurement_id"]: r for r in self.c["measurements"].iter_rows(named=True)}
 
+    @cached_property
+    def _rows(self) -> dict[tuple, dict]:
+        """(model, method, scale, server or None) -> its row of the `comparison` table."""
+        return {
+            (r["model_id"], r["method_id"], r["scale"], r["server_id"]): r
+            for r in self.c["comparison"].iter_rows(named=True)
+        }
+
+    @cached_property
+    def _advice_rows(self) -> dict[tuple, dict[str, dict]]:
+        """(model, method, server) -> advice -> its row of the `comparison_advice` table."""
+        out: dict[tuple, dict[str, dict]] = {}
+        for r in self.c["comparison_advice"].iter_rows(named=True):
+            out.setdefault((r["model_id"], r["method_id"], r["server_id"]), {})[r["advice"]] = r
+        return out
+
     # -- setups --
-    def gpus(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> int:
-        """Cards of a setup: one, a server's, or the servers' the table rule needs for the task."""
+    def row(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> dict:
+        """A setup's row of the `comparison` table (one card: whatever the server)."""
         if scale not in SCALES:
             raise KeyError(scale)
-        if scale == "card":
-            return 1
-        count = self.t.server(server)["gpu_count"]
-        if scale == "server":
-            return count
-        return count * self.t.server_fit_row(model_id, method_id, server)["servers_needed"]
+        key = (model_id, method_id, scale, None if scale == "card" else server)
+        if key not in self._rows:
+            raise KeyError(f"setup {key} is not in the comparison table: declare it in combine.COMPARISON_SETUPS")
+        return self._rows[key]
 
-    def setup(
-        self, model_id: str, method_id: str, scale: str = "card", server: str | None = None
-    ) -> first_principles.Setup:
-        base = first_principles.typical_setup(method_id, self.constants)
-        if scale == "card":
-            return base
-        return replace(base, gpus=self.gpus(model_id, method_id, scale, server), sharding="zero3")
+    def gpus(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> int:
+        """Cards of a setup: one, a server's, or the servers' the table rule needs for the task."""
+        return self.row(model_id, method_id, scale, server)["gpus"]
 
     def predictions(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> dict:
         """Per-card GB of each estimator for one setup (None where an estimator says nothing).
@@ -90,27 +94,12 @@ class Comparison:
         The table rule and the rule of thumb give the memory of the whole task; spread over
         several cards they are divided evenly, as the site's card counts assume (rule 5).
         """
-        setup = self.setup(model_id, method_id, scale, server)
-        arch = self.archs[model_id]
-        params_b = self.t.model(model_id)["params_b"]
-        thumb = calibration.rule_of_thumb_gb(params_b, method_id, self.constants)
-        states = first_principles.deepspeed_model_states(arch, setup)
-        return {
-            "table_rule": self.t.estimate(model_id, method_id)["memory_gb"] / setup.gpus,
-            "rule_of_thumb": None if thumb is None else thumb / setup.gpus,
-            "deepspeed": None if states is None else states / first_principles.GB,
-            "first_principles": first_principles.estimate(arch, setup, self.constants).gb()["total"],
-        }
+        row = self.row(model_id, method_id, scale, server)
+        return {k: row[f"{k}_gb"] for k in ESTIMATORS_ORDER}
 
-    def measured_for(self, model_id: str, method_id: str, setup: first_principles.Setup) -> dict | None:
-        """A calibration row measured in exactly this setup, if the catalog has one."""
-        keys = ("seq_len", "micro_batch", "gpus", "sharding", "grad_checkpointing")
-        for row in self._calibration.values():
-            m = self._measurements[row["measurement_id"]]
-            same = all(m[k] == getattr(setup, k) for k in keys)
-            if row["model_id"] == model_id and row["method_id"] == method_id and same and row["measured_gb"]:
-                return row
-        return None
+    def measured_for(self, row: dict) -> dict | None:
+        """The calibration row measured in exactly this setup (the `comparison` row's measurement_id)."""
+        return None if row["measurement_id"] is None else self._calibration[row["measurement_id"]]
 
     # -- inline figures --
     def link(self, model_id: str, name: str = "display_name") -> Markup:
@@ -119,9 +108,8 @@ class Comparison:
 
     def deepspeed_bytes_per_param(self, model_id: str) -> str:
         """DeepSpeed's model states per parameter on one card without sharding, bytes."""
-        arch = self.archs[model_id]
-        states = first_principles.deepspeed_model_states(arch, first_principles.Setup(method="full_amp"))
-        return fmt.number(states / parameter_counts(arch).total, 1)
+        row = next(r for key, r in self._rows.items() if key[0] == model_id)
+        return fmt.number(row["deepspeed_bytes_per_param"], 1)
 
     def gb(
         self,
@@ -143,8 +131,8 @@ class Comparison:
 
     def part(self, model_id: str, method_id: str, part: str, scale: str = "card", server: str | None = None) -> str:
         """One part of the first-principles breakdown (weights, activations, ... or total), GB per card."""
-        setup = self.setup(model_id, method_id, scale, server)
-        return fmt.gb(first_principles.estimate(self.archs[model_id], setup, self.constants).gb()[part])
+        row = self.row(model_id, method_id, scale, server)
+        return fmt.gb(row["first_principles_gb" if part == "total" else f"{part}_gb"])
 
     def cards(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> str:
         return fmt.integer(self.gpus(model_id, method_id, scale, server))
@@ -152,9 +140,10 @@ class Comparison:
     def ratio(  # noqa: PLR0913
         self, model_id: str, method_id: str, over: str, under: str, scale: str = "card", server: str | None = None
     ) -> str:
-        """How many times one estimator's figure is the other's, one decimal ("1,2")."""
-        p = self.predictions(model_id, method_id, scale, server)
-        return fmt.number(p[over] / p[under], 1)
+        """How many times the first-principles figure is another estimator's, one decimal ("1,2")."""
+        if over != "first_principles":
+            raise KeyError(f"{over} over {under}: the comparison table has first_principles_to_<estimator> only")
+        return fmt.number(self.row(model_id, method_id, scale, server)[f"first_principles_to_{under}"], 1)
 
     def fits(  # noqa: PLR0913
         self,
@@ -169,8 +158,7 @@ class Comparison:
 
     def bytes_per_param(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> str:
         """The first-principles total per parameter of the model, bytes (one decimal)."""
-        total = self.predictions(model_id, method_id, scale, server)["first_principles"]
-        return fmt.number(total / self.t.model(model_id)["params_b"], 1)
+        return fmt.number(self.row(model_id, method_id, scale, server)["first_principles_bytes_per_param"], 1)
 
     def legacy_full_high_bytes(self) -> str:
         """The rule of thumb's bytes per parameter with its own upper allowance (+50 %)."""
@@ -214,8 +202,7 @@ class Comparison:
         """One row of the advice table: `what` = total (GB), change (signed % of the total against the
         setup without the advice), saving (the same decrease unsigned), activations (GB, with logits),
         activations_change, activations_saving."""
-        rows = self._advice(model_id, method_id, server)
-        return self._advice_value(rows, step, what)
+        return self._advice_value(self._advice(model_id, method_id, server), step, what)
 
     def advice_steps(self) -> russian.Shown:
         return russian.Shown(fmt.integer(self.constants["comparison_accumulation_steps"]))
@@ -244,18 +231,18 @@ class Comparison:
         gpu = self.t.gpu(self.t.server(server)["gpu_id"])
         rows, models = [], []
         for model_id, method_id, scale in setups:
-            setup = self.setup(model_id, method_id, scale, server)
+            row = self.row(model_id, method_id, scale, server)
             p = self.predictions(model_id, method_id, scale, server)
-            measured = self.measured_for(model_id, method_id, setup)
+            measured = self.measured_for(row)
             fit = [L["yes"] if p[k] <= gpu["memory_gb"] else L["no"] for k in ("table_rule", "first_principles")]
             table_rule = fmt.gb(p["table_rule"])
-            if self.t.estimate(model_id, method_id)["extrapolated"]:
+            if row["table_rule_extrapolated"]:
                 table_rule = L["extrapolated_cell"].format(gb=table_rule)
             rows.append(
                 [
                     self.t.model_link(model_id, "short_name"),
                     self.t.method_link(method_id, "short_name_ru"),
-                    self.e.setup_text(self._setup_row(setup)),
+                    self.e.setup_text(row),
                     table_rule,
                     self._gb_or_dash(p["rule_of_thumb"]),
                     self._gb_or_dash(p["deepspeed"]),
@@ -290,15 +277,14 @@ class Comparison:
         E = self.labels["estimator"]  # noqa: N806
         rows, models = [], []
         for model_id, method_id, scale in setups:
-            setup = self.setup(model_id, method_id, scale, server)
-            parts = first_principles.estimate(self.archs[model_id], setup, self.constants).gb()
+            row = self.row(model_id, method_id, scale, server)
             rows.append(
                 [
                     self.t.model_link(model_id, "short_name"),
                     self.t.method_link(method_id, "short_name_ru"),
-                    fmt.integer(setup.gpus),
-                    *(fmt.gb(parts[p]) for p in first_principles.BREAKDOWN_COLUMNS),
-                    fmt.gb(parts["total"]),
+                    fmt.integer(row["gpus"]),
+                    *(fmt.gb(row[f"{p}_gb"]) for p in first_principles.BREAKDOWN_COLUMNS),
+                    fmt.gb(row["first_principles_gb"]),
                 ]
             )
             models.append(model_id)
@@ -365,11 +351,11 @@ class Comparison:
                 [
                     L[f"advice_{step}"],
                     self._promise(step),
-                    self.e.setup_text(self._setup_row(steps[step]["setup"])) + self._fp8_text(steps[step]["setup"]),
+                    self.e.setup_text(steps[step]) + self._fp8_text(steps[step]),
                     self._advice_value(steps, step, "total"),
                     self._advice_value(steps, step, "change"),
                     self._advice_value(steps, step, "activations"),
-                    L["yes"] if steps[step]["total"] <= gpu["memory_gb"] else L["no"],
+                    L["yes"] if steps[step]["total_gb"] <= gpu["memory_gb"] else L["no"],
                 ]
             )
         headers = [
@@ -397,50 +383,24 @@ class Comparison:
 
     # -- helpers --
     def _advice(self, model_id: str, method_id: str, server: str) -> dict[str, dict]:
+        """Each piece of advice's row of `comparison_advice` for a setup."""
         key = (model_id, method_id, server)
-        cache = self.__dict__.setdefault("_advice_cache", {})
-        if key in cache:
-            return cache[key]
-        base = replace(first_principles.typical_setup(method_id, self.constants), grad_checkpointing=False)
-        n = self.t.server(server)["gpu_count"]
-        k = int(self.constants["comparison_accumulation_steps"])
-        setups = {
-            "base": base,
-            "grad_checkpointing": replace(base, grad_checkpointing=True),
-            "zero1": replace(base, gpus=n, sharding="zero1"),
-            "zero2": replace(base, gpus=n, sharding="zero2"),
-            "zero3": replace(base, gpus=n, sharding="zero3"),
-            "fp8": replace(base, fp8=True),
-            "micro_batch": replace(base, micro_batch=base.micro_batch * k),
-            "grad_accum": replace(base, grad_accum=base.grad_accum * k),
-        }
-        out = {}
-        for step, setup in setups.items():
-            parts = first_principles.estimate(self.archs[model_id], setup, self.constants).gb()
-            out[step] = {
-                "setup": setup,
-                "total": parts["total"],
-                "activations": parts["saved_activations"] + parts["loss_buffers"],
-            }
-        cache[key] = out
-        return out
+        if key not in self._advice_rows:
+            raise KeyError(f"advice for {key} is not computed: declare it in combine.COMPARISON_ADVICE_SETUPS")
+        return self._advice_rows[key]
 
-    def _advice_value(self, rows: dict[str, dict], step: str, what: str) -> str:
-        row, base = rows[step], rows["base"]
-        if what == "total":
-            return fmt.gb(row["total"])
-        if what == "activations":
-            return fmt.gb(row["activations"])
+    @staticmethod
+    def _advice_value(rows: dict[str, dict], step: str, what: str) -> str:
+        row = rows[step]
+        if what in ("total", "activations"):
+            return fmt.gb(row[f"{what}_gb"])
         if step == "base":
             return "—"
-        if what == "change":
-            return signed_percent(row["total"] / base["total"] - 1)
-        if what == "activations_change":
-            return signed_percent(row["activations"] / base["activations"] - 1)
-        if what == "saving":  # what the advice takes off the total, percent without a sign
-            return fmt.number((1 - row["total"] / base["total"]) * 100, 0)
-        if what == "activations_saving":
-            return fmt.number((1 - row["activations"] / base["activations"]) * 100, 0)
+        if what in ("change", "activations_change"):
+            return signed_percent(row["total_change" if what == "change" else what])
+        if what in ("saving", "activations_saving"):  # what the advice takes off, percent without a sign
+            change = row["total_change" if what == "saving" else "activations_change"]
+            return fmt.number((0.0 - change) * 100, 0)
         raise KeyError(what)
 
     def _promise(self, step: str) -> str:
@@ -456,16 +416,8 @@ class Comparison:
             return L["promise_grad_accum"].format(steps=self.advice_steps())
         return L[f"promise_{'zero' if step.startswith('zero') else step}"]
 
-    def _fp8_text(self, setup: first_principles.Setup) -> str:
-        return self.L["setup_fp8"] if setup.fp8 else ""
-
-    @staticmethod
-    def _setup_row(setup: first_principles.Setup) -> dict:
-        """A Setup in the shape of a measurements row, for `EstimatorTables.setup_text`."""
-        row = asdict(setup)
-        if setup.is_full:
-            row["lora_rank"] = row["lora_targets"] = None
-        return row
+    def _fp8_text(self, row: dict) -> str:
+        return self.L["setup_fp8"] if row["fp8"] else ""
 
     def _prediction(self, row: dict, estimator: str) -> str:
         value, error = row[f"{estimator}_gb"], row[f"{estimator}_error"]

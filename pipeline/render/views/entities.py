@@ -9,7 +9,6 @@ from functools import cached_property
 
 import polars as pl
 
-from pipeline.estimate import recommend, table_rule
 from pipeline.messages import message
 from pipeline.problems import Problem
 from pipeline.render import format as fmt
@@ -61,11 +60,7 @@ class EntityTables:
         self._methods = self.c["methods"].sort("sort_order")["method_id"].to_list()
         self._models = self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
         self._gpus = self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
-        self._servers = (
-            table_rule.server_memory(self.c["servers"], self.c["gpus"])
-            .sort("server_memory_gb", "server_id")["server_id"]
-            .to_list()
-        )
+        self._servers = self.c["server_memory"].sort("server_memory_gb", "server_id")["server_id"].to_list()
 
     def method_ids(self) -> list[str]:
         return list(self._methods)
@@ -106,10 +101,9 @@ class EntityTables:
 
     @cached_property
     def cheapest(self) -> dict[tuple[str, str], dict[str, dict]]:
-        """(model, method) -> basis -> the cheapest priced option (table_rule.cheapest_options)."""
+        """(model, method) -> basis -> the cheapest priced option (the `cheapest_options` table)."""
         out: dict[tuple[str, str], dict[str, dict]] = {}
-        options = table_rule.cheapest_options(self.c["estimates"], self.c["servers"], self.c["gpus"])
-        for o in options.iter_rows(named=True):
+        for o in self.c["cheapest_options"].iter_rows(named=True):
             out.setdefault((o["model_id"], o["method_id"]), {})[o["basis"]] = o
         return out
 
@@ -190,8 +184,8 @@ class EntityTables:
 
     def servers_index(self) -> TableView:
         L = self.L  # noqa: N806
-        memory = table_rule.server_memory(self.c["servers"], self.c["gpus"])
-        by_id = {r["server_id"]: r for r in memory.iter_rows(named=True)}
+        memory = self.c["server_memory"].select("server_id", "server_memory_gb", "rub_per_gb_month")
+        by_id = {r["server_id"]: r for r in self.c["servers"].join(memory, on="server_id").iter_rows(named=True)}
         rows = []
         for s in self.server_ids():
             r = by_id[s]
@@ -203,7 +197,7 @@ class EntityTables:
                     fmt.gb(r["server_memory_gb"]),
                     self.L["interconnects"][r["interconnect"]],
                     self._price(r["price_rub_month"]),
-                    fmt.integer(r["price_rub_month"] / r["server_memory_gb"]) if r["price_rub_month"] else "—",
+                    fmt.integer(r["rub_per_gb_month"]) if r["price_rub_month"] else "—",
                 ]
             )
         return TableView(
@@ -280,7 +274,8 @@ class EntityTables:
     @cached_property
     def recommended(self) -> dict[tuple[str, str], dict]:
         """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/recommend.py)."""
-        best = recommend.best(self.c["recommendations"])
+        r = self.c["recommendations"]
+        best = r.filter((pl.col("rank") == 1) & pl.col("recommended"))
         return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
 
     def recommendation_text(self, row: dict | None) -> str:
@@ -429,8 +424,8 @@ class EntityTables:
     def _option(self, option: dict | None):
         if option is None:
             return self.L["no_priced"]
-        text = self.L["option" if option["count"] == 1 else "option_many"].format(
-            count=fmt.integer(option["count"]),
+        text = self.L["option" if option["servers_count"] == 1 else "option_many"].format(
+            count=fmt.integer(option["servers_count"]),
             server=self.t.server(option["server_id"])["display_name"],
             price=fmt.integer(option["total_rub_month"]),
         )

@@ -20,7 +20,6 @@ from pipeline.estimate import calibration, first_principles, recommend, table_ru
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.schema import (
     ADVICE,
-    CHEAPEST_OPTIONS,
     COMPARISON,
     COMPARISON_ADVICE,
     COMPARISON_SCALES,
@@ -55,9 +54,6 @@ class Step:
     name: str
     inputs: tuple[str, ...]
     make: Callable[[Tables, Constants], pl.DataFrame]
-    # Tables the step reads besides its inputs whose sources the downloads do not name for it (kept as
-    # the downloads have always named them: a change of `made_from` changes a published file).
-    also_reads: tuple[str, ...] = ()
 
 
 # -- the method-comparison article's setups --
@@ -138,13 +134,6 @@ def server_memory(t: Tables, c: Constants) -> pl.DataFrame:
         .sort("server_id")
         .select(SERVER_MEMORY.columns)
     )
-
-
-def cheapest_options(t: Tables, c: Constants) -> pl.DataFrame:
-    """The `cheapest_options` table: per model x method and basis (the estimate, its upper bound) the
-    cheapest priced server and how many of them (table_rule.cheapest_options)."""
-    options = table_rule.cheapest_options(t["estimates"], t["servers"], t["gpus"]).rename({"count": "servers_count"})
-    return options.sort("model_id", "method_id", "basis").select(CHEAPEST_OPTIONS.columns)
 
 
 # -- the comparison --
@@ -360,9 +349,8 @@ STEPS: tuple[Step, ...] = (
     Step("estimator_range", ("calibration",), lambda t, c: calibration.estimator_range(t["calibration"])),
     Step(
         "estimator_constants",
-        ("constants", "calibration"),
+        ("constants", "calibration", "measurements", "models"),
         lambda t, c: calibration.estimator_constants(t["calibration"], t["measurements"], t["models"], t["constants"]),
-        also_reads=("measurements", "models"),
     ),
     Step("pretraining", ("models", "gpus", "servers", "legacy_gpu_counts", "constants"), _pretraining),
     Step(
@@ -376,7 +364,6 @@ STEPS: tuple[Step, ...] = (
         _memory_breakdown,
     ),
     Step("server_memory", ("servers", "gpus"), server_memory),
-    Step("cheapest_options", ("estimates", "servers", "gpus"), cheapest_options),
     Step("memory_curve", ("memory_anchors", "models", "methods", "constants"), memory_curve),
     Step(
         "comparison",
@@ -407,6 +394,6 @@ def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     for step in STEPS:
-        seen = {name: tables[name] for name in (*step.inputs, *step.also_reads)}
+        seen = {name: tables[name] for name in step.inputs}
         tables[step.name] = step.make(seen, constants)
     return Catalog(tables, constants)

@@ -1116,19 +1116,6 @@ SERVER_MEMORY = Table(
     kind="derived",
 )
 
-CHEAPEST_OPTIONS = Table(
-    "cheapest_options",
-    (
-        Field("model_id", "id", references="models.model_id"),
-        Field("method_id", "id", references="methods.method_id"),
-        Field("basis", "str", allowed=("estimate", "high")),
-        Field("server_id", "id", references="servers.server_id"),
-        Field("servers_count", "int", unit="count"),
-        Field("total_rub_month", "int", unit="rub_per_month"),
-    ),
-    ("model_id", "method_id", "basis"),
-    kind="derived",
-)
 
 MEMORY_CURVE = Table(
     "memory_curve",
@@ -1221,7 +1208,6 @@ DERIVED_TABLES: tuple[Table, ...] = (
     PRETRAINING,
     RECOMMENDATIONS,
     SERVER_MEMORY,
-    CHEAPEST_OPTIONS,
     MEMORY_CURVE,
     COMPARISON,
     COMPARISON_ADVICE,

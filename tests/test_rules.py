@@ -112,20 +112,6 @@ def test_fit_and_server_counts_agree_at_the_boundary():
     assert fit.select("fit", "servers_needed", "servers_needed_high").rows() == [("estimate_only", 1, 2)]
 
 
-def test_cheapest_option_counts_servers():
-    gpus = pl.DataFrame({"gpu_id": ["g"], "memory_gb": [80.0]})
-    servers = pl.DataFrame(
-        {
-            "server_id": ["small", "big", "unpriced"],
-            "gpu_id": ["g", "g", "g"],
-            "gpu_count": [2, 8, 16],
-            "price_rub_month": [100, 500, None],
-        }
-    )
-    best = estimate.cheapest_option(300.0, 450.0, servers, gpus)
-    assert best.rows() == [("estimate", "small", 2, 200), ("high", "small", 3, 300)]
-
-
 # -- the seed article's own figures (docs/rules.md, after rule 11) --
 
 SEED_MEMORY = {

@@ -404,7 +404,8 @@ def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) 
     }
 
 
-def reference_ids(table: Table, catalog: Catalog) -> set[str]:  # noqa: D103
+def reference_ids(table: Table, catalog: Catalog) -> set[str]:
+    """The references behind a table's rows: its own `reference_id` cells, or those of the tables it is made from."""
     if "reference_id" in table.columns:
         return set(catalog[table.name]["reference_id"].drop_nulls().to_list())
     return {rid for name in MADE_FROM.get(table.name, ()) for rid in reference_ids(TABLES_BY_NAME[name], catalog)}

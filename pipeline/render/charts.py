@@ -34,7 +34,8 @@ def _unique(items: list[str]) -> list[str]:
 
 
 # -- data, from the catalog --
-def method_order(catalog: Catalog) -> pl.DataFrame:  # noqa: D103
+def method_order(catalog: Catalog) -> pl.DataFrame:
+    """The methods in the order the site lists them (sort_order, then id)."""
     return catalog["methods"].sort("sort_order", "method_id")
 
 
@@ -107,7 +108,7 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
     import altair as alt
 
-    L = labels["charts"]  # noqa: N806
+    L = labels["charts"]
     curves = memory_curves(catalog)
     sizes = curves["params_b"].unique().sort().to_list()
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
@@ -209,7 +210,7 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
     import altair as alt
 
-    L = labels["charts"]  # noqa: N806
+    L = labels["charts"]
     servers = priced_servers(catalog)
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
     rows = [
@@ -305,8 +306,9 @@ def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
 
 
 # -- the tables beside the charts --
-def memory_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
-    L, C = labels["charts"], labels["common"]  # noqa: N806
+def memory_table(catalog: Catalog, labels: dict) -> TableView:
+    """The table beside the memory chart: each method's anchor figures and the table rule at the table's sizes."""
+    L, C = labels["charts"], labels["common"]
     anchors = catalog["memory_anchors"]
     curves = memory_curves(catalog, "in_table")
     sizes = curves["params_b"].unique().sort().to_list()
@@ -331,8 +333,9 @@ def memory_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
     )
 
 
-def gpu_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
-    L = labels["charts"]  # noqa: N806
+def gpu_table(catalog: Catalog, labels: dict) -> TableView:
+    """The table beside the memory chart's GPU lines: each card's memory, smallest first."""
+    L = labels["charts"]
     gpus = catalog["gpus"].sort("memory_gb", "gpu_id")
     return TableView(
         [L["table_gpu"], L["table_gpu_memory"]],
@@ -343,8 +346,9 @@ def gpu_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
     )
 
 
-def price_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
-    L = labels["charts"]  # noqa: N806
+def price_table(catalog: Catalog, labels: dict) -> TableView:
+    """The table beside the price chart: each priced server's cards, memory, monthly price and ₽ per GB."""
+    L = labels["charts"]
     servers = priced_servers(catalog)
     rows = [
         [
@@ -367,7 +371,8 @@ def price_table(catalog: Catalog, labels: dict) -> TableView:  # noqa: D103
 
 
 # -- key figures for the text alternatives --
-def memory_facts(catalog: Catalog) -> dict:  # noqa: D103
+def memory_facts(catalog: Catalog) -> dict:
+    """The memory chart's key figures for its text alternative (sizes, the figures at the largest anchor, the GPU levels)."""
     models = catalog["models"]["params_b"].cast(pl.Float64)
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
     at_anchor = memory_curves(catalog, "in_table").filter(pl.col("params_b") == max_anchor).sort("memory_gb")
@@ -389,7 +394,8 @@ def memory_facts(catalog: Catalog) -> dict:  # noqa: D103
     }
 
 
-def price_facts(catalog: Catalog) -> dict:  # noqa: D103
+def price_facts(catalog: Catalog) -> dict:
+    """The price chart's key figures for its text alternative (the cheapest and dearest servers, the best ₽ per GB)."""
     servers = priced_servers(catalog)
     cheap = servers.sort("price_rub_month", "server_id").row(0, named=True)
     dear = servers.sort("price_rub_month", "server_id").row(-1, named=True)

@@ -104,7 +104,8 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
     return sorted(articles, key=lambda a: (a.order, a.slug))
 
 
-def markdown_table(view: TableView, sources: str) -> str:  # noqa: D103
+def markdown_table(view: TableView, sources: str) -> str:
+    """A table as Markdown for the CMS: a pipe table (numeric columns right-aligned), its notes, then its sources line."""
     align = ["---:" if n else "---" for n in view.numeric] or ["---"] * len(view.headers)
     lines = [
         "| " + " | ".join(fmt.md_cell(h) for h in view.headers) + " |",
@@ -458,7 +459,7 @@ def html_table(view: TableView, refs: list[dict], root: str, text: TableText) ->
         html = seen[i][cell] = f"{opens[i]}{inner}{closes[i]}"
         return html
 
-    C = text.labels["common"]  # noqa: N806
+    C = text.labels["common"]
     date = text.date
     parts = [
         f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
@@ -613,7 +614,7 @@ class Renderer:
         return [self.tables.reference(r) for r in view.references]
 
     def sources_markdown(self, view: TableView) -> str:
-        C = self.labels["common"]  # noqa: N806
+        C = self.labels["common"]
         parts = []
         for ref in self.source_refs(view):
             title = fmt.md_cell(ref["title"])
@@ -819,7 +820,7 @@ class Renderer:
 
     def comparison_pages(self, out: dict[str, str]) -> None:
         """The comparisons into `out`: their index, the servers × main tasks, and a GPU × model page per method."""
-        E, t = self.entities, self.tables  # noqa: N806
+        E, t = self.entities, self.tables
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
@@ -848,7 +849,7 @@ class Renderer:
             )
 
     def model_facts(self, model: dict) -> list:
-        F = self.labels["entity_pages"]["models"]  # noqa: N806
+        F = self.labels["entity_pages"]["models"]
         facts = [(F["family"], model["family"]), (F["params"], fmt.number(model["params_b"], 2))]
         if model["active_params_b"] is not None:
             facts.append((F["active"], fmt.number(model["active_params_b"], 2)))
@@ -857,7 +858,7 @@ class Renderer:
         return facts + [(F["source"], self.reference_link(model["reference_id"]))]
 
     def gpu_facts(self, gpu: dict) -> list:
-        F, names = self.labels["entity_pages"]["gpus"], self.labels["entities"]  # noqa: N806
+        F, names = self.labels["entity_pages"]["gpus"], self.labels["entities"]
         facts = [
             (F["memory"], fmt.gb(gpu["memory_gb"])),
             (F["bandwidth"], fmt.number(gpu["memory_bandwidth_gbs"])),
@@ -870,7 +871,7 @@ class Renderer:
         return facts + [(F["source"], self.reference_link(gpu["reference_id"]))]
 
     def server_facts(self, server: dict) -> list:
-        F, names = self.labels["entity_pages"]["servers"], self.labels["entities"]  # noqa: N806
+        F, names = self.labels["entity_pages"]["servers"], self.labels["entities"]
         memory = self.tables.server_memory_gb(server["server_id"])
         price = server["price_rub_month"]
         facts = [

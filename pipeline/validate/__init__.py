@@ -144,7 +144,8 @@ def _value_expectations(field: Field, today: dt.date) -> list[tuple]:
     return out
 
 
-def table_checks(table: Table, today: dt.date) -> list[Check]:  # noqa: D103
+def table_checks(table: Table, today: dt.date) -> list[Check]:
+    """Every expectation the registry implies for one table: its header, its row count, each field's checks, its key."""
     import great_expectations.expectations as gxe
 
     checks = [
@@ -349,7 +350,8 @@ def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
         _sql_rule(out, con, sources_dir, name, message("checks.castable"), rows)
 
 
-def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
+def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """Every id that names a row of another table must be one of that table's ids (registry `references`)."""
     for table in SOURCE_TABLES:
         for f in table.fields:
             if not f.references or table.name not in names:
@@ -446,7 +448,8 @@ def _memory_falls(con, source: str, partition: str, order: str, previous: str) -
     ).fetchall()
 
 
-def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
+def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """A model's active parameters (mixture of experts) are at most its total."""
     if "models" not in names:
         return
     rows = con.sql(
@@ -544,7 +547,9 @@ def _count_problems(line: int, row: dict) -> list[tuple]:
     return out
 
 
-def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:  # noqa: D103
+def server_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """A server's interconnect is one its GPU's form factor allows, and its rental terms hold together:
+    a minimum term only with a monthly price, an hourly price not above the monthly one."""
     if not {"servers", "gpus"} <= names:
         return
     allowed = " OR ".join(

@@ -144,7 +144,7 @@ class Tables:
 
     # -- tables --
     def methods_table(self, methods: list[str] | None = None) -> TableView:
-        L = self.labels["methods_table"]  # noqa: N806
+        L = self.labels["methods_table"]
         ids = methods or self._method_order()
         rows = [
             [
@@ -164,7 +164,7 @@ class Tables:
         )
 
     def anchors_table(self) -> TableView:
-        L = self.labels["anchors_table"]  # noqa: N806
+        L = self.labels["anchors_table"]
         anchors = self.c["memory_anchors"]
         sizes = sorted(anchors["params_b"].unique().to_list())
         value = {(r["method_id"], r["params_b"]): r["memory_gb"] for r in anchors.iter_rows(named=True)}
@@ -179,7 +179,7 @@ class Tables:
         )
 
     def memory_table(self, models: list[str], methods: list[str] | None = None) -> TableView:
-        L = self.labels["memory_table"]  # noqa: N806
+        L = self.labels["memory_table"]
         ids = methods or self._method_order()
         rows = [[self.method_link(m)] + [self._gb_marked(mo, m) for mo in models] for m in ids]
         view = TableView(
@@ -192,7 +192,7 @@ class Tables:
         return self._note_extrapolation(view, models)
 
     def min_table(self, models: list[str], method: str = "full_amp") -> TableView:
-        L = self.labels["min_table"]  # noqa: N806
+        L = self.labels["min_table"]
         rows = [
             [
                 self.model(mo)["display_name"],
@@ -220,7 +220,7 @@ class Tables:
         return self._note_extrapolation(view, models)
 
     def cards_table(self, tasks: list[tuple[str, str]], gpus: list[str]) -> TableView:
-        L = self.labels["cards_table"]  # noqa: N806
+        L = self.labels["cards_table"]
         rows = []
         for model_id, method_id in tasks:
             label = L["task_label"].format(
@@ -239,7 +239,7 @@ class Tables:
         return self._note_extrapolation(view, [t[0] for t in tasks])
 
     def fit_label(self, row: dict) -> str:
-        F = self.labels["fit"]  # noqa: N806
+        F = self.labels["fit"]
         if row["fit"] == "no":
             return F["no_servers"].format(
                 n=fmt.integer(row["servers_needed"]), n_high=fmt.integer(row["servers_needed_high"])
@@ -247,7 +247,7 @@ class Tables:
         return F[row["fit"]]
 
     def server_fit_table(self, servers: list[str], tasks: list[tuple[str, str]]) -> TableView:
-        L = self.labels["server_fit_table"]  # noqa: N806
+        L = self.labels["server_fit_table"]
         headers = [L["server"], L["memory"]]
         for model_id, method_id in tasks:
             headers.append(
@@ -277,7 +277,7 @@ class Tables:
         )
 
     def rule_of_thumb_table(self, models: list[str], method: str = "full_amp") -> TableView:
-        L = self.labels["rule_of_thumb_table"]  # noqa: N806
+        L = self.labels["rule_of_thumb_table"]
         legacy_bytes = self.const("legacy_full_bytes_per_param")
         low, high = self.const("legacy_overhead_low"), self.const("legacy_overhead_high")
         rows = []
@@ -318,7 +318,7 @@ class Tables:
         return self._note_extrapolation(view, models)
 
     def legacy_counts_table(self, gpus: list[str]) -> TableView:
-        L, N, C = self.labels["legacy_counts_table"], self.labels["nvlink"], self.labels["common"]  # noqa: N806
+        L, N, C = self.labels["legacy_counts_table"], self.labels["nvlink"], self.labels["common"]
         legacy = self.c["legacy_gpu_counts"].sort("sort_order")
         article_cols = {0: "h100_cards_text", 1: "h200_cards_text"}
         headers = [L["model"], L["task"], L["memory"]]
@@ -383,7 +383,7 @@ class Tables:
         return out
 
     def _recommended(self, row: dict | None):
-        L = self.labels["legacy_offers_table"]  # noqa: N806
+        L = self.labels["legacy_offers_table"]
         if row is None:
             return L["no_recommendation"]
         text = L["recommended_value"].format(
@@ -394,7 +394,7 @@ class Tables:
         return Link(text, f"servers/{row['server_id']}.html")
 
     def legacy_offers_table(self) -> TableView:
-        L = self.labels["legacy_offers_table"]  # noqa: N806
+        L = self.labels["legacy_offers_table"]
         rows = []
         offers = self.legacy_offers()
         for row in offers:
@@ -433,16 +433,6 @@ class Tables:
         )
 
     # -- helpers --
-    def _option(self, option: dict | None) -> str:
-        if option is None:
-            return self.labels["legacy_offers_table"]["no_priced"]
-        key = "option" if option["servers_count"] == 1 else "option_many"
-        return self.labels["legacy_offers_table"][key].format(
-            count=fmt.integer(option["servers_count"]),
-            server=self.server(option["server_id"])["display_name"],
-            price=fmt.integer(option["total_rub_month"]),
-        )
-
     def _price(self, price: int | None) -> str:
         return fmt.integer(price) if price is not None else self.labels["common"]["price_on_request"]
 

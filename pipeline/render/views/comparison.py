@@ -210,16 +210,15 @@ class Comparison:
     # -- tables --
     def estimators_table(self) -> TableView:
         """What each way of estimating takes into account."""
-        L = self.L  # noqa: N806
+        L = self.L
         inputs = ("method", "size", "seq_batch", "checkpointing", "sharding", "optimizer", "activations")
         rows = []
         for name in self._estimator_order():
             rows.append([self.e.estimator_name(name), *L[f"takes_{name}"]])
-        refs = ["llama-factory-hw", "article-gpu-count", "deepspeed-memory", "transformer-math-101"]
         return TableView(
             [L["estimator"]] + [L[f"takes_{k}"] for k in inputs],
             rows,
-            self._known(refs + self._constant_refs(first_principles.CONSTANTS)),
+            self._known(self._estimator_refs()),
             ["memory_anchors", "constants", "calibration_summary"],
             [False] * (len(inputs) + 1),
         )
@@ -227,7 +226,7 @@ class Comparison:
     def setups_table(self, setups: list[tuple[str, str, str]], server: str) -> TableView:
         """Each setup's per-card GB by the four estimators, the measured peak if any, and whether it
         fits one card of the server's GPU (by the table rule / from first principles)."""
-        L = self.L  # noqa: N806
+        L = self.L
         gpu = self.t.gpu(self.t.server(server)["gpu_id"])
         rows, models = [], []
         for model_id, method_id, scale in setups:
@@ -268,13 +267,13 @@ class Comparison:
             headers,
             rows,
             self._known(refs),
-            ["estimates", "memory_breakdown", "constants", "models", "servers"],
+            ["comparison", "constants", "models", "servers"],
             [False, False, False, True, True, True, True, True, False],
         )
 
     def parts_table(self, setups: list[tuple[str, str, str]], server: str) -> TableView:
         """The first-principles breakdown of each setup, part by part, GB per card."""
-        E = self.labels["estimator"]  # noqa: N806
+        E = self.labels["estimator"]
         rows, models = [], []
         for model_id, method_id, scale in setups:
             row = self.row(model_id, method_id, scale, server)
@@ -300,13 +299,13 @@ class Comparison:
             headers,
             rows,
             self._known(refs),
-            ["memory_breakdown", "constants", "models"],
+            ["comparison", "constants", "models"],
             [False, False] + [True] * (len(first_principles.BREAKDOWN_COLUMNS) + 2),
         )
 
     def measured_table(self, measurements: list[str]) -> TableView:
         """Published measurements beside the four estimators' predictions and errors."""
-        L, E = self.L, self.labels["estimator"]  # noqa: N806
+        L, E = self.L, self.labels["estimator"]
         rows = []
         for mid in measurements:
             row, m = self._calibration[mid], self._measurements[mid]
@@ -342,7 +341,7 @@ class Comparison:
 
     def advice_table(self, model_id: str, method_id: str, server: str) -> TableView:
         """The earlier article's practical advice, each applied alone to one setup, in numbers."""
-        L = self.L  # noqa: N806
+        L = self.L
         gpu = self.t.gpu(self.t.server(server)["gpu_id"])
         steps = self._advice(model_id, method_id, server)
         rows = []
@@ -368,7 +367,7 @@ class Comparison:
             L["fits_one"].format(gpu=gpu["short_name"], memory=fmt.gb(gpu["memory_gb"])),
         ]
         refs = [
-            "article-gpu-count",
+            *self._constant_refs(ESTIMATOR_CONSTANTS["rule_of_thumb"]),  # the earlier article, whose advice this is
             *self._constant_refs(first_principles.CONSTANTS),
             self.t.model(model_id)["arch_reference_id"],
         ]
@@ -377,7 +376,7 @@ class Comparison:
             headers,
             rows,
             self._known(refs),
-            ["memory_breakdown", "constants", "models"],
+            ["comparison_advice", "constants", "models"],
             [False, False, False, True, True, True, False],
         )
 
@@ -404,7 +403,7 @@ class Comparison:
         raise KeyError(what)
 
     def _promise(self, step: str) -> str:
-        L, c = self.L, self.constants  # noqa: N806
+        L, c = self.L, self.constants
         if step == "grad_checkpointing":
             low, high = (fmt.number(c[f"checkpointing_saving_{k}"] * 100, 0) for k in ("low", "high"))
             return L["promise_grad_checkpointing"].format(low=low, high=high)
@@ -438,10 +437,11 @@ class Comparison:
         return constants["reference_id"].unique(maintain_order=True).to_list()
 
     def _estimator_refs(self) -> list[str]:
+        """The sources of the four estimators: the anchor table's, then each estimator's constants'."""
         refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()
         for ids in ESTIMATOR_CONSTANTS.values():
             refs += self._constant_refs(ids)
-        return refs + ["deepspeed-memory"]
+        return refs
 
     def _known(self, refs: list[str]) -> list[str]:
         """Reference ids in order of first use, without repeats or empties."""

@@ -99,14 +99,6 @@ class EntityTables:
         """The first cells of a model's row in GPU and server pages: link, parameters."""
         return [[self.t.model_link(m), fmt.number(self.t.model(m)["params_b"], 2)] for m in self._models]
 
-    @cached_property
-    def cheapest(self) -> dict[tuple[str, str], dict[str, dict]]:
-        """(model, method) -> basis -> the cheapest priced option (the `cheapest_options` table)."""
-        out: dict[tuple[str, str], dict[str, dict]] = {}
-        for o in self.c["cheapest_options"].iter_rows(named=True):
-            out.setdefault((o["model_id"], o["method_id"]), {})[o["basis"]] = o
-        return out
-
     def method_header(self, method_id: str) -> str:
         name = self.t.method(method_id)["short_name_ru"]
         return name[:1].upper() + name[1:]
@@ -116,7 +108,7 @@ class EntityTables:
 
     # -- index pages --
     def models_index(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         methods = self.site["index_methods"]
         rows = []
         for m in self.model_ids():
@@ -146,7 +138,7 @@ class EntityTables:
         return view
 
     def gpus_index(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for g in self.gpu_ids():
             gpu = self.t.gpu(g)
@@ -183,7 +175,7 @@ class EntityTables:
         )
 
     def servers_index(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         memory = self.c["server_memory"].select("server_id", "server_memory_gb", "rub_per_gb_month")
         by_id = {r["server_id"]: r for r in self.c["servers"].join(memory, on="server_id").iter_rows(named=True)}
         rows = []
@@ -211,7 +203,7 @@ class EntityTables:
 
     # -- model page --
     def model_memory(self, model_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for me in self.method_ids():
             e = self.t.estimate(model_id, me)
@@ -248,7 +240,7 @@ class EntityTables:
         )
 
     def model_cards(self, model_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         cards = self.t.cards_cells.table(self.t.gpu_grid.block(model_id, self._methods, self._gpus).T)
         rows = [first + row for first, row in zip(self.gpu_cells, cards, strict=True)]
         return TableView(
@@ -260,7 +252,7 @@ class EntityTables:
         )
 
     def model_servers(self, model_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
         rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
         return TableView(
@@ -280,7 +272,7 @@ class EntityTables:
 
     def recommendation_text(self, row: dict | None) -> str:
         """One line: cards, the server, its link, price, time — every figure a cell of `recommendations`."""
-        R = self.L["reco"]  # noqa: N806
+        R = self.L["reco"]
         if row is None:
             return R["none"]
         gpu = self.t.gpu(row["gpu_id"])["short_name"]
@@ -296,14 +288,14 @@ class EntityTables:
         )
 
     def link_text(self, row: dict) -> str:
-        R = self.L["reco"]  # noqa: N806
+        R = self.L["reco"]
         link = row["link"]
         if link == "pcie":
             return R["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
         return R.get(f"link_{link}", link or "")
 
     def cost_text(self, row: dict) -> str:
-        R = self.L["reco"]  # noqa: N806
+        R = self.L["reco"]
         if row["cost_basis"] == "hour":
             return R["cost_hour"].format(
                 cost=fmt.integer(round(row["cost_rub"])), price=fmt.integer(row["price_rub_hour"])
@@ -316,7 +308,7 @@ class EntityTables:
 
     def quote_link(self, model_id: str, method_id: str | None = None, server_id: str | None = None) -> str:
         """The quote-request link for a model (all methods, or one) or a server."""
-        R = self.L["reco"]  # noqa: N806
+        R = self.L["reco"]
         setup = self.c.constants
         lines = []
         if model_id:
@@ -378,7 +370,7 @@ class EntityTables:
 
     def model_cheapest(self, model_id: str) -> TableView:
         """Which server, for every method: the rank-1 row of `recommendations` (pipeline/recommend.py)."""
-        L, R = self.L, self.L["reco"]  # noqa: N806
+        L, R = self.L, self.L["reco"]
         rows = []
         for me in self.method_ids():
             self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
@@ -421,19 +413,9 @@ class EntityTables:
             high=fmt.gb(row["per_gpu_memory_high_gb"]),
         )
 
-    def _option(self, option: dict | None):
-        if option is None:
-            return self.L["no_priced"]
-        text = self.L["option" if option["servers_count"] == 1 else "option_many"].format(
-            count=fmt.integer(option["servers_count"]),
-            server=self.t.server(option["server_id"])["display_name"],
-            price=fmt.integer(option["total_rub_month"]),
-        )
-        return Link(text, f"servers/{option['server_id']}.html")
-
     # -- method page --
     def method_models(self, method_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for m in self.model_ids():
             e = self.t.estimate(m, method_id)
@@ -459,7 +441,7 @@ class EntityTables:
     # -- GPU page --
     def gpu_summary(self, gpu_id: str) -> TableView:
         """For each method and card count: how many catalog models fit, and the largest of them."""
-        L = self.L  # noqa: N806
+        L = self.L
         counts = self.site["gpu_card_counts"]
         # Rows by method, columns the models in model_ids() order (by size, then id): the largest
         # model that fits in n cards is the last column whose count is at most n.
@@ -490,7 +472,7 @@ class EntityTables:
         )
 
     def gpu_models(self, gpu_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, self._methods, gpu_id))
         rows = [first + row for first, row in zip(self.model_cells, cards, strict=True)]
         return TableView(
@@ -504,7 +486,7 @@ class EntityTables:
 
     # -- server page --
     def server_jobs(self, server_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
         rows = [first + row for first, row in zip(self.model_cells, fits, strict=True)]
         return TableView(

@@ -22,11 +22,13 @@ from pipeline.render.views.articles import Tables
 BAR_WIDTH = 100.0  # the bars' scale in SVG user units (percent of the widest bar)
 
 
-def percent(share: float | None) -> str:  # noqa: D103
+def percent(share: float | None) -> str:
+    """A share as whole percent, Russian style (0.253 -> "25"); empty for None."""
     return "" if share is None else fmt.number(share * 100, 0)
 
 
-def signed_percent(share: float | None) -> str:  # noqa: D103
+def signed_percent(share: float | None) -> str:
+    """A signed share as whole percent with "+" or a minus sign ("−12"), "0" unsigned; empty for None."""
     if share is None:
         return ""
     text = fmt.number(abs(share) * 100, 0)
@@ -96,7 +98,7 @@ class EstimatorTables:
 
     def fitted(self) -> list[dict]:
         """The fitted constants with what they are fitted on and what the fit gives today."""
-        L = self.L  # noqa: N806
+        L = self.L
         out = []
         for r in self._constant_rows.values():
             if r["basis"] != "fitted":
@@ -135,7 +137,7 @@ class EstimatorTables:
 
     def _setup_extra(self, row: dict) -> str:
         """What setup_text adds after the cards and sharding: checkpointing, attention, loss, LoRA, …"""
-        L = self.L  # noqa: N806
+        L = self.L
         extra = ""
         if row.get("grad_checkpointing"):
             extra += L["setup_gc"]
@@ -169,7 +171,7 @@ class EstimatorTables:
 
     # -- tables --
     def summary_table(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = [
             [
                 self.estimator_name(r["estimator"]),
@@ -203,7 +205,7 @@ class EstimatorTables:
         return fmt.gb(value) if error is None else f"{fmt.gb(value)} ({signed_percent(error)} %)"
 
     def _status(self, row: dict) -> str:
-        L = self.L  # noqa: N806
+        L = self.L
         if row["in_summary"]:
             return L["yes"]
         reasons = []
@@ -226,7 +228,7 @@ class EstimatorTables:
     def accuracy_breakdown_table(self, dimension: str) -> TableView:
         """calibration_breakdown for one dimension: each group's figures for the first-principles estimator
         and the table rule beside it."""
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         frame = self.c["calibration_breakdown"].filter(
             (pl.col("estimator") == "first_principles") & (pl.col("dimension") == dimension)
@@ -255,7 +257,7 @@ class EstimatorTables:
         return TableView(headers, rows, refs, ["calibration_breakdown", "calibration"], [False] + [True] * 5)
 
     def _group_name(self, dimension: str, group: str) -> str:
-        L = self.L  # noqa: N806
+        L = self.L
         if dimension == "metric_kind":
             return L[f"kind_{group}"]
         if dimension == "method":
@@ -269,7 +271,7 @@ class EstimatorTables:
 
     def range_table(self) -> TableView:
         """estimator_range: the measured spread of the first-principles estimator."""
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for r in self.c["estimator_range"].sort("sort_order").iter_rows(named=True):
             rows.append(
@@ -290,7 +292,7 @@ class EstimatorTables:
 
     def constants_table(self) -> TableView:
         """Every constant of the first-principles estimator: value, unit, basis, meaning, source."""
-        L = self.L  # noqa: N806
+        L = self.L
         described = {r["constant_id"]: r for r in self.c["constants"].iter_rows(named=True)}
         rows = []
         for r in self.c["estimator_constants"].sort("constant_id").iter_rows(named=True):
@@ -310,7 +312,7 @@ class EstimatorTables:
         return TableView(headers, rows, refs, ["estimator_constants", "constants"], [False, True] + [False] * 4)
 
     def calibration_table(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for row in self.c["calibration"].iter_rows(named=True):
             m = self._measurements[row["measurement_id"]]
@@ -356,7 +358,7 @@ class EstimatorTables:
         )
 
     def breakdown_table(self, model_id: str) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for method_id in self._method_order():
             r = self._breakdown[(model_id, method_id)]
@@ -392,7 +394,7 @@ class EstimatorTables:
         return fmt.listed([lookup(i)["short_name"] for i in ids])
 
     def pretraining_table(self) -> TableView:
-        L = self.L  # noqa: N806
+        L = self.L
         rows = []
         for r in self.c["pretraining"].iter_rows(named=True):
             rows.append(
@@ -435,7 +437,7 @@ class EstimatorTables:
     # -- the stacked bars of a model page --
     def bars(self, model_id: str) -> dict:
         """Per method, each part's share of the widest bar (SVG units) and its GB, for the model page."""
-        L = self.L  # noqa: N806
+        L = self.L
         rows = [self._breakdown[(model_id, m)] for m in self._method_order()]
         widest = max(r["total_gb"] for r in rows)
         bars = []

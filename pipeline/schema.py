@@ -16,7 +16,7 @@ import polars as pl
 from pipeline import TEMPLATES
 from pipeline.messages import message
 
-# Ids become URLs and file names; DESIGN.md's method ids use "_", so it is
+# Ids become URLs and file names; the method ids use "_" (full_amp, qlora_4bit), so it is
 # allowed beside "-". Both are safe in paths and URLs.
 ID_PATTERN = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 

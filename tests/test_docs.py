@@ -105,6 +105,27 @@ def test_readme_links_every_doc_and_nothing_points_outside_the_project():
         assert "/work/" not in text and "../shared" not in text, path.name
 
 
+def test_no_file_of_the_project_points_outside_it():
+    """Code, templates, tests and docs refer to the project's own files (docs/rules.md for the rules),
+    never to a design note or a folder beside the clone, which a clone does not have."""
+    outside = ("DESIGN" + ".md", "../" + "shared", "/work" + "/")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    found = []
+    for name in tracked.splitlines():
+        path = ROOT / name
+        if name == "tests/test_docs.py":  # this file names them, to look for them
+            continue
+        if path.suffix not in (".py", ".md", ".toml", ".html", ".js", ".css", ".csv", ".txt", ".json") and name not in (
+            "justfile",
+            ".ci/run",
+            "dev-setup.sh",
+        ):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{name}: {word}" for word in outside if word in text]
+    assert found == []
+
+
 def test_readme_keeps_what_a_newcomer_needs():
     for heading in ("## Quick start", "## Commands", "## Layout", "## Read more"):
         assert heading in README, heading

@@ -1,8 +1,8 @@
 """How far each way of estimating memory is from published measurements.
 
 Four estimators predict the peak of every measured setup in `measurements.csv`:
-the first-principles estimator (`memory.py`), the anchor-table rule (DESIGN.md rules
-1-2), the earlier article's rule of thumb, and DeepSpeed's model-states formula (full
+the first-principles estimator (`first_principles.py`), the anchor-table rule (docs/rules.md,
+rules 1-2), the earlier article's rule of thumb, and DeepSpeed's model-states formula (full
 fine-tuning only). Each prediction is compared with what the measurement counts:
 tensors for "allocated"/"active", the allocator's reservation for "reserved", the whole
 card for nvidia-smi or an unnamed metric. Everything is in GB (10^9 bytes); GiB figures

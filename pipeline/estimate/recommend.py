@@ -1,4 +1,4 @@
-"""The recommendation: for every model x method, every catalog server ranked (DESIGN.md rule 11).
+"""The recommendation: for every model x method, every catalog server ranked (docs/rules.md, rule 11).
 
 The first-principles estimator in the site's typical setup (sources/typical_setup.csv) finds the
 fewest cards of each server's GPU the job fits on (one card plainly, more with the typical

@@ -1,4 +1,4 @@
-"""Stage 3, estimation: the rules of DESIGN.md as pure functions over polars frames.
+"""Stage 3, estimation: the rules of docs/rules.md as pure functions over polars frames.
 
 Frames in, frames out; no I/O, no globals. Numbers stay unrounded; rounding
 happens only when they are shown.

@@ -1,4 +1,4 @@
-"""Draft training time and cost (DESIGN.md rule 8) and pretraining plans.
+"""Draft training time and cost (docs/rules.md, rule 8) and pretraining plans.
 
 Pure functions. Time = compute / (cards x peak dense TFLOP/s x utilisation); the
 utilisation is always the reader's input (default from constants.csv). Cost follows the

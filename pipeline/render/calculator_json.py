@@ -1,6 +1,6 @@
 """The calculator's data: what site_templates/static/calculator.js needs, as one JSON document.
 
-The page recomputes the rules of DESIGN.md in the browser, so every input of those rules
+The page recomputes the rules of docs/rules.md in the browser, so every input of those rules
 (anchors, constants, GPU and server memory, prices) comes from here and none is typed in JS.
 """
 

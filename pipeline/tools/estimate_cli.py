@@ -540,7 +540,7 @@ def _architecture(catalog, args):
 
 
 def table_rule(catalog, params_b: float, method_id: str) -> dict[str, float]:
-    """The site's table rule (anchor interpolation, DESIGN.md rules 1-2) for any size."""
+    """The site's table rule (anchor interpolation, docs/rules.md rules 1-2) for any size."""
     import polars as pl
 
     from pipeline.estimate.table_rule import estimate_memory

@@ -1,4 +1,4 @@
-// The «Дообучение» calculator: the rules of DESIGN.md recomputed in the browser from
+// The «Дообучение» calculator: the rules of docs/rules.md recomputed in the browser from
 // data/calculator.json (written by pipeline/render/calculator_json.py). No figure is typed here: anchors,
 // constants, GPUs, servers and prices come from the JSON, the Russian text from the page.
 

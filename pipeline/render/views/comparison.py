@@ -1,8 +1,9 @@
 """Figures and tables of the method-comparison article: the four ways of estimating side by side.
 
-The four estimators are the anchor-table rule (DESIGN.md rules 1-2, the `estimates` table),
+The four estimators are the anchor-table rule (docs/rules.md, rules 1-2: the `estimates` table),
 the earlier article's rule of thumb (`calibration.rule_of_thumb_gb`), DeepSpeed's model-states
-formula (`memory.deepspeed_model_states`) and the first-principles estimator (`memory.estimate`).
+formula (`first_principles.deepspeed_model_states`) and the first-principles estimator
+(`first_principles.estimate`).
 A setup is named in templates by a model, a method and a scale: "card" (one card, no
 sharding), "server" (ZeRO-3 over the cards of one catalog server) or "servers" (ZeRO-3 over as
 many such servers as the table rule needs). Every figure is a cell of a derived table made by

@@ -14,6 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from html import escape
 
 import polars as pl
@@ -109,6 +110,46 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     import altair as alt
 
     L = labels["charts"]
+    data = _memory_data(catalog, L)
+    x = alt.X(
+        "params_b:Q",
+        title=L["memory_x"],
+        scale=alt.Scale(type="log", domain=list(data.x_domain), nice=False),
+        axis=alt.Axis(values=_ticks(*data.x_domain), format=AXIS_FORMAT),
+    )
+    y_scale = alt.Scale(type="log", domain=list(data.y_domain), nice=False)
+    y = alt.Y(
+        "memory_gb:Q",
+        title=L["memory_y"],
+        scale=y_scale,
+        axis=alt.Axis(values=_ticks(*data.y_domain), format=AXIS_FORMAT),
+    )
+    gpu_data = alt.Data(name="gpus")
+    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
+    plot = (rules + _memory_lines(alt, L, x, y, data)).properties(width=WIDTH, height=HEIGHT)
+    return (
+        alt.hconcat(plot, _gpu_names(alt, gpu_data, y_scale), spacing=0)
+        .resolve_scale(y="shared")
+        .properties(title=alt.Title(L["memory_title"], anchor="start"))
+        .configure(font=FONT, aria=False)
+        .configure_view(strokeWidth=0)
+    ), {"curves": data.rows, "gpus": data.gpu_rows}
+
+
+@dataclass(frozen=True)
+class _MemoryData:
+    """What the memory chart draws: the curves' points, the GPU lines, the axes' domains, the legends' order."""
+
+    rows: list[dict]
+    gpu_rows: list[dict]
+    x_domain: tuple[float, float]
+    y_domain: tuple[float, float]
+    methods: list[str]
+    bases: list[str]
+
+
+def _memory_data(catalog: Catalog, L: dict) -> _MemoryData:
+    """The memory chart's datasets, from the `memory_curve` table and the GPUs."""
     curves = memory_curves(catalog)
     sizes = curves["params_b"].unique().sort().to_list()
     max_anchor = float(catalog["memory_anchors"]["params_b"].max())
@@ -124,7 +165,6 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     ]
     levels = gpu_levels(catalog)
     y_domain = _log_domain(curves["memory_gb"].to_list() + [lv["memory_gb"] for lv in levels])
-    x_domain = (sizes[0], sizes[-1])
     label_at = spread_labels([lv["memory_gb"] for lv in levels], y_domain, HEIGHT, GPU_LABEL_GAP_PX)
     gpu_rows = [
         {
@@ -136,22 +176,19 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
         }
         for lv, at in zip(levels, label_at, strict=True)
     ]
-    methods = method_order(catalog)["name_ru"].to_list()
-    bases = [basis_in, basis_out] if curves["extrapolated"].any() else [basis_in]
+    return _MemoryData(
+        rows,
+        gpu_rows,
+        (sizes[0], sizes[-1]),
+        y_domain,
+        method_order(catalog)["name_ru"].to_list(),
+        [basis_in, basis_out] if curves["extrapolated"].any() else [basis_in],
+    )
 
-    x = alt.X(
-        "params_b:Q",
-        title=L["memory_x"],
-        scale=alt.Scale(type="log", domain=list(x_domain), nice=False),
-        axis=alt.Axis(values=_ticks(*x_domain), format=AXIS_FORMAT),
-    )
-    y_scale = alt.Scale(type="log", domain=list(y_domain), nice=False)
-    y = alt.Y(
-        "memory_gb:Q", title=L["memory_y"], scale=y_scale, axis=alt.Axis(values=_ticks(*y_domain), format=AXIS_FORMAT)
-    )
-    gpu_data = alt.Data(name="gpus")
-    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
-    lines = (
+
+def _memory_lines(alt, L: dict, x, y, data: _MemoryData):
+    """One line per method, solid where the anchor table covers the size, dashed beyond it."""
+    return (
         alt.Chart(alt.Data(name="curves"))
         .mark_line(strokeWidth=2)
         .encode(
@@ -160,21 +197,23 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
             color=alt.Color(
                 "method:N",
                 title=L["memory_method"],
-                sort=methods,
-                scale=alt.Scale(domain=methods, scheme="tableau10"),
+                sort=data.methods,
+                scale=alt.Scale(domain=data.methods, scheme="tableau10"),
                 legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
             ),
             strokeDash=alt.StrokeDash(
                 "basis:N",
                 title=L["memory_basis"],
-                scale=alt.Scale(domain=bases, range=[[1, 0], [6, 4]][: len(bases)]),
+                scale=alt.Scale(domain=data.bases, range=[[1, 0], [6, 4]][: len(data.bases)]),
                 legend=alt.Legend(orient="bottom", labelLimit=320),
             ),
         )
     )
-    plot = (rules + lines).properties(width=WIDTH, height=HEIGHT)
-    # A narrow column beside the plot names the GPU of each reference line; a leader joins
-    # the line's height to its label where labels had to be pushed apart.
+
+
+def _gpu_names(alt, gpu_data, y_scale):
+    """A narrow column beside the plot that names the GPU of each reference line; a leader joins
+    the line's height to its label where labels had to be pushed apart."""
     hidden = alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=None)
     lx = alt.X("from:Q", scale=alt.Scale(domain=[0, 1]), axis=None)
     leaders = (
@@ -196,14 +235,7 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
             text="label:N",
         )
     )
-    column = (leaders + names).properties(width=24, height=HEIGHT)
-    return (
-        alt.hconcat(plot, column, spacing=0)
-        .resolve_scale(y="shared")
-        .properties(title=alt.Title(L["memory_title"], anchor="start"))
-        .configure(font=FONT, aria=False)
-        .configure_view(strokeWidth=0)
-    ), {"curves": rows, "gpus": gpu_rows}
+    return (leaders + names).properties(width=24, height=HEIGHT)
 
 
 def price_chart(catalog: Catalog, labels: dict) -> tuple:

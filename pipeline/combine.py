@@ -58,28 +58,11 @@ class Step:
 
 # -- the method-comparison article's setups --
 # The article (site_templates/articles/method-comparison.md) names a handful of setups by model,
-# method, scale and server; they are declared here, not made for every catalog model x method x
-# scale x server: that would be 45 x 6 x (1 + 2 x 10) = 5 670 rows, and the advice table eight
-# times a model x method x server (21 600 rows), of which the article shows sixteen, for a download
-# nobody reads and a slower build (its workbook). An article naming a setup that is not declared
-# fails to render with the setup in the message: add it to the list below.
-# Scales: "card" (one card, no sharding; no server), "server" (ZeRO-3 over the cards of one catalog
-# server), "servers" (ZeRO-3 over as many such servers as the table rule needs, server_fit).
-COMPARISON_SETUPS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("llama-3-1-8b", "qlora_4bit", "card", None),
-    ("llama-3-1-8b", "lora", "card", None),
-    ("llama-3-1-8b", "full_amp", "card", None),
-    ("qwen2-5-32b", "lora", "card", None),
-    ("llama-3-1-70b", "qlora_4bit", "card", None),
-    ("llama-3-1-70b", "full_amp", "server", "hgx-h200-8x"),
-    ("llama-3-1-70b", "full_amp", "servers", "hgx-h200-8x"),
-)
-# The earlier article's practical advice, each applied alone to a setup without any of it (one card,
-# no checkpointing): (model, method, server whose cards the sharding advice spreads over).
-COMPARISON_ADVICE_SETUPS: tuple[tuple[str, str, str], ...] = (
-    ("llama-3-1-8b", "full_amp", "hgx-h200-8x"),
-    ("llama-3-1-8b", "lora", "hgx-h200-8x"),
-)
+# method, scale and server; editors declare them in sources/comparison_setups.csv, and only those are
+# made: every catalog model x method x scale x server would be 45 x 6 x (1 + 2 x 10) = 5 670 rows,
+# and the advice table eight times a model x method x server (21 600 rows), of which the article shows
+# sixteen, for a download nobody reads and a slower build. An article naming a setup that is not
+# declared stops the build with a message naming the setup and that file.
 # The comparison's four estimators, as the columns of `comparison` name them.
 ESTIMATORS = ESTIMATORS_ORDER
 # The calibration columns a measurement must share with a setup to be its measured peak.
@@ -204,8 +187,8 @@ def _ratio(over: float | None, under: float | None) -> float | None:
 
 
 def comparison(t: Tables, c: Constants) -> pl.DataFrame:
-    """The `comparison` table: one row per setup of COMPARISON_SETUPS whose model (and server) the
-    catalog has: the four estimators' GB per card, the first-principles parts, and a measurement in
+    """The `comparison` table: one row per setup of comparison_setups.csv (but the advice rows) whose
+    model (and server) the catalog has: the four estimators' GB per card, the first-principles parts, and a measurement in
     exactly that setup if the catalog has one."""
     archs = first_principles.model_architectures(t["models"])
     params = dict(t["models"].select("model_id", "params_b").iter_rows())
@@ -213,7 +196,8 @@ def comparison(t: Tables, c: Constants) -> pl.DataFrame:
     measured = measured_setups(t["calibration"], t["measurements"])
     servers = set(t["servers"]["server_id"])
     rows = []
-    for model_id, method_id, scale, server_id in COMPARISON_SETUPS:
+    declared = t["comparison_setups"].filter(pl.col("scale") != "advice")
+    for model_id, method_id, scale, server_id in declared.select("model_id", "method_id", "scale", "server_id").rows():
         if model_id not in archs or (server_id is not None and server_id not in servers):
             continue
         setup = comparison_setup(method_id, scale, _gpus_of(t, model_id, method_id, scale, server_id), c)
@@ -273,13 +257,14 @@ def advice_setups(method_id: str, gpus: int, c: Constants) -> dict[str, first_pr
 
 
 def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
-    """The `comparison_advice` table: for each of COMPARISON_ADVICE_SETUPS whose model and server the
-    catalog has, each piece of ADVICE alone: the first-principles total and activations (with the
+    """The `comparison_advice` table: for each "advice" row of comparison_setups.csv whose model and server
+    the catalog has, each piece of ADVICE alone: the first-principles total and activations (with the
     loss buffers) per card, and their change against the setup without any advice."""
     archs = first_principles.model_architectures(t["models"])
     cards = dict(t["servers"].select("server_id", "gpu_count").iter_rows())
     rows = []
-    for model_id, method_id, server_id in COMPARISON_ADVICE_SETUPS:
+    declared = t["comparison_setups"].filter(pl.col("scale") == "advice")
+    for model_id, method_id, server_id in declared.select("model_id", "method_id", "server_id").rows():
         if model_id not in archs or server_id not in cards:
             continue
         base, setups = None, advice_setups(method_id, cards[server_id], c)
@@ -368,6 +353,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "comparison",
         (
+            "comparison_setups",
             "models",
             "servers",
             "constants",
@@ -379,7 +365,9 @@ STEPS: tuple[Step, ...] = (
         ),
         comparison,
     ),
-    Step("comparison_advice", ("models", "servers", "constants", "typical_setup"), comparison_advice),
+    Step(
+        "comparison_advice", ("comparison_setups", "models", "servers", "constants", "typical_setup"), comparison_advice
+    ),
 )
 
 

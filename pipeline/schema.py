@@ -472,6 +472,22 @@ LEGACY_OFFER_JOBS = Table(
     ("offer_id", "model_id", "method_id"),
 )
 
+# Scales of a comparison setup: "card" (one card, no sharding), "server" (ZeRO-3 over the cards of one
+# catalog server), "servers" (ZeRO-3 over as many such servers as the table rule needs, server_fit).
+COMPARISON_SCALES = ("card", "server", "servers")
+# The setups the method-comparison article shows, as editors declare them: a scale, or "advice" (the
+# earlier article's advice applied one by one on one card; the sharding advice spreads over the server).
+COMPARISON_SETUPS = Table(
+    "comparison_setups",
+    (
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("scale", "str", allowed=(*COMPARISON_SCALES, "advice")),
+        Field("server_id", "id", required=False, references="servers.server_id"),
+    ),
+    ("model_id", "method_id", "scale"),
+)
+
 # Techniques a measured row may use that the first-principles estimator does not model.
 EXTRA_TECHNIQUES = (
     "torch_compile",
@@ -646,6 +662,7 @@ SOURCE_TABLES: tuple[Table, ...] = (
     LEGACY_OFFER_JOBS,
     MEASUREMENTS,
     TYPICAL_SETUP,
+    COMPARISON_SETUPS,
 )
 
 ESTIMATES = Table(
@@ -1134,8 +1151,6 @@ MEMORY_CURVE = Table(
     kind="derived",
 )
 
-# The method-comparison article's setups: one card, one server's cards, or as many servers as needed.
-COMPARISON_SCALES = ("card", "server", "servers")
 # The earlier article's practical advice, each applied alone (combine.advice_setups).
 ADVICE = ("base", "grad_checkpointing", "zero1", "zero2", "zero3", "fp8", "micro_batch", "grad_accum")
 

@@ -3,11 +3,13 @@ its links, and no figure typed into the template's prose."""
 
 import math
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from pipeline.estimate import calibration
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate.architecture import parameter_counts
@@ -269,9 +271,62 @@ def test_no_figure_typed_into_the_template():
 
 
 def test_an_undeclared_setup_names_where_to_declare_it(cmp):
-    with pytest.raises(KeyError, match="COMPARISON_SETUPS"):
+    from pipeline.render.views.comparison import UndeclaredSetup
+
+    with pytest.raises(UndeclaredSetup) as card:
         cmp.gb("qwen2-5-32b", "full_amp")
-    with pytest.raises(KeyError, match="COMPARISON_ADVICE_SETUPS"):
+    assert str(card.value) == (
+        "постановки qwen2-5-32b × full_amp × card нет в comparison_setups.csv (или её модели либо сервера нет в"
+        " каталоге): добавьте её строкой model_id, method_id, scale, server_id"
+    )
+    with pytest.raises(UndeclaredSetup, match=f"^постановки qwen2-5-32b × lora × advice на сервере {SERVER} нет"):
         cmp.advice("qwen2-5-32b", "lora", SERVER, "zero3")
     # One card is one card whatever the server: the template may name the server or not.
     assert cmp.gb("llama-3-1-8b", "lora", "card", SERVER) == cmp.gb("llama-3-1-8b", "lora")
+
+
+def test_editors_choose_the_setups_in_comparison_setups_csv(sources, tmp_path):
+    """The article's setups are data: one it names but the CSV lacks stops the build with the setup and the
+    file named; the same setup added as a row renders, with its figures a row of `comparison`."""
+    import polars as pl
+
+    from pipeline.build import load_and_validate
+    from pipeline.combine import combine
+    from pipeline.problems import TemplateError
+    from pipeline.render.site import check_articles
+
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "site_templates", templates)
+    article = templates / "articles" / "method-comparison.md"
+    text = article.read_text(encoding="utf-8").replace('"qwen2-5-32b", "llama-3-1-70b"', '"qwen3-32b", "llama-3-1-70b"')
+    article.write_text(text, encoding="utf-8")
+    con, validation = load_and_validate(sources)
+    with pytest.raises(TemplateError) as stopped:
+        check_articles(combine(con), validation, templates)
+    rules = [p.rule for p in stopped.value.problems]
+    assert rules[0].startswith("постановки qwen3-32b × lora × card нет в comparison_setups.csv"), rules
+    with (sources / "comparison_setups.csv").open("a", encoding="utf-8") as f:
+        f.write("qwen3-32b,lora,card,\n")
+    con, validation = load_and_validate(sources)
+    catalog = combine(con)
+    check_articles(catalog, validation, templates)
+    assert catalog["comparison"].filter(pl.col("model_id") == "qwen3-32b")["method_id"].to_list() == ["lora"]
+
+
+def test_a_setup_on_a_server_names_its_server(sources):
+    from pipeline.build import load_and_validate
+    from pipeline.problems import DataError
+
+    with (sources / "comparison_setups.csv").open("a", encoding="utf-8") as f:
+        f.write("qwen3-32b,lora,card,hgx-h200-8x\nqwen3-32b,full_amp,server,\n")
+    with pytest.raises(DataError) as found:
+        load_and_validate(sources)
+    assert [(p.line, p.column, p.value, p.rule) for p in found.value.problems] == [
+        (
+            11,
+            "server_id",
+            "hgx-h200-8x",
+            "постановка на одной карте (card) сервер не использует: оставьте server_id пустым",
+        ),
+        (12, "server_id", None, "для масштаба server, servers или advice нужен сервер: укажите server_id"),
+    ]

@@ -300,7 +300,7 @@ def test_made_from_is_what_combine_steps_read():
     for name, inputs in lineage().items():
         if "reference_id" not in TABLES_BY_NAME[name].columns:
             assert MADE_FROM[name] == inputs
-    assert MADE_FROM["comparison"][:2] == ("models", "servers")
+    assert MADE_FROM["comparison"][:3] == ("comparison_setups", "models", "servers")
     assert MADE_FROM["memory_breakdown"] == (
         "models",
         "methods",
@@ -325,5 +325,5 @@ def test_new_tables_on_the_real_catalog(catalog):
     row = catalog["server_memory"].filter(pl.col("server_id") == SERVER).row(0, named=True)
     assert row["server_memory_gb"] == row["gpu_count"] * row["gpu_memory_gb"]
     assert (
-        Path(ROOT / "site_templates" / "dictionary.toml").read_text(encoding="utf-8").count("[tables.comparison") == 2
+        Path(ROOT / "site_templates" / "dictionary.toml").read_text(encoding="utf-8").count("[tables.comparison") == 3
     )

@@ -34,7 +34,7 @@ from pipeline.render import format as fmt
 from pipeline.render.view import TALL_MIN_ROWS, Link, TableView
 from pipeline.render.views import estimator as estimator_pages
 from pipeline.render.views.articles import Tables
-from pipeline.render.views.comparison import Comparison
+from pipeline.render.views.comparison import Comparison, UndeclaredSetup
 from pipeline.render.views.entities import EntityTables, config_problems
 from pipeline.render.views.estimator import EstimatorTables
 from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
@@ -359,6 +359,8 @@ def article_problem(article: Article, exc: BaseException) -> Problem:
         rule = message("articles.refused", reason=template_errors.sandbox_text(str(exc)))
     elif isinstance(exc, KeyError):
         rule = message("articles.unknown_id", id=exc)
+    elif isinstance(exc, UndeclaredSetup):
+        rule = str(exc)
     elif isinstance(exc, jinja2.TemplateSyntaxError):
         rule = message("articles.syntax", detail=template_errors.jinja_text(str(exc.message)))
     elif isinstance(exc, jinja2.TemplateNotFound):

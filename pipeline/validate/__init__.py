@@ -859,7 +859,8 @@ def _stated_params(name: str | None) -> float | None:
 
 def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
     """Figures that cannot be and rows the rules need: anchor memory below the weights alone, an
-    offer without jobs, the cards of seed 000's pretraining rows, a shape for the generic sizes."""
+    offer without jobs, the cards of seed 000's pretraining rows, a shape for the generic sizes, the
+    server of a comparison setup."""
     _record_rules(
         out,
         con,
@@ -870,6 +871,7 @@ def catalog_rules(con, sources_dir: Path, names: set[str], out: Validation) -> N
             ({"legacy_offers", "legacy_offer_jobs"}, "legacy_offers", message("checks.offer_jobs"), _offer_rows),
             ({"legacy_gpu_counts", "gpus"}, "legacy_gpu_counts", message("checks.pretraining"), _pretraining_rows),
             ({"models"}, "models", message("checks.model_shape"), _model_shape_rows),
+            ({"comparison_setups"}, "comparison_setups", message("checks.comparison_server"), _setup_server_rows),
         ),
     )
 
@@ -906,6 +908,19 @@ def _offer_rows(con) -> list[tuple]:
               AND offer_id NOT IN (SELECT offer_id FROM raw_legacy_offer_jobs WHERE offer_id IS NOT NULL)
             ORDER BY 1""",
         params=[message("rules.offer_no_jobs")],
+    ).fetchall()
+
+
+def _setup_server_rows(con) -> list[tuple]:
+    """A comparison setup on a server's cards (server, servers, advice) without its server, or one on one
+    card with a server (which it would not use)."""
+    return con.sql(
+        f"""SELECT {LINE}, 'server_id', server_id, CASE WHEN scale = 'card' THEN ? ELSE ? END
+            FROM raw_comparison_setups
+            WHERE (scale = 'card' AND server_id IS NOT NULL)
+               OR (scale IN ('server', 'servers', 'advice') AND server_id IS NULL)
+            ORDER BY 1""",
+        params=[message("rules.setup_card_server"), message("rules.setup_needs_server")],
     ).fetchall()
 
 

@@ -7,9 +7,9 @@ formula (`first_principles.deepspeed_model_states`) and the first-principles est
 A setup is named in templates by a model, a method and a scale: "card" (one card, no
 sharding), "server" (ZeRO-3 over the cards of one catalog server) or "servers" (ZeRO-3 over as
 many such servers as the table rule needs). Every figure is a cell of a derived table made by
-pipeline/combine.py: `comparison` (one row per setup of combine.COMPARISON_SETUPS) and
-`comparison_advice` (combine.COMPARISON_ADVICE_SETUPS); this module only looks rows up and formats
-them. Russian words come from labels.toml [comparison].
+pipeline/combine.py: `comparison` (one row per setup of sources/comparison_setups.csv) and
+`comparison_advice` (its "advice" rows); this module only looks rows up and formats them. Russian
+words come from labels.toml [comparison].
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 from pipeline.combine import Catalog
 from pipeline.estimate import first_principles
+from pipeline.messages import message
 from pipeline.render import format as fmt
 from pipeline.render import russian
 from pipeline.render.view import TableView
@@ -37,6 +38,17 @@ ESTIMATOR_CONSTANTS = {
     "deepspeed": ("zero3_gather_bytes_per_param",),
     "first_principles": first_principles.CONSTANTS,
 }
+
+
+class UndeclaredSetup(LookupError):
+    """An article names a setup that sources/comparison_setups.csv does not declare (or whose model or
+    server the catalog no longer has): the build stops with the setup named, for the editor to add it."""
+
+    def __init__(self, model_id: str, method_id: str, scale: str, server: str | None):
+        where = "" if scale == "card" or server is None else message("articles.setup_server", server=server)
+        super().__init__(
+            message("articles.undeclared_setup", model=model_id, method=method_id, scale=scale, server=where)
+        )
 
 
 class Comparison:
@@ -82,7 +94,7 @@ class Comparison:
             raise KeyError(scale)
         key = (model_id, method_id, scale, None if scale == "card" else server)
         if key not in self._rows:
-            raise KeyError(f"setup {key} is not in the comparison table: declare it in combine.COMPARISON_SETUPS")
+            raise UndeclaredSetup(model_id, method_id, scale, server)
         return self._rows[key]
 
     def gpus(self, model_id: str, method_id: str, scale: str = "card", server: str | None = None) -> int:
@@ -386,7 +398,7 @@ class Comparison:
         """Each piece of advice's row of `comparison_advice` for a setup."""
         key = (model_id, method_id, server)
         if key not in self._advice_rows:
-            raise KeyError(f"advice for {key} is not computed: declare it in combine.COMPARISON_ADVICE_SETUPS")
+            raise UndeclaredSetup(model_id, method_id, "advice", server)
         return self._advice_rows[key]
 
     @staticmethod

@@ -484,6 +484,7 @@ COMPARISON_SETUPS = Table(
         Field("method_id", "id", references="methods.method_id"),
         Field("scale", "str", allowed=(*COMPARISON_SCALES, "advice")),
         Field("server_id", "id", required=False, references="servers.server_id"),
+        _ref(),
     ),
     ("model_id", "method_id", "scale"),
 )

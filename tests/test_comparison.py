@@ -306,7 +306,7 @@ def test_editors_choose_the_setups_in_comparison_setups_csv(sources, tmp_path):
     rules = [p.rule for p in stopped.value.problems]
     assert rules[0].startswith("постановки qwen3-32b × lora × card нет в comparison_setups.csv"), rules
     with (sources / "comparison_setups.csv").open("a", encoding="utf-8") as f:
-        f.write("qwen3-32b,lora,card,\n")
+        f.write("qwen3-32b,lora,card,,site-rules\n")
     con, validation = load_and_validate(sources)
     catalog = combine(con)
     check_articles(catalog, validation, templates)
@@ -318,7 +318,7 @@ def test_a_setup_on_a_server_names_its_server(sources):
     from pipeline.problems import DataError
 
     with (sources / "comparison_setups.csv").open("a", encoding="utf-8") as f:
-        f.write("qwen3-32b,lora,card,hgx-h200-8x\nqwen3-32b,full_amp,server,\n")
+        f.write("qwen3-32b,lora,card,hgx-h200-8x,site-rules\nqwen3-32b,full_amp,server,,site-rules\n")
     with pytest.raises(DataError) as found:
         load_and_validate(sources)
     assert [(p.line, p.column, p.value, p.rule) for p in found.value.problems] == [

@@ -11,17 +11,24 @@ from pathlib import Path
 CATALOGUE = Path(__file__).resolve().parent.parent / "site_templates" / "messages.toml"
 
 
-@lru_cache(maxsize=1)
 def catalogue() -> dict[str, str]:
-    """The parsed catalogue. Parsing TOML costs more than a build with nothing to do, so the parse is
-    kept as JSON in the user cache (pipeline.cache), keyed by the file's bytes; a missing or bad entry
-    means parsing again."""
+    """The parsed catalogue as the file is now: read again when its status changes, so that a warm
+    process (`just serve`) shows an edited message at once."""
+    status = CATALOGUE.stat()
+    return _parsed(CATALOGUE, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino)
+
+
+@lru_cache(maxsize=1)
+def _parsed(path: Path, *status: int) -> dict[str, str]:
+    """The catalogue at `path` with this file status (size, times, inode). Parsing TOML costs more than
+    a build with nothing to do, so the parse is kept as JSON in the user cache (pipeline.cache), keyed
+    by the file's bytes; a missing or bad entry means parsing again."""
     import hashlib
     import json
 
     from pipeline import cache
 
-    data = CATALOGUE.read_bytes()
+    data = path.read_bytes()
     store = cache.Cache()
     key = cache.make_key("messages/1", hashlib.sha256(data).hexdigest())
     kept = store.get("messages", key)

@@ -203,3 +203,16 @@ def test_the_quality_page_is_russian(sources, tmp_path) -> None:
     assert f"{rule} (строки 7, 8, 9, 10, 11; всего 5)" in text.replace("\xa0", " ")
     for engine in ("правило столбца (Great Expectations)", "правило между таблицами (DuckDB)"):
         assert engine in text
+
+
+def test_an_edited_catalogue_is_read_again_in_the_same_process(tmp_path, monkeypatch):
+    """A warm process (serve) shows an edited message without a restart: the parse is kept per file status."""
+    import os
+
+    copy = tmp_path / "messages.toml"
+    copy.write_text('[serve]\nreload = "первый"\n', encoding="utf-8")
+    monkeypatch.setattr(messages, "CATALOGUE", copy)
+    assert messages.message("serve.reload") == "первый"
+    copy.write_text('[serve]\nreload = "второй вариант"\n', encoding="utf-8")
+    os.utime(copy, ns=(1, 1))  # even with an old modification time: its size (and change time) differ
+    assert messages.message("serve.reload") == "второй вариант"

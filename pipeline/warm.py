@@ -8,8 +8,9 @@ return: a cold process keeps no module state, and no stage function depends on w
 
 Every entry is keyed by what determines it (a template folder, a partial's source, a table's
 cells, a CSV's hash, a device), so a hit is always right. What grows with edits is cut back to
-what the last build used (`outcomes`, `workbooks`), so an editing session does not pile up old
-entries; the rest is bounded by the inputs (a folder or two, one partial, the tables' suites).
+what the last build used (`outcomes`, `workbooks`, `article_bodies`), so an editing session does not
+pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
+suites; Jinja keeps at most 400 compiled templates).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ class Warm:
     # pipeline/render/site.py: templates folder -> the page templates' Jinja environment.
     environments: dict = field(default_factory=dict)
     # pipeline/render/site.py: the articles' sandboxed environment (made on first use) and, per
-    # compiled article name (slug and content hash), its body and file for the loader and line numbers.
+    # compiled article name (slug and content hash), its body and file for the loader and line numbers
+    # (the last render's: each render registers its articles again).
     article_env: object | None = None
     article_bodies: dict = field(default_factory=dict)
     # pipeline/render/site.py: partial's source and labels -> whether html_table writes what the macro writes.

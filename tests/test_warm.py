@@ -46,3 +46,8 @@ def test_a_build_keeps_nothing_in_module_state_and_a_warm_one_keeps_it_in_its_wa
     prices.write_text(prices.read_text(encoding="utf-8").replace("585000", "585001", 1), encoding="utf-8")
     build(sources, tmp_path / "warm", warm=warm)
     assert len(warm.workbooks) == shown and len(warm.outcomes) == len(SOURCE_TABLES)  # this build's, not piled up
+    articles = dict(warm.article_bodies)
+    assert len(articles) == len(list((pipeline.TEMPLATES / "articles").glob("*.md")))
+    warm.article_bodies["finetune-memory.an-older-version"] = ("old body", "old file")  # an earlier save
+    build(sources, tmp_path / "warm", force=True, warm=warm)
+    assert warm.article_bodies == articles  # this render's articles only

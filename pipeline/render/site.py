@@ -575,6 +575,9 @@ class Renderer:
     ):
         """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default."""
         self.warm = Warm() if warm is None else warm
+        # Only this build's article bodies: each is registered again as it is compiled (an editing
+        # session saving an article many times would otherwise keep every version).
+        self.warm.article_bodies.clear()
         self.catalog = catalog
         self.validation = validation
         self.templates = templates

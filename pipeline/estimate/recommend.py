@@ -19,6 +19,7 @@ from functools import partial
 
 import polars as pl
 
+from pipeline import lookups
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate import training
 from pipeline.schema import RECOMMENDATIONS
@@ -191,12 +192,6 @@ def measured_range(figure, spread: tuple[float, float]) -> tuple:
     return figure * spread[0], figure * spread[1]
 
 
-def spread_of(estimator_range: pl.DataFrame) -> tuple[float, float] | None:
-    """(low, high) factors of estimator_range's row over all measurements, None where it has none."""
-    row = estimator_range.filter(pl.col("scope") == "all").row(0, named=True)
-    return None if row["low_factor"] is None or row["high_factor"] is None else (row["low_factor"], row["high_factor"])
-
-
 def rank(frame: pl.DataFrame) -> pl.DataFrame:
     """Rank within model x method: recommended first; one chassis before several; then the cost
     (priced before on request), the time, and the server id for a stable order."""
@@ -223,6 +218,6 @@ def job_gpus(recommendations_frame: pl.DataFrame) -> dict[tuple[str, str], int]:
     return {(m, k): int(n) for m, k, n in first.select("model_id", "method_id", "gpus_per_job").iter_rows()}
 
 
-def best(recommendations_frame: pl.DataFrame) -> pl.DataFrame:
-    """The rank-1 row of every model x method that has a recommended server."""
-    return recommendations_frame.filter((pl.col("rank") == 1) & pl.col("recommended"))
+# The lookups on its own tables live with the views' (pipeline/lookups.py); named here too.
+best = lookups.best
+spread_of = lookups.spread_of

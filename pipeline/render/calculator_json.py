@@ -10,8 +10,7 @@ import inspect
 import json
 from dataclasses import asdict
 
-import polars as pl
-
+from pipeline import lookups
 from pipeline.combine import Catalog
 from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
@@ -60,11 +59,9 @@ def _dense_references(models) -> list[str]:
 
 
 def _measured_range(catalog: Catalog) -> dict | None:
-    """The factors of estimator_range's row over all measurements (recommend.spread_of), None where it has none."""
-    row = catalog["estimator_range"].filter(pl.col("scope") == "all").row(0, named=True)
-    if row["low_factor"] is None or row["high_factor"] is None:
-        return None
-    return {"low_factor": row["low_factor"], "high_factor": row["high_factor"]}
+    """The factors of estimator_range's row over all measurements (lookups.spread_of), None where it has none."""
+    spread = lookups.spread_of(catalog["estimator_range"])
+    return None if spread is None else {"low_factor": spread[0], "high_factor": spread[1]}
 
 
 def estimator_data(catalog: Catalog) -> dict:

@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
+from pipeline import lookups
 from pipeline.combine import Catalog
 from pipeline.render import format as fmt
 from pipeline.render import russian
@@ -374,8 +375,9 @@ class Tables:
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
                 # The site's answer for the offer: the recommendation (table recommendations) of its most
                 # demanding job by the first-principles total, which then holds the smaller ones too.
-                recommended = self.c["recommendations"].filter((pl.col("rank") == 1) & pl.col("recommended"))
-                best = recommended.join(own.select("model_id", "method_id"), on=["model_id", "method_id"])
+                best = lookups.best(self.c["recommendations"]).join(
+                    own.select("model_id", "method_id"), on=["model_id", "method_id"]
+                )
                 best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
                 row["recommended"] = best.row(0, named=True) if best.height else None
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]

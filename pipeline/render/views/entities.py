@@ -9,6 +9,7 @@ from functools import cached_property
 
 import polars as pl
 
+from pipeline import lookups
 from pipeline.messages import message
 from pipeline.problems import Problem
 from pipeline.render import format as fmt
@@ -266,8 +267,7 @@ class EntityTables:
     @cached_property
     def recommended(self) -> dict[tuple[str, str], dict]:
         """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/recommend.py)."""
-        r = self.c["recommendations"]
-        best = r.filter((pl.col("rank") == 1) & pl.col("recommended"))
+        best = lookups.best(self.c["recommendations"])
         return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
 
     def recommendation_text(self, row: dict | None) -> str:
@@ -337,17 +337,17 @@ class EntityTables:
         """The one sentence beside both estimators: which to plan with, citing their measured errors
         (calibration_summary) and the first-principles range measured on the calibration set (estimator_range)."""
         summary = {r["estimator"]: r for r in self.c["calibration_summary"].iter_rows(named=True)}
-        spread = self.c["estimator_range"].filter(pl.col("scope") == "all").row(0, named=True)
+        spread = lookups.spread_of(self.c["estimator_range"])
         fp, table = summary["first_principles"], summary["table_rule"]
-        if fp["median_abs_error"] is None or table["median_abs_error"] is None or spread["low_factor"] is None:
+        if fp["median_abs_error"] is None or table["median_abs_error"] is None or spread is None:
             return self.L["reco"]["plan_with_unknown"]
         return self.L["reco"]["plan_with"].format(
             fp=fmt.number(fp["median_abs_error"] * 100, 0),
             table=fmt.number(table["median_abs_error"] * 100, 0),
             table_bias=fmt.number(table["median_error"] * 100, 0),
             rows=russian.Shown(fmt.integer(fp["rows"])),
-            low=fmt.number(spread["low_factor"], 2),
-            high=fmt.number(spread["high_factor"], 2),
+            low=fmt.number(spread[0], 2),
+            high=fmt.number(spread[1], 2),
         )
 
     def headlines(self) -> dict[str, dict]:

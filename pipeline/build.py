@@ -64,7 +64,7 @@ def run(  # noqa: PLR0913
         return {"unchanged": True, "seconds": {"check": clock.elapsed()}}
 
     from pipeline.combine import combine
-    from pipeline.publish.downloads import start_workbooks
+    from pipeline.publish.downloads import made_with, start_workbooks
     from pipeline.publish.staging import stage
     from pipeline.render.site import Renderer
     from pipeline.warm import Warm
@@ -84,7 +84,8 @@ def run(  # noqa: PLR0913
     workbooks = None
     try:
         catalog = clock.timed("compute", lambda: combine(con))
-        workbooks = start_workbooks(catalog, warm.workbooks)  # made in a forked child while this process renders
+        # made in a forked child while this process renders; unchanged ones come from the user cache
+        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()

@@ -118,3 +118,17 @@ class Cache:
             self._path(namespace, key).unlink(missing_ok=True)
         except OSError:
             pass
+
+    def prune(self, namespace: str, keep: int) -> None:
+        """Remove all but the `keep` newest entries of a namespace (by modification time), so that a
+        namespace that grows with every edit stays bounded."""
+        folder = self.root / namespace
+        try:
+            entries = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder) if e.name.endswith(".bin")]
+        except OSError:
+            return
+        for _, path in sorted(entries, reverse=True)[keep:]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

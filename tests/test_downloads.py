@@ -1,6 +1,7 @@
 """Downloads for analysts: every table read back from CSV, XLSX, Parquet, DuckDB and metadata.json equals the catalog."""
 
 import datetime as dt
+import os
 import json
 import shutil
 import zipfile
@@ -319,3 +320,52 @@ def test_downloads_are_made_one_at_a_time_and_large_csvs_are_not_held(built, cat
     # the same bytes as the build's own files
     for name in ("server_fit.csv", "gpus.csv", "datapackage.json"):
         assert files[name] == (built / "site" / "data" / name).read_bytes()
+
+
+def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, monkeypatch, tmp_path):
+    """start_workbooks makes only the workbooks the user cache does not hold for these cells and this
+    code and templates (made_with): a build in a new process after a one-price edit makes those of the
+    tables the price changed. An entry that does not verify is made again; --force (read=False) reads none."""
+    from pipeline.publish import downloads
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path))
+    asked, start_map = [], downloads.start_map
+
+    def recorded(function, items, *args, **kwargs):
+        asked.append(sorted(job[0].name for job in items))
+        return start_map(function, items, *args, **kwargs)
+
+    monkeypatch.setattr(downloads, "start_map", recorded)
+    books = sorted(t.name for t in ALL_TABLES if catalog[t.name].height <= downloads.EXCEL_MAX_ROWS)
+    _, first = downloads.start_workbooks(catalog, {}, "code-a")()
+    _, again = downloads.start_workbooks(catalog, {}, "code-a")()  # an empty `kept`: a new process
+    assert asked == [books, []] and again == first and len(books) == 28
+    entry = sorted((tmp_path / downloads.WORKBOOK_NAMESPACE).iterdir())[0]
+    entry.write_bytes(entry.read_bytes()[:-1])  # truncated: it no longer verifies
+    _, repaired = downloads.start_workbooks(catalog, {}, "code-a")()
+    assert len(asked[2]) == 1 and repaired == first
+    downloads.start_workbooks(catalog, {}, "code-b")()  # other code or templates
+    downloads.start_workbooks(catalog, {}, "code-a", read=False)()  # build --force
+    downloads.start_workbooks(catalog)()  # a caller that names nothing it was made with
+    assert asked[3:] == [books, books, books]
+    inputs = {"code": "c", "templates": "t"}
+    assert downloads.made_with(inputs) != downloads.made_with(inputs | {"templates": "t2"})  # labels.toml edited
+    servers = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
+    changed = type(catalog)(catalog.tables | {"servers": servers}, catalog.constants)
+    downloads.start_workbooks(changed, {}, "code-a")()
+    assert asked[6] == ["servers"]
+
+
+def test_the_cache_keeps_only_the_newest_entries_of_a_namespace(tmp_path):
+    from pipeline import cache
+
+    store = cache.Cache(tmp_path)
+    keys = [cache.make_key(str(i)) for i in range(5)]
+    for i, key in enumerate(keys):
+        assert store.put("workbook", key, b"PK" + bytes([i]))
+        stamp = 1_700_000_000 + i
+        os.utime(tmp_path / "workbook" / f"{key}.bin", (stamp, stamp))
+    store.prune("workbook", 2)
+    assert sorted(p.name for p in (tmp_path / "workbook").iterdir()) == sorted(f"{k}.bin" for k in keys[3:])
+    assert store.get("workbook", keys[4]) == b"PK\x04" and store.get("workbook", keys[0]) is None
+    store.prune("absent", 2)  # a namespace never written: nothing to do, no error

@@ -66,14 +66,17 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
 
 
 def start_workbooks(
-    catalog: Catalog, kept: dict[tuple, bytes] | None = None
+    catalog: Catalog, kept: dict[tuple, bytes] | None = None, made_with: str = "", read: bool = True
 ) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
     """Start making the workbooks in a forked child while this process goes on (a build renders
     meanwhile); the returned function gives every table's CSV text and XLSX bytes.
 
-    The workbooks are the slow part of writing: a warm process (`just serve`) keeps each workbook
-    in `kept` (pipeline.warm: the last build's, by table and content) and makes it again only when
-    its table's cells changed; this process joins the child on the ones not begun when it asks for them.
+    The workbooks are the slow part of writing, so each is made only when its table's cells changed:
+    a warm process (`just serve`) keeps each in `kept` (pipeline.warm: the last build's, by table and
+    content), and, when `made_with` names what else the bytes depend on (build_inputs: the pipeline's
+    code and the templates), a new process takes it from the user cache (WORKBOOK_NAMESPACE); `read`
+    False (build --force) makes every one anew, and still stores it. This process joins the child on
+    the ones not begun when it asks for them.
     """
     kept = {} if kept is None else kept
     stamp = data_date(catalog)
@@ -86,7 +89,9 @@ def start_workbooks(
         # The workbook holds the text as it is (a string cell is never a formula): keyed on the
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
         typed = _typed_apostrophes(frame, table)
-        workbooks[table.name] = key = (table.name, _digest(csv), stamp, _digest(typed))
+        workbooks[table.name] = key = (table.name, _digest(csv), stamp, _digest(typed), made_with)
+        if key not in kept and (stored := _stored_workbook(key) if made_with and read else None) is not None:
+            kept[key] = stored
         if key not in kept:
             missing[key] = (table, *sheet_inputs(table, frame), stamp)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
@@ -94,12 +99,52 @@ def start_workbooks(
 
     def finish() -> tuple[dict[str, str], dict[str, bytes]]:
         made = dict(zip(missing, making(), strict=True))
+        if made_with:
+            for key, book in made.items():
+                _store_workbook(key, book)
         now = {key: made[key] if key in made else kept[key] for key in workbooks.values()}
         kept.clear()  # only this build's: an editing session does not pile up old workbooks
         kept.update(now)
         return texts, {name: now[key] for name, key in workbooks.items()}
 
     return finish
+
+
+WORKBOOK_NAMESPACE = "workbook"  # pipeline.cache: a table's XLSX bytes, by its cells and what made them
+WORKBOOK_FORMAT = "xlsx/1"
+WORKBOOKS_KEPT = 256  # entries the user cache keeps (the newest): about ten builds' worth of edits
+
+
+def made_with(inputs: dict[str, str]) -> str:
+    """What a workbook's bytes depend on besides its table, from a build's inputs (fingerprint.inputs):
+    the pipeline's code (the writer, the registry's labels), the templates (labels.toml names the
+    dictionary sheet's headers) and XlsxWriter's version."""
+    from pipeline import cache
+
+    return cache.make_key(WORKBOOK_FORMAT, inputs["code"], inputs["templates"], xlsxwriter.__version__)
+
+
+def _workbook_cache_key(key: tuple) -> str:
+    from pipeline import cache
+
+    name, csv, stamp, typed, made = key
+    return cache.make_key(WORKBOOK_FORMAT, name, csv, stamp.isoformat(), typed, made)
+
+
+def _stored_workbook(key: tuple) -> bytes | None:
+    """The workbook the user cache holds under `key`, if its entry verifies (pipeline.cache) and is a zip."""
+    from pipeline import cache
+
+    book = cache.Cache().get(WORKBOOK_NAMESPACE, _workbook_cache_key(key))
+    return book if book is not None and book.startswith(b"PK\x03\x04") else None
+
+
+def _store_workbook(key: tuple, book: bytes) -> None:
+    from pipeline import cache
+
+    store = cache.Cache()
+    if store.put(WORKBOOK_NAMESPACE, _workbook_cache_key(key), book):
+        store.prune(WORKBOOK_NAMESPACE, WORKBOOKS_KEPT)
 
 
 def csv_text(table: Table, frame: pl.DataFrame) -> str:

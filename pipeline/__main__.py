@@ -322,6 +322,7 @@ def report(args: argparse.Namespace, summary: dict, started: float) -> int:
             "report.built",
             out=args.out,
             pages=summary["pages"],
+            rendered=len(summary["rendered"]),
             markdown=summary["markdown"],
             rows=rows,
             written=files["written"],

@@ -66,7 +66,7 @@ def run(  # noqa: PLR0913
     from pipeline.combine import combine
     from pipeline.publish.downloads import made_with, start_workbooks
     from pipeline.publish.staging import stage
-    from pipeline.render.site import Renderer
+    from pipeline.render.site import PageMemo, Renderer
     from pipeline.warm import Warm
 
     warm = Warm() if warm is None else warm
@@ -84,9 +84,9 @@ def run(  # noqa: PLR0913
     workbooks = None
     try:
         catalog = clock.timed("compute", lambda: combine(con))
-        # made in a forked child while this process renders; unchanged ones come from the user cache
-        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)
-        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm)
+        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)  # forked
+        memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
+        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
         staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
@@ -102,7 +102,7 @@ def run(  # noqa: PLR0913
         if pending is not None:
             validation = published(clock.timed("validation (rest)", pending), sources)
             rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
-        state = {"inputs": inputs, "validation": validation.to_dict()}
+        state = {"inputs": inputs, "validation": validation.to_dict(), "pages": memo.now}
         late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
         tick = time.perf_counter()
         counts = staging.swap(state, late, warm.exchange)
@@ -110,7 +110,7 @@ def run(  # noqa: PLR0913
     except BaseException:
         staging.discard()
         raise
-    extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds}
+    extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds, "rendered": sorted(memo.rendered)}
     return summary(sources, validation, rendered, catalog, base_url) | extra
 
 

@@ -112,14 +112,18 @@ def test_build_is_what_validating_first_gives(builds, tmp_path):
     from pipeline.build import load_and_validate, published
     from pipeline.combine import combine
     from pipeline.publish.staging import publish
+    from pipeline.render.page_memo import PageMemo
     from pipeline.render.site import Renderer
 
     root, _, snapshots = builds
     con, validation = load_and_validate(SOURCES)
     validation = published(validation, SOURCES)  # as the site names source files
     catalog = combine(con)
-    state = {"inputs": fingerprint.inputs(SOURCES, "/"), "validation": validation.to_dict()}
-    publish(tmp_path / "sequential", Renderer(catalog, validation).render(), catalog, state)
+    inputs = fingerprint.inputs(SOURCES, "/")
+    memo = PageMemo(inputs)  # the pages' records (nothing to take from: a first build)
+    rendered = Renderer(catalog, validation, memo=memo).render()
+    state = {"inputs": inputs, "validation": validation.to_dict(), "pages": memo.now}
+    publish(tmp_path / "sequential", rendered, catalog, state)
     assert snapshot(tmp_path / "sequential") == snapshots["a"]
     assert "проверок" in (tmp_path / "sequential" / "site" / "quality.html").read_text(encoding="utf-8")
 

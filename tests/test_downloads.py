@@ -1,8 +1,8 @@
 """Downloads for analysts: every table read back from CSV, XLSX, Parquet, DuckDB and metadata.json equals the catalog."""
 
 import datetime as dt
-import os
 import json
+import os
 import shutil
 import zipfile
 from pathlib import Path

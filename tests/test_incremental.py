@@ -65,6 +65,29 @@ def test_one_price_rewrites_only_what_shows_it(two_builds):
     assert changed["files"]["written"] < changed["files"]["kept"]
 
 
+# Pages whose context holds an object the template calls (the estimator's tables): rendered every time.
+UNSEEN_PAGES = ["accuracy.html", "pretraining.html"]
+
+
+def test_one_price_renders_only_the_pages_that_show_it(two_builds, tmp_path):
+    """Pages by dependency (pipeline.render.page_memo): after one price changed, Jinja renders the
+    pages whose inputs changed (and those whose inputs no digest sees), and the site is byte for byte
+    the site a forced build of the same sources writes."""
+    out, first, before, _, _, changed, after = two_builds
+    pages = sorted(rel.removeprefix("site/") for rel in after if rel.endswith(".html"))
+    assert first["rendered"] == pages and len(pages) == 101
+    rewritten = {rel.removeprefix("site/") for rel in after if rel.endswith(".html") and before[rel] != after[rel]}
+    # quality.html is rendered once with the checks done before the suites finish, then with all of them
+    assert set(changed["rendered"]) == rewritten | set(UNSEEN_PAGES) | {"quality.html"}
+    assert "servers/esc8000a-8x-h100.html" in rewritten and "gpus/h200-sxm.html" not in changed["rendered"]
+    assert len(changed["rendered"]) < len(pages) * 2 // 3
+    forced = tmp_path / "forced"
+    build(out.parent / "sources", forced, force=True)
+    assert {r: d for r, d in hashes(forced).items() if r != "build-state.json"} == {
+        r: d for r, d in hashes(out).items() if r != "build-state.json"
+    }
+
+
 def test_manifest_lists_every_file_with_its_hash(two_builds):
     out = two_builds[0]
     site = out / "site"
@@ -155,6 +178,8 @@ def test_damage_in_the_previous_build_is_repaired(base_build, tmp_path, force, m
     else:  # the three damaged files and the DuckDB file (always written); the rest linked
         assert summary["files"]["written"] == 4
         assert summary["files"]["kept"] == len(expected) + 1 - 4
+        # the damaged page does not verify, so it is rendered again; so are the pages no digest sees
+        assert summary["rendered"] == [*UNSEEN_PAGES[:1], "gpus/h100-pcie.html", *UNSEEN_PAGES[1:]]
     assert build(sources, out)["unchanged"] is True
 
 

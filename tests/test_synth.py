@@ -82,7 +82,17 @@ def test_the_whole_process_bench_reads_the_files_a_build_wrote():
     from pipeline.messages import message
 
     line = message(
-        "report.built", out="output", pages=101, markdown=3, rows="estimates 270", written=17, kept=312, seconds="9,9"
+        "report.built",
+        out="output",
+        pages=101,
+        rendered=101,
+        markdown=3,
+        rows="estimates 270",
+        written=17,
+        kept=312,
+        seconds="9,9",
     )
     assert whole.written(line) == 17
+    assert whole.rendered(line.replace("заново: 101", "заново: 37")) == (37, 101)
+    assert whole.rendered("nothing here") is None
     assert whole.written("nothing here") is None

@@ -31,6 +31,7 @@ from pipeline.publish.downloads import EXCEL_MAX_ROWS
 from pipeline.render import calculator_json as calculator
 from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
 from pipeline.render import format as fmt
+from pipeline.render.page_memo import PageMemo
 from pipeline.render.view import TALL_MIN_ROWS, Link, TableView
 from pipeline.render.views import estimator as estimator_pages
 from pipeline.render.views.articles import Tables
@@ -565,15 +566,19 @@ def check_articles(catalog: Catalog, validation: Validation | None = None, templ
 
 
 class Renderer:
-    def __init__(
+    def __init__(  # noqa: PLR0913 (what a render is of, and the two things it may reuse)
         self,
         catalog: Catalog,
         validation: Validation | None = None,
         templates: Path = TEMPLATES,
         base_url: str = "/",
         warm: Warm | None = None,
+        memo: PageMemo | None = None,
     ):
-        """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default."""
+        """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default.
+        `memo`: the pages of the previous build that may be taken as they are (pipeline.render.page_memo);
+        None renders every page."""
+        self.memo = memo
         self.warm = Warm() if warm is None else warm
         # Only this build's article bodies: each is registered again as it is compiled (an editing
         # session saving an article many times would otherwise keep every version).
@@ -696,12 +701,27 @@ class Renderer:
         return html + pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root)
 
     def page(self, template: str, path: str, root: str | None = None, **context) -> str:
-        """One HTML page; `root` leads from it back to the site root, so links work under any base path."""
+        """One HTML page; `root` leads from it back to the site root, so links work under any base path.
+        A page whose inputs are those of the previous build's is taken from it (self.memo)."""
         root = "../" * path.count("/") if root is None else root
         self.pages.append(path)
+        digest = None if self.memo is None else self.memo.digest(template, path, root, context)
+        kept = None if self.memo is None else self.memo.reuse(path, digest)
+        if kept is not None:
+            text, assets = kept
+            for filename in assets:  # published with this build, as the page links to them
+                self.asset(filename)
+            self.memo.record(path, digest, assets, reused=True)
+            return text
+        used: list[str] = []
+
+        def asset(filename: str) -> str:
+            used.append(filename)
+            return root + self.asset(filename)
+
         html = self.html_env.get_template(template).render(
             root=root,
-            asset=lambda filename: root + self.asset(filename),
+            asset=asset,
             table=lambda view: self.table_html(view, root),
             nav=self.articles,
             labels=self.labels,
@@ -716,6 +736,8 @@ class Renderer:
             ),
             **context,
         )
+        if self.memo is not None:
+            self.memo.record(path, digest, used, reused=False)
         return russian.typograph(html, "html")
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
@@ -910,6 +932,9 @@ class Renderer:
 
     def render(self) -> Rendered:
         self.articles = read_articles(self.templates)
+        if self.memo is not None:  # what every page depends on besides its own context
+            references = self.catalog["references"].sort("reference_id").rows()
+            self.memo.share(self.labels, self.figures, self.site_config, self.articles, references, self.fast_tables)
         self.article_warnings.clear()
         self.pages, self.continuations = [], set()
         site: dict[str, str | bytes] = {}
@@ -946,7 +971,15 @@ class Renderer:
         site["404.html"] = self.not_found_page()
         site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs))
         site.update(estimator_pages.pages(self))
-        site["calculator.html"] = self.page(
+        site["calculator.html"] = self.calculator_page()
+        site["data/calculator.json"] = calculator.calculator_json(self.catalog)
+        site.update(self.cdn_files())  # after every page: the sitemap lists them all
+        site.update(self.assets)
+        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations))
+
+    def calculator_page(self) -> str:
+        """The calculator: its one-line answers, constants and sources (the figures are data/calculator.json's)."""
+        return self.page(
             "calculator.html",
             "calculator.html",
             constants=self.catalog.constants,
@@ -964,10 +997,6 @@ class Renderer:
                 )
             ],
         )
-        site["data/calculator.json"] = calculator.calculator_json(self.catalog)
-        site.update(self.cdn_files())  # after every page: the sitemap lists them all
-        site.update(self.assets)
-        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations))
 
     def not_found_page(self) -> str:
         """404.html is served at whatever path was asked for: its links start from the base URL."""

@@ -31,8 +31,8 @@ class Warm:
     article_bodies: dict = field(default_factory=dict)
     # pipeline/render/site.py: partial's source and labels -> whether html_table writes what the macro writes.
     tables_verified: dict = field(default_factory=dict)
-    # pipeline/validate: the Great Expectations context of this process and its pandas data source
-    # (made on first use), and the validation definition per (table, view, build date).
+    # pipeline/validate: Great Expectations and the batch definition every suite runs on (made on
+    # first use), and the suite with its checks by expectation id per (table, view, build date).
     gx: tuple | None = None
     suites: dict = field(default_factory=dict)
     # pipeline/validate: (table, file, build date, cells) -> (problems, checks) of its suites; the last build's.

@@ -663,3 +663,49 @@ def test_one_pretraining_row_per_model(src):
         'legacy_gpu_counts.csv:4: model_id = "generic-7b": вторая строка предобучения (пустой method_id) для этой '
         "модели, после строки 3; в таблице предобучения по одной строке на модель"
     ]
+
+
+def test_gx_reads_each_expectations_configuration_once_per_call_with_the_same_kwargs():
+    """The shortcut of pipeline.validate._fewer_configurations gives what GX's own methods give, for every
+    expectation the registry generates."""
+    import datetime as dt
+
+    from pipeline import validate
+
+    validate._import_gx()
+    from great_expectations.expectations.expectation import Expectation
+
+    domain, success = Expectation._get_domain_kwargs, Expectation._get_success_kwargs
+    assert domain.__wrapped__ and success.__wrapped__
+    checks = [c for table in SOURCE_TABLES for c in validate.table_checks(table, dt.date(2026, 10, 12))]
+    assert len(checks) > 300
+    for check in checks:
+        e = check.expectation
+        assert domain(e) == domain.__wrapped__(e)
+        assert success(e) == success.__wrapped__(e)
+
+
+def test_validating_imports_neither_scipy_stats_nor_altair_nor_boto3(sources):
+    """GX loads them for what the suites never use; pipeline.validate defers them (and they still import)."""
+    import subprocess
+    import sys
+
+    probe = """
+import pathlib, sys
+from pipeline.build import load_and_validate
+from pipeline import validation_cache
+with validation_cache.fresh():
+    load_and_validate(pathlib.Path(sys.argv[1]))
+print(sorted(m for m in ("scipy.stats._stats_py", "altair.vegalite", "jsonschema.validators", "boto3") if m in sys.modules))
+import scipy.stats, altair, boto3
+print(scipy.stats.entropy([1, 1]) > 0, altair.Chart is not None, boto3.__name__)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(sources)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True True boto3"]

@@ -9,8 +9,12 @@ outcome is kept, for the data-quality page.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
+import importlib.util
 import os
 import re
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,13 +185,104 @@ def table_checks(table: Table, today: dt.date) -> list[Check]:
     return checks
 
 
+# Modules that `import great_expectations` loads for what these suites never use: scipy.stats and
+# altair for the KL-divergence expectation and its chart (imported at the top of its module), boto3
+# and botocore for S3 stores (imported where installed). Together about a third of GX's import.
+_DEFERRED_FOR_GX = ("scipy.stats", "altair", "jsonschema")
+_ABSENT_FOR_GX = ("boto3", "botocore")
+
+
+class _Deferred(types.ModuleType):
+    """A stand-in for a module, imported for real on first use of one of its attributes.
+
+    (importlib.util.LazyLoader would load it at once: the import system reads a module's __spec__.)"""
+
+    def __getattr__(self, attribute: str):
+        real = self.__dict__.get("_real")
+        if real is None:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            real = self._real = importlib.import_module(self.__name__)
+        return getattr(real, attribute)
+
+
+def _import_gx():
+    """great_expectations, imported without its unused heavy dependencies: scipy.stats and altair are
+    imported on first use (_Deferred; these suites never make it), and GX finds boto3 not installed
+    (its own fallback: no S3 stores). Later imports of these modules, anywhere, work as usual."""
+    if "great_expectations" in sys.modules:  # imported before (by this function or elsewhere)
+        from great_expectations.expectations.expectation import Expectation
+
+        _fewer_configurations(Expectation)
+        return sys.modules["great_expectations"]
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    for name in _DEFERRED_FOR_GX:
+        if name not in sys.modules and importlib.util.find_spec(name) is not None:
+            sys.modules[name] = module = _Deferred(name)
+            parent, _, child = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], child, module)  # find_spec imported the parent
+    absent = [name for name in _ABSENT_FOR_GX if name not in sys.modules]
+    try:
+        sys.modules.update(dict.fromkeys(absent))  # None: "import boto3" raises ImportError
+        import great_expectations
+        from great_expectations.expectations.expectation import Expectation
+    finally:
+        for name in absent:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+    _fewer_configurations(Expectation)
+    return great_expectations
+
+
+def _fewer_configurations(gx_expectation) -> None:
+    """Make GX's Expectation read its configuration once per call of _get_domain_kwargs and
+    _get_success_kwargs, not once per key: `configuration` rebuilds it from the pydantic fields
+    each time (about a third of a suite's run). The results are the same (the originals, kept as
+    __wrapped__, look every key up in the same configuration); a GX whose methods differ from the
+    ones this was written for is left alone."""
+    original_domain, original_success = gx_expectation._get_domain_kwargs, gx_expectation._get_success_kwargs
+    if hasattr(original_domain, "__wrapped__") or not _is_gx_code(original_domain, original_success):
+        return
+
+    def _get_domain_kwargs(self) -> dict:
+        kwargs = self.configuration.kwargs
+        return {key: kwargs.get(key, self._get_default_value(key)) for key in self.domain_keys}
+
+    def _get_success_kwargs(self) -> dict:
+        kwargs = self.configuration.kwargs
+        found = {key: kwargs.get(key, self._get_default_value(key)) for key in self.success_keys}
+        found.update((key, kwargs.get(key, self._get_default_value(key))) for key in self.domain_keys)
+        return found
+
+    _get_domain_kwargs.__wrapped__, _get_success_kwargs.__wrapped__ = original_domain, original_success
+    gx_expectation._get_domain_kwargs, gx_expectation._get_success_kwargs = _get_domain_kwargs, _get_success_kwargs
+
+
+# GX 1.x's two methods, as _fewer_configurations replaces them (their code's names and constants).
+_GX_KWARGS_CODE = (
+    ("configuration", "kwargs", "get", "_get_default_value", "domain_keys", "set", "keys"),
+    ("_get_domain_kwargs", "configuration", "kwargs", "get", "_get_default_value", "success_keys", "update"),
+)
+
+
+def _is_gx_code(*functions) -> bool:
+    import inspect
+
+    names = []
+    for function in functions:
+        code = function.__code__
+        names.append(code.co_names + tuple(n for c in code.co_consts if inspect.iscode(c) for n in c.co_names))
+    return all(set(expected) <= set(found) for expected, found in zip(_GX_KWARGS_CODE, names, strict=True))
+
+
 def _gx_context(warm: Warm):
-    """(gx, context, its pandas data source): one ephemeral GX context per warm process, made on first
-    use, analytics and progress bars off."""
+    """(gx, the batch definition every suite runs on): one ephemeral GX context per warm process, made on
+    first use, with in-memory stores, analytics and progress bars off, and one pandas data frame asset
+    whose batch is the whole frame passed to each run."""
     if warm.gx is not None:
         return warm.gx
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-    import great_expectations as gx
+    gx = _import_gx()
     from great_expectations.data_context.types.base import (
         DataContextConfig,
         InMemoryStoreBackendDefaults,
@@ -200,26 +295,27 @@ def _gx_context(warm: Warm):
         progress_bars=ProgressBarsConfig(globally=False),
     )
     context = gx.get_context(mode="ephemeral", project_config=config)
-    warm.gx = (gx, context, context.data_sources.add_pandas(name="sources"))
+    asset = context.data_sources.add_pandas(name="sources").add_dataframe_asset(name="tables")
+    warm.gx = (gx, asset.add_batch_definition_whole_dataframe("whole frame"))
     return warm.gx
 
 
 def _definition(table: Table, on: str, today: dt.date, warm: Warm):
-    """(GX validation definition, {expectation id: Check}) for one table and one view, made once per
-    warm process (kept in warm.suites by table, view and build date)."""
+    """(GX expectation suite, {expectation id: Check}, batch definition) for one table and one view, made
+    once per warm process (kept in warm.suites by table, view and build date). The suite is not saved
+    in the context's store: it is run as it is (_run_suite), so saving it would only cost a copy."""
     key = (table.name, on, today)
     if key not in warm.suites:
-        gx, context, source = _gx_context(warm)
+        gx, batch = _gx_context(warm)
         checks = [c for c in table_checks(table, today) if c.on == on]
         name = f"{on}_{table.name}_{today.isoformat()}"
-        batch = source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe("all")
-        # Adding the expectations together is one store write, not one per expectation.
-        suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=[c.expectation for c in checks]))
+        suite = gx.ExpectationSuite(name=name, expectations=[c.expectation for c in checks])
+        for number, expectation in enumerate(suite.expectations):
+            expectation.id = str(number)  # (the store would give each an id) GX's results are not in order
         by_id = {e.id: check for e, check in zip(suite.expectations, checks, strict=True)}
         if None in by_id or len(by_id) != len(checks):
-            raise RuntimeError(f"GX gave no distinct ids to the expectations of {name}")
-        definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-        warm.suites[key] = (definition, by_id)
+            raise RuntimeError(f"GX did not keep the ids of the expectations of {suite.name}")
+        warm.suites[key] = (suite, by_id, batch)
     return warm.suites[key]
 
 
@@ -274,16 +370,23 @@ def start_expectations(
 
 
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
-    table, on, shown, frame, raw, (definition, by_id) = job
+    from great_expectations.validator.v1_validator import Validator
+
+    table, on, shown, frame, raw, (suite, by_id, batch) = job
     problems, checks = [], []
+
+    def run(result_format: dict):
+        # The suite runs directly on the frame: no validation definition, no result stored in the context.
+        validator = Validator(
+            batch_definition=batch, batch_parameters={"dataframe": frame}, result_format=result_format
+        )
+        return validator.validate_expectation_suite(suite)
+
     # Every expectation runs on every row either way; BOOLEAN_ONLY skips collecting the failing
     # rows, which is half of GX's time. A suite with a failure runs again to name them.
-    result = definition.run(batch_parameters={"dataframe": frame}, result_format={"result_format": "BOOLEAN_ONLY"})
+    result = run({"result_format": "BOOLEAN_ONLY"})
     if not result.success:
-        result = definition.run(
-            batch_parameters={"dataframe": frame},
-            result_format={"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]},
-        )
+        result = run({"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]})
     # The cells' text by line, for a typed suite's failures (made once, only when something failed).
     texts = raw.set_index(LINE).to_dict("index") if raw is not None and not result.success else {}
     # GX does not keep the suite's order in its results: match them by expectation id.

@@ -169,13 +169,7 @@ def jobs(  # noqa: PLR0913
         arch = archs[model_id]
         for method_id in method_ids:
             setup = partial(typical, method_id)
-            estimates: dict[memory.Setup, memory.Breakdown] = {}  # this job's, by setup
-
-            def estimate(s: memory.Setup, arch=arch, estimates=estimates) -> memory.Breakdown:
-                if s not in estimates:
-                    estimates[s] = memory.estimate(arch, s, c)
-                return estimates[s]
-
+            estimate = _remembering(arch, c)
             by_memory: dict[float, int | None] = {}  # the cards depend on the card's memory only
             by_cards: dict[int, tuple[float, float]] = {}  # memory per card and compute, on the cards
             for gpu in gpu_rows:
@@ -206,6 +200,18 @@ def jobs(  # noqa: PLR0913
                     }
                 )
     return pl.DataFrame(rows, schema=JOB_SCHEMA)
+
+
+def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memory.Breakdown]:
+    """memory.estimate for one model, each setup's computed once (a job's card searches share them)."""
+    estimates: dict[memory.Setup, memory.Breakdown] = {}
+
+    def estimate(setup: memory.Setup) -> memory.Breakdown:
+        if setup not in estimates:
+            estimates[setup] = memory.estimate(arch, setup, c)
+        return estimates[setup]
+
+    return estimate
 
 
 # The columns of `jobs`, with the types the recommendations table gives them.

@@ -474,20 +474,9 @@ def html_table(
         return html
 
     C = text.labels["common"]
-    date = text.date
-    parts = [
-        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
-        f' aria-label="{escape(C["table_region"])}: ',
-        escape(view.headers[0]) if view.headers else "",
-        '"><table',
-        ' class="sortable"' if view.sortable else "",
-        ">\n<thead><tr>",
-        *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
-        "</tr></thead>\n<tbody>\n",
-    ]
+    parts = [_table_head(view, num, layout, C)]
     if typography is not None:
-        parts = [typography("".join(parts))]
-    body = len(parts)
+        parts = [typography(parts[0])]
     for row in view.rows:
         if len(row) > width:
             raise NotPlain
@@ -499,7 +488,29 @@ def html_table(
             line.append(html if ok else cell_html(i, cell))
         line.append("</tr>\n")
         parts.append("".join(line))
-    parts.append("</tbody>\n</table></div>\n<figcaption>\n")
+    tail = _table_tail(view, refs, root_, C, text.date)
+    parts.append(tail if typography is None else typography(tail))
+    return Markup("".join(parts))
+
+
+def _table_head(view: TableView, num: list[str], layout: str, C: dict) -> str:
+    """html_table's text before the rows."""
+    parts = [
+        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
+        f' aria-label="{escape(C["table_region"])}: ',
+        escape(view.headers[0]) if view.headers else "",
+        '"><table',
+        ' class="sortable"' if view.sortable else "",
+        ">\n<thead><tr>",
+        *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
+        "</tr></thead>\n<tbody>\n",
+    ]
+    return "".join(parts)
+
+
+def _table_tail(view: TableView, refs: list[dict], root_: str, C: dict, date: Callable) -> str:
+    """html_table's text after the rows: the notes, the sources line and the downloads."""
+    parts = ["</tbody>\n</table></div>\n<figcaption>\n"]
     parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
     parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
     shown = [
@@ -510,9 +521,7 @@ def html_table(
     parts.append("; ".join(shown) + f".\n{escape(C['download'])}: ")
     parts.append(", ".join(f'<a href="{root_}data/{escape(n)}.csv">{escape(n)}.csv</a>' for n in view.downloads))
     parts.append(".</p>\n</figcaption>\n</figure>")
-    if typography is not None:
-        parts[body + len(view.rows) :] = [typography("".join(parts[body + len(view.rows) :]))]
-    return Markup("".join(parts))
+    return "".join(parts)
 
 
 def fast_tables_verified(env: jinja2.Environment, labels: dict, verified: dict[str, bool]) -> bool:

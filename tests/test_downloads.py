@@ -369,3 +369,74 @@ def test_the_cache_keeps_only_the_newest_entries_of_a_namespace(tmp_path):
     assert sorted(p.name for p in (tmp_path / "workbook").iterdir()) == sorted(f"{k}.bin" for k in keys[3:])
     assert store.get("workbook", keys[4]) == b"PK\x04" and store.get("workbook", keys[0]) is None
     store.prune("absent", 2)  # a namespace never written: nothing to do, no error
+
+
+def _sheet_xml(write, rows: list[tuple], kinds: list[str], tmp_path, name: str) -> dict[str, bytes]:
+    """Every part of a constant_memory workbook whose data rows `write` writes, unzipped."""
+    import zipfile
+
+    import xlsxwriter
+
+    path = tmp_path / f"{name}.xlsx"
+    wb = xlsxwriter.Workbook(str(path), {"constant_memory": True, "tmpdir": str(tmp_path)})
+    wb.set_properties({"created": dt.datetime(2026, 1, 2)})
+    ws = wb.add_worksheet("t")
+    number, date = wb.add_format({"num_format": "#,##0.0"}), wb.add_format({"num_format": "dd.mm.yyyy"})
+    formats = [number if k == "number" else date if k == "date" else None for k in kinds]
+    for c in range(len(kinds)):
+        ws.write_string(0, c, f"h{c}", wb.add_format({"bold": True}))
+    write(ws, rows, kinds, formats)
+    wb.close()
+    with zipfile.ZipFile(path) as z:
+        return {n: z.read(n) for n in z.namelist()}
+
+
+def test_the_row_writer_gives_xlsxwriters_bytes(tmp_path):
+    """xlsx_rows.write_rows writes the sheet XlsxWriter writes cell by cell (constant_memory): text with
+    markup, spaces, control characters and "_x0041_", long text, numbers, dates, booleans, empty cells
+    and rows."""
+    from pipeline.publish import xlsx_rows
+
+    def cell_by_cell(ws, rows, kinds, formats):
+        for r, row in enumerate(rows, 1):
+            for c, v in enumerate(row):
+                if v is None:
+                    continue
+                kind, fmt = kinds[c], formats[c]
+                if kind == "text":
+                    ws.write_string(r, c, v)
+                elif kind == "bool":
+                    ws.write_boolean(r, c, v)
+                elif kind == "date":
+                    ws.write_datetime(r, c, v, fmt)
+                else:
+                    ws.write_number(r, c, v, fmt)
+
+    texts = ["plain", "a & b <c> \"d\"", " lead", "trail ", "tab\there", "ctl\x01\x1f", "_x0041_ x", "<r>rich</r>",
+             "новая\nстрока", "", "ё" * 20000, "\ufffe"]  # fmt: skip
+    numbers = [0, 1, -7, 2**53, 1.5, 1e-300, 1e20, 123456789.123456789, -0.0, 3.0]
+    rows = []
+    for i in range(240):
+        rows.append(
+            (
+                texts[i % len(texts)] if i % 7 else None,
+                numbers[i % len(numbers)],
+                dt.date(2020, 1, 1) + dt.timedelta(days=i) if i % 5 else None,
+                bool(i % 2) if i % 3 else None,
+                f"id-{i}",
+            )
+        )
+    rows[17] = (None,) * 5  # an empty row
+    rows.append((None,) * 5)  # and an empty last row
+    kinds = ["text", "number", "date", "bool", "text"]
+    expected = _sheet_xml(cell_by_cell, rows, kinds, tmp_path, "cells")
+    got = _sheet_xml(xlsx_rows.write_rows, rows, kinds, tmp_path, "rows")
+    assert got == expected
+    assert b"_x005F_x0041_" in got["xl/worksheets/sheet1.xml"]
+
+
+def test_the_row_writer_refuses_nan_as_xlsxwriter_does(tmp_path):
+    from pipeline.publish import xlsx_rows
+
+    with pytest.raises(TypeError, match="NAN/INF not supported"):
+        _sheet_xml(xlsx_rows.write_rows, [(1.0,), (float("nan"),)], ["number"], tmp_path, "nan")

@@ -199,3 +199,27 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2700,)
     con.close()
     assert build(sources, out)["unchanged"] is True
+
+
+def test_a_context_is_pickled_as_pickle_pickles_it_or_refused():
+    """page_memo.context_bytes: the bytes of pickle (no memo) for plain values and pipeline dataclasses,
+    so the records of earlier builds still match; None for anything else (a function, a str subclass)."""
+    import datetime as dt
+    import io
+    import pickle
+
+    from markupsafe import Markup
+
+    from pipeline.render import page_memo
+    from pipeline.render.russian import Shown
+    from pipeline.render.view import Link, TableView
+
+    view = TableView(["a", "b"], [[Link("x", "m/x.html"), "1 200"], [Link("x", "m/x.html"), Markup("<b>2</b>")]], ["r"])
+    context = {"view": view, "when": dt.date(2026, 1, 2), "n": [1, 2.5, None, True], "kinds": (str, int)}
+    buffer = io.BytesIO()
+    plain = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    plain.fast = True
+    plain.dump(("page.html", context))
+    assert page_memo.context_bytes("page.html", context) == buffer.getvalue()
+    assert page_memo.context_bytes("page.html", {"f": len}) is None
+    assert page_memo.context_bytes("page.html", {"n": Shown("5")}) is None

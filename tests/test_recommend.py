@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -234,3 +235,31 @@ def test_seed_tasks(catalog):
         ("generic-70b", "full_amp"): ("hgx-b300-8x", 6, None),
     }
     assert math.isfinite(best["hours"].sum())
+
+
+def test_the_card_search_sharing_estimates_gives_min_gpus_answer(catalog):
+    """recommend.jobs searches every GPU size of a job with one estimate per card count (fewest_cards):
+    the same cards as memory.min_gpus, with and without the ZeRO sharding, for every size."""
+    c = catalog.constants
+    archs = memory.model_architectures(catalog["models"])
+    sizes = (8, 16, 24, 40, 48, 80, 94, 141, 192, 288)
+    compared = 0
+    for model_id in ("llama-3-1-8b", "llama-3-1-405b", "mixtral-8x7b"):
+        arch = archs[model_id]
+        for method_id in catalog["methods"]["method_id"].to_list():
+            calls: list[memory.Setup] = []
+            known: dict[memory.Setup, float] = {}
+
+            def total(s: memory.Setup, arch=arch, known=known, calls=calls) -> float:
+                calls.append(s)
+                if s not in known:
+                    known[s] = memory.estimate(arch, s, c).total
+                return known[s]
+
+            for sharding in ("ddp", "zero3"):
+                setup = replace(memory.typical_setup(method_id, c, 2), sharding=sharding)
+                for size in sizes:
+                    assert recommend.fewest_cards(total, setup, size) == memory.min_gpus(arch, setup, c, size)
+                    compared += 1
+            assert len(known) < len(calls)  # the searches shared estimates
+    assert compared == 3 * 6 * 2 * len(sizes)

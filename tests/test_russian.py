@@ -178,3 +178,48 @@ def test_editors_guide_examples_give_the_outputs_it_shows():
     for name, args, shown in rows:
         result = getattr(russian, name)(*ast.literal_eval(f"({args},)"))
         assert str(result).replace(NBSP, " ") == shown, (name, args)
+
+
+def test_a_table_typeset_cell_by_cell_is_what_the_page_pass_makes_of_it():
+    """Renderer.page sets each table apart (html_table with typography, once per distinct cell):
+    the rules never reach across a tag, so that is typograph() of the whole table."""
+    import datetime as dt
+
+    from pipeline.render.site import TableText, html_table
+    from pipeline.render.view import Link, TableView
+
+    texts = [
+        "1 200 ГБ",
+        "2 × H100",
+        'модель "Llama"',
+        "т. е. 5 карт",
+        "слово - слово",
+        "№ 5",
+        "1 из 5",
+        "50 %",
+        "8\u00a0×\u00a0H200",
+        "без пробелов",
+        "",
+        "a\x00b 7 B",
+    ]
+    rows = [[Link(t or "x", f"m/{i}.html"), t, f"{i} ₽/мес"] for i, t in enumerate(texts)] * 2
+    view = TableView(
+        ["Модель — имя", "Текст", "Цена"], rows, ["r"], ["server_fit"], [False, False, True], ["т. е. 2 - 3"]
+    )
+    refs = [{"url": "https://example.org", "title": 'Каталог "А"', "checked_on": dt.date(2026, 1, 2)}]
+    labels = {
+        "common": {
+            "table_region": "Таблица",
+            "sources": "Источники",
+            "source": "Источник",
+            "checked": "проверено",
+            "download": "Скачать",
+        }
+    }
+    typograph, may_change = russian.typograph, russian.may_change
+    plain = html_table(view, refs, "../", TableText(labels, lambda d: d.isoformat()))
+    typeset = html_table(view, refs, "../", TableText(labels, lambda d: d.isoformat()), typograph)
+    assert typeset == typograph(str(plain))
+    assert typeset != str(plain)
+    assert "1 200\u00a0ГБ" in typeset and "2\u00a0×\u00a0H100" in typeset
+    assert [may_change(t) for t in ("1\u00a0200", "H100", "1 200", "т.", "a\x00")] == [False, False, True, True, True]

@@ -14,7 +14,9 @@ Pure: frames and constants in, one frame out.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 
 import polars as pl
@@ -28,13 +30,48 @@ from pipeline.schema import RECOMMENDATIONS
 REASONS = ("one_chassis", "several_chassis", "needs_network", "does_not_fit")
 
 
-def job_cards(arch, setup: Callable[[int], memory.Setup], c: Mapping[str, object], gpu_memory_gb: float) -> int | None:
+def job_cards(
+    arch,
+    setup: Callable[[int], memory.Setup],
+    c: Mapping[str, object],
+    gpu_memory_gb: float,
+    total: Callable[[memory.Setup], float] | None = None,
+) -> int | None:
     """Fewest cards of `gpu_memory_gb` a typical setup fits on (`setup(cards)` gives it on that many
-    cards: one plainly, more with the multi-GPU sharding), or None."""
-    if memory.fits(memory.estimate(arch, setup(1), c), gpu_memory_gb):
+    cards: one plainly, more with the multi-GPU sharding), or None. `total` gives a setup's peak
+    bytes per card (memory.estimate's total; `jobs` passes one that remembers them per model and
+    method, so the searches for a job's GPU sizes share their estimates)."""
+    total = total or (lambda s: memory.estimate(arch, s, c).total)
+    if total(setup(1)) <= gpu_memory_gb * memory.GB:  # memory.fits
         return 1
-    found = memory.min_gpus(arch, setup(2), c, gpu_memory_gb)
+    found = fewest_cards(total, setup(2), gpu_memory_gb)
     return None if found is None else max(found, 2)
+
+
+def fewest_cards(
+    total: Callable[[memory.Setup], float], setup: memory.Setup, gpu_memory_gb: float, limit: int | None = None
+) -> int | None:
+    """memory.min_gpus's binary search with the estimate given as `total` (a setup's peak bytes per card)."""
+    limit = _MIN_GPUS_LIMIT if limit is None else limit
+
+    def fits(cards: int) -> bool:
+        return total(replace(setup, gpus=cards)) <= gpu_memory_gb * memory.GB
+
+    if setup.sharding == "ddp":
+        return 1 if fits(1) else None
+    low, high = 1, limit
+    if not fits(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+_MIN_GPUS_LIMIT = inspect.signature(memory.min_gpus).parameters["limit"].default
 
 
 # The cost rule lives with the other time and cost rules; recommend ranks by it.
@@ -132,19 +169,20 @@ def jobs(  # noqa: PLR0913
         arch = archs[model_id]
         for method_id in method_ids:
             setup = partial(typical, method_id)
+            estimate = _remembering(arch, c)
             by_memory: dict[float, int | None] = {}  # the cards depend on the card's memory only
             by_cards: dict[int, tuple[float, float]] = {}  # memory per card and compute, on the cards
             for gpu in gpu_rows:
                 size = float(gpu["memory_gb"])
                 if size not in by_memory:
-                    by_memory[size] = job_cards(arch, setup, c, size)
+                    by_memory[size] = job_cards(arch, setup, c, size, lambda s, e=estimate: e(s).total)
                 cards = by_memory[size]
                 per_gpu = hours = None
                 if cards is not None:
                     if cards not in by_cards:
                         on_cards = setup(cards)
                         by_cards[cards] = (
-                            memory.estimate(arch, on_cards, c).total / memory.GB,
+                            estimate(on_cards).total / memory.GB,
                             training.training_flops(arch, on_cards, tokens, c),
                         )
                     per_gpu, flops = by_cards[cards]
@@ -162,6 +200,18 @@ def jobs(  # noqa: PLR0913
                     }
                 )
     return pl.DataFrame(rows, schema=JOB_SCHEMA)
+
+
+def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memory.Breakdown]:
+    """memory.estimate for one model, each setup's computed once (a job's card searches share them)."""
+    estimates: dict[memory.Setup, memory.Breakdown] = {}
+
+    def estimate(setup: memory.Setup) -> memory.Breakdown:
+        if setup not in estimates:
+            estimates[setup] = memory.estimate(arch, setup, c)
+        return estimates[setup]
+
+    return estimate
 
 
 # The columns of `jobs`, with the types the recommendations table gives them.

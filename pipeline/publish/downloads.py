@@ -24,7 +24,7 @@ import xlsxwriter
 
 from pipeline.combine import Catalog, lineage
 from pipeline.parallel import start_map
-from pipeline.publish import datapackage
+from pipeline.publish import datapackage, xlsx_rows
 from pipeline.render.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
 from pipeline.words import labels
@@ -323,11 +323,15 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
     # One writer per column, chosen once: text is always a string cell (never a formula or a URL),
     # so it is written as it is, without the CSV's "'".
-    writers = [_column_writer(ws, f, formats.get(number_format(f))) for f in table.fields]
-    for r, row in enumerate(rows, 1):
-        for c, value in enumerate(row):
-            if value is not None:
-                writers[c](r, c, value)
+    if len(rows) > CONSTANT_MEMORY_ROWS:  # the same bytes, a row at a time (xlsx_rows)
+        kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
+        xlsx_rows.write_rows(ws, rows, kinds, [formats.get(number_format(f)) for f in table.fields])
+    else:
+        writers = [_column_writer(ws, f, formats.get(number_format(f))) for f in table.fields]
+        for r, row in enumerate(rows, 1):
+            for c, value in enumerate(row):
+                if value is not None:
+                    writers[c](r, c, value)
 
     xlsx = labels()["xlsx"]
     words = wb.add_worksheet(xlsx["sheet"])

@@ -39,14 +39,18 @@ class NotPlain(Exception):
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles a context, refusing whatever is not a plain value or a pipeline dataclass."""
+    """Pickles a context, refusing whatever is not a plain value or a pipeline dataclass.
 
-    def persistent_id(self, obj):
+    reducer_override, unlike persistent_id, is not called for the exact str, int, float, list, tuple
+    and dict objects that are most of a context (a table's cells): those are plain, and pickled as
+    pickle pickles them; the bytes are the same."""
+
+    def reducer_override(self, obj):
         kind = type(obj)
         if kind in _PLAIN or kind is type:
-            return None
+            return NotImplemented
         if is_dataclass(kind) and kind.__module__.startswith("pipeline."):
-            return None
+            return NotImplemented
         raise NotPlain(kind.__qualname__)
 
 

@@ -274,6 +274,16 @@ _MD_SKIP = re.compile(
 )
 
 
+# What a text must hold for some rule to change it: the number rule and the dashes need a space,
+# the others their own characters (and typograph drops a NUL).
+_MARKS = (" ", '"', "×", "т.", "№", "§", "\x00")
+
+
+def may_change(text: str) -> bool:
+    """False when typograph leaves `text` (text only, no tag) as it is, whatever surrounds it."""
+    return any(mark in text for mark in _MARKS)
+
+
 def _text_rules(text: str) -> str:
     for pattern, replacement, needs in _RULES_TEXT:
         if not needs or any(n in text for n in needs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import os
 import re
 import threading
 import tomllib
@@ -438,8 +439,14 @@ class TableText:
     cells: dict = field(default_factory=dict)
 
 
-def html_table(view: TableView, refs: list[dict], root: str, text: TableText) -> Markup:
-    """What partials/table.html's render_table writes (see Renderer.table_html); NotPlain if it cannot."""
+def html_table(
+    view: TableView, refs: list[dict], root: str, text: TableText, typography: Callable[[str], str] | None = None
+) -> Markup:
+    """What partials/table.html's render_table writes (see Renderer.table_html); NotPlain if it cannot.
+
+    With `typography` (russian.typograph), what that gives for the whole table, made piece by piece:
+    its rules never reach across a tag, so each cell (which starts and ends with a tag) is set on its
+    own, once per distinct cell, and so are the parts before and after the rows."""
     root_ = escape(root)
     num = [' class="num"' if n else "" for n in view.numeric]
     width = len(num)
@@ -450,30 +457,26 @@ def html_table(view: TableView, refs: list[dict], root: str, text: TableText) ->
     closes = ["</th>"] + ["</td>"] * (width - 1)
     # Columns repeat their texts (fit labels, card counts) and pages their first columns (links
     # to every model or server): each cell's HTML is made once per render.
-    seen = [text.cells.setdefault((root, tag), {}) for tag in opens]
+    seen = [text.cells.setdefault((root, tag, typography is not None), {}) for tag in opens]
 
     def cell_html(i: int, cell) -> str:
         if type(cell) is Link:
-            inner = f'<a href="{root_}{escape(cell.href)}">{escape(cell.text)}</a>'
+            shown = escape(cell.text)
+            inner = f'<a href="{root_}{escape(cell.href)}">{shown}</a>'
         elif type(cell) is str:
-            inner = escape(cell)
+            inner = shown = escape(cell)
         else:
             raise NotPlain
-        html = seen[i][cell] = f"{opens[i]}{inner}{closes[i]}"
+        html = f"{opens[i]}{inner}{closes[i]}"
+        if typography is not None and russian.may_change(shown):
+            html = typography(html)
+        seen[i][cell] = html
         return html
 
     C = text.labels["common"]
-    date = text.date
-    parts = [
-        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
-        f' aria-label="{escape(C["table_region"])}: ',
-        escape(view.headers[0]) if view.headers else "",
-        '"><table',
-        ' class="sortable"' if view.sortable else "",
-        ">\n<thead><tr>",
-        *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
-        "</tr></thead>\n<tbody>\n",
-    ]
+    parts = [_table_head(view, num, layout, C)]
+    if typography is not None:
+        parts = [typography(parts[0])]
     for row in view.rows:
         if len(row) > width:
             raise NotPlain
@@ -485,7 +488,29 @@ def html_table(view: TableView, refs: list[dict], root: str, text: TableText) ->
             line.append(html if ok else cell_html(i, cell))
         line.append("</tr>\n")
         parts.append("".join(line))
-    parts.append("</tbody>\n</table></div>\n<figcaption>\n")
+    tail = _table_tail(view, refs, root_, C, text.date)
+    parts.append(tail if typography is None else typography(tail))
+    return Markup("".join(parts))
+
+
+def _table_head(view: TableView, num: list[str], layout: str, C: dict) -> str:
+    """html_table's text before the rows."""
+    parts = [
+        f'\n<figure class="data-table">\n<div class="scroll{" " + layout if layout else ""}" tabindex="0" role="region"',
+        f' aria-label="{escape(C["table_region"])}: ',
+        escape(view.headers[0]) if view.headers else "",
+        '"><table',
+        ' class="sortable"' if view.sortable else "",
+        ">\n<thead><tr>",
+        *[f'<th scope="col"{num[i]}>{escape(h)}</th>' for i, h in enumerate(view.headers)],
+        "</tr></thead>\n<tbody>\n",
+    ]
+    return "".join(parts)
+
+
+def _table_tail(view: TableView, refs: list[dict], root_: str, C: dict, date: Callable) -> str:
+    """html_table's text after the rows: the notes, the sources line and the downloads."""
+    parts = ["</tbody>\n</table></div>\n<figcaption>\n"]
     parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
     parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
     shown = [
@@ -496,7 +521,7 @@ def html_table(view: TableView, refs: list[dict], root: str, text: TableText) ->
     parts.append("; ".join(shown) + f".\n{escape(C['download'])}: ")
     parts.append(", ".join(f'<a href="{root_}data/{escape(n)}.csv">{escape(n)}.csv</a>' for n in view.downloads))
     parts.append(".</p>\n</figcaption>\n</figure>")
-    return Markup("".join(parts))
+    return "".join(parts)
 
 
 def fast_tables_verified(env: jinja2.Environment, labels: dict, verified: dict[str, bool]) -> bool:
@@ -607,6 +632,8 @@ class Renderer:
         self.pages: list[str] = []  # every page rendered (the sitemap lists them)
         self.continuations: set[str] = set()  # the continuation pages of split tables (Rendered.continuations)
         self.article_helpers: dict[str, Helpers] = {}
+        # Where a typeset table goes (Renderer.page): a comment no template or data can hold.
+        self.table_mark = f"<!--table-{os.urandom(8).hex()}-"
 
     def asset(self, filename: str) -> str:
         """A file of site_templates/static/, published under a content-hashed name (returned).
@@ -700,6 +727,29 @@ class Renderer:
         pager = self.html_env.get_template("partials/pager.html").module
         return html + pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root)
 
+    def typeset_table(self, view: TableView, root: str) -> tuple[str, str, str] | None:
+        """table_html(view, root) with the page's typography applied, as (the text before its first tag,
+        the rest up to its last tag, the text after it), or None when html_table does not write it.
+        The rules never reach across a tag, so a table set on its own (html_table, cell by cell) is
+        what the page's pass would make of it."""
+        refs = self.source_refs(view)
+        if not (self.fast_tables and plain_refs(refs)):
+            return None
+        try:
+            html = html_table(view, refs, root, self.table_text, russian.typograph)
+        except NotPlain:
+            return None
+        if view.pager is not None:
+            pager = self.html_env.get_template("partials/pager.html").module
+            html += russian.typograph(
+                str(pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root))
+            )
+        first, last = html.find("<"), html.rfind(">") + 1
+        lead, trail = html[: max(first, 0)], html[last:]
+        if first < 0 or lead.strip() or trail.strip():  # text outside the tags meets the page's text
+            return None
+        return lead, html[first:last], trail
+
     def page(self, template: str, path: str, root: str | None = None, **context) -> str:
         """One HTML page; `root` leads from it back to the site root, so links work under any base path.
         A page whose inputs are those of the previous build's is taken from it (self.memo)."""
@@ -714,15 +764,24 @@ class Renderer:
             self.memo.record(path, digest, assets, reused=True)
             return text
         used: list[str] = []
+        tables: list[str] = []  # typeset apart; the page's pass sees a comment in each one's place
 
         def asset(filename: str) -> str:
             used.append(filename)
             return root + self.asset(filename)
 
+        def table(view: TableView) -> Markup:
+            typeset = self.typeset_table(view, root)
+            if typeset is None:
+                return self.table_html(view, root)
+            lead, html, trail = typeset
+            tables.append(html)
+            return Markup(f"{lead}{self.table_mark}{len(tables) - 1}-->{trail}")
+
         html = self.html_env.get_template(template).render(
             root=root,
             asset=asset,
-            table=lambda view: self.table_html(view, root),
+            table=table,
             nav=self.articles,
             labels=self.labels,
             figures=self.figures,
@@ -738,7 +797,10 @@ class Renderer:
         )
         if self.memo is not None:
             self.memo.record(path, digest, used, reused=False)
-        return russian.typograph(html, "html")
+        html = russian.typograph(html, "html")
+        for i, typeset in enumerate(tables):
+            html = html.replace(f"{self.table_mark}{i}-->", typeset, 1)
+        return html
 
     def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
         """One page into `out`; a table of the context longer than `table_page_rows` shows its first

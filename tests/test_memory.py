@@ -25,6 +25,7 @@ C = {
     "eager_attention_score_bytes": 6,
     "logits_bytes": 12,
     "logits_chunked_bytes": 2,
+    "logits_inplace_bytes": 2,
     "logits_legacy_bytes": 16,
     "loss_chunks": 8,
     "fused_loss_bytes_per_hidden": 6,
@@ -144,6 +145,7 @@ def test_eager_attention_adds_the_score_matrix():
         ("hf_legacy", 2048 * 128256 * 16),  # + the shifted fp32 copy
         ("chunked", 2048 * 128256 * (2 + 10 / 8)),  # whole bf16 logits, fp32 buffers one chunk in eight
         ("fused", 2048 * 4096 * 6),  # no tokens x vocabulary tensor: a chunk about tokens x hidden
+        ("unsloth", 2048 * 128256 * 2),  # Unsloth's kernel: the bf16 logits only, the gradient written into them
     ],
 )
 def test_loss_implementations(loss, expected):
@@ -378,7 +380,7 @@ def test_invalid_combinations_are_named():
         "frozen_fp32 applies to LoRA/QLoRA only (full fine-tuning trains every weight)"
     ]
     assert memory.Setup(method="lora", loss="liger").problems() == [
-        "loss = 'liger': expected one of hf, hf_legacy, chunked, fused"
+        "loss = 'liger': expected one of hf, hf_legacy, chunked, fused, unsloth"
     ]
     assert memory.Setup(offload="optimizer").problems() == [
         "offload needs ZeRO sharding (zero1, zero2 or zero3): DeepSpeed offloads only sharded states"

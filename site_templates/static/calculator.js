@@ -459,6 +459,7 @@ export function activationSplit(a, setup, c, units) {
 export function logitsBytes(a, setup, c) {
   const tokens = setup.seq_len * setup.micro_batch;
   if (setup.loss === "fused") return tokens * a.hidden * c.fused_loss_bytes_per_hidden;
+  if (setup.loss === "unsloth") return tokens * a.vocab * c.logits_inplace_bytes;
   if (setup.loss === "chunked") {
     const fp32Part = c.logits_bytes - c.logits_chunked_bytes;
     return tokens * a.vocab * (c.logits_chunked_bytes + fp32Part / c.loss_chunks);

@@ -280,6 +280,12 @@ MODELS = Table(
             "qk_nope_head_dim",
         ),
         _arch("v_head_dim"),
+        # config.json's final_logit_softcapping is set (Gemma 2): not a core column, empty is false.
+        Field(
+            "logit_softcapping",
+            "bool",
+            required=False,
+        ),
         Field(
             "arch_reference_id",
             "id",

@@ -152,6 +152,25 @@ def test_loss_implementations(loss, expected):
     assert memory.logits_bytes(LLAMA3_8B, replace(BASE, loss=loss), C) == pytest.approx(expected, rel=1e-15)
 
 
+GEMMA2_9B = Architecture(42, 3584, 14336, 16, 8, 256, 256000, True, True, logit_softcapping=True)
+
+
+@pytest.mark.parametrize(
+    ("loss", "per_element"),
+    [
+        ("hf", 12 + 2),  # + the bf16 output of tanh(logits / cap), kept for the backward pass
+        ("hf_legacy", 16 + 2),
+        ("chunked", 2 + 2 + 10 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
+        ("unsloth", 2),  # capped inside Unsloth's kernel
+    ],
+)
+def test_gemma_2_soft_capping_keeps_the_tanh_output(loss, per_element):
+    setup = replace(BASE, loss=loss, seq_len=16384)
+    assert memory.logits_bytes(GEMMA2_9B, setup, C) == pytest.approx(16384 * 256000 * per_element, rel=1e-15)
+    fused = replace(setup, loss="fused")
+    assert memory.logits_bytes(GEMMA2_9B, fused, C) == 16384 * 3584 * 6  # Liger caps inside its kernel too
+
+
 def test_micro_batch_scales_activations_and_accumulation_does_not_change_the_step():
     one = replace(BASE, method="lora")
     four = replace(one, micro_batch=4)

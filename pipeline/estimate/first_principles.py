@@ -348,17 +348,21 @@ def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> fl
     the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all; unsloth:
     Unsloth's Triton cross-entropy keeps only the bf16 logits, computes the per-row logsumexp in the
     kernel (with Gemma's soft-capping inside it) and writes the gradient into the logits in place.
+    A model with final-logit soft-capping (Gemma 2) run through hf, hf_legacy or chunked also keeps the
+    bf16 output of tanh(logits / cap) for the backward pass (transformers' Gemma2ForCausalLM, LitGPT's
+    and torchtune's chunks alike); Unsloth's and Liger's kernels cap inside the kernel.
     """
     tokens = setup.seq_len * setup.micro_batch
     if setup.loss == "fused":
         return tokens * arch.hidden * c["fused_loss_bytes_per_hidden"]
     if setup.loss == "unsloth":
         return tokens * arch.vocab * c["logits_inplace_bytes"]
+    softcap = c["activation_bytes"] if arch.logit_softcapping else 0.0
     if setup.loss == "chunked":
         fp32_part = c["logits_bytes"] - c["logits_chunked_bytes"]
-        return tokens * arch.vocab * (c["logits_chunked_bytes"] + fp32_part / c["loss_chunks"])
+        return tokens * arch.vocab * (c["logits_chunked_bytes"] + softcap + fp32_part / c["loss_chunks"])
     per_element = c["logits_legacy_bytes"] if setup.loss == "hf_legacy" else c["logits_bytes"]
-    return tokens * arch.vocab * per_element
+    return tokens * arch.vocab * (per_element + softcap)
 
 
 def quant_constant_bytes(setup: Setup, c: Mapping[str, float]) -> float:

@@ -280,6 +280,12 @@ MODELS = Table(
             "qk_nope_head_dim",
         ),
         _arch("v_head_dim"),
+        # config.json's final_logit_softcapping is set (Gemma 2): not a core column, empty is false.
+        Field(
+            "logit_softcapping",
+            "bool",
+            required=False,
+        ),
         Field(
             "arch_reference_id",
             "id",
@@ -507,7 +513,7 @@ EXTRA_TECHNIQUES = (
     "unknown_lengths",
 )
 # Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
-MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused")
+MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
 FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
 # Adapters without a rank: their rows leave lora_rank and lora_targets empty although the method is lora.
 RANKLESS_ADAPTERS = ("ia3", "prompt_tuning")
@@ -1237,6 +1243,7 @@ ESTIMATOR_CONSTANTS = (
     "eager_attention_score_bytes",
     "logits_bytes",
     "logits_chunked_bytes",
+    "logits_inplace_bytes",
     "dropout_mask_bytes",
     "quant_block_size",
     "quant_scale_bytes",
@@ -1302,6 +1309,7 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "eager_attention_score_bytes": Bounds(ge=0, le=16),
     "logits_bytes": Bounds(gt=0, le=32),
     "logits_chunked_bytes": Bounds(gt=0, le=32),
+    "logits_inplace_bytes": Bounds(gt=0, le=32),
     "dropout_mask_bytes": Bounds(ge=0, le=8),
     "quant_block_size": Bounds(ge=1, le=4096, integer=True),
     "quant_scale_bytes": Bounds(ge=0, le=8),
@@ -1333,6 +1341,7 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
     ("legacy_qlora_7b_gb", "<=", "legacy_qlora_13b_gb"),
     ("legacy_qlora_13b_gb", "<=", "legacy_qlora_70b_gb"),
     ("logits_chunked_bytes", "<=", "logits_bytes"),
+    ("logits_inplace_bytes", "<=", "logits_bytes"),
     ("logits_bytes", "<=", "logits_legacy_bytes"),
     ("double_quant_scale_bytes", "<=", "quant_scale_bytes"),
 )
@@ -1360,6 +1369,7 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "legacy_qlora_7b_gb",
         "logits_bytes",
         "logits_chunked_bytes",
+        "logits_inplace_bytes",
         "logits_legacy_bytes",
         "loss_chunks",
         "nccl_buffers_gb",

@@ -9,6 +9,7 @@ from conftest import SOURCES, edit_csv
 from pipeline.build import load_and_validate
 from pipeline.estimate.architecture import (
     Architecture,
+    architecture_from_config,
     architecture_from_row,
     linear_layers,
     lora_trainable_params,
@@ -237,3 +238,10 @@ def test_one_bad_architecture_cell(sources, old, new, expected):
 
 def test_the_real_sources_pass():
     load_and_validate(SOURCES)
+
+
+def test_final_logit_softcapping_is_read_from_config_json():
+    base = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100}
+    assert architecture_from_config(base | {"final_logit_softcapping": 30.0}).logit_softcapping
+    assert not architecture_from_config(base | {"final_logit_softcapping": None}).logit_softcapping
+    assert not architecture_from_config(base).logit_softcapping

@@ -934,6 +934,7 @@ ADVANCED_CASES = [
     # The estimator's second version: losses, optimizers, targets, the head, fp32 bases, optimizer in backward.
     {"model": "llama-3-1-8b", "method": "lora", "lora_targets": "qkv", "loss": "hf_legacy", "lora_lm_head": "1"},
     {"model": "qwen2-5-7b", "method": "qlora_4bit", "frozen_fp32": "1", "loss": "fused", "seq_len": "16384"},
+    {"model": "gemma-2-9b", "method": "qlora_4bit", "loss": "unsloth", "seq_len": "16384", "flash_attention": "0"},
     {"model": "llama-3-2-3b", "method": "qlora_4bit", "quantized_lm_head": "1", "optimizer": "paged_adamw"},
     {
         "model": "mistral-7b",

@@ -25,6 +25,7 @@ C = {
     "eager_attention_score_bytes": 6,
     "logits_bytes": 12,
     "logits_chunked_bytes": 2,
+    "logits_inplace_bytes": 2,
     "logits_legacy_bytes": 16,
     "loss_chunks": 8,
     "fused_loss_bytes_per_hidden": 6,
@@ -144,10 +145,30 @@ def test_eager_attention_adds_the_score_matrix():
         ("hf_legacy", 2048 * 128256 * 16),  # + the shifted fp32 copy
         ("chunked", 2048 * 128256 * (2 + 10 / 8)),  # whole bf16 logits, fp32 buffers one chunk in eight
         ("fused", 2048 * 4096 * 6),  # no tokens x vocabulary tensor: a chunk about tokens x hidden
+        ("unsloth", 2048 * 128256 * 2),  # Unsloth's kernel: the bf16 logits only, the gradient written into them
     ],
 )
 def test_loss_implementations(loss, expected):
     assert memory.logits_bytes(LLAMA3_8B, replace(BASE, loss=loss), C) == pytest.approx(expected, rel=1e-15)
+
+
+GEMMA2_9B = Architecture(42, 3584, 14336, 16, 8, 256, 256000, True, True, logit_softcapping=True)
+
+
+@pytest.mark.parametrize(
+    ("loss", "per_element"),
+    [
+        ("hf", 12 + 2),  # + the bf16 output of tanh(logits / cap), kept for the backward pass
+        ("hf_legacy", 16 + 2),
+        ("chunked", 2 + 2 + 10 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
+        ("unsloth", 2),  # capped inside Unsloth's kernel
+    ],
+)
+def test_gemma_2_soft_capping_keeps_the_tanh_output(loss, per_element):
+    setup = replace(BASE, loss=loss, seq_len=16384)
+    assert memory.logits_bytes(GEMMA2_9B, setup, C) == pytest.approx(16384 * 256000 * per_element, rel=1e-15)
+    fused = replace(setup, loss="fused")
+    assert memory.logits_bytes(GEMMA2_9B, fused, C) == 16384 * 3584 * 6  # Liger caps inside its kernel too
 
 
 def test_micro_batch_scales_activations_and_accumulation_does_not_change_the_step():
@@ -378,7 +399,7 @@ def test_invalid_combinations_are_named():
         "frozen_fp32 applies to LoRA/QLoRA only (full fine-tuning trains every weight)"
     ]
     assert memory.Setup(method="lora", loss="liger").problems() == [
-        "loss = 'liger': expected one of hf, hf_legacy, chunked, fused"
+        "loss = 'liger': expected one of hf, hf_legacy, chunked, fused, unsloth"
     ]
     assert memory.Setup(offload="optimizer").problems() == [
         "offload needs ZeRO sharding (zero1, zero2 or zero3): DeepSpeed offloads only sharded states"

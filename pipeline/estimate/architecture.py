@@ -50,6 +50,8 @@ class Architecture:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    # Gemma 2's final_logit_softcapping: logits = tanh(logits / cap) * cap, whose tanh output autograd keeps.
+    logit_softcapping: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -141,6 +143,7 @@ def architecture_from_row(row: Mapping[str, object]) -> Architecture | None:
         else:
             values[name] = int(value)
     values["attention_kind"] = row.get("attention_kind") or "mha"
+    values["logit_softcapping"] = bool(row.get("logit_softcapping"))
     return Architecture(**values)
 
 
@@ -348,6 +351,7 @@ def _dense_values(config: Mapping[str, object]) -> dict[str, object]:
         tied_embeddings=tied,
         gated_mlp=gated,
         qkv_bias=qkv_bias,
+        logit_softcapping=config.get("final_logit_softcapping") is not None,
     )
 
 

@@ -313,6 +313,7 @@ CONSTANT_BASIS = {
     "eager_attention_score_bytes": "derived",
     "logits_bytes": "derived",
     "logits_chunked_bytes": "derived",
+    "logits_inplace_bytes": "derived",
     "logits_legacy_bytes": "derived",
     "loss_chunks": "derived",
     "fused_loss_bytes_per_hidden": "derived",

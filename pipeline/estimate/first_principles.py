@@ -44,7 +44,7 @@ OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3")
 OFFLOADS = ("none", "optimizer", "full")
 LORA_TARGETS = ARCH_LORA_TARGETS
-LOSSES = ("hf", "hf_legacy", "chunked", "fused")
+LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
 PHASES = ("backward", "optimizer_step")
 
 # Optimizer state bytes per trainable parameter kept in fp32 (Transformer Math 101):
@@ -345,16 +345,24 @@ def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> fl
     hf: Hugging Face's ForCausalLMLoss, bf16 logits upcast to fp32, log-softmax, its gradient;
     hf_legacy: transformers before 4.46 also copied the shifted fp32 logits; chunked: the bf16
     logits whole, the fp32 buffers one chunk at a time (torchtune); fused: the output layer and
-    the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all.
+    the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all; unsloth:
+    Unsloth's Triton cross-entropy keeps only the bf16 logits, computes the per-row logsumexp in the
+    kernel (with Gemma's soft-capping inside it) and writes the gradient into the logits in place.
+    A model with final-logit soft-capping (Gemma 2) run through hf, hf_legacy or chunked also keeps the
+    bf16 output of tanh(logits / cap) for the backward pass (transformers' Gemma2ForCausalLM, LitGPT's
+    and torchtune's chunks alike); Unsloth's and Liger's kernels cap inside the kernel.
     """
     tokens = setup.seq_len * setup.micro_batch
     if setup.loss == "fused":
         return tokens * arch.hidden * c["fused_loss_bytes_per_hidden"]
+    if setup.loss == "unsloth":
+        return tokens * arch.vocab * c["logits_inplace_bytes"]
+    softcap = c["activation_bytes"] if arch.logit_softcapping else 0.0
     if setup.loss == "chunked":
         fp32_part = c["logits_bytes"] - c["logits_chunked_bytes"]
-        return tokens * arch.vocab * (c["logits_chunked_bytes"] + fp32_part / c["loss_chunks"])
+        return tokens * arch.vocab * (c["logits_chunked_bytes"] + softcap + fp32_part / c["loss_chunks"])
     per_element = c["logits_legacy_bytes"] if setup.loss == "hf_legacy" else c["logits_bytes"]
-    return tokens * arch.vocab * per_element
+    return tokens * arch.vocab * (per_element + softcap)
 
 
 def quant_constant_bytes(setup: Setup, c: Mapping[str, float]) -> float:

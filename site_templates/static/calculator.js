@@ -339,6 +339,7 @@ export function architectureFromConfig(data, parsed) {
     qk_rope_head_dim: 0,
     qk_nope_head_dim: 0,
     v_head_dim: 0,
+    logit_softcapping: config.final_logit_softcapping !== undefined && config.final_logit_softcapping !== null,
   };
   const experts = first(k.experts, 0, false);
   if (truthy(experts)) {
@@ -459,12 +460,15 @@ export function activationSplit(a, setup, c, units) {
 export function logitsBytes(a, setup, c) {
   const tokens = setup.seq_len * setup.micro_batch;
   if (setup.loss === "fused") return tokens * a.hidden * c.fused_loss_bytes_per_hidden;
+  if (setup.loss === "unsloth") return tokens * a.vocab * c.logits_inplace_bytes;
+  // Gemma 2's final-logit soft-capping: the bf16 tanh output is kept for the backward pass.
+  const softcap = a.logit_softcapping ? c.activation_bytes : 0;
   if (setup.loss === "chunked") {
     const fp32Part = c.logits_bytes - c.logits_chunked_bytes;
-    return tokens * a.vocab * (c.logits_chunked_bytes + fp32Part / c.loss_chunks);
+    return tokens * a.vocab * (c.logits_chunked_bytes + softcap + fp32Part / c.loss_chunks);
   }
   const perElement = setup.loss === "hf_legacy" ? c.logits_legacy_bytes : c.logits_bytes;
-  return tokens * a.vocab * perElement;
+  return tokens * a.vocab * (perElement + softcap);
 }
 
 // memory.quant_constant_bytes: quantisation scales per weight, with or without double quantisation.

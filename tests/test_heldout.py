@@ -1,0 +1,106 @@
+"""The held-out set of issue 14 (bench/heldout_measurements.csv) and its scorer (bench/heldout.py)."""
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+import heldout  # noqa: E402
+
+SOURCES = REPO / "sources"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return heldout.read_rows(heldout.DEFAULT_CSV)
+
+
+@pytest.fixture(scope="module")
+def predicted(rows):
+    return heldout.predict(rows, SOURCES)
+
+
+def test_the_file_parses_with_every_metric_kind(rows):
+    assert len(rows) == 21
+    kinds = {heldout.KIND[r["metric"]] for r in rows}
+    assert kinds == set(heldout.KINDS)
+    assert all(r["source_url"].startswith("https://") and r["quote"] for r in rows)
+
+
+def test_every_row_is_accepted_by_the_estimator(rows, predicted):
+    assert [p["problems"] for p in predicted] == [""] * len(rows)
+    assert all(float(p["whole_card"]) > 0 for p in predicted)
+
+
+def test_no_row_duplicates_a_calibration_row(rows):
+    with (SOURCES / "measurements.csv").open(encoding="utf-8") as f:
+        known = list(csv.DictReader(f))
+    ids = {r["measurement_id"] for r in known}
+    key = ("model_id", "method_id", "seq_len", "micro_batch", "gpus", "sharding", "offload", "measured_value")
+    settings = {tuple(r[k] for k in key) for r in known}
+    assert not [r["measurement_id"] for r in rows if r["measurement_id"] in ids]
+    assert not [r["measurement_id"] for r in rows if tuple(r[k] for k in key) in settings]
+
+
+def test_the_reading_compared_is_the_one_the_metric_names(rows, predicted):
+    recs = heldout.records(rows, predicted)
+    for row, p, rec in zip(rows, predicted, recs, strict=True):
+        assert rec["predicted_gb"] == float(p[heldout.READING[row["metric"]]])
+    first = rows[0]
+    assert first["measured_unit"] == "GiB"
+    assert recs[0]["measured_gb"] == float(first["measured_value"]) * 2**30 / 10**9
+
+
+def test_a_batch_row_sets_every_modelled_technique():
+    row = {c: "" for c in heldout.COLUMNS} | {"model_id": "llama-2-7b", "extra_techniques": "lora_dropout,double_quant"}
+    out = heldout.batch_row(row)
+    assert out["model"] == "llama-2-7b"
+    assert {t: out[t] for t in heldout.TECHNIQUES} == {
+        "lora_dropout": "true",
+        "double_quant": "true",
+        "quantized_lm_head": "false",
+        "lora_lm_head": "false",
+        "frozen_fp32": "false",
+        "optimizer_in_backward": "false",
+    }
+
+
+TINY = [
+    {"measurement_id": "a", "model_id": "m", "method_id": "lora", "metric_kind": "reserved", "error": 0.10},
+    {"measurement_id": "b", "model_id": "m", "method_id": "lora", "metric_kind": "reserved", "error": -0.30},
+    {"measurement_id": "c", "model_id": "m", "method_id": "qlora_4bit", "metric_kind": "reserved", "error": 0.05},
+    {"measurement_id": "d", "model_id": "m", "method_id": "qlora_4bit", "metric_kind": "card", "error": -0.20},
+]
+
+
+def test_the_scorer_figures_on_a_tiny_set_are_exact():
+    out = heldout.summary(TINY, worst=2)
+    assert out["all"] == {
+        "rows": 4,
+        "median_abs_error": 0.15000000000000002,
+        "within_25": 0.75,
+        "median_error": -0.07500000000000001,
+        "worst": [{"measurement_id": "b", "error": -0.30}, {"measurement_id": "d", "error": -0.20}],
+    }
+    assert list(out["metric_kind"]) == ["reserved", "card"]
+    assert out["metric_kind"]["reserved"]["rows"] == 3
+    assert out["metric_kind"]["reserved"]["median_abs_error"] == 0.10
+    assert out["metric_kind"]["reserved"]["within_25"] == 2 / 3
+    assert out["metric_kind"]["card"]["median_error"] == -0.20
+    assert out["method"]["lora"]["median_abs_error"] == 0.2
+    assert out["method"]["qlora_4bit"]["within_25"] == 1.0
+
+
+def test_a_bad_file_gives_a_clear_message(tmp_path):
+    path = tmp_path / "bad.csv"
+    text = heldout.DEFAULT_CSV.read_text(encoding="utf-8").replace(",reserved,4.98,GiB,", ",peak,4.98,GiB,", 1)
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(heldout.HeldoutError, match=r"bad.csv:2: metric 'peak'; expected one of allocated"):
+        heldout.read_rows(path)
+    path.write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(heldout.HeldoutError, match="the columns must be measurement_id"):
+        heldout.read_rows(path)

@@ -337,7 +337,7 @@ def test_a_table_with_only_its_header_is_refused(src, table):
         (
             "quant_block_size",
             0.5,
-            'constants.csv:25: value = "0.5": quant_block_size должно быть целым числом от 1 до 4096',
+            'constants.csv:26: value = "0.5": quant_block_size должно быть целым числом от 1 до 4096',
         ),
         (
             "adamw_optimizer_bytes",
@@ -523,7 +523,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:49: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
+            'constants.csv:50: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),
@@ -534,7 +534,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "models.csv")
                 .open("a", encoding="utf-8")
-                .write("foo-7b,Foo 7B,Foo 7B,Foo,named,70,,,site-rules" + "," * 22 + "\n")
+                .write("foo-7b,Foo 7B,Foo 7B,Foo,named,70,,,site-rules" + "," * 23 + "\n")
             ),
             'models.csv:47: params_b = "70": в названии 7 млрд параметров, а в params_b — 70; проверьте число',
         ),

@@ -27,6 +27,9 @@ from statistics import median
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
+from pipeline.estimate.calibration import METRIC_KIND, METRIC_KINDS  # noqa: E402
+from pipeline.estimate.calibration import UNIT_BYTES as CALIBRATION_UNIT_BYTES  # noqa: E402
+
 DEFAULT_CSV = REPO / "bench" / "heldout_measurements.csv"
 WITHIN = 0.25
 WORST = 5
@@ -96,17 +99,8 @@ READING = {
     "unknown": "whole_card",
     "fits_on": "whole_card",
 }
-KIND = {
-    "allocated": "allocated",
-    "active": "allocated",
-    "reserved": "reserved",
-    "reserved_delta": "reserved",
-    "nvidia_smi": "card",
-    "unknown": "card",
-    "fits_on": "fits_on",
-}
-KINDS = ("allocated", "reserved", "card", "fits_on")
-UNIT_BYTES = {"GB": 10**9, "GiB": 2**30}
+# The metric kinds are the accuracy page's (pipeline.estimate.calibration), so the two group alike.
+KIND, KINDS, UNIT_BYTES = METRIC_KIND, METRIC_KINDS, CALIBRATION_UNIT_BYTES
 
 
 class HeldoutError(Exception):

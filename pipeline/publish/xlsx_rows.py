@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from xlsxwriter.utility import _preserve_whitespace, xl_col_to_name
+from xlsxwriter.utility import xl_col_to_name
 from xlsxwriter.xmlwriter import xml_escapes
 
 # The kinds of column (downloads._column_writer's): how a cell of each is written.
@@ -64,7 +64,7 @@ def _cell_writer(ws, kind: str, fmt) -> Callable:
                 return _through_xlsxwriter(ws, ws._write_string, r, c, value, None)
             if "_x" in value or _CONTROL.search(value):
                 value = ws._escape_control_characters(value)
-            preserve = ' xml:space="preserve"' if _preserve_whitespace(value) else ""
+            preserve = ' xml:space="preserve"' if _EDGE_SPACE.search(value) else ""
             if xml_escapes.search(value):
                 value = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             fh.write(f'<c r="{ref}" t="inlineStr"><is><t{preserve}>{value}</t></is></c>')
@@ -85,6 +85,10 @@ def _cell_writer(ws, kind: str, fmt) -> Callable:
 
     return number
 
+
+# Text XlsxWriter marks xml:space="preserve": leading or trailing whitespace (its utility's
+# RE_LEADING_WHITESPACE or RE_TRAILING_WHITESPACE; the helper's name changed between releases).
+_EDGE_SPACE = re.compile(r"^\s|\s$")
 
 # What Worksheet._escape_control_characters changes (besides "_xHHHH_" text, checked by "_x").
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\ufffe\uffff]")

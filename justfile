@@ -17,7 +17,7 @@ build *ARGS:
 check *ARGS:
     {{python}} -m pipeline check {{ARGS}}
 
-# Run the whole test suite (browser tests: mandatory with CI=true, else skipped with the reason if tools are missing)
+# Run the whole test suite, one worker per core (pytest-xdist; -n 0 for one process) (browser tests: mandatory with CI=true, else skipped with the reason if tools are missing)
 test *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -26,11 +26,11 @@ test *ARGS:
     else
         just browser-tools || echo "warning: the browser tests will be skipped (see above)" >&2
     fi
-    {{python}} -m pytest {{ARGS}}
+    {{python}} -m pytest -n auto {{ARGS}}
 
 # The inner loop: the tests that neither build a whole catalog nor drive a browser (markers slow, browser)
 test-fast *ARGS:
-    {{python}} -m pytest -m "not slow and not browser" {{ARGS}}
+    {{python}} -m pytest -n auto -m "not slow and not browser" {{ARGS}}
 
 # Install the browser-test tools if missing: Debian's chromium (apt, as root) and axe-core (npm); fails loudly
 browser-tools:

@@ -25,7 +25,7 @@ def predicted(rows):
 
 
 def test_the_file_parses_with_every_metric_kind(rows):
-    assert len(rows) == 21
+    assert len(rows) == 33
     kinds = {heldout.KIND[r["metric"]] for r in rows}
     assert kinds == set(heldout.KINDS)
     assert all(r["source_url"].startswith("https://") and r["quote"] for r in rows)

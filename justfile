@@ -17,7 +17,7 @@ build *ARGS:
 check *ARGS:
     {{python}} -m pipeline check {{ARGS}}
 
-# Run the whole test suite, one worker per core (pytest-xdist; -n 0 for one process) (browser tests: mandatory with CI=true, else skipped with the reason if tools are missing)
+# Run the whole test suite, one pytest-xdist worker per core (-n 0: one process); browser tests mandatory with CI=true, else skipped with the reason if tools are missing
 test *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail

@@ -191,7 +191,7 @@ def predict(rows: list[dict[str, str]], sources: Path) -> list[dict[str, str]]:
 
 
 def records(rows: list[dict[str, str]], predicted: list[dict[str, str]]) -> list[dict]:
-    """One record per row: id, model, method, metric kind, measured and predicted GB and the signed error."""
+    """One record per row: id, model, method, sharding, metric kind, measured and predicted GB and the signed error."""
     out = []
     for row, p in zip(rows, predicted, strict=True):
         measured = measured_gb(row)
@@ -201,6 +201,7 @@ def records(rows: list[dict[str, str]], predicted: list[dict[str, str]]) -> list
                 "measurement_id": row["measurement_id"],
                 "model_id": row["model_id"],
                 "method_id": row["method_id"],
+                "sharding": row["sharding"],
                 "metric_kind": KIND[row["metric"]],
                 "measured_gb": measured,
                 "predicted_gb": estimate,
@@ -225,14 +226,22 @@ def stats(group: Iterable[Mapping], worst: int = WORST, within: float = WITHIN) 
 
 
 def summary(recs: list[dict], worst: int = WORST) -> dict:
-    """The figures of all rows, per metric kind and per method (only the groups that have rows, in order)."""
+    """The figures of all rows, per metric kind, per metric kind and sharding mode, and per method (only the
+    groups that have rows, in order)."""
     methods = sorted({r["method_id"] for r in recs})
+    shardings = sorted({r["sharding"] for r in recs})
     return {
         "all": stats(recs, worst),
         "metric_kind": {
             k: stats([r for r in recs if r["metric_kind"] == k], worst)
             for k in KINDS
             if any(r["metric_kind"] == k for r in recs)
+        },
+        "kind_sharding": {
+            f"{k} {s}": stats(group, worst)
+            for k in KINDS
+            for s in shardings
+            if (group := [r for r in recs if r["metric_kind"] == k and r["sharding"] == s])
         },
         "method": {m: stats([r for r in recs if r["method_id"] == m], worst) for m in methods},
         "rows": recs,
@@ -255,6 +264,7 @@ def render(result: dict) -> str:
 
     lines.append(line("all", result["all"]))
     lines += [line(f"kind {k}", s) for k, s in result["metric_kind"].items()]
+    lines += [line(f"kind {k}", s) for k, s in result["kind_sharding"].items()]
     lines += [line(f"method {m}", s) for m, s in result["method"].items()]
     lines.append("")
     lines.append(f"{'measurement_id':<42} {'kind':<9} {'measured':>9} {'estimate':>9} {'error':>9}")

@@ -25,7 +25,7 @@ def predicted(rows):
 
 
 def test_the_file_parses_with_every_metric_kind(rows):
-    assert len(rows) == 33
+    assert len(rows) == 94
     kinds = {heldout.KIND[r["metric"]] for r in rows}
     assert kinds == set(heldout.KINDS)
     assert all(r["source_url"].startswith("https://") and r["quote"] for r in rows)
@@ -70,10 +70,38 @@ def test_a_batch_row_sets_every_modelled_technique():
 
 
 TINY = [
-    {"measurement_id": "a", "model_id": "m", "method_id": "lora", "metric_kind": "reserved", "error": 0.10},
-    {"measurement_id": "b", "model_id": "m", "method_id": "lora", "metric_kind": "reserved", "error": -0.30},
-    {"measurement_id": "c", "model_id": "m", "method_id": "qlora_4bit", "metric_kind": "reserved", "error": 0.05},
-    {"measurement_id": "d", "model_id": "m", "method_id": "qlora_4bit", "metric_kind": "card", "error": -0.20},
+    {
+        "measurement_id": "a",
+        "model_id": "m",
+        "method_id": "lora",
+        "sharding": "zero3",
+        "metric_kind": "reserved",
+        "error": 0.10,
+    },
+    {
+        "measurement_id": "b",
+        "model_id": "m",
+        "method_id": "lora",
+        "sharding": "ddp",
+        "metric_kind": "reserved",
+        "error": -0.30,
+    },
+    {
+        "measurement_id": "c",
+        "model_id": "m",
+        "method_id": "qlora_4bit",
+        "sharding": "ddp",
+        "metric_kind": "reserved",
+        "error": 0.05,
+    },
+    {
+        "measurement_id": "d",
+        "model_id": "m",
+        "method_id": "qlora_4bit",
+        "sharding": "ddp",
+        "metric_kind": "card",
+        "error": -0.20,
+    },
 ]
 
 
@@ -91,6 +119,9 @@ def test_the_scorer_figures_on_a_tiny_set_are_exact():
     assert out["metric_kind"]["reserved"]["median_abs_error"] == 0.10
     assert out["metric_kind"]["reserved"]["within_25"] == 2 / 3
     assert out["metric_kind"]["card"]["median_error"] == -0.20
+    assert list(out["kind_sharding"]) == ["reserved ddp", "reserved zero3", "card ddp"]
+    assert out["kind_sharding"]["reserved ddp"]["median_abs_error"] == 0.175
+    assert out["kind_sharding"]["reserved zero3"]["rows"] == 1
     assert out["method"]["lora"]["median_abs_error"] == 0.2
     assert out["method"]["qlora_4bit"]["within_25"] == 1.0
 

@@ -25,7 +25,8 @@ def predicted(rows):
 
 
 def test_the_file_parses_with_every_metric_kind(rows):
-    assert len(rows) == 94
+    assert len(rows) == 114
+    assert sum(r["outcome"] == "oom" for r in rows) == 20
     kinds = {heldout.KIND[r["metric"]] for r in rows}
     assert kinds == set(heldout.KINDS)
     assert all(r["source_url"].startswith("https://") and r["quote"] for r in rows)
@@ -48,7 +49,9 @@ def test_no_row_duplicates_a_calibration_row(rows):
 
 def test_the_reading_compared_is_the_one_the_metric_names(rows, predicted):
     recs = heldout.records(rows, predicted)
-    for row, p, rec in zip(rows, predicted, recs, strict=True):
+    valued = [(row, p) for row, p in zip(rows, predicted, strict=True) if row["outcome"] == "value"]
+    assert len(recs) == len(valued) == 94
+    for (row, p), rec in zip(valued, recs, strict=True):
         assert rec["predicted_gb"] == float(p[heldout.READING[row["metric"]]])
     first = rows[0]
     assert first["measured_unit"] == "GiB"
@@ -124,6 +127,34 @@ def test_the_scorer_figures_on_a_tiny_set_are_exact():
     assert out["kind_sharding"]["reserved zero3"]["rows"] == 1
     assert out["method"]["lora"]["median_abs_error"] == 0.2
     assert out["method"]["qlora_4bit"]["within_25"] == 1.0
+
+
+def test_a_run_out_of_memory_counts_whether_the_estimator_says_it_does_not_fit(rows, predicted):
+    ooms = heldout.oom_records(rows, predicted)
+    assert len(ooms) == 20
+    for rec in ooms:
+        assert rec["predicts_oom"] == (rec["predicted_gb"] > rec["card_gb"])
+    tiny = [
+        {"measurement_id": "x", "predicts_oom": True},
+        {"measurement_id": "y", "predicts_oom": False},
+        {"measurement_id": "w", "predicts_oom": True},
+        {"measurement_id": "v", "predicts_oom": False},
+    ]
+    assert heldout.oom_stats(tiny) == {"rows": 4, "predicted": 2, "share": 0.5, "missed": ["v", "y"]}
+    assert heldout.summary(TINY, ooms=tiny)["oom"]["predicted"] == 2
+    assert heldout.oom_stats([]) == {"rows": 0, "predicted": 0, "share": None, "missed": []}
+
+
+def test_an_oom_row_must_name_the_card(tmp_path):
+    path = tmp_path / "bad.csv"
+    text = heldout.DEFAULT_CSV.read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("fms-mixtral-hf-full-1gpu-mb4-oom,"))
+    path.write_text(text.replace(line, line.replace(",oom,fits_on,", ",oom,nvidia_smi,")), encoding="utf-8")
+    with pytest.raises(heldout.HeldoutError, match=r"an oom row's metric is fits_on"):
+        heldout.read_rows(path)
+    path.write_text(text.replace(line, line.replace(",oom,fits_on,", ",failed,fits_on,")), encoding="utf-8")
+    with pytest.raises(heldout.HeldoutError, match=r"outcome 'failed'; expected value or oom"):
+        heldout.read_rows(path)
 
 
 def test_a_bad_file_gives_a_clear_message(tmp_path):

@@ -261,3 +261,37 @@ def test_a_broken_chart_entry_is_drawn_again(catalog, svgs, tmp_path, monkeypatc
     (entry,) = folder.iterdir()
     cache.Cache().put(charts.MEMORY_NAMESPACE, entry.stem, payload)
     assert charts.memory_svg(catalog, labels, alt) == svgs["memory"]
+
+
+def test_the_price_charts_spec_is_remembered_and_draws_the_same_chart(catalog, svgs, tmp_path, monkeypatch):
+    """A build after a price edit takes the price chart's spec from the user cache, without Altair:
+    it draws the same bytes as the chart made with Altair; a changed label makes the spec again."""
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    labels = load_labels()
+    first = charts.price_spec(labels)
+    assert first == charts.price_layers(labels).to_dict()
+    alt_text = charts.price_alt(catalog, labels)
+    assert charts.spec_svg(first, {"servers": charts.price_rows(catalog)}, alt_text) == svgs["price"]
+
+    def refuse(labels):
+        raise AssertionError("made again")
+
+    monkeypatch.setattr(charts, "price_layers", refuse)
+    assert charts.price_spec(labels) == first
+    files = charts.pages(catalog, labels, lambda *args, **kwargs: "", lambda view: [])  # the page's own path
+    assert [text for name, text in files.items() if name.startswith("charts/price.")] == [svgs["price"]]
+    renamed = labels | {"charts": labels["charts"] | {"price_title": "Другой заголовок"}}
+    with pytest.raises(AssertionError, match="made again"):
+        charts.price_spec(renamed)
+
+
+@pytest.mark.parametrize("payload", [b"", b"\xff\xfe", b"[1, 2]", b'{"layer": 3}', b"{not json"])
+def test_a_broken_price_spec_entry_is_made_again(tmp_path, monkeypatch, payload):
+    from pipeline import cache
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    labels = load_labels()
+    made = charts.price_spec(labels)
+    (entry,) = (tmp_path / "cache" / charts.PRICE_SPEC_NAMESPACE).iterdir()
+    cache.Cache().put(charts.PRICE_SPEC_NAMESPACE, entry.stem, payload)
+    assert charts.price_spec(labels) == made

@@ -240,12 +240,14 @@ def _gpu_names(alt, gpu_data, y_scale):
 
 def price_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
-    import altair as alt
+    return price_layers(labels), {"servers": price_rows(catalog)}
 
-    L = labels["charts"]
+
+def price_rows(catalog: Catalog) -> list[dict]:
+    """The price chart's one dataset ("servers"): each priced server's memory, price and label side."""
     servers = priced_servers(catalog)
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
-    rows = [
+    return [
         {
             "server": r["display_name"],
             "server_memory_gb": r["server_memory_gb"],
@@ -254,6 +256,13 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
         }
         for r in servers.iter_rows(named=True)
     ]
+
+
+def price_layers(labels: dict):
+    """The price chart without its data (the named dataset "servers", joined when it is drawn)."""
+    import altair as alt
+
+    L = labels["charts"]
     x = alt.X(
         "server_memory_gb:Q",
         title=L["price_x"],
@@ -276,7 +285,38 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
         .properties(width=WIDTH, height=360, title=alt.Title(L["price_title"], anchor="start"))
         .configure(font=FONT, aria=False)
         .configure_view(strokeWidth=0)
-    ), {"servers": rows}
+    )
+
+
+PRICE_SPEC_NAMESPACE = "price-chart-spec"  # pipeline.cache: the price chart's spec without data, by labels and code
+PRICE_LABELS = ("price_x", "price_y", "price_title")
+
+
+def price_spec(labels: dict) -> dict:
+    """The price chart's Vega-Lite spec without its data and description (price_layers(labels).to_dict()).
+    It depends only on the chart's labels and the code, and importing Altair to make it was half of the
+    chart's cost in a build after a price edit, so it is remembered in the user cache (pipeline.cache) by
+    those and Altair's version; an entry that does not decode to a layered spec is made again."""
+    from importlib.metadata import version
+
+    from pipeline import cache, fingerprint
+
+    parts = (
+        json.dumps({k: labels["charts"][k] for k in PRICE_LABELS}, ensure_ascii=False, sort_keys=True),
+        fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
+        version("altair"),
+    )
+    store = cache.Cache()
+    key = cache.make_key(PRICE_SPEC_NAMESPACE, *parts)
+    kept = store.get(PRICE_SPEC_NAMESPACE, key)
+    if kept is not None:
+        with contextlib.suppress(ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+            spec = json.loads(kept.decode("utf-8"))
+            if isinstance(spec, dict) and isinstance(spec.get("layer"), list):
+                return spec
+    spec = price_layers(labels).to_dict()
+    store.put(PRICE_SPEC_NAMESPACE, key, json.dumps(spec, ensure_ascii=False).encode("utf-8"))
+    return spec
 
 
 SVG_NAMESPACE = "chart-svg"  # pipeline.cache: Vega-Lite's drawing of a spec, by the spec and vl-convert's version
@@ -315,13 +355,16 @@ def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) 
 
 def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
     """The chart as a self-contained SVG: no network, Russian number format, stable ids."""
-    import vl_convert
-
     # The rows join the spec only after Altair is done with it: Altair deep-copies inline
     # data on every layer and concat, which took most of the time.
-    spec = chart.properties(description=description).to_dict()
-    spec.pop("$schema", None)
-    spec["datasets"] = datasets
+    return spec_svg(chart.to_dict(), datasets, description)
+
+
+def spec_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
+    """to_svg of a chart's spec (Altair's to_dict() of it, without description and data)."""
+    import vl_convert
+
+    spec = {k: v for k, v in spec.items() if k != "$schema"} | {"description": description, "datasets": datasets}
     svg = drawn(spec, vl_convert)
     # Vega numbers clip paths from a counter that lives as long as the process; renumber from 1
     # so that the same data gives the same bytes however many charts were drawn before.
@@ -506,7 +549,7 @@ def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs:
     # A catalog where every price is "on request" has no price chart; the page leaves it out.
     if priced_servers(catalog).height:
         alts["price"] = price_alt(catalog, labels)
-        svgs["price"] = to_svg(*price_chart(catalog, labels), alts["price"])
+        svgs["price"] = spec_svg(price_spec(labels), {"servers": price_rows(catalog)}, alts["price"])
         views["price"] = price_table(catalog, labels)
     files: dict[str, str | bytes] = {}
     src = {}

@@ -299,24 +299,29 @@ def price_spec(labels: dict) -> dict:
     those and Altair's version; an entry that does not decode to a layered spec is made again."""
     from importlib.metadata import version
 
-    from pipeline import cache, fingerprint
+    from pipeline import fingerprint
 
     parts = (
         json.dumps({k: labels["charts"][k] for k in PRICE_LABELS}, ensure_ascii=False, sort_keys=True),
         fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
         version("altair"),
     )
-    store = cache.Cache()
-    key = cache.make_key(PRICE_SPEC_NAMESPACE, *parts)
-    kept = store.get(PRICE_SPEC_NAMESPACE, key)
-    if kept is not None:
-        with contextlib.suppress(ValueError):  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
-            spec = json.loads(kept.decode("utf-8"))
-            if isinstance(spec, dict) and isinstance(spec.get("layer"), list):
-                return spec
-    spec = price_layers(labels).to_dict()
-    store.put(PRICE_SPEC_NAMESPACE, key, json.dumps(spec, ensure_ascii=False).encode("utf-8"))
-    return spec
+    text = remembered(
+        PRICE_SPEC_NAMESPACE,
+        parts,
+        lambda: json.dumps(price_layers(labels).to_dict(), ensure_ascii=False),
+        valid=_layered_spec,
+    )
+    return json.loads(text)
+
+
+def _layered_spec(text: str) -> bool:
+    """Whether `text` is the JSON of a layered Vega-Lite spec (a price_spec entry)."""
+    try:
+        spec = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(spec, dict) and isinstance(spec.get("layer"), list)
 
 
 SVG_NAMESPACE = "chart-svg"  # pipeline.cache: Vega-Lite's drawing of a spec, by the spec and vl-convert's version
@@ -335,9 +340,12 @@ def drawn(spec: dict, vl_convert) -> str:
     )
 
 
-def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) -> str:
-    """An SVG from the user cache (pipeline.cache) under the key of `parts`, else `make()` stored
-    there; an entry that does not decode or is not an SVG is made again."""
+def remembered(
+    namespace: str, parts: tuple[str, ...], make: Callable[[], str], valid: Callable[[str], bool] | None = None
+) -> str:
+    """A text (by default an SVG) from the user cache (pipeline.cache) under the key of `parts`, else
+    `make()` stored there; an entry that does not decode or fails `valid` (by default: is not an SVG) is
+    made again."""
     from pipeline import cache
 
     store = cache.Cache()
@@ -345,12 +353,12 @@ def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) 
     kept = store.get(namespace, key)
     if kept is not None:
         with contextlib.suppress(UnicodeDecodeError):
-            svg = kept.decode("utf-8")
-            if svg.startswith("<svg"):
-                return svg
-    svg = make()
-    store.put(namespace, key, svg.encode("utf-8"))
-    return svg
+            text = kept.decode("utf-8")
+            if valid(text) if valid is not None else text.startswith("<svg"):
+                return text
+    text = make()
+    store.put(namespace, key, text.encode("utf-8"))
+    return text
 
 
 def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:

@@ -240,12 +240,12 @@ def test_formula_becomes_a_string_in_xlsx_and_numbers_stay_numbers(hostile):
     assert cell.value == FORMULA and cell.data_type == "s"  # the text itself, in a string cell
     memory = row[header.index("Память, ГБ")]
     assert memory.value == 96.0 and memory.data_type == "n" and memory.number_format == "#,##0.0"
-    # No formula anywhere in the workbook's XML; the text is a shared string, as it is.
+    # No formula anywhere in the workbook's XML; the text is an inline string cell, as it is.
     with zipfile.ZipFile(hostile / "gpus.xlsx") as z:
         assert all(b"<f>" not in z.read(n) and b"<f " not in z.read(n) for n in z.namelist())
-        strings = z.read("xl/sharedStrings.xml").decode("utf-8")
-    assert '<t>=HYPERLINK("http://evil.example/x","y")</t>' in strings
-    assert "<t>'=HYPERLINK" not in strings
+        sheet = z.read("xl/worksheets/sheet1.xml").decode("utf-8")
+    assert 't="inlineStr"><is><t>=HYPERLINK("http://evil.example/x","y")</t></is></c>' in sheet
+    assert "<t>'=HYPERLINK" not in sheet
 
 
 def test_a_typed_apostrophe_gets_its_own_workbook():

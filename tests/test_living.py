@@ -5,11 +5,12 @@ with a message naming the claim, and the previous output stays."""
 import html
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import edit_csv
+from conftest import ROOT, edit_csv
 from pipeline.__main__ import main
 from pipeline.render import russian, site_links
 from pipeline.render.russian import NBSP
@@ -109,6 +110,25 @@ def test_data_words_are_formatted_once_from_the_constants():
     assert figures == {"range_low": "−25", "range_high": "+40", "within": "20"}
     labels = {"a": "при {range_high} % — {n} шт.", "b": ["{range_low}…{range_high} %", 3], "c": "±{within} %"}
     assert words.with_data_words(labels, figures) == {"a": "при +40 % — {n} шт.", "b": ["−25…+40 %", 3], "c": "±20 %"}
+
+
+def test_labels_are_parsed_once_per_text_and_copied_out_on_each_call(tmp_path):
+    from pipeline import words
+
+    (tmp_path / "labels.toml").write_text('[common]\nyes = "да"\nlist = ["а", "б"]\n', encoding="utf-8")
+    first = words.labels(tmp_path)
+    first["common"]["yes"] = "changed by a caller"
+    first["common"]["list"].append("в")
+    again = words.labels(tmp_path)  # from the parsed text: the caller's changes are not in it
+    assert again == {"common": {"yes": "да", "list": ["а", "б"]}}
+    assert again is not words.labels(tmp_path)
+    # An edited file (a warm process, `just serve`) is read and parsed anew at the next call.
+    (tmp_path / "labels.toml").write_text('[common]\nyes = "ага"\n', encoding="utf-8")
+    assert words.labels(tmp_path) == {"common": {"yes": "ага"}}
+    # A TOML date cannot be marshalled: such a file is parsed on each call, still right.
+    (tmp_path / "labels.toml").write_text("[common]\nday = 2026-12-03\n", encoding="utf-8")
+    assert str(words.labels(tmp_path)["common"]["day"]) == "2026-12-03"
+    assert words.labels() == tomllib.loads((ROOT / "site_templates" / "labels.toml").read_text(encoding="utf-8"))
 
 
 def test_an_edited_range_or_accuracy_band_changes_every_sentence_that_quotes_it(sources, tmp_path):

@@ -40,9 +40,6 @@ FORMATS = ("csv", "xlsx", "parquet")
 # Python (about 40 s for a million rows) and Excel opens such a sheet slowly: past 100 000 rows the
 # CSV and Parquet files serve an analyst better.
 EXCEL_MAX_ROWS = 100_000
-# Sheets above this many rows are written in XlsxWriter's constant_memory mode (row by row through a
-# temporary file, strings inline): memory stays flat whatever the table's size.
-CONSTANT_MEMORY_ROWS = 20_000
 
 # What each table without a reference_id column of its own is made from: its sources are the
 # references of those tables. A source table's is typed here; a derived table's is what its step
@@ -309,7 +306,7 @@ def _xlsx_job(job: tuple) -> bytes:
 
 def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
-    wb, contents = _workbook(len(rows))
+    wb, contents = _workbook()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
     bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
@@ -321,17 +318,10 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     for i, f in enumerate(table.fields):
         ws.write_string(0, i, f.label_ru or f.name, bold)
     formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
-    # One writer per column, chosen once: text is always a string cell (never a formula or a URL),
-    # so it is written as it is, without the CSV's "'".
-    if len(rows) > CONSTANT_MEMORY_ROWS:  # the same bytes, a row at a time (xlsx_rows)
-        kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-        xlsx_rows.write_rows(ws, rows, kinds, [formats.get(number_format(f)) for f in table.fields])
-    else:
-        writers = [_column_writer(ws, f, formats.get(number_format(f))) for f in table.fields]
-        for r, row in enumerate(rows, 1):
-            for c, value in enumerate(row):
-                if value is not None:
-                    writers[c](r, c, value)
+    # The data rows a row at a time, as XlsxWriter writes them cell by cell (xlsx_rows): text is always
+    # a string cell (never a formula or a URL), written as it is, without the CSV's "'".
+    kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
+    xlsx_rows.write_rows(ws, rows, kinds, [formats.get(number_format(f)) for f in table.fields])
 
     xlsx = labels()["xlsx"]
     words = wb.add_worksheet(xlsx["sheet"])
@@ -351,12 +341,10 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     return _pinned_zip(contents(), stamp)
 
 
-def _workbook(rows: int) -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
-    """A new workbook and the function that gives its bytes once closed: in memory for a small
-    sheet, in constant_memory mode through a private temporary folder above CONSTANT_MEMORY_ROWS."""
-    if rows <= CONSTANT_MEMORY_ROWS:
-        buffer = io.BytesIO()
-        return xlsxwriter.Workbook(buffer, {"in_memory": True}), buffer.getvalue
+def _workbook() -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
+    """A new workbook in XlsxWriter's constant_memory mode (rows go to a temporary file as they are
+    written, strings inline: memory stays flat whatever the table's size), in a private temporary
+    folder, and the function that gives its bytes once closed (and removes the folder)."""
     import shutil
     import tempfile
 
@@ -371,16 +359,6 @@ def _workbook(rows: int) -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
             shutil.rmtree(folder, ignore_errors=True)
 
     return xlsxwriter.Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
-
-
-def _column_writer(ws, field: Field, fmt):
-    if field.type in ("str", "id"):
-        return lambda r, c, v: ws.write_string(r, c, v)
-    if field.type == "bool":
-        return lambda r, c, v: ws.write_boolean(r, c, v)
-    if field.type == "date":
-        return lambda r, c, v: ws.write_datetime(r, c, v, fmt)
-    return lambda r, c, v: ws.write_number(r, c, v, fmt)
 
 
 def describe(field: Field, xlsx: dict | None = None) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
-os.environ["SOURCE_DATE_EPOCH"] = "1795996800"  # 2026-11-30
+os.environ["SOURCE_DATE_EPOCH"] = "1796256000"  # 2026-12-03
 # The user cache (validated catalogs, validation outcomes) in a folder of this test run, never ~/.cache.
 os.environ["GPU_FINETUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-finetune-cache-")
 

@@ -290,7 +290,7 @@ def forge_validated(sources: Path, out: Path) -> None:
     state = {
         "generator": outdir.GENERATOR,
         "inputs": fingerprint.inputs(sources, "/"),
-        "validation": {"warnings": [], "checks": [], "build_date": "2026-11-30"},
+        "validation": {"warnings": [], "checks": [], "build_date": "2026-12-03"},
     }
     (out / "build-state.json").write_text(json.dumps(state), encoding="utf-8")
 

@@ -84,7 +84,7 @@ def test_unknown_gpu_in_server(sources):
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,2099-01-01,",
-            'servers.csv:2: price_checked_on = "2099-01-01": дата в будущем (дата сборки — 2026-11-30)',
+            'servers.csv:2: price_checked_on = "2099-01-01": дата в будущем (дата сборки — 2026-12-03)',
         ),
         (
             "servers.csv",

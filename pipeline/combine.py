@@ -259,7 +259,7 @@ def advice_setups(method_id: str, gpus: int, c: Constants) -> dict[str, first_pr
 def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
     """The `comparison_advice` table: for each "advice" row of comparison_setups.csv whose model and server
     the catalog has, each piece of ADVICE alone: the first-principles total and activations (with the
-    loss buffers) per card, and their change against the setup without any advice."""
+    loss buffers) per card, their change against the setup without any advice, and the phase that sets the peak."""
     archs = first_principles.model_architectures(t["models"])
     cards = dict(t["servers"].select("server_id", "gpu_count").iter_rows())
     rows = []
@@ -270,7 +270,8 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
         base, setups = None, advice_setups(method_id, cards[server_id], c)
         for step in ADVICE:
             setup = setups[step]
-            parts = first_principles.estimate(archs[model_id], setup, c).gb()
+            breakdown = first_principles.estimate(archs[model_id], setup, c)
+            parts = breakdown.gb()
             total, activations = parts["total"], parts["saved_activations"] + parts["loss_buffers"]
             base = base or (total, activations)
             rows.append(
@@ -284,6 +285,7 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
                     "activations_gb": activations,
                     "total_change": None if step == "base" else total / base[0] - 1,
                     "activations_change": None if step == "base" else activations / base[1] - 1,
+                    "peak_phase": breakdown.phase,
                 }
             )
     return pl.DataFrame(rows, schema=COMPARISON_ADVICE.polars_schema)

@@ -1212,6 +1212,7 @@ COMPARISON_ADVICE = Table(
         _part("activations"),
         Field("total_change", "float", unit="share", required=False),
         Field("activations_change", "float", unit="share", required=False),
+        Field("peak_phase", "str", allowed=("backward", "optimizer_step")),
     ),
     ("model_id", "method_id", "server_id", "advice"),
     kind="derived",

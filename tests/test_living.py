@@ -41,6 +41,15 @@ def test_every_counted_noun_agrees_with_its_number_in_the_build(built):
     assert f"1{NBSP}024{NBSP}токена" in texts["site/accuracy.html"]
 
 
+def test_a_negative_figure_reads_with_a_minus_sign_not_a_hyphen(built):
+    """Every negative figure a reader sees is written "−46", never "-46" (a hyphen-minus before a digit
+    that follows no letter, digit or punctuation of a code, a date or a range)."""
+    hyphen = re.compile(r"(?<![\w.,:/+\-−–])-(?=\d)")
+    found = {name: hyphen.findall(text) for name, text in page_texts(built).items()}
+    assert {name: n for name, n in found.items() if n} == {}
+    assert "(медиана со знаком −" in page_texts(built)["site/calculator.html"]
+
+
 def test_markdown_keeps_non_breaking_spaces(built):
     md = (built / "markdown" / "finetune-memory.md").read_text(encoding="utf-8")
     assert f"| 1{NBSP}200 |" in md or f"1{NBSP}200" in md.split("\n|")[1]  # a table cell keeps the NBSP of "1 200"

@@ -166,6 +166,9 @@ def test_download_has_every_shown_figure(browser, site_server, catalog):
     assert rows[1][2] == p.text_content("#calc-headline")
     for name in ("out-fp-memory", "out-fp-low", "out-fp-high", "out-memory", "out-low", "out-high", "out-reco"):
         assert figures[name] == p.text_content(f"#{name}").strip(), name
+    # a value is one line, as the reader sees it (the template's line breaks and indents are spaces; no-break spaces stay)
+    assert figures["out-fp-setup"] == "типовая постановка"
+    assert all("\n" not in v and "  " not in v for r in rows for v in r)
     cards = [r for r in rows if r[0] == "out-cards"]
     assert len(cards) == catalog["gpus"].height
     assert [r for r in rows if r[0] == "out-servers"]

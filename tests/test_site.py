@@ -189,3 +189,24 @@ def test_quality_page_lists_every_check_and_warning(built):
     assert "Дата сборки: 03.12.2026" in html
     data = (built / "site" / "data.html").read_text(encoding="utf-8")
     assert 'href="quality.html">«Качество данных»</a> (замечаний: 5)' in data
+
+
+def test_a_server_page_promises_a_price_only_when_the_catalog_has_one(built):
+    """The lead of each server page: «вместе с ценой» where servers.csv has a monthly or hourly price,
+    «по запросу» where it has none (the calculator then shows no price either)."""
+    import polars as pl
+
+    servers = pl.read_csv(SOURCES / "servers.csv")
+    priced = {
+        r["server_id"]: r["price_rub_month"] is not None or r["price_rub_hour"] is not None
+        for r in servers.iter_rows(named=True)
+    }
+    assert set(priced.values()) == {True, False}  # the real catalog has both kinds
+    for server_id, has_price in priced.items():
+        page = (built / "site" / "servers" / f"{server_id}.html").read_text(encoding="utf-8")
+        lead = re.search(r"сервер там уже выбран[^<]*", page)[0]
+        assert lead == (
+            "сервер там уже выбран, вместе с ценой."
+            if has_price
+            else "сервер там уже выбран; цену этого сервера сообщают по запросу."
+        ), server_id

@@ -1319,14 +1319,16 @@ function setup(form, data, text) {
   // «Скачать расчёт»: every figure shown — the headline, each shown value (by its element id) and each
   // row of the shown tables — as a CSV the reader saves.
   function renderDownload() {
+    // A value as the reader sees it: the template's line breaks and indents become single spaces.
+    const plain = (node) => node.textContent.replace(/[ \t\r\n]+/g, " ").trim();
     const shown = (node) => node.closest("[hidden]") === null && node.closest("details:not([open]) > :not(summary)") === null;
     const rows = [["part", "item", "value"], ["headline", modelSelect.value + "|" + field("method").value, $("calc-headline").textContent]];
     for (const node of form.parentElement.querySelectorAll('span[id^="out-"], span[id^="adv-"], strong[id^="adv-"], td[id^="adv-"]')) {
-      if (shown(node) && node.children.length === 0 && node.textContent.trim()) rows.push(["figure", node.id, node.textContent.trim()]);
+      if (shown(node) && node.children.length === 0 && plain(node)) rows.push(["figure", node.id, plain(node)]);
     }
     for (const table of form.querySelectorAll("table")) {
       if (!shown(table)) continue;
-      for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map((cell) => cell.textContent.trim())]);
+      for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map(plain)]);
     }
     const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
     $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;

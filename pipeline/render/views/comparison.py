@@ -214,7 +214,7 @@ class Comparison:
     def advice(self, model_id: str, method_id: str, server: str, step: str, what: str = "total") -> str:
         """One row of the advice table: `what` = total (GB), change (signed % of the total against the
         setup without the advice), saving (the same decrease unsigned), activations (GB, with logits),
-        activations_change, activations_saving."""
+        activations_change, activations_saving, phase (the peak's: backward or optimizer_step)."""
         return self._advice_value(self._advice(model_id, method_id, server), step, what)
 
     def advice_steps(self) -> russian.Shown:
@@ -404,6 +404,8 @@ class Comparison:
     @staticmethod
     def _advice_value(rows: dict[str, dict], step: str, what: str) -> str:
         row = rows[step]
+        if what == "phase":
+            return row["peak_phase"]
         if what in ("total", "activations"):
             return fmt.gb(row[f"{what}_gb"])
         if step == "base":

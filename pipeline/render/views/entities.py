@@ -16,6 +16,7 @@ from pipeline.render import format as fmt
 from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
 from pipeline.render.views.articles import Tables, _unique
+from pipeline.render.views.estimator import signed_percent
 
 
 def config_problems(tables: Tables, site: dict) -> list[Problem]:
@@ -344,7 +345,7 @@ class EntityTables:
         return self.L["reco"]["plan_with"].format(
             fp=fmt.number(fp["median_abs_error"] * 100, 0),
             table=fmt.number(table["median_abs_error"] * 100, 0),
-            table_bias=fmt.number(table["median_error"] * 100, 0),
+            table_bias=signed_percent(table["median_error"]),
             rows=russian.Shown(fmt.integer(fp["rows"])),
             low=fmt.number(spread[0], 2),
             high=fmt.number(spread[1], 2),

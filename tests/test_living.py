@@ -292,6 +292,11 @@ def test_a_narrow_phone_scrolls_no_page_sideways_and_sees_the_whole_menu(browser
     widths = page.eval_on_selector_all("figure.chart img", "es => es.map(e => e.getBoundingClientRect().width)")
     scrolls = page.eval_on_selector_all("figure.chart", "fs => fs.map(f => f.scrollWidth > f.clientWidth)")
     assert widths == [640, 640] and scrolls == [True, True]
+    # The data page's table of programs is stacked: each cell of running text under its column's name.
+    page.goto(site_server + "data.html")
+    [box] = page.evaluate(STACKED)
+    assert box["overflow"] <= 0 and box["display"] == "block" and box["labels"] == box["headers"]
+    assert box["headers"] == ['"Файл"', '"Как открыть"']
     context.close()
 
 

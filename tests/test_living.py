@@ -273,12 +273,15 @@ def test_a_narrow_phone_scrolls_no_page_sideways_and_sees_the_whole_menu(browser
     """At 360 px: no page is wider than the screen (a long source title breaks), the «Все материалы»
     menu opens inside the screen, a table's caption stays in view, and a chart keeps its readable
     width in a box that scrolls sideways instead of shrinking to the screen."""
+    from conftest import serious_axe_violations
+
     context = browser.new_context(viewport={"width": 360, "height": 740}, locale="ru-RU")
     page = context.new_page()
     for path in PHONE_PAGES:
         page.goto(site_server + path)
         page.wait_for_load_state("networkidle")
         assert page.evaluate("document.documentElement.scrollWidth") <= 360, path
+        assert serious_axe_violations(page) == [], path  # a box that scrolls can be reached by keyboard
         page.click(".site-header .more summary")
         left, right = page.eval_on_selector(
             ".site-header .more ul", "e => [e.getBoundingClientRect().left, e.getBoundingClientRect().right]"
@@ -292,6 +295,12 @@ def test_a_narrow_phone_scrolls_no_page_sideways_and_sees_the_whole_menu(browser
     widths = page.eval_on_selector_all("figure.chart img", "es => es.map(e => e.getBoundingClientRect().width)")
     scrolls = page.eval_on_selector_all("figure.chart", "fs => fs.map(f => f.scrollWidth > f.clientWidth)")
     assert widths == [640, 640] and scrolls == [True, True]
+    # The model page's breakdown bars keep their labels readable (4 of the 176 user units: 13 px) and scroll.
+    page.goto(site_server + "models/llama-3-1-8b.html")
+    bars = page.eval_on_selector(
+        "#bd-figure", "f => [f.querySelector('svg').getBoundingClientRect().width, f.scrollWidth > f.clientWidth]"
+    )
+    assert bars == [576, True]
     # The data page's table of programs is stacked: each cell of running text under its column's name.
     page.goto(site_server + "data.html")
     [box] = page.evaluate(STACKED)

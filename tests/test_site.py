@@ -210,3 +210,18 @@ def test_a_server_page_promises_a_price_only_when_the_catalog_has_one(built):
             if has_price
             else "сервер там уже выбран; цену этого сервера сообщают по запросу."
         ), server_id
+
+
+def test_the_accuracy_page_names_each_constants_source_by_its_title(built):
+    """The constants table links every constant's source by the title a reader can read, not its id."""
+    import html
+
+    import polars as pl
+
+    page = (built / "site" / "accuracy.html").read_text(encoding="utf-8")
+    constants = pl.read_csv(SOURCES / "constants.csv")
+    titles = dict(pl.read_csv(SOURCES / "references.csv").select("reference_id", "title").iter_rows())
+    links = dict(re.findall(r'<a href="sources\.html#ref-([\w-]+)">([^<]*)</a>', page))
+    for reference_id in set(constants["reference_id"]) & set(links):
+        assert html.unescape(links[reference_id]).replace("\u00a0", " ") == titles[reference_id].replace("\u00a0", " ")
+    assert "nccl-issue-964" in links and f">{'nccl-issue-964'}<" not in page

@@ -294,6 +294,7 @@ class EstimatorTables:
         """Every constant of the first-principles estimator: value, unit, basis, meaning, source."""
         L = self.L
         described = {r["constant_id"]: r for r in self.c["constants"].iter_rows(named=True)}
+        titles = dict(self.c["references"].select("reference_id", "title").iter_rows())
         rows = []
         for r in self.c["estimator_constants"].sort("constant_id").iter_rows(named=True):
             d = described[r["constant_id"]]
@@ -304,7 +305,7 @@ class EstimatorTables:
                     d["unit"] or "",
                     L[f"basis_{r['basis']}"],
                     d["description_ru"],
-                    Link(d["reference_id"], f"sources.html#ref-{d['reference_id']}"),
+                    Link(titles[d["reference_id"]], f"sources.html#ref-{d['reference_id']}"),  # the source's title
                 ]
             )
         headers = [L["constant"], L["value"], L["unit"], L["basis"], L["meaning"], L["source"]]

@@ -161,7 +161,10 @@ def test_licence_in_every_sidecar_and_on_the_data_page(built):
     page = (built / "site" / "data.html").read_text(encoding="utf-8")
     assert f'<a href="{licence["url"]}" rel="license">{licence["title_ru"]}</a>' in page.replace("\xa0", " ")  # typeset
     assert "Открывается в Excel с русской локалью" not in page
-    assert "<td><strong>XLSX</strong></td>" in page and 'href="data/datapackage.json"' in page
+    assert (
+        '<td class="prose" data-label="Файл"><strong>XLSX</strong></td>' in page
+        and 'href="data/datapackage.json"' in page
+    )
     assert "MIT License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
 
 

@@ -22,17 +22,17 @@ def labels(templates: Path | None = None) -> dict:
     it). The file is read on each call; its text is parsed once per process (a build asks for it once
     per workbook and per table of the database: parsing the TOML each time cost a fifth of a second)."""
     text = ((templates or TEMPLATES) / "labels.toml").read_text(encoding="utf-8")
-    parsed = _PARSED.get(text)
-    if parsed is None:
-        parsed = tomllib.loads(text)
-        try:
-            frozen = marshal.dumps(parsed)  # strings, numbers, lists and dicts: a TOML date would not fit
-        except ValueError:
-            return parsed
-        _PARSED.clear()  # the last text only: an edited file in a warm process replaces it
-        _PARSED[text] = frozen
-        return parsed
-    return marshal.loads(parsed)
+    frozen = _PARSED.get(text)
+    if frozen is not None:
+        return marshal.loads(frozen)
+    sections = tomllib.loads(text)
+    try:
+        frozen = marshal.dumps(sections)  # strings, numbers, lists and dicts: a TOML date would not fit
+    except ValueError:
+        return sections
+    _PARSED.clear()  # the last text only: an edited file in a warm process replaces it
+    _PARSED[text] = frozen
+    return sections
 
 
 _PARSED: dict[str, bytes] = {}  # labels.toml's text -> its parsed sections, marshalled (copied out per call)

@@ -228,8 +228,8 @@ def _add_memory_options(e, typical: dict[str, str]) -> None:
     e.add_argument(
         "--loss",
         choices=first_principles.LOSSES,
-        help="hf: Hugging Face's loss (bf16 logits upcast to fp32); hf_legacy: transformers before 4.46 (one "
-        "more fp32 copy); chunked: torchtune's chunked cross-entropy; fused: the output layer and the loss in "
+        help="hf: Hugging Face's loss (bf16 logits upcast to fp32); hf_legacy: transformers before 4.49 (one "
+        "more fp32 copy, of the shifted logits); chunked: torchtune's chunked cross-entropy; fused: the output layer and the loss in "
         "one kernel (Liger), no full logits; unsloth: Unsloth's cross-entropy kernel (bf16 logits only, the gradient "
         "written into them in place)" + _typical_note(typical, "loss"),
     )

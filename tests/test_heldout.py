@@ -1,6 +1,7 @@
 """The held-out set of issue 14 (bench/heldout_measurements.csv) and its scorer (bench/heldout.py)."""
 
 import csv
+import re
 import sys
 from pathlib import Path
 
@@ -45,6 +46,28 @@ def test_no_row_duplicates_a_calibration_row(rows):
     settings = {tuple(r[k] for k in key) for r in known}
     assert not [r["measurement_id"] for r in rows if r["measurement_id"] in ids]
     assert not [r["measurement_id"] for r in rows if tuple(r[k] for k in key) in settings]
+
+
+# A note that names the transformers release a run used ("transformers 4.48.1", "transformers 4.46–4.48").
+TRANSFORMERS_RELEASE = re.compile(r"transformers (\d+)\.(\d+)")
+
+
+def test_a_run_on_transformers_before_4_49_has_the_shifted_logits_copy(rows):
+    """ForCausalLMLoss copied the shifted fp32 logits until PR #35646 (transformers 4.49): a row, held out or
+    calibration, whose note names an earlier release is hf_legacy, never hf."""
+    with (SOURCES / "measurements.csv").open(encoding="utf-8", newline="") as f:
+        calibration = list(csv.DictReader(f))
+    notes = [(r["measurement_id"], r["loss"], r["note"]) for r in rows]
+    notes += [(r["measurement_id"], r["loss"], r["note_ru"]) for r in calibration]
+    named = {}
+    for measurement_id, loss, note in notes:
+        releases = [(int(a), int(b)) for a, b in TRANSFORMERS_RELEASE.findall(note)]
+        if releases and min(releases) < (4, 49):
+            named[measurement_id] = loss
+    # Held out: fms-acceleration 77, Answer.AI 17, Unsloth's blogs 4, llama-recipes 2, Phil Schmid 1;
+    # calibration: Unsloth's December 2024 table 7.
+    assert len(named) == 77 + 17 + 4 + 2 + 1 + 7
+    assert {i: loss for i, loss in named.items() if loss == "hf"} == {}
 
 
 def test_the_reading_compared_is_the_one_the_metric_names(rows, predicted):

@@ -17,16 +17,35 @@ build *ARGS:
 check *ARGS:
     {{python}} -m pipeline check {{ARGS}}
 
-# Run the whole test suite, one pytest-xdist worker per core (-n 0: one process); browser tests mandatory with CI=true, else skipped with the reason if tools are missing
+# Run the whole test suite, one pytest-xdist worker per core (-n 0: one process); with CI=true the browser tools are installed and mandatory, elsewhere nothing is installed and a missing tool skips its tests with the reason
 test *ARGS:
     #!/usr/bin/env bash
     set -euo pipefail
     if [ -n "${CI:-}" ]; then
         just browser-tools
     else
-        just browser-tools || echo "warning: the browser tests will be skipped (see above)" >&2
+        just browser-tools-missing || true
     fi
-    {{python}} -m pytest -n auto {{ARGS}}
+    echo "just test: collecting on $(nproc) workers (the summary line and the 15 slowest tests come at the end)…"
+    {{python}} -m pytest -n auto -q --durations=15 {{ARGS}}
+
+# Fuzz the sources for five minutes (the suite fuzzes for 5 s): PIPELINE_FUZZ_SECONDS sets the budget
+fuzz *ARGS:
+    PIPELINE_FUZZ_SECONDS="${PIPELINE_FUZZ_SECONDS:-300}" {{python}} -m pytest -n 0 -q tests/test_fuzz.py {{ARGS}}
+
+# Say which browser-test tools are missing and how to install them (installs nothing); exits 1 when one is
+browser-tools-missing:
+    #!/usr/bin/env bash
+    missing=0
+    if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+        echo "note: no chromium: the browser tests are skipped (install it: just browser-tools, or as root apt-get install chromium; or set CHROMIUM=/path)" >&2
+        missing=1
+    fi
+    if [ ! -f node_modules/axe-core/axe.min.js ]; then
+        echo "note: no node_modules/axe-core: the browser tests are skipped (install it: just browser-tools, or npm install --no-save axe-core@4)" >&2
+        missing=1
+    fi
+    exit $missing
 
 # The inner loop: the tests that neither build a whole catalog nor drive a browser (markers slow, browser)
 test-fast *ARGS:

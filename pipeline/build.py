@@ -141,20 +141,32 @@ def summary(sources: Path, validation: Validation, rendered, catalog, base_url: 
 
 def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock, warm: Warm):
     """(connection, validation, pending): without --force (previous given), the previous build's validation
-    when the sources and the code are unchanged, or the one remembered for these sources (validation_cache),
-    with pending None; otherwise the validation so far, with the GX suites still running."""
+    when the sources (as read now) and the code are unchanged, or the one remembered for the bytes read
+    (validation_cache), with pending None; otherwise the validation so far, with the GX suites still running.
+    The files are read once, and `inputs["sources"]` becomes the hash of the bytes this build read and
+    validated: a file saved meanwhile is never published under the validation of its earlier bytes."""
+    from pipeline import fingerprint
     from pipeline import validation_cache as cache
+    from pipeline.load import read_sources
 
-    if previous and "validation" in previous:
-        if all(previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")):
-            con = clock.timed("load (validation reused)", lambda: load_validated_before(sources))
+    tick, digests = time.perf_counter(), {}
+    read = read_sources(sources, digests)
+    inputs["sources"] = fingerprint.tree_hash(sources, "*.csv", known=digests)
+    if previous is not None and not read[1]:
+        if "validation" in previous and all(
+            previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")
+        ):
+            con = load_validated_before(sources, read=read)
+            clock.record("load (validation reused)", time.perf_counter() - tick)
             return con, Validation.from_dict(previous["validation"]), None
-    remembered = None if previous is None else cache.remembered(sources)
-    if remembered is not None:  # these sources passed before, in this or another --out, build or check
-        con = clock.timed("load (validation remembered)", lambda: load_validated_before(sources))
-        return con, published(remembered, sources), None
+        remembered = cache.remembered(sources, digests)
+        if remembered is not None:  # these bytes passed before, in this or another --out, build or check
+            con = load_validated_before(sources, read=read)
+            clock.record("load (validation remembered)", time.perf_counter() - tick)
+            return con, published(remembered, sources), None
     with cache.fresh(previous is None):  # --force validates every table anew
-        con, validation, pending = clock.timed("load, validation started", lambda: start_loading(sources, warm))
+        con, validation, pending = start_loading(sources, warm, digests, read)
+    clock.record("load, validation started", time.perf_counter() - tick)
     return con, published(validation, sources), pending
 
 
@@ -171,10 +183,11 @@ def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
     from pipeline.combine import combine
     from pipeline.render.site import check_articles
 
-    con, validation = load_and_validate(sources)
+    digests: dict[str, str] = {}
+    con, validation = load_and_validate(sources, digests)
     on_warnings(validation.warnings)
     check_articles(combine(con), validation)  # a claim of an article the data no longer supports
-    cache.remember_articles(sources)
+    cache.remember_articles(sources, digests)
     return len(validation.checks)
 
 
@@ -200,21 +213,23 @@ class Clock:
         return result
 
 
-def load_and_validate(sources: Path):
+def load_and_validate(sources: Path, digests: dict[str, str] | None = None):
     """Load the sources into DuckDB and validate them; raises DataError with every problem.
 
     Returns the connection (with typed tables) and the Validation (checks, warnings, notices).
     Sources validated before (pipeline.validation_cache) are loaded without validating again.
+    `digests` (when given) gets the SHA-256 of each file's bytes as read.
     """
     from pipeline import validation_cache as cache
-
-    remembered = cache.remembered(sources)
-    if remembered is not None:
-        return load_validated_before(sources), remembered
     from pipeline.load import connect, create_core_tables, read_sources
+
+    digests = {} if digests is None else digests
+    frames, problems, notices = read_sources(sources, digests)  # read once: these bytes are validated
+    remembered = None if problems else cache.remembered(sources, digests)
+    if remembered is not None:
+        return load_validated_before(sources, read=(frames, problems, notices)), remembered
     from pipeline.validate import validate
 
-    frames, problems, notices = read_sources(sources)
     con = connect(frames)
     validation = validate(con, sources, list(frames))
     problems += validation.problems
@@ -222,18 +237,21 @@ def load_and_validate(sources: Path):
         raise DataError(problems)
     validation.warnings = sorted(notices) + validation.warnings
     create_core_tables(con)
-    cache.remember(sources, validation)
+    cache.remember(sources, validation, digests)
     return con, validation
 
 
-def start_loading(sources: Path, warm: Warm | None = None):
+def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, str] | None = None, read=None):
     """load_and_validate with the GX suites left running: (connection, validation so far, pending),
-    where pending() waits for the suites and returns the whole Validation or raises DataError."""
+    where pending() waits for the suites and returns the whole Validation or raises DataError.
+    `digests` gets the SHA-256 of the bytes read: what the validation is remembered by; `read`: what
+    read_sources(sources, digests) returned, when the caller has read the files already."""
     from pipeline import validation_cache as cache
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.validate import start_validation
 
-    frames, problems, notices = read_sources(sources)
+    digests = {} if digests is None else digests
+    frames, problems, notices = read if read is not None else read_sources(sources, digests)
     con = connect(frames)
     early, finish_suites = start_validation(con, sources, list(frames), warm)
 
@@ -243,7 +261,7 @@ def start_loading(sources: Path, warm: Warm | None = None):
         if problems_all:
             raise DataError(problems_all)
         validation.warnings = sorted(notices) + validation.warnings
-        cache.remember(sources, validation)
+        cache.remember(sources, validation, digests)
         return validation
 
     unsafe = path_id_problems(frames, sources)
@@ -258,12 +276,13 @@ def start_loading(sources: Path, warm: Warm | None = None):
     return con, Validation(warnings=sorted(notices) + early.warnings, build_date=early.build_date), pending
 
 
-def load_validated_before(sources: Path):
-    """Load sources that an earlier build already validated (unchanged since): no GX run."""
+def load_validated_before(sources: Path, digests: dict[str, str] | None = None, read=None):
+    """Load sources that an earlier build already validated (unchanged since): no GX run (`read`:
+    what read_sources returned, when the caller has read them)."""
     from pipeline.load import connect, create_core_tables, read_sources
 
-    frames, problems, _ = read_sources(sources)
-    problems += path_id_problems(frames, sources)
+    frames, problems, _ = read if read is not None else read_sources(sources, digests)
+    problems = problems + path_id_problems(frames, sources)
     if problems:
         raise DataError(problems)
     con = connect(frames)

@@ -33,14 +33,17 @@ def build_date() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def tree_hash(folder: Path, pattern: str = "*") -> str:
-    """One hash over every file below `folder` (names and contents)."""
+def tree_hash(folder: Path, pattern: str = "*", known: dict[str, str] | None = None) -> str:
+    """One hash over every file below `folder` (names and contents); `known`: the SHA-256 of files
+    already read (by their path relative to `folder`), taken as given instead of reading them again."""
     digest = hashlib.sha256()
+    known = known or {}
     paths = sorted(p for p in folder.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
     with Digests(folder) as digests:
         for path in paths:
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            digest.update(bytes.fromhex(digests.of(path)))
+            rel = str(path.relative_to(folder))
+            digest.update(rel.encode() + b"\0")
+            digest.update(bytes.fromhex(known.get(rel) or digests.of(path)))
     return digest.hexdigest()
 
 

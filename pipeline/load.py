@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import hashlib
 import io
 import os
 import re
@@ -21,7 +22,7 @@ import duckdb
 import polars as pl
 
 from pipeline.messages import message
-from pipeline.problems import Problem, capped
+from pipeline.problems import Problem, capped, display_name
 from pipeline.problems import shown as shown_value
 from pipeline.schema import DUCKDB_TYPES, MONEY_UNITS, SOURCE_TABLES, TYPE_PATTERNS, Field, Table, ddl
 
@@ -29,16 +30,8 @@ LINE = "_line"
 
 
 def display_path(sources_dir: Path, table: Table) -> str:
-    """How a source file is named in reports: relative to the working directory when possible.
-
-    Only the folder is resolved, never the file: a symbolic link is named as the editor sees
-    it, and a link that loops cannot stop the report.
-    """
-    path = sources_dir / table.file
-    try:
-        return str((sources_dir.resolve() / table.file).relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError, RuntimeError):
-        return str(path)
+    """How reports name a table's file (pipeline.problems.display_name)."""
+    return display_name(sources_dir, table.file)
 
 
 # Text an editor's spreadsheet may put into a number: grouping spaces, a currency sign.
@@ -285,16 +278,21 @@ def _header_problems(shown: str, header: list[str], table: Table) -> list[Proble
     return problems
 
 
-def read_source(sources_dir: Path, table: Table) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:
+def read_source(
+    sources_dir: Path, table: Table, digests: dict[str, str] | None = None
+) -> tuple[pl.DataFrame | None, list[Problem], list[Problem]]:
     """Read one CSV into a frame of strings (None for empty cells) plus a line column.
 
     Returns (frame, problems, notices); notices say which normalisation was applied, and
-    which cells of a Windows-1251 file may have lost a character.
+    which cells of a Windows-1251 file may have lost a character. `digests` (when given) gets the
+    SHA-256 of the bytes read, under the file's name: what a validation of them may be remembered by.
     """
     shown = display_path(sources_dir, table)
     data, problems = read_file(sources_dir, table, shown)
     if data is None:
         return None, problems, []
+    if digests is not None:
+        digests[table.file] = hashlib.sha256(data).hexdigest()
     decoded = decode(data, shown)
     text, problems, notices = decoded.text, decoded.problems, decoded.notices
     if text is None:
@@ -400,11 +398,15 @@ def _bad_byte(data: bytes, at: int) -> str:
     return message("load.bad_byte", at=at, byte=f"{data[at]:02X}")
 
 
-def read_sources(sources_dir: Path) -> tuple[dict[str, pl.DataFrame], list[Problem], list[Problem]]:
-    """Read every source table; returns the frames that could be read, all problems and all notices."""
+def read_sources(
+    sources_dir: Path, digests: dict[str, str] | None = None
+) -> tuple[dict[str, pl.DataFrame], list[Problem], list[Problem]]:
+    """Read every source table; returns the frames that could be read, all problems and all notices
+    (`digests` as in read_source: each file read once, its bytes hashed, so that a file saved while
+    it is validated is never remembered as validated)."""
     frames, problems, notices = {}, [], []
     for table in SOURCE_TABLES:
-        frame, found, noticed = read_source(sources_dir, table)
+        frame, found, noticed = read_source(sources_dir, table, digests)
         problems.extend(found)
         notices.extend(noticed)
         if frame is not None:

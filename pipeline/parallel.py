@@ -43,6 +43,7 @@ def start_map(
     answer_read, answer_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
         # No garbage collection in the child: it would run the finalizers of objects the parent
@@ -50,6 +51,7 @@ def start_map(
         gc.disable()
         status = 1
         try:
+            die_with_parent(parent)
             os.close(answer_read)
             done = _take(function, items, queue_read)
             with os.fdopen(answer_write, "wb") as pipe:
@@ -75,6 +77,22 @@ def start_map(
         return [results[i] if i in results else function(items[i]) for i in range(len(items))]
 
     return _once(join)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child process: be killed when `parent` dies (Linux's PR_SET_PDEATHSIG), so that a build
+    killed with SIGKILL leaves no child writing into its folders; exit now if it is already gone.
+    Elsewhere nothing is done."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _once(function: Callable[[], list]) -> Callable[[], list]:

@@ -7,6 +7,7 @@ import re
 import unicodedata
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from pipeline.messages import message
 
@@ -168,3 +169,15 @@ class Validation:
             checks=[CheckResult(**c) for c in data["checks"]],
             build_date=dt.date.fromisoformat(data["build_date"]),
         )
+
+
+def display_name(sources_dir: Path, file: str) -> str:
+    """How a source file is named in reports: relative to the working directory when possible.
+
+    Only the folder is resolved, never the file: a symbolic link is named as the editor sees
+    it, and a link that loops cannot stop the report.
+    """
+    try:
+        return str((Path(sources_dir).resolve() / file).relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError, RuntimeError):
+        return str(Path(sources_dir) / file)

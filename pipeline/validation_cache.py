@@ -7,15 +7,19 @@ Two kinds of entry, each keyed by everything that determines it:
   (its problems and check results), keyed by the table's cells (a SHA-256 of every raw cell,
   line numbers included), the suite's definition (the table's entry in the schema registry,
   the patterns and rules the suites are generated from, the code of pipeline/validate/__init__.py),
-  how reports name the file, the build date (the date checks) and the library versions. A
-  new process runs GX only on the tables whose key is new: after a one-price edit, only
-  servers.csv.
+  the build date (the date checks) and the library versions. A new process runs GX only on the
+  tables whose key is new: after a one-price edit, only servers.csv.
 - **whole** (namespace `validation-all`): a passed validation of a whole sources folder (the
-  cross-table rules and warnings included), keyed by the bytes of every source file (the
-  cross-table rules' inputs), the pipeline's code, the build date, the working directory and
-  folder (reports name files from there) and the library versions. A `check`, `estimate` or
-  build of sources validated before reads it and runs no rule at all, before polars, DuckDB or
-  Great Expectations are imported.
+  cross-table rules and warnings included), keyed by the bytes of every source file that the
+  validation read (the cross-table rules' inputs: hashed as read, never again after validating,
+  so that a file saved meanwhile is validated next time), the pipeline's code, the build date
+  and the library versions. A `check`, `estimate` or build of sources validated before reads it
+  and runs no rule at all, before polars, DuckDB or Great Expectations are imported.
+
+Neither key names a folder: a copy of the sources anywhere (another checkout, a test's temporary
+folder) finds the outcomes of the same content. What names a file (a problem, a warning) is stored
+by the file's name in the sources folder and named as reports name it from the working directory
+when read.
 
 An entry is used only after checking it (pipeline.cache verifies the header, size and
 SHA-256; here the payload must name the same key parts and have exactly the expected shape);
@@ -31,13 +35,13 @@ import functools
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from pipeline import cache, fingerprint
-from pipeline.problems import Problem
+from pipeline.problems import Problem, display_name
 
-FORMAT = "validation/1"
+FORMAT = "validation/2"
 TABLE_NAMESPACE = "validation-table"
 WHOLE_NAMESPACE = "validation-all"
 ENV_SWITCH = "GPU_FINETUNE_VALIDATION_CACHE"
@@ -120,66 +124,86 @@ def suite_definition(table) -> str:
 # -- per table ---------------------------------------------------------------------------------
 
 
-def _table_key(table, shown: str, today, digest: str) -> tuple[str, list[str]]:
-    parts = [FORMAT, "table", table.name, shown, today.isoformat(), digest, suite_definition(table), _code("validate")]
+def _table_key(table, today, digest: str) -> tuple[str, list[str]]:
+    parts = [FORMAT, "table", table.name, today.isoformat(), digest, suite_definition(table), _code("validate")]
     return cache.make_key(*parts, *versions()), parts
 
 
-def table_outcome(table, shown: str, today, cells) -> tuple[tuple[str, list[str]], tuple[list, list] | None]:
-    """(the entry's key and key parts, the stored (problems, checks) of this table or None when none
-    verifies)."""
+def table_outcome(table, shown: str, today, cells) -> tuple[tuple[str, list[str], str, str], tuple[list, list] | None]:
+    """(the entry: key, key parts and how reports name the file; the stored (problems, checks) of this
+    table or None when none verifies). The key is the table's content, not where its folder lies: a
+    copy of the sources anywhere finds the outcomes of the same cells (problems are stored naming the
+    file by its name in the sources folder and named as `shown` when read)."""
     from pipeline.problems import CheckResult
 
-    entry = _table_key(table, shown, today, cells_hash(cells))
+    key, parts = _table_key(table, today, cells_hash(cells))
+    entry = (key, parts, table.file, shown)
     if not reading():
         return entry, None
-    data = _read(TABLE_NAMESPACE, *entry)
+    data = _read(TABLE_NAMESPACE, key, parts)
     if data is None:
         return entry, None
     try:
-        problems = [_problem(p, {shown}) for p in data["problems"]]
+        problems = [replace(_problem(p, {table.file}), file=shown) for p in data["problems"]]
         checks = [_check(c, CheckResult, table.name) for c in data["checks"]]
     except (KeyError, TypeError, ValueError):
         return entry, None
     return entry, (problems, checks)
 
 
-def store_table_outcome(entry: tuple[str, list[str]], outcome: tuple[list, list]) -> None:
+def store_table_outcome(entry: tuple[str, list[str], str, str], outcome: tuple[list, list]) -> None:
     """Remember one table's (problems, checks) under the entry table_outcome returned."""
     if not enabled():
         return
+    key, parts, file, shown = entry
     problems, checks = outcome
-    payload = {"problems": [asdict(p) for p in problems], "checks": [asdict(c) for c in checks]}
-    _write(TABLE_NAMESPACE, *entry, payload)
+    if any(p.file != shown for p in problems):
+        return  # a problem of another file: not this table's outcome alone
+    stored = [asdict(p) | {"file": file} for p in problems]
+    _write(TABLE_NAMESPACE, key, parts, {"problems": stored, "checks": [asdict(c) for c in checks]})
 
 
 # -- a whole sources folder ----------------------------------------------------------------------
 
 
-def _whole_key(sources: Path) -> tuple[str, list[str]]:
-    parts = [
-        FORMAT,
-        "whole",
-        str(Path.cwd().resolve()),
-        str(sources),
-        str(Path(sources).resolve()),
-        fingerprint.tree_hash(Path(sources), "*.csv"),
-        _code("package"),
-        fingerprint.build_date().isoformat(),
-    ]
+def _csv_names(sources: Path) -> list[str]:
+    """The CSV files directly in the sources folder (the tables and any other), by name."""
+    return sorted(e.name for e in os.scandir(sources) if e.name.endswith(".csv"))
+
+
+def _content(sources: Path, digests: dict[str, str] | None = None) -> str:
+    """One hash of the sources' content: every CSV file's name and SHA-256, those in `digests` (the
+    bytes a validation read) as given, the others as they are now. Not where the folder lies: a copy
+    of the sources elsewhere has the same content. OSError when a file cannot be read."""
+    digests = digests or {}
+    names = sorted(set(_csv_names(sources)) | set(digests))
+    with fingerprint.Digests(Path(sources)) as memo:
+        found = [f"{name}\0{digests.get(name) or memo.of(Path(sources) / name)}" for name in names]
+    return cache.make_key(*found)
+
+
+def _whole_key(sources: Path, digests: dict[str, str] | None = None) -> tuple[str, list[str]]:
+    parts = [FORMAT, "whole", _content(sources, digests), _code("package"), fingerprint.build_date().isoformat()]
     return cache.make_key(*parts, *versions()), parts
 
 
-def _whole(sources: Path) -> dict | None:
-    """The stored, verified to_dict() of a passed validation of these exact sources, or None."""
+def _named(warnings: list[dict], sources: Path, stored: bool) -> list[dict]:
+    """Warnings with their files named within the sources folder (stored: `servers.csv`), or as reports
+    name them from the working directory (read back: `sources/servers.csv`)."""
+    names = {display_name(sources, name): name for name in _csv_names(sources)}
+    if not stored:
+        names = {name: shown for shown, name in names.items()}
+    return [w | {"file": names.get(w["file"], w["file"])} for w in warnings]
+
+
+def _whole(sources: Path, digests: dict[str, str] | None = None) -> dict | None:
+    """The stored, verified to_dict() of a passed validation of these exact sources (the bytes in
+    `digests` for the files read), or None."""
     if not reading():
         return None
     try:
-        key, parts = _whole_key(sources)
-    except OSError:
-        return None  # an unreadable folder: validation runs and reports it
-    data = _read(WHOLE_NAMESPACE, key, parts)
-    try:
+        key, parts = _whole_key(sources, digests)
+        data = _read(WHOLE_NAMESPACE, key, parts)
         validation = data["validation"]
         if set(validation) != {"warnings", "checks", "build_date"}:
             return None
@@ -189,14 +213,16 @@ def _whole(sources: Path) -> dict | None:
             _problem(w, None)
         for c in validation["checks"]:
             _check(c, dict, None)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return validation
+        return validation | {"warnings": _named(validation["warnings"], sources, stored=False)}
+    except (KeyError, TypeError, ValueError, AttributeError, OSError):
+        return None  # nothing stored, or an unreadable folder: validation runs and reports it
 
 
-def remembered(sources: Path):
-    """The Validation of these exact sources when an earlier run passed them, else None."""
-    data = _whole(sources)
+def remembered(sources: Path, digests: dict[str, str] | None = None):
+    """The Validation of these exact sources when an earlier run passed them, else None; `digests`:
+    the SHA-256 of the files as the caller read them (pipeline.load.read_sources), so that what is
+    loaded is what was validated."""
+    data = _whole(sources, digests)
     if data is None:
         return None
     from pipeline.problems import Validation
@@ -213,23 +239,27 @@ def remembered_summary(sources: Path) -> tuple[list[Problem], int] | None:
     return [Problem(**w) for w in data["warnings"]], len(data["checks"])
 
 
-def remember(sources: Path, validation) -> None:
-    """Store a passed validation of `sources` (one with problems is never stored)."""
+def remember(sources: Path, validation, digests: dict[str, str] | None = None) -> None:
+    """Store a passed validation of `sources` (one with problems is never stored) under the content
+    it validated: `digests`, the SHA-256 of the bytes read (pipeline.load.read_sources), so that a file
+    saved while it was validated is not remembered as validated."""
     if not enabled() or validation.problems:
         return
     try:
-        key, parts = _whole_key(sources)
+        key, parts = _whole_key(sources, digests)
+        data = validation.to_dict()
+        data["warnings"] = _named(data["warnings"], sources, stored=True)
     except OSError:
         return
-    _write(WHOLE_NAMESPACE, key, parts, {"validation": validation.to_dict()})
+    _write(WHOLE_NAMESPACE, key, parts, {"validation": data})
 
 
 ARTICLES_NAMESPACE = "articles-checked"
 
 
-def _articles_key(sources: Path) -> tuple[str, list[str]]:
+def _articles_key(sources: Path, digests: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """A passed `check` of the articles holds for these sources (the whole key) and these templates."""
-    key, parts = _whole_key(sources)
+    key, parts = _whole_key(sources, digests)
     parts = [*parts, "articles", fingerprint.tree_hash(fingerprint.TEMPLATES)]
     return cache.make_key(*parts, *versions()), parts
 
@@ -246,12 +276,12 @@ def articles_passed(sources: Path) -> bool:
     return isinstance(data, dict) and data.get("articles") == "passed"
 
 
-def remember_articles(sources: Path) -> None:
-    """Store that every article's claims hold for these sources and templates."""
+def remember_articles(sources: Path, digests: dict[str, str] | None = None) -> None:
+    """Store that every article's claims hold for these sources (as read: `digests`) and templates."""
     if not enabled():
         return
     try:
-        key, parts = _articles_key(sources)
+        key, parts = _articles_key(sources, digests)
     except OSError:
         return
     _write(ARTICLES_NAMESPACE, key, parts, {"articles": "passed"})

@@ -1,4 +1,5 @@
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -9,8 +10,14 @@ import pytest
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
 os.environ["SOURCE_DATE_EPOCH"] = "1796256000"  # 2026-12-03
-# The user cache (validated catalogs, validation outcomes) in a folder of this test run, never ~/.cache.
-os.environ["GPU_FINETUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-finetune-cache-")
+# One folder of this test run, shared by every pytest-xdist worker (each inherits the variable from the
+# controller, which sets it first): the user cache (validated catalogs, validation outcomes, keyed by
+# content, so a worker reuses what another validated) and the shared builds; never ~/.cache.
+if "GPU_FINETUNE_TEST_RUN" not in os.environ:
+    os.environ["GPU_FINETUNE_TEST_RUN"] = tempfile.mkdtemp(prefix="gpu-finetune-tests-")
+    os.environ["GPU_FINETUNE_TEST_RUN_OWNER"] = str(os.getpid())  # removes it when the run ends
+RUN_FOLDER = Path(os.environ["GPU_FINETUNE_TEST_RUN"])
+os.environ["GPU_FINETUNE_CACHE_DIR"] = str(RUN_FOLDER / "cache")
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"
@@ -42,14 +49,37 @@ def catalog():
     return combine(load_and_validate(SOURCES)[0])
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory) -> Path:
-    """output/ of one build of the real sources."""
+@contextlib.contextmanager
+def run_lock(name: str):
+    """A lock of this test run (every xdist worker): one worker makes a shared thing, the others wait."""
+    RUN_FOLDER.mkdir(parents=True, exist_ok=True)
+    with open(RUN_FOLDER / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def shared_build(name: str, sources: Path = SOURCES, **options) -> Path:
+    """output/ of one build of `sources` in this test run, made by the first worker that asks and shared
+    read-only by every test of every worker (a build is put in place whole, so one that exists is complete)."""
     from pipeline.build import build
 
-    out = tmp_path_factory.mktemp("build") / "output"
-    build(SOURCES, out)
+    out = RUN_FOLDER / "builds" / name / "output"
+    with run_lock(f"build-{name}"):
+        if not (out / "build-state.json").is_file():
+            build(sources, out, **options)
     return out
+
+
+@pytest.fixture(scope="session")
+def built() -> Path:
+    """output/ of one build of the real sources, shared by the whole run: never write into it."""
+    return shared_build("real")
+
+
+def pytest_unconfigure(config):
+    """The run's folder is removed by the process that made it (the controller, or the only process)."""
+    if not hasattr(config, "workerinput") and os.environ.get("GPU_FINETUNE_TEST_RUN_OWNER") == str(os.getpid()):
+        shutil.rmtree(RUN_FOLDER, ignore_errors=True)
 
 
 def edit_csv(path: Path, old: str, new: str) -> None:
@@ -166,3 +196,31 @@ def serious_axe_violations(page) -> list[dict]:
             .map(v => ({id: v.id, impact: v.impact, targets: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))"""
     )
     return [v for v in violations if v["impact"] in ("serious", "critical")]
+
+
+# -- the slow-test check -------------------------------------------------------------------------
+# A test may take at most TEST_LIMIT_S seconds (its call, not the shared fixtures it waits for): the
+# offenders are listed at the end of every run, and in CI (or with GPU_FINETUNE_TEST_LIMIT=strict)
+# they fail it. A speed target belongs in `just bench`, not in a test.
+TEST_LIMIT_S = float(os.environ.get("GPU_FINETUNE_TEST_LIMIT_S", "10"))
+STRICT_LIMIT = IN_CI or os.environ.get("GPU_FINETUNE_TEST_LIMIT") == "strict"
+_SLOW: list[tuple[str, float]] = []
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.duration > TEST_LIMIT_S:
+        _SLOW.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SLOW:
+        terminalreporter.section(f"tests over the {TEST_LIMIT_S:g} s limit", sep="=", red=STRICT_LIMIT)
+        for nodeid, seconds in sorted(_SLOW, key=lambda item: -item[1]):
+            terminalreporter.line(f"{seconds:7.2f}s  {nodeid}")
+        if STRICT_LIMIT:
+            terminalreporter.line("the run fails: make each test faster, or move a speed or size sweep to `just bench`")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SLOW and STRICT_LIMIT and exitstatus == 0 and not hasattr(session.config, "workerinput"):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -2,6 +2,9 @@
 
     python tests/faults.py '<spec as JSON>' build --sources S --out O
 
+or, from a test, `apply(spec, args)` in a forked child that runs no polars (polars' thread pool does
+not survive a fork): what a build does beside the output folder, killed at each step.
+
 The spec (every key optional):
 - "pause": "staging" | "swap" | "cleanup": print "paused at <point>" and wait for a line on stdin
   (a test then kills the process or lets it go on). staging: the pages are written, the downloads
@@ -31,9 +34,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def main() -> int:  # noqa: C901
+def main() -> int:
     spec = json.loads(sys.argv[1])
     args = sys.argv[2:]
+    apply(spec, args)
+    from pipeline.__main__ import main as pipeline_main
+
+    return pipeline_main(args)
+
+
+def apply(spec: dict, args: list[str]) -> None:  # noqa: C901
+    """Inject the faults of `spec` into this process, for the command line `args` (see the module)."""
     out = Path(os.path.abspath(args[args.index("--out") + 1])) if "--out" in args else ROOT / "output"
     beside = str(out.parent)
 
@@ -153,10 +164,6 @@ def main() -> int:  # noqa: C901
             Error, IOException = duckdb.Error, duckdb.IOException
 
         downloads.duckdb = FullDuckDB
-
-    from pipeline.__main__ import main as pipeline_main
-
-    return pipeline_main(args)
 
 
 if __name__ == "__main__":

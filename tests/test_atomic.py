@@ -8,14 +8,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
+import faults as faults_module
 import pytest
 
 from conftest import ROOT, SOURCES, edit_csv
 
 DATABASE = "site/data/gpu-finetune.duckdb"
+FAULTS = ROOT / "tests" / "faults.py"
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -37,66 +40,80 @@ def database_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-FAULTS = ROOT / "tests" / "faults.py"
+class Build(subprocess.Popen):
+    """A build process; its stderr goes to a file, read whole with stderr_text (no pipe to fill)."""
+
+    def __init__(self, command: list[str], stderr_path: Path):
+        self.stderr_path = stderr_path
+        with open(stderr_path, "wb") as err:
+            super().__init__(command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
 
-def start_build(sources: Path, out: Path, *extra: str, faults: dict | None = None) -> subprocess.Popen:
-    """`python -m pipeline build` in a new process, with the faults of tests/faults.py injected."""
-    return subprocess.Popen(
-        [sys.executable, str(FAULTS), json.dumps(faults or {}), "build", "--sources", str(sources), "--out", str(out)]
-        + list(extra),
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_build(tmp: Path, sources: Path, out: Path, *extra: str, faults: dict | None = None) -> Build:
+    """`python -m pipeline build` in a new process, with the faults of tests/faults.py injected (a process:
+    a kill or a second build's wait on the lock is what is tested); stderr to a file in `tmp`."""
+    args = ["build", "--sources", str(sources), "--out", str(out), *extra]
+    command = [sys.executable, str(FAULTS), json.dumps(faults or {}), *args]
+    return Build(command, tmp / f".stderr-{time.monotonic_ns()}.txt")
 
 
 def beside(out: Path) -> list[str]:
-    """What is in the output's parent folder besides the output and its lock file."""
-    return sorted(p.name for p in out.parent.iterdir() if p.name not in (out.name, f".{out.name}.lock"))
+    """What is in the output's parent folder besides the output, its lock file and the tests' stderr files."""
+    skip = (out.name, f".{out.name}.lock")
+    return sorted(p.name for p in out.parent.iterdir() if p.name not in skip and not p.name.startswith(".stderr-"))
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    """Snapshots of two complete builds: the real sources (A) and the same with one price changed (B)."""
+def builds(built, tmp_path_factory):
+    """Snapshots of two complete builds: the real sources (A, the run's shared build) and the same with
+    one price changed (B, built over a copy of A as an editor's next build is)."""
+    from pipeline.build import build
+
     root = tmp_path_factory.mktemp("atomic")
     changed = root / "sources-b"
     shutil.copytree(SOURCES, changed)
     edit_csv(changed / "servers.csv", ",2373300,", ",2450000,")
-    snapshots = {}
-    for name, sources in (("a", SOURCES), ("b", changed)):
-        proc = start_build(sources, root / f"out-{name}")
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()
-        snapshots[name] = snapshot(root / f"out-{name}")
+    shutil.copytree(built, root / "out-a", symlinks=True)
+    shutil.copytree(built, root / "out-b", symlinks=True)
+    build(changed, root / "out-b")
+    snapshots = {"a": snapshot(root / "out-a"), "b": snapshot(root / "out-b")}
     assert snapshots["a"] != snapshots["b"]
     return root, changed, snapshots
 
 
 @pytest.mark.parametrize("point", ["staging", "swap", "cleanup"])
 def test_kill_at_any_point_leaves_a_complete_build(builds, tmp_path, point):
+    """A build killed (SIGKILL) while its pages are written (staging), when it is complete beside the
+    output (swap), or once in place with the previous build not yet removed (cleanup) leaves the
+    previous build (staging, swap) or the new one (cleanup), whole; what it left beside the output (a
+    half-written folder, a complete one, the previous build) is removed by the next build, which
+    completes: the states the kill can leave, each reached once."""
+    from pipeline.build import build
+
     root, changed, snapshots = builds
     out = tmp_path / "output"
     shutil.copytree(root / "out-a", out)
-    proc = start_build(changed, out, faults={"pause": point})
-    assert proc.stdout.readline().strip() == f"paused at {point}"
+    proc = start_build(tmp_path, changed, out, faults={"pause": point})
+    assert proc.stdout.readline().strip() == f"paused at {point}", proc.stderr_text
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
     expected = snapshots["b"] if point == "cleanup" else snapshots["a"]
     assert snapshot(out) == expected
-    # The next build clears what the killed one left beside output/ and completes.
     assert beside(out), "the killed build should have left its staging folder"
-    proc = start_build(changed, out)
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    build(changed, out)  # the next build clears what the killed one left beside output/ and completes
     assert snapshot(out) == snapshots["b"]
     assert beside(out) == []
 
 
 def test_two_builds_are_identical(builds, tmp_path):
+    from pipeline.build import build
+
     root, _, snapshots = builds
-    proc = start_build(SOURCES, tmp_path / "again")
-    assert proc.wait(timeout=300) == 0
+    build(SOURCES, tmp_path / "again", force=True)  # nothing taken from a cache or an earlier build
     again = tmp_path / "again"
     assert snapshot(again) == snapshots["a"]
     # Byte for byte, every file but the DuckDB database (whose header carries a random id).
@@ -139,27 +156,31 @@ def test_a_value_only_great_expectations_rejects_leaves_output_untouched(builds,
     edit_csv(sources / "servers.csv", ",2373300,", ",-5,")
     out = tmp_path / "output"
     shutil.copytree(root / "out-a", out)
-    proc = start_build(sources, out)
+    proc = start_build(tmp_path.parent, sources, out)
     assert proc.wait(timeout=300) == 2
     with pytest.raises(DataError) as sequential:
         load_and_validate(sources)
     report = format_report(sequential.value.problems)
-    assert "price_rub_month" in report and report in proc.stderr.read()
+    assert "price_rub_month" in report and report in proc.stderr_text
     assert snapshot(out) == snapshots["a"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "output", "sources"]  # no staging folder
 
 
 @pytest.fixture(scope="module")
 def url_builds(builds, tmp_path_factory):
-    """Builds A (base URL /) and B (base URL /b/) of the same sources, so that B, built over A,
-    reuses A's validation (a few seconds a build): the pair for the many-kill tests below."""
+    """Builds A (base URL /) and B (base URL /b/) of the same sources, B built over a copy of A (it
+    reuses A's validation): the pair for the kill-at-every-step tests below."""
+    from pipeline.build import build
+
     root, _, snapshots = builds
     b = tmp_path_factory.mktemp("url") / "output"
     shutil.copytree(root / "out-a", b)
-    proc = start_build(SOURCES, b, "--base-url", "/b/")
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    build(SOURCES, b, base_url="/b/")
     assert snapshot(b) != snapshots["a"]
-    return root / "out-a", snapshots["a"], snapshot(b)
+    return root / "out-a", snapshots["a"], b, snapshot(b)
+
+
+DEAD_PID = 4194303  # above Linux's pid_max: the "process" that left a folder with it in its name is not alive
 
 
 def lay_out(a: Path, out: Path, layout: str) -> None:
@@ -168,8 +189,8 @@ def lay_out(a: Path, out: Path, layout: str) -> None:
     if layout == "folder":
         shutil.copytree(a, out)
     else:
-        shutil.copytree(a, out.parent / f".{out.name}.build-4194303-earlier")
-        (out).symlink_to(f".{out.name}.build-4194303-earlier")
+        shutil.copytree(a, out.parent / f".{out.name}.build-{DEAD_PID}-earlier")
+        (out).symlink_to(f".{out.name}.build-{DEAD_PID}-earlier")
 
 
 def beside_link(out: Path) -> list[str]:
@@ -178,33 +199,60 @@ def beside_link(out: Path) -> list[str]:
     return [name for name in beside(out) if name != current]
 
 
+def put_b_in_place(staged: Path, out: Path, faults: dict, tmp: Path) -> int:
+    """In a forked child with `faults`: what a build does once B is complete beside `out` (staging.Staging.swap's
+    last steps: put_in_place, then remove_previous). Returns the child's exit code."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            faults_module.apply(faults, ["build", "--out", str(out)])
+            from pipeline.publish import staging
+
+            staging.remove_previous(staging.put_in_place(staged, out, {}))
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
 @pytest.mark.parametrize("layout", ["folder", "link"])
 def test_without_folder_exchange_a_kill_at_every_step_leaves_a_complete_build(url_builds, tmp_path, layout):
     """Where folders cannot be exchanged atomically (forced here), output/ is a link switched in one
     rename. A kill before or after each rename, link or removal beside output/ leaves a complete
     build there, old or new; the one exception is the move from a real folder to the link, between
-    its two renames, and the next build puts the build back before anything else."""
-    a, old, new = url_builds
+    its two renames, and the next build puts the build back before anything else.
+
+    The kills happen in a forked child at each step of putting the complete build B in place (the
+    steps are counted as tests/faults.py counts them: 5 from a folder — the failed exchange, the new
+    link, output/ renamed aside, the link renamed over it, the previous build removed — and 3 from a
+    link); the next build's first act under the lock (outdir.tidy) then finds or puts back a complete
+    build and removes what the killed one left."""
+    from pipeline.publish import outdir
+
+    a, old, b, new = url_builds
     points, k = [], 1
     while True:
         case = tmp_path / f"before-{k}"
         case.mkdir()
         out = case / "output"
         lay_out(a, out, layout)
-        proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True, "kill_before": k})
-        rc = proc.wait(timeout=300)
-        if rc == 0:  # fewer than k steps: the build went through
+        staged = case / f".output.build-{DEAD_PID}-b"
+        shutil.copytree(b, staged)
+        rc = put_b_in_place(staged, out, {"no_exchange": True, "kill_before": k}, case)
+        if rc == 0:  # fewer than k steps: B went in place
             assert snapshot(out) == new and out.is_symlink() and beside_link(out) == []
             break
-        assert rc == -signal.SIGKILL, proc.stderr.read()
+        assert rc == -signal.SIGKILL
         points.append((f"before step {k}", out))
         k += 1
     case = tmp_path / "after-last"
     case.mkdir()
     out = case / "output"
     lay_out(a, out, layout)
-    proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True, "kill_after": k - 1})
-    assert proc.wait(timeout=300) == -signal.SIGKILL
+    staged = case / f".output.build-{DEAD_PID}-b"
+    shutil.copytree(b, staged)
+    assert put_b_in_place(staged, out, {"no_exchange": True, "kill_after": k - 1}, case) == -signal.SIGKILL
     points.append(("after the last step", out))
     assert len(points) == (6 if layout == "folder" else 4)
 
@@ -214,15 +262,15 @@ def test_without_folder_exchange_a_kill_at_every_step_leaves_a_complete_build(ur
             assert snapshot(out) in (old, new), point
         else:
             missing.append(point)
-        # The next build (of B: nothing to do when B is in place) finds or puts back a complete
-        # build, and removes what the killed one left.
-        proc = start_build(SOURCES, out, "--base-url", "/b/", faults={"no_exchange": True})
-        assert proc.wait(timeout=300) == 0, (point, proc.stderr.read())
-        assert snapshot(out) == new and out.is_symlink(), point
+        outdir.tidy(out)  # what the next build does first, under the lock
+        assert os.path.lexists(out), point
+        assert snapshot(out) in (old, new), point
         assert beside_link(out) == [], point
     # Moving from a folder to the link: output/ is renamed aside (step 3), then the link takes its
-    # name (step 4). A kill between the two is the only moment without output/.
+    # name (step 4). A kill between the two is the only moment without output/; the link to B is put back.
     assert missing == (["before step 4"] if layout == "folder" else [])
+    if layout == "folder":
+        assert snapshot(points[3][1]) == new
 
 
 def test_no_exchange_first_build_makes_the_link(tmp_path, monkeypatch):
@@ -251,26 +299,28 @@ def test_two_builds_into_one_folder_take_turns(url_builds, tmp_path):
     builds on what the first published: the result is the second build, whole and undamaged."""
     from pipeline import fingerprint
 
-    a, old, new = url_builds
+    a, old, _, new = url_builds
     out = tmp_path / "output"
     shutil.copytree(a, out)
-    first = start_build(SOURCES, out, "--force", faults={"pause": "swap"})
-    assert first.stdout.readline().strip() == "paused at swap"  # complete beside output/, lock held
-    second = start_build(SOURCES, out, "--base-url", "/b/")
-    assert second.stderr.readline().strip() == (
-        f"Папку {out} сейчас собирает другая сборка (процесс {first.pid}); ждём, пока она закончит…"
-    )
+    first = start_build(tmp_path, SOURCES, out, "--base-url", "/c/", faults={"pause": "swap"})
+    assert first.stdout.readline().strip() == "paused at swap", first.stderr_text  # complete beside output/, lock held
+    second = start_build(tmp_path, SOURCES, out, "--base-url", "/b/")
+    waiting = f"Папку {out} сейчас собирает другая сборка (процесс {first.pid}); ждём, пока она закончит…"
+    deadline = time.monotonic() + 60
+    while waiting not in second.stderr_text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert second.stderr_text.splitlines()[0] == waiting
     with pytest.raises(subprocess.TimeoutExpired):
         second.wait(timeout=2)
     assert snapshot(out) == old
     first.stdin.write("\n")
     first.stdin.flush()
-    assert first.wait(timeout=300) == 0, first.stderr.read()
-    assert second.wait(timeout=300) == 0, second.stderr.read()
+    assert first.wait(timeout=300) == 0, first.stderr_text
+    assert second.wait(timeout=300) == 0, second.stderr_text
     assert snapshot(out) == new
     state = fingerprint.read_state(out)
     assert state["inputs"]["base_url"] == "/b/" and fingerprint.intact(out, state)
-    again = start_build(SOURCES, out, "--base-url", "/b/")
+    again = start_build(tmp_path, SOURCES, out, "--base-url", "/b/")
     assert again.wait(timeout=300) == 0
     assert again.stdout.read().startswith(f"С прошлой сборки {out} ничего не изменилось")
     assert beside(out) == []
@@ -282,7 +332,7 @@ def test_serve_rebuild_waits_for_the_lock(url_builds, tmp_path, capfd):
 
     from pipeline.tools.serve import EditorLoop
 
-    a, old, _ = url_builds
+    a, old, _, _ = url_builds
     out = tmp_path / "output"
     shutil.copytree(a, out)
     holder = subprocess.Popen(

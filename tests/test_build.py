@@ -1,7 +1,8 @@
 """The build end to end: the output contract, failure safety and data-driven results."""
 
-import csv
+import contextlib
 import hashlib
+import io
 import re
 import subprocess
 import sys
@@ -11,13 +12,30 @@ import duckdb
 import polars as pl
 
 from conftest import ROOT, edit_csv
+from pipeline.__main__ import main
+from pipeline.build import load_and_validate
+from pipeline.combine import combine
 from pipeline.schema import ALL_TABLES, DERIVED_TABLES, SOURCE_TABLES
 
 
 def run_build(*args: str) -> subprocess.CompletedProcess:
+    """The command line in a process of its own (exit codes and what is printed are what is tested)."""
     return subprocess.run(
         [sys.executable, "-m", "pipeline", "build", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
+
+
+def run_here(*args: str) -> tuple[int, str, str]:
+    """The command line in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def derived(sources: Path):
+    """The derived tables of `sources` (validated, combined), in this process: what a build publishes."""
+    return combine(load_and_validate(sources)[0])
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -101,10 +119,8 @@ def test_cli_build_and_invalid_source_leaves_output_untouched(tmp_path, sources)
 
 
 def test_check_command(sources):
-    ok = subprocess.run(
-        [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
-    )
-    assert ok.returncode == 0 and re.fullmatch(rf"{sources}: все проверки пройдены \(\d+\)\.\n", ok.stdout)
+    code, stdout, _ = run_here("check", "--sources", str(sources))
+    assert code == 0 and re.fullmatch(rf"{sources}: все проверки пройдены \(\d+\)\.\n", stdout)
     edit_csv(sources / "gpus.csv", ",NVIDIA,141,", ",NVIDIA,-141,")
     bad = subprocess.run(
         [sys.executable, "-m", "pipeline", "check", "--sources", str(sources)], cwd=ROOT, capture_output=True, text=True
@@ -112,37 +128,28 @@ def test_check_command(sources):
     assert bad.returncode == 2 and 'memory_gb = "-141": допустимо от 1 до 2000 ГБ' in bad.stderr
 
 
-def rows(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
-
-
 def test_new_anchor_column_changes_results_without_code(tmp_path, sources):
     # LLaMA-Factory's 110B column (commit 937f49ec3).
     extra = {"full_amp": 2000, "full_bf16": 900, "lora": 240, "qlora_8bit": 140, "qlora_4bit": 72, "qlora_2bit": 48}
     with (sources / "memory_anchors.csv").open("a", encoding="utf-8") as f:
         f.writelines(f"{m},110,{gb},llama-factory-hw\n" for m, gb in extra.items())
-    out = tmp_path / "output"
-    assert run_build("--sources", str(sources), "--out", str(out)).returncode == 0
-    est = {(r["model_id"], r["method_id"]): r for r in rows(out / "site" / "data" / "estimates.csv")}
+    est = {(r["model_id"], r["method_id"]): r for r in derived(sources)["estimates"].iter_rows(named=True)}
     # Mixtral 8x22B (141 B) was 160 x 141 / 70 = 322.3 GB by proportion; now 240 x 141 / 110.
     assert float(est[("mixtral-8x22b", "lora")]["memory_gb"]) == 240 * 141 / 110
     # Qwen2.5 72B now interpolates between 70 and 110.
     assert float(est[("qwen2-5-72b", "lora")]["memory_gb"]) == 160 + (240 - 160) * (72.7 - 70) / 40
     assert est[("qwen2-5-72b", "lora")]["basis"] == "interpolated"
-    assert est[("generic-70b", "lora")]["memory_gb"] == "160.0"
+    assert est[("generic-70b", "lora")]["memory_gb"] == 160.0
 
 
 def test_new_gpu_row_appears_in_results(tmp_path, sources):
     with (sources / "gpus.csv").open("a", encoding="utf-8") as f:
         f.write("mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,infinity-fabric,1075,oam,,amd-mi325x\n")
-    out = tmp_path / "output"
-    assert run_build("--sources", str(sources), "--out", str(out)).returncode == 0
-    fit = [r for r in rows(out / "site" / "data" / "gpu_fit.csv") if r["gpu_id"] == "mi355x"]
-    n_models = len(rows(out / "site" / "data" / "models.csv"))
-    assert len(fit) == n_models * 6
+    catalog = derived(sources)
+    fit = [r for r in catalog["gpu_fit"].iter_rows(named=True) if r["gpu_id"] == "mi355x"]
+    assert len(fit) == catalog["models"].height * 6
     seventy = {r["method_id"]: (r["cards"], r["cards_high"]) for r in fit if r["model_id"] == "generic-70b"}
-    assert seventy["full_amp"] == ("5", "7") and seventy["lora"] == ("1", "1")
+    assert seventy["full_amp"] == (5, 7) and seventy["lora"] == (1, 1)
 
 
 def test_source_tables_are_all_published(built):
@@ -160,7 +167,7 @@ def test_template_ids_missing_from_the_catalog_stop_the_build_without_a_tracebac
         encoding="utf-8",
     )
     out = tmp_path / "output"
-    failed = run_build("--sources", str(sources), "--out", str(out))
-    assert failed.returncode == 2 and "Traceback" not in failed.stderr
-    assert 'site_templates/site.toml: compare_tasks = "generic-32b": такой модели нет в models.csv' in failed.stderr
+    code, _, stderr = run_here("build", "--sources", str(sources), "--out", str(out))
+    assert code == 2 and "Traceback" not in stderr
+    assert 'site_templates/site.toml: compare_tasks = "generic-32b": такой модели нет в models.csv' in stderr
     assert not out.exists()

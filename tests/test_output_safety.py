@@ -1,8 +1,10 @@
 """The build never writes outside its folder, never replaces a folder it does not own, and ends an
 environment failure with one line and exit code 3, leaving the previous output as it was."""
 
+import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -27,6 +29,26 @@ def run(*args: str, cwd: Path = ROOT, faults: dict | None = None, env: dict | No
     return subprocess.run(
         command, cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
     )
+
+
+def run_here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command line in this process (a refusal of --out happens before any work: the process adds
+    nothing that test_out_dot_in_a_clone_is_refused does not already check)."""
+    from pipeline.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def tree(folder: Path) -> dict[str, str]:
@@ -359,7 +381,7 @@ def test_out_over_the_project_is_refused(tmp_path, sources, which):
         "parent of cwd": ROOT.parent,
     }[which]
     before = tree(sources)
-    refused = run("build", "--sources", str(sources), "--out", str(out))
+    refused = run_here("build", "--sources", str(sources), "--out", str(out))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     inside = "находится внутри другой папки проекта — "
     shown = {"inside sources": inside, "inside the code": inside}.get(which, "— это ")
@@ -383,7 +405,7 @@ def test_out_over_a_folder_the_build_does_not_own_is_refused(tmp_path, what):
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             (out / rel).write_text(text, encoding="utf-8")
     before = tree(tmp_path)
-    refused = run("build", "--out", str(out), env={"HOME": str(out)} if what == "home" else None)
+    refused = run_here("build", "--out", str(out), env={"HOME": str(out)} if what == "home" else None)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     reason = " — файл, а не папка" if what == "a file" else ": папка не пуста и создана не сборкой"
     assert refused.stderr.count("\n") == 1 and refused.stderr.startswith(f"Отказ: --out {out}{reason}")
@@ -394,7 +416,7 @@ def test_out_over_a_folder_the_build_does_not_own_is_refused(tmp_path, what):
 def test_out_below_a_file_is_refused(tmp_path, below):
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
     out = tmp_path / "notes.txt" / below
-    refused = run("build", "--out", str(out))
+    refused = run_here("build", "--out", str(out))
     assert (refused.returncode, refused.stderr) == (
         2,
         f"Отказ: --out {out}: {tmp_path / 'notes.txt'} — файл, а не папка, поэтому внутри ничего нельзя создать; "
@@ -407,7 +429,7 @@ def test_serve_refuses_a_folder_it_does_not_own(tmp_path):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
-    refused = run("serve", "--out", str(out), "--port", "0")
+    refused = run_here("serve", "--out", str(out), "--port", "0")
     assert refused.returncode == 2 and refused.stderr.startswith(f"Отказ: --out {out}: папка не пуста")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 

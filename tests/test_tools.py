@@ -243,6 +243,7 @@ def libreoffice_ru(tmp_path_factory):
 NUMERIC = ("int", "float")
 
 
+@pytest.mark.libreoffice  # its own CI step (.ci/run), beside the suite: LibreOffice takes tens of seconds
 def test_libreoffice_russian_reads_xlsx_numbers_as_numbers_and_csv_only_with_an_english_import(
     built, libreoffice_ru, tmp_path
 ):

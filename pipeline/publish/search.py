@@ -17,6 +17,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.parallel import die_with_parent
+
 FOLDER = "pagefind"
 # The search page itself, the error page, and the quality page: it is written last, once validation
 # has finished (Staging.swap), after the index is made, so the index never depends on its timing.
@@ -68,8 +70,13 @@ def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/
             "ru",
             "--keep-index-url",
         ]
-        child = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PAGEFIND_QUIET": "true"}
+        parent = os.getpid()
+        child = subprocess.Popen(  # killed with the build (die_with_parent): it writes into the build's folder
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PAGEFIND_QUIET": "true"},
+            preexec_fn=lambda: die_with_parent(parent),
         )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

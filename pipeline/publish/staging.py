@@ -144,6 +144,15 @@ def put_in_place(staging: Path, out: Path, exchange: dict[int, bool] | None = No
     return None
 
 
+def remove_previous(old: Path | None) -> Path | None:
+    """Remove the previous build that put_in_place handed back; returns it when it could not be
+    removed (the new build is in place; the next build removes it)."""
+    if old is None:
+        return None
+    shutil.rmtree(old, ignore_errors=True)
+    return old if os.path.lexists(old) else None
+
+
 def _switch_link(staging: Path, out: Path, move_aside: Path | None = None) -> None:
     """Point `out` at `staging` with one rename of a new link over it; with `move_aside`, the
     folder now at `out` is first renamed there (and put back if the link cannot take its place)."""
@@ -203,10 +212,7 @@ class Staging:
         except BaseException:
             self.discard()
             raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-            if os.path.lexists(old):
-                self.leftover = old  # the new build is in place; the next build removes it
+        self.leftover = remove_previous(old)
         return counts
 
     def discard(self) -> None:

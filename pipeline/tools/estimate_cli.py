@@ -343,7 +343,7 @@ def add_parser(commands) -> None:
 CACHE_NAMESPACE = "estimate-catalog"
 
 
-def _catalog_key(sources: Path) -> str:
+def _catalog_key(sources: Path, known: dict[str, str] | None = None) -> str:
     import importlib.metadata
     import platform
 
@@ -357,7 +357,7 @@ def _catalog_key(sources: Path) -> str:
             versions.append(f"{package}=none")
     return cache.make_key(
         "catalog/1",
-        fingerprint.tree_hash(sources, "*.csv"),
+        fingerprint.tree_hash(sources, "*.csv", known),  # known: the bytes that were validated
         fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
         fingerprint.build_date().isoformat(),
         platform.python_version(),
@@ -417,8 +417,9 @@ def _load(sources: Path):
     from pipeline.build import load_and_validate
     from pipeline.combine import combine
 
-    catalog = combine(load_and_validate(sources)[0])
-    store.put(CACHE_NAMESPACE, key, catalog_to_bytes(catalog))
+    digests: dict[str, str] = {}
+    catalog = combine(load_and_validate(sources, digests)[0])
+    store.put(CACHE_NAMESPACE, _catalog_key(sources, digests), catalog_to_bytes(catalog))  # what was read
     return catalog
 
 

@@ -64,6 +64,7 @@ def duckdb1(tmp_path_factory) -> Path:
     return venv / "bin" / "python"
 
 
+@pytest.mark.ci_tools  # its own CI step (.ci/run), beside the suite: it installs DuckDB 1.x into a venv
 def test_duckdb_1x_opens_the_database_with_its_comments(built, duckdb1):
     script = """
 import json, sys, duckdb
@@ -243,7 +244,7 @@ def libreoffice_ru(tmp_path_factory):
 NUMERIC = ("int", "float")
 
 
-@pytest.mark.libreoffice  # its own CI step (.ci/run), beside the suite: LibreOffice takes tens of seconds
+@pytest.mark.ci_tools  # its own CI step (.ci/run), beside the suite: LibreOffice takes tens of seconds
 def test_libreoffice_russian_reads_xlsx_numbers_as_numbers_and_csv_only_with_an_english_import(
     built, libreoffice_ru, tmp_path
 ):

@@ -3,6 +3,7 @@ the large-sheet XLSX mode."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -105,7 +106,7 @@ def test_a_damaged_or_foreign_entry_is_ignored(cache_dir, sources, suites, monke
 
 def test_a_well_formed_entry_with_other_key_parts_is_not_trusted(cache_dir, sources, suites, monkeypatch):
     load_and_validate(sources)
-    # A re-signed entry whose payload names other key parts (made for another folder): ignored.
+    # A re-signed entry whose payload names other key parts (made for other content): ignored.
     from pipeline import cache
 
     store = cache.Cache()
@@ -115,6 +116,67 @@ def test_a_well_formed_entry_with_other_key_parts_is_not_trusted(cache_dir, sour
     data["parts"][2] = "/elsewhere"
     store.put("validation-all", key, json.dumps(data).encode())
     assert validation_cache.remembered(sources) is None
+
+
+def test_a_copy_of_the_sources_elsewhere_reuses_what_was_validated(cache_dir, sources, tmp_path, suites):
+    """The keys are the content, not the folder: a copy runs no rule, and its reports name its own files;
+    an edit in the copy runs only the edited table's suites."""
+    first = load_and_validate(sources)[1]
+    copy = tmp_path / "elsewhere" / "sources"
+    shutil.copytree(sources, copy)
+    suites.clear()
+    again = load_and_validate(copy)[1]
+    assert suites == [] and again.checks == first.checks
+    assert [w.file for w in again.warnings] == [w.file.replace(str(sources), str(copy)) for w in first.warnings]
+    assert any(w.file == f"{copy}/servers.csv" for w in again.warnings)
+    edit_csv(copy / "gpus.csv", "H100 PCIe,NVIDIA,80,", "H100 PCIe,NVIDIA,eighty,")
+    with pytest.raises(DataError) as refused:
+        load_and_validate(copy)
+    assert suites == [("gpus", "raw"), ("gpus", "typed")]
+    assert any(p.file == f"{copy}/gpus.csv" and p.value == "eighty" for p in refused.value.problems)
+
+
+def save_while_validating(monkeypatch, module, name: str, path: Path, old: str, new: str) -> None:
+    """Replace `module.name` (the validation a command starts once it has read the files) by one that
+    first saves an edit of `path`: the deterministic form of an editor saving while it validates."""
+    real = getattr(module, name)
+
+    def saving(*args, **kwargs):
+        edit_csv(path, old, new)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, saving)
+
+
+def test_a_file_saved_while_check_validates_is_validated_next_time(cache_dir, sources, monkeypatch):
+    """What is remembered is the hash of the bytes validated: a save during validation is not taken as valid."""
+    from pipeline.build import check
+
+    save_while_validating(monkeypatch, validate, "validate", sources / "servers.csv", ",h200-sxm,8,", ",h300,8,")
+    check(sources, lambda warnings: None)  # validated the bytes read before the save: they pass
+    monkeypatch.undo()
+    assert validation_cache.remembered_summary(sources) is None
+    assert not validation_cache.articles_passed(sources)
+    with pytest.raises(DataError) as second:
+        check(sources, lambda warnings: None)
+    assert any(p.column == "gpu_id" and p.value == "h300" for p in second.value.problems)
+
+
+def test_a_file_saved_while_build_validates_is_not_published_by_the_next_build(
+    cache_dir, sources, tmp_path, monkeypatch
+):
+    save_while_validating(
+        monkeypatch, validate, "start_validation", sources / "servers.csv", ",h200-sxm,8,", ",h300,8,"
+    )
+    out = tmp_path / "out"
+    build(sources, out)
+    monkeypatch.undo()
+    published = (out / "site" / "data" / "servers.csv").read_text(encoding="utf-8")
+    assert "h300" not in published  # the bytes validated are the bytes published
+    with pytest.raises(DataError) as second:
+        build(sources, out)
+    assert any(p.column == "gpu_id" and p.value == "h300" for p in second.value.problems)
+    assert (out / "site" / "data" / "servers.csv").read_text(encoding="utf-8") == published
 
 
 def test_failures_are_remembered_per_table_and_reported_the_same(cache_dir, sources, suites, monkeypatch):

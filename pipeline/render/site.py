@@ -28,7 +28,7 @@ from pipeline import TEMPLATES, words
 from pipeline.combine import Catalog
 from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
-from pipeline.publish.downloads import EXCEL_MAX_ROWS
+from pipeline.publish.downloads import DATABASE_OLDEST_READER, EXCEL_MAX_ROWS, duckdb_version
 from pipeline.render import calculator_json as calculator
 from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
 from pipeline.render import format as fmt
@@ -1023,6 +1023,8 @@ class Renderer:
             excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
             licence=self.site_config["data_licence"],
+            duckdb_writer=duckdb_version(),
+            duckdb_oldest=DATABASE_OLDEST_READER,
         )
         site["search.html"] = self.page("search.html", "search.html")
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)

@@ -299,7 +299,7 @@ def test_version_usage_errors_and_exit_codes_in_every_help(capsys):
             main(args)
         assert done.value.code == EXIT_USAGE, args
     capsys.readouterr()
-    for command in ("build", "check", "serve", "diff", "estimate", "publish"):
+    for command in ("build", "check", "serve", "diff", "estimate", "publish", "release"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         text = capsys.readouterr().out
@@ -401,6 +401,9 @@ def test_publish_to_s3_uploads_what_changed_deletes_what_it_published_and_lists_
     first = capsys.readouterr().out
     assert f"published: {len(manifest)} uploaded, 0 deleted; 0 URL(s) to purge:" in first
     published = objects(s3, "gpu/")
+    releases = {k for k in published if k.startswith("data/releases/")}  # tests/test_releases.py
+    assert releases and all(k.startswith("data/releases/1.") for k in releases)
+    published = {k: v for k, v in published.items() if k not in releases}
     assert set(published) == set(manifest) | {"manifest.json", "manifest.retained.json", "someone-elses.txt"}
     assert published["gpus/index.html"] == (site / "gpus" / "index.html").read_bytes()
     assert published["data/gpu-finetune.duckdb"] == (site / "data" / "gpu-finetune.duckdb").read_bytes()
@@ -444,7 +447,7 @@ def test_publish_to_s3_uploads_what_changed_deletes_what_it_published_and_lists_
     assert todo.delete == sorted([css, "sources.html"])
     assert main(args) == 0
     report = capsys.readouterr().out.splitlines()
-    assert report[-7:] == [  # the old style stays for pages a CDN still caches (tests/test_releases.py)
+    assert report[-8:-1] == [  # the old style stays for pages a CDN still caches (test_publish_retention.py)
         "published: 3 uploaded, 1 deleted; 3 URL(s) to purge:",
         "https://example.org/gpu/gpus/index.html",
         "https://example.org/gpu/gpus/",
@@ -453,7 +456,8 @@ def test_publish_to_s3_uploads_what_changed_deletes_what_it_published_and_lists_
         "deleted by the first publish at least one release and 7 days after they left the site:",
         f"  {css}",
     ]
-    now = objects(s3, "gpu/")
+    assert report[-1] == "release files: 1 copied to data/releases/<version>/, 0 of old releases deleted"
+    now = {k: v for k, v in objects(s3, "gpu/").items() if not k.startswith("data/releases/")}
     assert set(now) == set(manifest) | {"manifest.json", "manifest.retained.json", "someone-elses.txt", css}
     assert now["gpus/index.html"] == b"<!doctype html><title>new</title>"
     assert now["someone-elses.txt"] == b"not ours"  # never published by us: never deleted

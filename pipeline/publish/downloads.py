@@ -164,11 +164,14 @@ def download_paths(catalog: Catalog) -> list[str]:
     return names
 
 
-def iter_downloads(catalog: Catalog, workbooks: Callable | None = None) -> Iterator[tuple[str, bytes]]:
+def iter_downloads(
+    catalog: Catalog, workbooks: Callable | None = None, release: dict | None = None
+) -> Iterator[tuple[str, bytes]]:
     """Every table as CSV, XLSX, Parquet and metadata.json, then datapackage.json, as (name under
     site/data/, bytes), one file at a time: a build writes each as it comes and holds no more than
     one table's files (all but the DuckDB file, see write_database). `workbooks`: what
-    start_workbooks(catalog) returned, if the build started them early."""
+    start_workbooks(catalog) returned, if the build started them early; `release` the current release
+    (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
     texts, books = (workbooks or start_workbooks(catalog))()
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
@@ -188,7 +191,11 @@ def iter_downloads(catalog: Catalog, workbooks: Callable | None = None) -> Itera
     yield (
         datapackage.NAME,
         datapackage.package_bytes(
-            metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"), datapackage.package_text()
+            metadata_of,
+            licence,
+            data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            datapackage.package_text(),
+            release,
         ),
     )
 

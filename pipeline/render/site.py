@@ -28,6 +28,7 @@ from pipeline import TEMPLATES, words
 from pipeline.combine import Catalog
 from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
+from pipeline.publish import releases
 from pipeline.publish.downloads import DATABASE_OLDEST_READER, EXCEL_MAX_ROWS, duckdb_version
 from pipeline.render import calculator_json as calculator
 from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
@@ -599,11 +600,13 @@ class Renderer:
         base_url: str = "/",
         warm: Warm | None = None,
         memo: PageMemo | None = None,
+        history: releases.History | None = None,
     ):
         """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default.
         `memo`: the pages of the previous build that may be taken as they are (pipeline.render.page_memo);
-        None renders every page."""
+        None renders every page. `history`: the releases of the data (pipeline.publish.releases)."""
         self.memo = memo
+        self.history = releases.History() if history is None else history
         self.warm = Warm() if warm is None else warm
         # Only this build's article bodies: each is registered again as it is compiled (an editing
         # session saving an article many times would otherwise keep every version).
@@ -1025,7 +1028,9 @@ class Renderer:
             licence=self.site_config["data_licence"],
             duckdb_writer=duckdb_version(),
             duckdb_oldest=DATABASE_OLDEST_READER,
+            cite=self.citation(),
         )
+        site.update(self.release_files())
         site["search.html"] = self.page("search.html", "search.html")
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
@@ -1065,6 +1070,40 @@ class Renderer:
     def not_found_page(self) -> str:
         """404.html is served at whatever path was asked for: its links start from the base URL."""
         return self.page("404.html", "404.html", root=self.base_url)
+
+    def citation(self) -> dict | None:
+        """What the «Как цитировать» blocks say (the current release), None before the first release."""
+        package = self.site_config["data_package"]
+        cite = releases.citation(self.history, package["title"], self.base_url, self.site_config["data_licence"]["id"])
+        if cite is None:
+            return None
+        return cite | {"author": package["author"], "date": dt.date.fromisoformat(cite["released_on"])}
+
+    def release_files(self) -> dict[str, str | bytes]:
+        """The changelog page, data/changelog.csv and data/CITATION.cff (none before the first release)."""
+        cite = self.citation()
+        if cite is None:
+            return {}
+        titles = {t.name: t.title_ru for t in ALL_TABLES}
+        changes: dict[str, list[dict]] = {}
+        for row in self.history.changes:
+            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
+        shown = [
+            r
+            | {
+                "date": dt.date.fromisoformat(r["released_on"]),
+                "changes": changes.get(r["version"], []),
+                "kept": r["version"] in self.history.kept(),
+            }
+            for r in reversed(self.history.releases)
+        ]
+        return {
+            "changelog.html": self.page(
+                "changelog.html", "changelog.html", releases=shown, cite=cite, base_url=self.base_url
+            ),
+            "data/changelog.csv": releases.changelog_csv(self.history),
+            "data/CITATION.cff": releases.citation_cff(cite, cite["author"]),
+        }
 
     def data_tables(self) -> list[dict]:
         return [

@@ -100,6 +100,7 @@ class Plan:
     delete: list[str] = field(default_factory=list)
     purge: list[str] = field(default_factory=list)  # changed and deleted (new files are not cached yet)
     kept: list[str] = field(default_factory=list)  # gone from this release, kept for cached pages (retain)
+    snapshot: tuple[int, int] = (0, 0)  # release files copied to data/releases/<version>/, and deleted
 
 
 def order_key(name: str) -> tuple[int, str]:
@@ -175,6 +176,69 @@ def write_retained(s3, bucket: str, prefix: str, kept: dict[str, dict]) -> None:
     s3.put_object(
         Bucket=bucket, Key=prefix + RETAINED, Body=body, ContentType="application/json", CacheControl=NO_CACHE
     )
+
+
+# --- releases of the data at stable URLs -----------------------------------------------------------------
+
+RELEASES_PREFIX = "data/releases/"
+
+
+def release_version(site: Path) -> str | None:
+    """The release this build carries (data/datapackage.json `version`), None before the first release."""
+    try:
+        return json.loads((site / "data" / "datapackage.json").read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+def snapshot_plan(local: dict[str, str], version: str, stored: list[str]) -> tuple[list[str], list[str]]:
+    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
+    files to delete (those of versions older than the newest releases.RETENTION); `stored` lists the
+    names under data/releases/ the bucket holds."""
+    from pipeline.publish.releases import RETENTION, SEMVER
+
+    have = set(stored)
+    copy = sorted(
+        name
+        for name in local
+        if name.startswith("data/")
+        and not name.startswith(RELEASES_PREFIX)
+        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in have
+    )
+    versions = {name.removeprefix(RELEASES_PREFIX).split("/", 1)[0] for name in stored} | {version}
+    numbered = sorted((v for v in versions if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split(".")))
+    kept = set(numbered[-RETENTION:])
+    drop = sorted(
+        n for n in stored if SEMVER.match(v := n.removeprefix(RELEASES_PREFIX).split("/", 1)[0]) and v not in kept
+    )
+    return copy, drop
+
+
+def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, str]) -> tuple[int, int]:
+    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, and drop
+    the releases past the retention; (copied, deleted). Nothing before the first release."""
+    version = release_version(site)
+    if version is None:
+        return 0, 0
+    stored = [
+        o["Key"].removeprefix(prefix)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + RELEASES_PREFIX)
+        for o in page.get("Contents", [])
+    ]
+    copy, drop = snapshot_plan(local, version, stored)
+    for name in copy:
+        s3.copy_object(
+            Bucket=bucket,
+            Key=f"{prefix}{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}",
+            CopySource={"Bucket": bucket, "Key": prefix + name},
+            MetadataDirective="REPLACE",
+            ContentType=content_type(name),
+            CacheControl=IMMUTABLE,  # a release's files never change
+        )
+    for start in range(0, len(drop), 1000):
+        chunk = drop[start : start + 1000]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
+    return len(copy), len(drop)
 
 
 def purge_urls(names: list[str], base_url: str) -> list[str]:
@@ -255,6 +319,7 @@ def publish(  # noqa: PLR0913
             chunk = todo.delete[start : start + 1000]
             s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
         write_retained(s3, bucket, prefix, kept)
+        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc
@@ -309,6 +374,9 @@ def run(args) -> int:
     for url in urls:
         print(url)
     print_kept(todo.kept)
+    if any(todo.snapshot):
+        copied, dropped = todo.snapshot
+        print(f"release files: {copied} copied to {RELEASES_PREFIX}<version>/, {dropped} of old releases deleted")
     return 0
 
 

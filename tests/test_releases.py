@@ -207,12 +207,12 @@ def test_the_build_publishes_the_current_release(built):
     assert (data / "changelog.csv").read_bytes() == releases.changelog_csv(history)
     cff = (data / "CITATION.cff").read_text(encoding="utf-8").splitlines()
     assert f'version: "{current["version"]}"' in cff and f'date-released: "{current["released_on"]}"' in cff
-    page = (built / "site" / "data.html").read_text(encoding="utf-8")
+    page = (built / "site" / "data.html").read_text(encoding="utf-8").replace("\u00a0", " ")  # typeset
     shown = dt.date.fromisoformat(current["released_on"]).strftime("%d.%m.%Y")
     assert page.count("Как цитировать") == 1 + len(package["resources"])  # the data page and every table
     assert f"Версия {current['version']} от {shown}" in page
     assert "Таблица «Серверы» (<code>servers</code>)" in page
-    changelog = (built / "site" / "changelog.html").read_text(encoding="utf-8")
+    changelog = (built / "site" / "changelog.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     assert f"<h2>Версия {current['version']} от {shown}</h2>" in changelog
 
 

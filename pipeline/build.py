@@ -167,7 +167,9 @@ def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
     number of checks (warnings go to `on_warnings` first), raises DataError or TemplateError. Sources that
     passed before (validation_cache) are not checked again."""
     from pipeline import validation_cache as cache
+    from pipeline.publish.releases import read_history
 
+    read_history(sources)  # the release history (sources/releases/): DataError when malformed
     known = cache.remembered_summary(sources)  # sources passed before: no rule runs
     if known is not None and cache.articles_passed(sources):
         on_warnings(known[0])

@@ -13,6 +13,7 @@ from test_tools import objects, s3_server  # noqa: F401 (the fixture)
 from conftest import SOURCES
 from pipeline.problems import DataError
 from pipeline.publish import releases
+from pipeline.schema import TABLES_BY_NAME
 from pipeline.tools import publish_s3
 from pipeline.tools.release import Snapshot, Unpublished, bump, compare, next_version, release
 
@@ -211,7 +212,7 @@ def test_the_build_publishes_the_current_release(built):
     shown = dt.date.fromisoformat(current["released_on"]).strftime("%d.%m.%Y")
     assert page.count("Как цитировать") == 1 + len(package["resources"])  # the data page and every table
     assert f"Версия {current['version']} от {shown}" in page
-    assert "Таблица «Серверы» (<code>servers</code>)" in page
+    assert f"Таблица «{TABLES_BY_NAME['servers'].title_ru}» (<code>servers</code>)" in page
     changelog = (built / "site" / "changelog.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     assert f"<h2>Версия {current['version']} от {shown}</h2>" in changelog
 

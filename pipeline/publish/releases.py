@@ -148,8 +148,11 @@ def citation_cff(cite: dict, authors: str) -> str:
             "  - name: " + quoted(authors),
             "version: " + quoted(cite["version"]),
             "date-released: " + quoted(cite["released_on"]),
-            "url: " + quoted(cite["release_url"]),
-            "repository-artifact: " + quoted(cite["url"]),
+            *(  # only a site built with an absolute --base-url has URLs to cite
+                ["url: " + quoted(cite["release_url"]), "repository-artifact: " + quoted(cite["url"])]
+                if cite["url"].startswith(("https://", "http://"))
+                else []
+            ),
             "license: " + cite["licence"],
             "",
         ]

@@ -62,7 +62,8 @@ def referenced(page: bytes) -> list[str]:
 def test_two_releases_then_a_cached_page_of_the_first_still_finds_its_assets(tmp_path, s3_server, monkeypatch, capsys):  # noqa: F811
     endpoint, s3 = s3_server
     out = tmp_path / "output"
-    args = ["publish", "--to", "s3://site/gpu/", "--out", str(out), "--endpoint-url", endpoint]
+    # Its own prefix: moto's servers in one test process share their buckets.
+    args = ["publish", "--to", "s3://site/retention/", "--out", str(out), "--endpoint-url", endpoint]
     args += ["--base-url", "https://example.org/gpu/"]
     clock = [1_000_000.0]
     monkeypatch.setattr(publish_s3.time, "time", lambda: clock[0])
@@ -85,7 +86,7 @@ def test_two_releases_then_a_cached_page_of_the_first_still_finds_its_assets(tmp
         "  style.aaaaaaaaaa.css",
     ]
     # The first release's page, as a CDN may still serve it: everything it loads is there, unchanged.
-    stored = objects(s3, "gpu/")
+    stored = objects(s3, "retention/")
     assert {name: stored[name] for name in referenced(first["index.html"])} == {
         name: first[name] for name in referenced(first["index.html"])
     }
@@ -100,7 +101,7 @@ def test_two_releases_then_a_cached_page_of_the_first_still_finds_its_assets(tmp
     write_site(out, release("c"))
     clock[0] += KEEP_SECONDS
     assert main(args) == 0
-    stored = objects(s3, "gpu/")
+    stored = objects(s3, "retention/")
     assert sorted(stored) == sorted(
         [
             *release("c"),

@@ -244,13 +244,14 @@ def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_s
             (out / "site" / name).write_bytes(content)
         manifest = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
         (out / "site" / "manifest.json").write_text(json.dumps({"files": manifest}))
-        publish_s3.publish(out, "s3://site/gpu", endpoint_url=endpoint, say=lambda _: None)
+        # Its own prefix: moto's servers in one test process share their buckets.
+        publish_s3.publish(out, "s3://site/releases", endpoint_url=endpoint, say=lambda _: None)
 
     publish("1.0.0", "1000000")
     publish("1.0.1", "1100000")
-    stored = objects(s3, "gpu/data/")
+    stored = objects(s3, "releases/data/")
     assert stored["releases/1.0.0/servers.csv"] == b"server_id,price_rub_month\na,1000000\n"
     assert stored["releases/1.0.1/servers.csv"] == b"server_id,price_rub_month\na,1100000\n"
     assert json.loads(stored["releases/1.0.0/datapackage.json"]) == {"version": "1.0.0"}
-    head = s3.head_object(Bucket="site", Key="gpu/data/releases/1.0.0/servers.csv")
+    head = s3.head_object(Bucket="site", Key="releases/data/releases/1.0.0/servers.csv")
     assert (head["ContentType"], head["CacheControl"]) == ("text/csv; charset=utf-8", publish_s3.IMMUTABLE)

@@ -234,6 +234,9 @@ def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, 
             MetadataDirective="REPLACE",
             ContentType=content_type(name),
             CacheControl=IMMUTABLE,  # a release's files never change
+            # The copy's own checksum: a copy of a multipart upload would otherwise keep the source's
+            # composite one, which a reader that validates checksums (boto3) refuses.
+            ChecksumAlgorithm="CRC32",
         )
     for start in range(0, len(drop), 1000):
         chunk = drop[start : start + 1000]

@@ -65,7 +65,6 @@ def run(  # noqa: PLR0913
 
     from pipeline.combine import combine
     from pipeline.publish.downloads import made_with, start_workbooks
-    from pipeline.publish.releases import read_history
     from pipeline.publish.staging import stage
     from pipeline.render.site import PageMemo, Renderer
     from pipeline.warm import Warm
@@ -84,16 +83,13 @@ def run(  # noqa: PLR0913
     #
     workbooks = None
     try:
-        history = read_history(sources)  # the releases of the data (sources/releases/)
         catalog = clock.timed("compute", lambda: combine(con))
         workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
-        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, history=history)
+        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
-        staging = stage(
-            out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force, release=history.current
-        )
+        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
         writing = time.perf_counter() - tick
     except Exception:
         abandon(workbooks, pending)

@@ -4,7 +4,7 @@
 appends the release to `<sources>/releases/`: `releases.csv` (version, released_on, change: first,
 major, minor or patch) and `changes.csv` (what changed, table by table). A build reads that history
 (read_history) and publishes it: the version and release date in `datapackage.json`, `data/changelog.csv`
-and `data/CITATION.cff`, the changelog page and the «Как цитировать» blocks of the data page. Publishing
+and `data/CITATION.cff`, the changelog page and the citation blocks ("how to cite") of the data page. Publishing
 to object storage copies the release's data files to `data/releases/<version>/` (kept for RETENTION
 releases). A catalog without a history (a test's small catalog) has no version and no citation.
 """
@@ -66,7 +66,7 @@ def _read(path: Path, columns: tuple[str, ...]) -> list[dict]:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) != columns:
             header = ",".join(reader.fieldnames or ())
-            rule = message("releases.columns", columns=", ".join(columns))
+            rule = message("release_history.columns", columns=", ".join(columns))
             raise DataError([Problem(f"{FOLDER}/{path.name}", 1, "", header, rule)])
         return [dict(row) for row in reader]
 
@@ -80,21 +80,21 @@ def read_history(sources: Path) -> History:
     where = f"{FOLDER}/{RELEASES}"
     for line, row in enumerate(releases, start=2):
         if not SEMVER.match(row["version"] or "") or row["version"] in seen:
-            problems.append(Problem(where, line, "version", row["version"], message("releases.version")))
+            problems.append(Problem(where, line, "version", row["version"], message("release_history.version")))
         seen.add(row["version"])
         try:
             dt.date.fromisoformat(row["released_on"] or "")
         except ValueError:
-            problems.append(Problem(where, line, "released_on", row["released_on"], message("releases.date")))
+            problems.append(Problem(where, line, "released_on", row["released_on"], message("release_history.date")))
         if row["change"] not in RELEASE_KINDS:
-            rule = message("releases.allowed", allowed=", ".join(RELEASE_KINDS))
+            rule = message("release_history.allowed", allowed=", ".join(RELEASE_KINDS))
             problems.append(Problem(where, line, "change", row["change"], rule))
     where = f"{FOLDER}/{CHANGES}"
     for line, row in enumerate(changes, start=2):
         if row["version"] not in seen:
-            problems.append(Problem(where, line, "version", row["version"], message("releases.unknown_version")))
+            problems.append(Problem(where, line, "version", row["version"], message("release_history.unknown_version")))
         if row["change"] not in CHANGE_KINDS:
-            rule = message("releases.allowed", allowed=", ".join(CHANGE_KINDS))
+            rule = message("release_history.allowed", allowed=", ".join(CHANGE_KINDS))
             problems.append(Problem(where, line, "change", row["change"], rule))
     if problems:
         raise DataError(problems)
@@ -141,7 +141,7 @@ def citation_cff(cite: dict, authors: str) -> str:
     return "\n".join(
         [
             "cff-version: 1.2.0",
-            "message: " + quoted(message("releases.cff_message")),
+            "message: " + quoted(message("release_history.cff_message")),
             "type: dataset",
             "title: " + quoted(cite["title"]),
             "authors:",

@@ -221,13 +221,12 @@ def stage(  # noqa: PLR0913
     skip: tuple[str, ...] = (),
     workbooks: Callable | None = None,
     force: bool = False,
-    release: dict | None = None,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
     files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads.
 
     Every path is checked before the first byte is written. With `force` nothing is taken
-    from the previous build. `release`: the current release of the data (datapackage.json's version)."""
+    from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
     out = target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     previous = out if not force and out.is_dir() else None
@@ -249,7 +248,7 @@ def stage(  # noqa: PLR0913
         # Each download is written as it is made (one table's files in memory at a time), each to a
         # path checked above: download_paths names them all before any is made.
         expected, made = {d for d in data if d != DATABASE_PATH}, set()
-        for name, content in iter_downloads(catalog, workbooks, release):
+        for name, content in iter_downloads(catalog, workbooks, rendered.release):
             rel = f"site/data/{name}"
             assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
             made.add(rel)

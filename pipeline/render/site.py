@@ -72,6 +72,7 @@ class Rendered:
     # Continuation pages of split tables (pipeline.render.paging): left out of the search index, where
     # each entity is found by its own page (hundreds of "servers-7.html" would bury it at scale).
     continuations: frozenset[str] = frozenset()
+    release: dict | None = None  # the current release of the data (datapackage.json's version and date)
 
 
 def load_labels(templates: Path = TEMPLATES, constants: Mapping[str, float] | None = None) -> dict:
@@ -600,13 +601,14 @@ class Renderer:
         base_url: str = "/",
         warm: Warm | None = None,
         memo: PageMemo | None = None,
-        history: releases.History | None = None,
+        sources: Path | None = None,
     ):
         """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default.
         `memo`: the pages of the previous build that may be taken as they are (pipeline.render.page_memo);
-        None renders every page. `history`: the releases of the data (pipeline.publish.releases)."""
+        None renders every page. `sources`: whose release history (sources/releases/, pipeline.publish.releases)
+        the data page, the changelog and the data package show; None: no release."""
         self.memo = memo
-        self.history = releases.History() if history is None else history
+        self.history = releases.History() if sources is None else releases.read_history(sources)
         self.warm = Warm() if warm is None else warm
         # Only this build's article bodies: each is registered again as it is compiled (an editing
         # session saving an article many times would otherwise keep every version).
@@ -1044,7 +1046,7 @@ class Renderer:
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all
         site.update(self.assets)
-        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations))
+        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations), self.history.current)
 
     def calculator_page(self) -> str:
         """The calculator: its one-line answers, constants and sources (the figures are data/calculator.json's)."""
@@ -1072,7 +1074,7 @@ class Renderer:
         return self.page("404.html", "404.html", root=self.base_url)
 
     def citation(self) -> dict | None:
-        """What the «Как цитировать» blocks say (the current release), None before the first release."""
+        """What the citation blocks ("how to cite") say: the current release; None before the first release."""
         package = self.site_config["data_package"]
         cite = releases.citation(self.history, package["title"], self.base_url, self.site_config["data_licence"]["id"])
         if cite is None:

@@ -255,3 +255,17 @@ def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_s
     assert json.loads(stored["releases/1.0.0/datapackage.json"]) == {"version": "1.0.0"}
     head = s3.head_object(Bucket="site", Key="releases/data/releases/1.0.0/servers.csv")
     assert (head["ContentType"], head["CacheControl"]) == ("text/csv; charset=utf-8", publish_s3.IMMUTABLE)
+
+
+@pytest.mark.parametrize("path", ["changelog.html", "data.html"])
+def test_the_changelog_and_the_citations_pass_axe(browser, site_server, path):
+    from conftest import serious_axe_violations
+
+    context = browser.new_context(locale="ru-RU")
+    try:
+        page = context.new_page()
+        page.goto(site_server + path)
+        assert page.locator("h2:text('Как цитировать')").count() == 1
+        assert serious_axe_violations(page) == []
+    finally:
+        context.close()

@@ -1,4 +1,4 @@
-"""Command line: `python -m pipeline build|check|serve|diff|estimate|publish` (`--help` on each)."""
+"""Command line: `python -m pipeline build|check|serve|diff|estimate|publish|release` (`--help` on each)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def print_warnings(warnings) -> None:
 
 ESTIMATE_HELP = "memory of one training setup from first principles, and what it fits"
 PUBLISH_HELP = "publish the built site to S3-compatible storage (only what changed)"
+RELEASE_HELP = "record the build as a numbered, dated release of the data (before publishing)"
 
 
 def cli() -> None:
@@ -123,10 +124,16 @@ def parser(argv: list[str] | None, prog: str) -> Parser:
         publish_s3.add_parser(commands, argparse.RawDescriptionHelpFormatter, PUBLISH_HELP)
     else:
         commands.add_parser("publish", help=PUBLISH_HELP)
+    if may_be("release", words):
+        from pipeline.tools import release
+
+        release.add_parser(commands, argparse.RawDescriptionHelpFormatter, RELEASE_HELP)
+    else:
+        commands.add_parser("release", help=RELEASE_HELP)
     return parser
 
 
-COMMANDS = ("build", "check", "serve", "diff", "estimate", "publish")
+COMMANDS = ("build", "check", "serve", "diff", "estimate", "publish", "release")
 
 
 def may_be(command: str, words: list[str]) -> bool:
@@ -234,6 +241,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int
         from pipeline.tools import publish_s3
 
         return publish_s3.run(args)
+    if args.command == "release":
+        from pipeline.tools import release
+
+        return release.run(args)
 
     if args.command == "diff":
         from pipeline.tools.diff import run

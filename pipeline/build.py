@@ -86,7 +86,7 @@ def run(  # noqa: PLR0913
         catalog = clock.timed("compute", lambda: combine(con))
         workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
-        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo)
+        renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
         staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
@@ -175,7 +175,9 @@ def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
     number of checks (warnings go to `on_warnings` first), raises DataError or TemplateError. Sources that
     passed before (validation_cache) are not checked again."""
     from pipeline import validation_cache as cache
+    from pipeline.publish.releases import read_history
 
+    read_history(sources)  # the release history (sources/releases/): DataError when malformed
     known = cache.remembered_summary(sources)  # sources passed before: no rule runs
     if known is not None and cache.articles_passed(sources):
         on_warnings(known[0])

@@ -1481,14 +1481,16 @@ HIDDEN_CHARACTERS = (
 TABLES_BY_NAME = {t.name: t for t in ALL_TABLES}
 
 
-def ddl(table: Table, prefix: str = "") -> str:
-    """CREATE TABLE statement for a table, with types, NOT NULL and primary key."""
+def ddl(table: Table, prefix: str = "", primary_key: bool = True) -> str:
+    """CREATE TABLE statement for a table, with types, NOT NULL and (unless `primary_key` is False:
+    the published file, which DuckDB 1.0 refuses with a key index) the primary key."""
+    keyed = primary_key and not any(not table.field(k).required for k in table.primary_key)
     cols = []
     for f in table.fields:
         col = f"{f.name} {DUCKDB_TYPES[f.type]}"
-        if f.required and f.name not in table.primary_key:
+        if f.required and (f.name not in table.primary_key or not primary_key):
             col += " NOT NULL"
         cols.append(col)
-    if not any(not table.field(k).required for k in table.primary_key):
+    if keyed:
         cols.append(f"PRIMARY KEY ({', '.join(table.primary_key)})")
     return f'CREATE TABLE "{prefix}{table.name}" ({", ".join(cols)})'

@@ -30,7 +30,7 @@ def test_every_recipe_has_a_description():
 
 
 def test_every_cli_option_is_in_readme():
-    for command in ("build", "check", "serve", "diff", "estimate", "publish"):
+    for command in ("build", "check", "serve", "diff", "estimate", "publish", "release"):
         help_text = subprocess.run(
             [sys.executable, "-m", "pipeline", command, "--help"], cwd=ROOT, capture_output=True, text=True, check=True
         ).stdout
@@ -109,7 +109,18 @@ def test_no_file_of_the_project_points_outside_it():
     """Code, templates, tests and docs refer to the project's own files (docs/rules.md for the rules),
     never to a design note or a folder beside the clone, which a clone does not have."""
     outside = ("DESIGN" + ".md", "../" + "shared", "/work" + "/")
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    if not (ROOT / ".git").exists():  # the unpacked sdist: every file it holds is the project's
+        tracked = "\n".join(
+            p.relative_to(ROOT).as_posix()
+            for p in ROOT.rglob("*")
+            if p.is_file()
+            and not any(
+                part in (".venv", "node_modules", "__pycache__", "output") or part.endswith(".egg-info")
+                for part in p.relative_to(ROOT).parent.parts
+            )
+        )
+    else:
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     found = []
     for name in tracked.splitlines():
         path = ROOT / name

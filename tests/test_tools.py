@@ -1,6 +1,6 @@
 """The downloads in the analysts' real tools, the install, the command line, and the publish to S3.
 
-DuckDB 1.x opens the database file (a throwaway venv with duckdb<2), `frictionless validate` passes the
+DuckDB 1.0.0 opens the database file (a throwaway venv), `frictionless validate` passes the
 Data Package and reports a broken foreign key, LibreOffice under a Russian profile reads the XLSX
 numbers as numbers (and the CSV only with an English import language, as the data page says), the
 package installs without the checkout's templates, and `publish --to s3://` is run against moto's
@@ -22,6 +22,7 @@ import pytest
 
 from conftest import IN_CI, ROOT
 from pipeline.__main__ import EXIT_USAGE, main
+from pipeline.publish.downloads import DATABASE_OLDEST_READER
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME
 
 UV = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
@@ -47,19 +48,30 @@ def registry_reachable() -> bool:
 
 @pytest.fixture(scope="session")
 def duckdb1(tmp_path_factory) -> Path:
-    """A Python with the newest DuckDB 1.x (the clients R, JDBC and DBeaver lag behind the Python package)."""
+    """A Python with the oldest DuckDB the docs promise (1.0.0: the clients R, JDBC and DBeaver lag behind
+    the Python package); bench/duckdb_readers.py opens the file with the newest one too."""
     venv = tmp_path_factory.mktemp("duckdb1") / "venv"
     if UV:
         made = subprocess.run([UV, "venv", "-q", str(venv)], capture_output=True, text=True)
-        install = [UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "duckdb>=1.0,<2"]
+        install = [
+            UV,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            f"duckdb=={DATABASE_OLDEST_READER}",
+        ]
     else:
         made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
-        install = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "duckdb>=1.0,<2"]
+        install = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"duckdb=={DATABASE_OLDEST_READER}"]
     assert made.returncode == 0, made.stderr
     done = subprocess.run(install, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         if not registry_reachable():
-            pytest.skip("the package registry is unreachable: cannot install duckdb<2 to open the file with it")
+            pytest.skip(
+                "the package registry is unreachable: cannot install the oldest DuckDB to open the file with it"
+            )
         raise AssertionError(done.stderr)
     return venv / "bin" / "python"
 
@@ -77,7 +89,7 @@ print(json.dumps({"version": duckdb.__version__, "tables": tables, "comment": co
     done = subprocess.run([str(duckdb1), "-c", script, str(database)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["version"].startswith("1.")
+    assert seen["version"] == DATABASE_OLDEST_READER
     manifest = {
         t.name: json.loads((built / "site" / "data" / f"{t.name}.metadata.json").read_text()) for t in ALL_TABLES
     }
@@ -289,7 +301,7 @@ def test_version_usage_errors_and_exit_codes_in_every_help(capsys):
             main(args)
         assert done.value.code == EXIT_USAGE, args
     capsys.readouterr()
-    for command in ("build", "check", "serve", "diff", "estimate", "publish"):
+    for command in ("build", "check", "serve", "diff", "estimate", "publish", "release"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         text = capsys.readouterr().out
@@ -391,7 +403,10 @@ def test_publish_to_s3_uploads_what_changed_deletes_what_it_published_and_lists_
     first = capsys.readouterr().out
     assert f"published: {len(manifest)} uploaded, 0 deleted; 0 URL(s) to purge:" in first
     published = objects(s3, "gpu/")
-    assert set(published) == set(manifest) | {"manifest.json", "someone-elses.txt"}
+    releases = {k for k in published if k.startswith("data/releases/")}  # tests/test_releases.py
+    assert releases and all(k.startswith("data/releases/1.") for k in releases)
+    published = {k: v for k, v in published.items() if k not in releases}
+    assert set(published) == set(manifest) | {"manifest.json", "manifest.retained.json", "someone-elses.txt"}
     assert published["gpus/index.html"] == (site / "gpus" / "index.html").read_bytes()
     assert published["data/gpu-finetune.duckdb"] == (site / "data" / "gpu-finetune.duckdb").read_bytes()
 
@@ -434,15 +449,18 @@ def test_publish_to_s3_uploads_what_changed_deletes_what_it_published_and_lists_
     assert todo.delete == sorted([css, "sources.html"])
     assert main(args) == 0
     report = capsys.readouterr().out.splitlines()
-    assert report[-5:] == [
-        "published: 3 uploaded, 2 deleted; 4 URL(s) to purge:",
+    assert report[-8:-1] == [  # the old style stays for pages a CDN still caches (test_publish_retention.py)
+        "published: 3 uploaded, 1 deleted; 3 URL(s) to purge:",
         "https://example.org/gpu/gpus/index.html",
         "https://example.org/gpu/gpus/",
         "https://example.org/gpu/sources.html",
-        f"https://example.org/gpu/{css}",
+        "kept, not purged: 1 file(s) of an earlier release that cached pages may still load;",
+        "deleted by the first publish at least one release and 7 days after they left the site:",
+        f"  {css}",
     ]
-    now = objects(s3, "gpu/")
-    assert set(now) == set(manifest) | {"manifest.json", "someone-elses.txt"}
+    assert report[-1] == "release files: 1 copied to data/releases/<version>/, 0 of old releases deleted"
+    now = {k: v for k, v in objects(s3, "gpu/").items() if not k.startswith("data/releases/")}
+    assert set(now) == set(manifest) | {"manifest.json", "manifest.retained.json", "someone-elses.txt", css}
     assert now["gpus/index.html"] == b"<!doctype html><title>new</title>"
     assert now["someone-elses.txt"] == b"not ours"  # never published by us: never deleted
 

@@ -33,7 +33,7 @@ def data_licence(templates: Path = TEMPLATES) -> dict:
 def package_text(templates: Path = TEMPLATES) -> dict:
     """The package's title and description as data portals show them (site.toml `[data_package]`)."""
     site = tomllib.loads((templates / "site.toml").read_text(encoding="utf-8"))
-    return {key: site["data_package"][key] for key in ("title", "description")}
+    return {key: site["data_package"][key] for key in ("title", "description", "author")}
 
 
 def licence_entry(licence: dict) -> dict:
@@ -99,19 +99,27 @@ def resource(table: Table, metadata: dict) -> dict:
     }
 
 
-def package(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> dict:
-    """The whole package; `metadata` maps every table's name to its metadata.json, `text` is package_text()."""
-    return {
+def package(metadata: dict[str, dict], licence: dict, created: str, text: dict, release: dict | None = None) -> dict:
+    """The whole package; `metadata` maps every table's name to its metadata.json, `text` is package_text(),
+    `release` the current release (releases.History.current: `version`, and `released_on` as `x_released_on`)."""
+    described = {
         "profile": PROFILE,
         "name": "gpu-finetune-reference",
         "title": text["title"],
         "description": text["description"],
         "created": created,
+    }
+    if release is not None:
+        described |= {"version": release["version"], "x_released_on": release["released_on"]}
+    return described | {
         "licenses": [licence_entry(licence)],
         "resources": [resource(table, metadata[table.name]) for table in ALL_TABLES],
     }
 
 
-def package_bytes(metadata: dict[str, dict], licence: dict, created: str, text: dict) -> bytes:
+def package_bytes(
+    metadata: dict[str, dict], licence: dict, created: str, text: dict, release: dict | None = None
+) -> bytes:
     """The datapackage.json file: `package(...)` as indented UTF-8 JSON."""
-    return (json.dumps(package(metadata, licence, created, text), ensure_ascii=False, indent=2) + "\n").encode()
+    described = package(metadata, licence, created, text, release)
+    return (json.dumps(described, ensure_ascii=False, indent=2) + "\n").encode()

@@ -30,10 +30,13 @@ from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAM
 from pipeline.words import labels
 
 DATABASE = "gpu-finetune.duckdb"
-# The oldest DuckDB storage format that keeps what the file uses (tables, primary keys, NOT NULL,
-# comments): every DuckDB from 1.0 on opens it, and so do the R, JDBC and DBeaver clients that lag
-# behind the Python package. The default is the writer's own newest format, which older clients refuse.
+# The oldest DuckDB storage format that keeps what the file uses (tables, NOT NULL, comments): every
+# DuckDB from 1.0 on opens it, and so do the R, JDBC and DBeaver clients that lag behind the Python
+# package. The default is the writer's own newest format, which older clients refuse. The file has no
+# primary keys: DuckDB 1.0.0 refuses a file with a key index written by a newer DuckDB, even in this
+# format ("Serialization Error ... field id: 103"); write_database checks the keys' uniqueness instead.
 DATABASE_STORAGE = "v1.0.0"
+DATABASE_OLDEST_READER = "1.0.0"  # tested by bench/duckdb_readers.py with exactly this version
 FORMATS = ("csv", "xlsx", "parquet")
 # The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page
 # says so. A sheet could hold 1,048,575 rows (plus the header), but XlsxWriter writes cell by cell in
@@ -161,11 +164,14 @@ def download_paths(catalog: Catalog) -> list[str]:
     return names
 
 
-def iter_downloads(catalog: Catalog, workbooks: Callable | None = None) -> Iterator[tuple[str, bytes]]:
+def iter_downloads(
+    catalog: Catalog, workbooks: Callable | None = None, release: dict | None = None
+) -> Iterator[tuple[str, bytes]]:
     """Every table as CSV, XLSX, Parquet and metadata.json, then datapackage.json, as (name under
     site/data/, bytes), one file at a time: a build writes each as it comes and holds no more than
     one table's files (all but the DuckDB file, see write_database). `workbooks`: what
-    start_workbooks(catalog) returned, if the build started them early."""
+    start_workbooks(catalog) returned, if the build started them early; `release` the current release
+    (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
     texts, books = (workbooks or start_workbooks(catalog))()
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
@@ -185,7 +191,11 @@ def iter_downloads(catalog: Catalog, workbooks: Callable | None = None) -> Itera
     yield (
         datapackage.NAME,
         datapackage.package_bytes(
-            metadata_of, licence, data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"), datapackage.package_text()
+            metadata_of,
+            licence,
+            data_date(catalog).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            datapackage.package_text(),
+            release,
         ),
     )
 
@@ -201,7 +211,8 @@ def write_database(path: Path, catalog: Catalog) -> None:
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES:
             frame = catalog[table.name].select(table.columns)
-            con.execute(ddl(table))
+            unique_keys(frame, table)
+            con.execute(ddl(table, primary_key=False))
             con.register("frame", frame.to_arrow())
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
@@ -217,6 +228,20 @@ def write_database(path: Path, catalog: Catalog) -> None:
         codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
         code = next((c for words, c in codes.items() if words in text), errno.EIO)
         raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def duckdb_version() -> str:
+    """The DuckDB that writes the database file (the data page says which)."""
+    return duckdb.__version__
+
+
+def unique_keys(frame: pl.DataFrame, table: Table) -> None:
+    """The table's primary key is unique (the file itself declares no key): a ValueError, a bug, if not."""
+    duplicated = frame.select(table.primary_key).is_duplicated()
+    if duplicated.any():
+        first = frame.filter(duplicated).row(0, named=True)
+        key = {k: first[k] for k in table.primary_key}
+        raise ValueError(f"{table.name}: the primary key {key} is not unique; the DuckDB file would hold it twice")
 
 
 def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:

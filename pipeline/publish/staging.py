@@ -232,7 +232,7 @@ def stage(  # noqa: PLR0913
     files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads.
 
     Every path is checked before the first byte is written. With `force` nothing is taken
-    from the previous build."""
+    from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
     out = target(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     previous = out if not force and out.is_dir() else None
@@ -254,7 +254,7 @@ def stage(  # noqa: PLR0913
         # Each download is written as it is made (one table's files in memory at a time), each to a
         # path checked above: download_paths names them all before any is made.
         expected, made = {d for d in data if d != DATABASE_PATH}, set()
-        for name, content in iter_downloads(catalog, workbooks):
+        for name, content in iter_downloads(catalog, workbooks, rendered.release):
             rel = f"site/data/{name}"
             assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
             made.add(rel)

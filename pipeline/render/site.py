@@ -28,7 +28,8 @@ from pipeline import TEMPLATES, words
 from pipeline.combine import Catalog
 from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
-from pipeline.publish.downloads import EXCEL_MAX_ROWS
+from pipeline.publish import releases
+from pipeline.publish.downloads import DATABASE_OLDEST_READER, EXCEL_MAX_ROWS, duckdb_version
 from pipeline.render import calculator_json as calculator
 from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
 from pipeline.render import format as fmt
@@ -71,6 +72,7 @@ class Rendered:
     # Continuation pages of split tables (pipeline.render.paging): left out of the search index, where
     # each entity is found by its own page (hundreds of "servers-7.html" would bury it at scale).
     continuations: frozenset[str] = frozenset()
+    release: dict | None = None  # the current release of the data (datapackage.json's version and date)
 
 
 def load_labels(templates: Path = TEMPLATES, constants: Mapping[str, float] | None = None) -> dict:
@@ -599,11 +601,14 @@ class Renderer:
         base_url: str = "/",
         warm: Warm | None = None,
         memo: PageMemo | None = None,
+        sources: Path | None = None,
     ):
         """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default.
         `memo`: the pages of the previous build that may be taken as they are (pipeline.render.page_memo);
-        None renders every page."""
+        None renders every page. `sources`: whose release history (sources/releases/, pipeline.publish.releases)
+        the data page, the changelog and the data package show; None: no release."""
         self.memo = memo
+        self.history = releases.History() if sources is None else releases.read_history(sources)
         self.warm = Warm() if warm is None else warm
         # Only this build's article bodies: each is registered again as it is compiled (an editing
         # session saving an article many times would otherwise keep every version).
@@ -1023,7 +1028,11 @@ class Renderer:
             excel_max_rows=EXCEL_MAX_ROWS,
             warnings=self.validation.warnings if self.validation else [],
             licence=self.site_config["data_licence"],
+            duckdb_writer=duckdb_version(),
+            duckdb_oldest=DATABASE_OLDEST_READER,
+            cite=self.citation(),
         )
+        site.update(self.release_files())
         site["search.html"] = self.page("search.html", "search.html")
         references = self.catalog["references"].sort("reference_id").iter_rows(named=True)
         site["sources.html"] = self.page("sources.html", "sources.html", references=list(references))
@@ -1037,7 +1046,7 @@ class Renderer:
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all
         site.update(self.assets)
-        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations))
+        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations), self.history.current)
 
     def calculator_page(self) -> str:
         """The calculator: its one-line answers, constants and sources (the figures are data/calculator.json's)."""
@@ -1063,6 +1072,40 @@ class Renderer:
     def not_found_page(self) -> str:
         """404.html is served at whatever path was asked for: its links start from the base URL."""
         return self.page("404.html", "404.html", root=self.base_url)
+
+    def citation(self) -> dict | None:
+        """What the citation blocks ("how to cite") say: the current release; None before the first release."""
+        package = self.site_config["data_package"]
+        cite = releases.citation(self.history, package["title"], self.base_url, self.site_config["data_licence"]["id"])
+        if cite is None:
+            return None
+        return cite | {"author": package["author"], "date": dt.date.fromisoformat(cite["released_on"])}
+
+    def release_files(self) -> dict[str, str | bytes]:
+        """The changelog page, data/changelog.csv and data/CITATION.cff (none before the first release)."""
+        cite = self.citation()
+        if cite is None:
+            return {}
+        titles = {t.name: t.title_ru for t in ALL_TABLES}
+        changes: dict[str, list[dict]] = {}
+        for row in self.history.changes:
+            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
+        shown = [
+            r
+            | {
+                "date": dt.date.fromisoformat(r["released_on"]),
+                "changes": changes.get(r["version"], []),
+                "kept": r["version"] in self.history.kept(),
+            }
+            for r in reversed(self.history.releases)
+        ]
+        return {
+            "changelog.html": self.page(
+                "changelog.html", "changelog.html", releases=shown, cite=cite, base_url=self.base_url
+            ),
+            "data/changelog.csv": releases.changelog_csv(self.history),
+            "data/CITATION.cff": releases.citation_cff(cite, cite["author"]),
+        }
 
     def data_tables(self) -> list[dict]:
         return [

@@ -5,7 +5,10 @@ What changed is read from the manifests: `site/manifest.json` of this build agai
 new and changed files are uploaded, and only files the previous manifest listed are deleted (never
 an object this tool did not publish). The order keeps every published page whole: assets and data
 first, then the pages (so no page links to an asset not yet there), then the deletions, and the
-manifest last (an interrupted run is simply run again). Each object gets its Content-Type and a
+manifest last (an interrupted run is simply run again). A file the previous release had and this one
+has not is deleted at once only if it is a page: an asset, a search index part or a data file stays
+for one more release and at least KEEP_SECONDS (a page a CDN still serves from its cache may load
+it), listed in `manifest.retained.json`; a later publish deletes it. Each object gets its Content-Type and a
 Cache-Control: a year and `immutable` for content-hashed names (`style.<hash>.css`), a few minutes
 for pages and data files. The URLs a CDN must purge (changed and deleted files) are printed.
 
@@ -20,6 +23,7 @@ import json
 import mimetypes
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -95,6 +99,8 @@ class Plan:
     upload: list[str] = field(default_factory=list)  # in upload order
     delete: list[str] = field(default_factory=list)
     purge: list[str] = field(default_factory=list)  # changed and deleted (new files are not cached yet)
+    kept: list[str] = field(default_factory=list)  # gone from this release, kept for cached pages (retain)
+    snapshot: tuple[int, int] = (0, 0)  # release files copied to data/releases/<version>/, and deleted
 
 
 def order_key(name: str) -> tuple[int, str]:
@@ -116,6 +122,126 @@ def plan(local: dict[str, str], remote: dict[str, str] | None) -> Plan:
     result.delete = sorted(name for name in remote if name not in local and name != MANIFEST)
     result.purge = sorted([name for name in changed if name in remote] + result.delete)
     return result
+
+
+# --- keeping the previous release's assets for pages a CDN still caches -------------------------------
+
+RETAINED = "manifest.retained.json"  # beside the manifest: what was kept, since when (never listed in it)
+# How long a gone asset stays at least, besides one more release: far longer than a page's own cache
+# (SHORT, 5 minutes), for a CDN that keeps pages longer than they ask.
+KEEP_SECONDS = 7 * 24 * 3600
+
+
+def retain(todo: Plan, local: dict[str, str], kept_before: dict[str, dict], now: float) -> dict[str, dict]:
+    """Hold back the deletions a cached page could miss: of what left this release (todo.delete), pages
+    are deleted and everything else is kept; of what an earlier publish kept (`kept_before`: name ->
+    {"sha256", "since"} from RETAINED), what is still gone and was kept at least KEEP_SECONDS is deleted
+    now, the rest stays. Rewrites todo.delete, todo.purge and todo.kept; returns the new RETAINED entries."""
+    gone = todo.delete
+    kept = {name: entry for name, entry in kept_before.items() if name not in local}
+    delete = [name for name in gone if name.endswith(".html")]
+    for name in gone:
+        if not name.endswith(".html"):
+            kept[name] = kept.get(name) or {"since": now}
+    for name in [n for n in kept if n not in gone]:  # kept by an earlier publish: one release has passed
+        if now - kept[name]["since"] >= KEEP_SECONDS:
+            delete.append(name)
+            del kept[name]
+    todo.delete = sorted(delete)
+    todo.kept = sorted(kept)
+    changed = [name for name in todo.purge if name not in gone]
+    todo.purge = sorted(changed + todo.delete)
+    return dict(sorted(kept.items()))
+
+
+def read_retained(s3, bucket: str, prefix: str) -> dict[str, dict]:
+    """What earlier publishes kept under `prefix` (RETAINED); {} when there is none or it is unreadable."""
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3.get_object(Bucket=bucket, Key=prefix + RETAINED)["Body"].read()
+        kept = json.loads(body)["kept"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return {}
+        raise
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {str(n): {"since": float(e["since"])} for n, e in kept.items() if isinstance(e, dict) and "since" in e}
+
+
+def write_retained(s3, bucket: str, prefix: str, kept: dict[str, dict]) -> None:
+    """RETAINED: the kept files and when each was first kept (never cached: read anew by the next publish)."""
+    body = json.dumps({"kept": kept}, indent=1, sort_keys=True).encode()
+    s3.put_object(
+        Bucket=bucket, Key=prefix + RETAINED, Body=body, ContentType="application/json", CacheControl=NO_CACHE
+    )
+
+
+# --- releases of the data at stable URLs -----------------------------------------------------------------
+
+RELEASES_PREFIX = "data/releases/"
+
+
+def release_version(site: Path) -> str | None:
+    """The release this build carries (data/datapackage.json `version`), None before the first release."""
+    try:
+        return json.loads((site / "data" / "datapackage.json").read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+def snapshot_plan(local: dict[str, str], version: str, stored: list[str]) -> tuple[list[str], list[str]]:
+    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
+    files to delete (those of versions older than the newest releases.RETENTION); `stored` lists the
+    names under data/releases/ the bucket holds."""
+    from pipeline.publish.releases import RETENTION, SEMVER
+
+    have = set(stored)
+    copy = sorted(
+        name
+        for name in local
+        if name.startswith("data/")
+        and not name.startswith(RELEASES_PREFIX)
+        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in have
+    )
+    versions = {name.removeprefix(RELEASES_PREFIX).split("/", 1)[0] for name in stored} | {version}
+    numbered = sorted((v for v in versions if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split(".")))
+    kept = set(numbered[-RETENTION:])
+    drop = sorted(
+        n for n in stored if SEMVER.match(v := n.removeprefix(RELEASES_PREFIX).split("/", 1)[0]) and v not in kept
+    )
+    return copy, drop
+
+
+def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, str]) -> tuple[int, int]:
+    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, and drop
+    the releases past the retention; (copied, deleted). Nothing before the first release."""
+    version = release_version(site)
+    if version is None:
+        return 0, 0
+    stored = [
+        o["Key"].removeprefix(prefix)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + RELEASES_PREFIX)
+        for o in page.get("Contents", [])
+    ]
+    copy, drop = snapshot_plan(local, version, stored)
+    for name in copy:
+        s3.copy_object(
+            Bucket=bucket,
+            Key=f"{prefix}{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}",
+            CopySource={"Bucket": bucket, "Key": prefix + name},
+            MetadataDirective="REPLACE",
+            ContentType=content_type(name),
+            CacheControl=IMMUTABLE,  # a release's files never change
+            # The copy's own checksum: a copy of a multipart upload would otherwise keep the source's
+            # composite one, which a reader that validates checksums (boto3) refuses.
+            ChecksumAlgorithm="CRC32",
+        )
+    for start in range(0, len(drop), 1000):
+        chunk = drop[start : start + 1000]
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
+    return len(copy), len(drop)
 
 
 def purge_urls(names: list[str], base_url: str) -> list[str]:
@@ -178,9 +304,12 @@ def publish(  # noqa: PLR0913
 
     try:
         todo = plan(local, read_remote_manifest(s3, bucket, prefix))
+        kept = retain(todo, local, read_retained(s3, bucket, prefix), time.time())
         say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
         if dry_run:
             return todo
+        # Every name this publish may leave behind is listed before the manifest moves on (run again: deleted).
+        write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
         for name in todo.upload:
             s3.upload_file(
                 str(site / name),
@@ -192,6 +321,8 @@ def publish(  # noqa: PLR0913
         for start in range(0, len(todo.delete), 1000):
             chunk = todo.delete[start : start + 1000]
             s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
+        write_retained(s3, bucket, prefix, kept)
+        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc
@@ -238,9 +369,25 @@ def run(args) -> int:
             print(f"upload {name}")
         for name in todo.delete:
             print(f"delete {name}")
+        for name in todo.kept:
+            print(f"keep {name}")
         return 0
     urls = purge_urls(todo.purge, args.base_url)
     print(f"published: {len(todo.upload) - 1} uploaded, {len(todo.delete)} deleted; {len(urls)} URL(s) to purge:")
     for url in urls:
         print(url)
+    print_kept(todo.kept)
+    if any(todo.snapshot):
+        copied, dropped = todo.snapshot
+        print(f"release files: {copied} copied to {RELEASES_PREFIX}<version>/, {dropped} of old releases deleted")
     return 0
+
+
+def print_kept(kept: list[str]) -> None:
+    """The files kept for cached pages of an earlier release: not to purge, deleted by a later publish."""
+    if kept:
+        days = KEEP_SECONDS // 86400
+        print(f"kept, not purged: {len(kept)} file(s) of an earlier release that cached pages may still load;")
+        print(f"deleted by the first publish at least one release and {days} days after they left the site:")
+        for name in kept:
+            print(f"  {name}")

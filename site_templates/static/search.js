@@ -50,7 +50,9 @@ async function run() {
   for (const result of results) {
     const item = document.createElement("li");
     const link = document.createElement("a");
-    link.href = new URL(result.url.replace(/^\/+/, ""), document.baseURI).href;  // relative: any base path
+    // Pagefind gives the URL with the site's base path already in it ("/gpu/models/x.html", from where
+    // pagefind.js was loaded): resolved as given, never against this page's folder again.
+    link.href = new URL(result.url, document.baseURI).href;
     link.textContent = result.meta.title || result.url;
     item.append(link, textOf(result.excerpt));
     list.append(item);

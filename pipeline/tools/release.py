@@ -1,0 +1,237 @@
+"""`python -m pipeline release`: record a build as a numbered, dated release of the data.
+
+The build in `--out` is compared with the published one (`--against`, the folder `just publish` keeps,
+as `diff` compares them), each read as it describes itself: `site/data/datapackage.json` (tables,
+columns, primary keys) and the CSV downloads. The version follows semantic versioning for the data
+(`bump`): major when a table or a column was removed or renamed (a reader's query breaks), minor when
+tables or columns were added, patch when only rows and values changed; nothing changed, no release.
+The release and its changes are appended to `<sources>/releases/` (releases.csv, changes.csv), which
+the next build publishes (pipeline/publish/releases.py): rebuild, then publish.
+
+Changes of a source table are listed row by row and value by value; a derived table, whose rows follow
+from the sources, is summed up in one line per kind of change (with the columns that changed).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.publish.releases import CHANGE_COLUMNS, CHANGES, FOLDER, RELEASE_COLUMNS, RELEASES, read_history
+from pipeline.schema import TABLES_BY_NAME
+
+EXIT_CODES = """exit codes:
+  0  released (or nothing changed since the published build: no release)
+  2  the release history in SOURCES/releases/ is malformed, or its last release is not published yet
+  3  a build could not be read (build first; publish first for --against)
+  64 a wrong command line"""
+
+SCHEMA_MAJOR = ("table_removed", "column_removed")
+SCHEMA_MINOR = ("table_added", "column_added")
+
+
+@dataclass
+class Snapshot:
+    """One table of a build as published: its columns, primary key and rows (key -> column -> CSV text)."""
+
+    columns: list[str]
+    key: list[str]
+    rows: dict[tuple, dict[str, str]]
+
+
+def read_build(out: Path) -> dict[str, Snapshot]:
+    """Every table of the build in `out` (its datapackage.json and CSV files); OSError/ValueError if unreadable."""
+    data = Path(out) / "site" / "data"
+    package = json.loads((data / "datapackage.json").read_text(encoding="utf-8"))
+    tables = {}
+    for resource in package["resources"]:
+        columns = [f["name"] for f in resource["schema"]["fields"]]
+        key = list(resource["schema"].get("primaryKey") or columns)
+        with (data / resource["path"]).open(encoding="utf-8-sig", newline="") as f:
+            rows = {tuple(row[k] for k in key): row for row in csv.DictReader(f)}
+        tables[resource["name"]] = Snapshot(columns, key, rows)
+    return tables
+
+
+def detailed(table: str) -> bool:
+    """Whether a table's changes are listed one by one: a source table's (an unknown table's too)."""
+    known = TABLES_BY_NAME.get(table)
+    return known is None or known.kind == "source"
+
+
+def compare(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> list[dict]:
+    """The changes from `before` to `after`, as rows of changes.csv without the version."""
+
+    def change(table, kind, key="", column="", old="", new="", rows=1) -> dict:  # noqa: PLR0913 (a row's cells)
+        return {
+            "table_name": table,
+            "change": kind,
+            "row_key": key,
+            "column_name": column,
+            "old_value": old,
+            "new_value": new,
+            "rows": str(rows),
+        }
+
+    found = [change(t, "table_removed", rows=len(before[t].rows)) for t in before if t not in after]
+    found += [change(t, "table_added", rows=len(after[t].rows)) for t in after if t not in before]
+    for name in (t for t in after if t in before):
+        old, new = before[name], after[name]
+        found += [
+            change(name, "column_removed", column=c, rows=len(old.rows)) for c in old.columns if c not in new.columns
+        ]
+        found += [
+            change(name, "column_added", column=c, rows=len(new.rows)) for c in new.columns if c not in old.columns
+        ]
+        if old.key != new.key:  # rows cannot be matched: the key itself changed, which is a removed column
+            continue
+        shared = [c for c in new.columns if c in old.columns and c not in new.key]
+        added = [k for k in new.rows if k not in old.rows]
+        removed = [k for k in old.rows if k not in new.rows]
+        values = [
+            (k, c, old.rows[k][c], new.rows[k][c])
+            for k in new.rows
+            if k in old.rows
+            for c in shared
+            if old.rows[k][c] != new.rows[k][c]
+        ]
+        if detailed(name):
+            found += [change(name, "row_added", key="|".join(k)) for k in added]
+            found += [change(name, "row_removed", key="|".join(k)) for k in removed]
+            found += [change(name, "value_changed", "|".join(k), c, a, b) for k, c, a, b in values]
+        else:
+            changed_columns = [c for c in shared if any(v[1] == c for v in values)]
+            if added:
+                found.append(change(name, "row_added", rows=len(added)))
+            if removed:
+                found.append(change(name, "row_removed", rows=len(removed)))
+            if values:
+                rows = len({v[0] for v in values})
+                found.append(change(name, "rows_changed", column=" ".join(changed_columns), rows=rows))
+    return found
+
+
+def bump(changes: list[dict]) -> str | None:
+    """The part of the version a release with these changes raises: major, minor, patch, or None (no change)."""
+    kinds = {c["change"] for c in changes}
+    if kinds & set(SCHEMA_MAJOR):
+        return "major"
+    if kinds & set(SCHEMA_MINOR):
+        return "minor"
+    return "patch" if kinds else None
+
+
+def next_version(previous: str | None, part: str) -> str:
+    """The version after `previous` with `part` raised (the first release is 1.0.0)."""
+    if previous is None:
+        return "1.0.0"
+    major, minor, patch = (int(n) for n in previous.split("."))
+    if part == "major":
+        return f"{major + 1}.0.0"
+    if part == "minor":
+        return f"{major}.{minor + 1}.0"
+    return f"{major}.{minor}.{patch + 1}"
+
+
+class Unpublished(Exception):
+    """The history's last release is not the published one: publish it before the next release."""
+
+    def __init__(self, recorded: str, published: str | None):
+        super().__init__(
+            f"release {recorded} is recorded but the published build is of {published or 'no release'}: "
+            "build and publish it first (just build, just publish), then release what changed after it"
+        )
+
+
+def published_version(out: Path) -> str | None:
+    """The release a build carries (its datapackage.json `version`), None for a build before releases."""
+    package = json.loads((Path(out) / "site" / "data" / "datapackage.json").read_text(encoding="utf-8"))
+    return package.get("version")
+
+
+def _append(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
+    new = not path.is_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def release(sources: Path, out: Path, against: Path | None, released_on: dt.date) -> dict | None:
+    """Compare `out` with `against` (None or absent: the first release) and append the release to the
+    history in `sources`; returns the release (version, released_on, change, changes) or None when
+    nothing changed since the last release."""
+    history = read_history(sources)
+    after = read_build(out)
+    first = history.current is None
+    published = against is not None and (Path(against) / "site" / "data" / "datapackage.json").is_file()
+    if published and not first:
+        version = published_version(against)
+        if version != history.current["version"]:
+            raise Unpublished(history.current["version"], version)
+    if published:
+        changes = compare(read_build(against), after)
+    else:
+        changes = compare({}, after) if first else []
+    part = "first" if first else bump(changes)
+    if part is None:
+        return None
+    version = next_version(None if first else history.current["version"], part)
+    row = {"version": version, "released_on": released_on.isoformat(), "change": part}
+    _append(Path(sources) / FOLDER / RELEASES, RELEASE_COLUMNS, [row])
+    _append(Path(sources) / FOLDER / CHANGES, CHANGE_COLUMNS, [{"version": version, **c} for c in changes])
+    return {**row, "changes": changes}
+
+
+def add_parser(commands, formatter, help_text: str) -> None:
+    """`release`: its options."""
+    import os
+
+    p = commands.add_parser(
+        "release",
+        help=help_text,
+        description="Record the build as a numbered, dated release of the data.\n\n" + __doc__.split("\n\n", 1)[1],
+        epilog=EXIT_CODES,
+        formatter_class=formatter,
+    )
+    p.add_argument("--out", type=Path, default=Path("output"), help="the build to release (default: output)")
+    p.add_argument(
+        "--against",
+        type=Path,
+        default=Path(os.environ.get("PUBLISHED_DIR", "published")),
+        help="the published build (default: $PUBLISHED_DIR or published, made by `just publish`)",
+    )
+    p.add_argument("--sources", type=Path, default=Path("sources"), help="whose releases/ to append to")
+    p.add_argument("--date", type=dt.date.fromisoformat, help="the release date YYYY-MM-DD (default: the build date)")
+
+
+def run(args) -> int:
+    """`python -m pipeline release`: the exit code."""
+    from pipeline.fingerprint import build_date
+    from pipeline.problems import DataError, format_report
+
+    try:
+        made = release(args.sources, args.out, args.against, args.date or build_date())
+    except DataError as exc:
+        print(format_report(exc.problems), file=sys.stderr)
+        return 2
+    except Unpublished as exc:
+        print(f"release: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"release: cannot read the builds: {exc} (build first: python -m pipeline build)", file=sys.stderr)
+        return 3
+    if made is None:
+        print(f"release: nothing changed since {args.against}: no new release")
+        return 0
+    print(
+        f"release {made['version']} ({made['change']}) of {made['released_on']}: {len(made['changes'])} change(s) "
+        f"recorded in {args.sources / FOLDER}; build again, then publish"
+    )
+    return 0

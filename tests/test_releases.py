@@ -1,0 +1,271 @@
+"""Releases of the data: the version bump rule, the changelog, the history a build publishes (version and
+date in datapackage.json, changelog, CITATION.cff, «Как цитировать»), and the release files kept at
+data/releases/<version>/ on object storage. Small inline builds, except the checks of the shared build."""
+
+import csv
+import datetime as dt
+import hashlib
+import json
+
+import pytest
+from test_tools import objects, s3_server  # noqa: F401 (the fixture)
+
+from conftest import SOURCES
+from pipeline.problems import DataError
+from pipeline.publish import releases
+from pipeline.schema import TABLES_BY_NAME
+from pipeline.tools import publish_s3
+from pipeline.tools.release import Snapshot, Unpublished, bump, compare, next_version, release
+
+
+def snap(columns: list[str], key: list[str], rows: list[list[str]]) -> Snapshot:
+    return Snapshot(
+        columns, key, {tuple(r[columns.index(k)] for k in key): dict(zip(columns, r, strict=True)) for r in rows}
+    )
+
+
+SERVERS = ["server_id", "gpu_id", "price_rub_month"]
+BEFORE = {
+    "servers": snap(SERVERS, ["server_id"], [["a", "h100", "1000000"], ["b", "h200", "2000000"]]),
+    "server_fit": snap(
+        ["model_id", "server_id", "price_rub_month"],
+        ["model_id", "server_id"],
+        [["m1", "a", "1000000"], ["m2", "a", "1000000"], ["m1", "b", "2000000"]],
+    ),
+}
+
+
+def edited(**tables) -> dict[str, Snapshot]:
+    return {**BEFORE, **tables}
+
+
+ONE_PRICE = edited(
+    servers=snap(SERVERS, ["server_id"], [["a", "h100", "1100000"], ["b", "h200", "2000000"]]),
+    server_fit=snap(
+        ["model_id", "server_id", "price_rub_month"],
+        ["model_id", "server_id"],
+        [["m1", "a", "1100000"], ["m2", "a", "1100000"], ["m1", "b", "2000000"]],
+    ),
+)
+NO_GPU_COLUMN = edited(
+    servers=snap(["server_id", "price_rub_month"], ["server_id"], [["a", "1000000"], ["b", "2000000"]])
+)
+
+
+@pytest.mark.parametrize(
+    "after, part",
+    [
+        (BEFORE, None),
+        (ONE_PRICE, "patch"),
+        (edited(servers=snap(SERVERS, ["server_id"], [["a", "h100", "1000000"]])), "patch"),  # a row removed
+        (edited(servers=snap([*SERVERS, "network"], ["server_id"], [["a", "h100", "1000000", "ib"]])), "minor"),
+        ({**BEFORE, "gpus": snap(["gpu_id"], ["gpu_id"], [["h100"]])}, "minor"),  # a new table
+        (NO_GPU_COLUMN, "major"),  # a removed column
+        (edited(servers=snap(["server_id", "gpu", "price_rub_month"], ["server_id"], [])), "major"),  # renamed
+        ({"servers": BEFORE["servers"]}, "major"),  # a removed table
+    ],
+)
+def test_the_version_bump_rule(after, part):
+    assert bump(compare(BEFORE, after)) == part
+
+
+def test_next_version():
+    assert next_version(None, "first") == "1.0.0"
+    assert [next_version("1.4.2", p) for p in ("patch", "minor", "major")] == ["1.4.3", "1.5.0", "2.0.0"]
+    assert next_version("1.9.9", "patch") == "1.9.10"
+
+
+def test_the_changes_of_a_one_price_edit():
+    """A source table's change is listed value by value; a derived table's is summed up in one line."""
+    assert compare(BEFORE, ONE_PRICE) == [
+        {
+            "table_name": "servers",
+            "change": "value_changed",
+            "row_key": "a",
+            "column_name": "price_rub_month",
+            "old_value": "1000000",
+            "new_value": "1100000",
+            "rows": "1",
+        },
+        {
+            "table_name": "server_fit",
+            "change": "rows_changed",
+            "row_key": "",
+            "column_name": "price_rub_month",
+            "old_value": "",
+            "new_value": "",
+            "rows": "2",
+        },
+    ]
+
+
+def test_the_changes_of_a_removed_column():
+    assert compare(BEFORE, NO_GPU_COLUMN) == [
+        {
+            "table_name": "servers",
+            "change": "column_removed",
+            "row_key": "",
+            "column_name": "gpu_id",
+            "old_value": "",
+            "new_value": "",
+            "rows": "2",
+        }
+    ]
+
+
+def write_build(out, tables: dict[str, Snapshot], version: str | None) -> None:
+    """A build's data folder as `release` reads it: datapackage.json and one CSV per table."""
+    data = out / "site" / "data"
+    data.mkdir(parents=True)
+    resources = []
+    for name, table in tables.items():
+        with (data / f"{name}.csv").open("w", encoding="utf-8-sig", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=table.columns, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(table.rows.values())
+        fields = [{"name": c, "type": "string"} for c in table.columns]
+        schema = {"fields": fields, "primaryKey": table.key}
+        resources.append({"name": name, "path": f"{name}.csv", "schema": schema})
+    package = {"resources": resources} | ({"version": version} if version else {})
+    (data / "datapackage.json").write_text(json.dumps(package), encoding="utf-8")
+
+
+def test_release_records_a_one_price_edit_and_then_a_removed_column(tmp_path):
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    write_build(tmp_path / "v1", BEFORE, None)
+    first = release(sources, tmp_path / "v1", tmp_path / "nothing-published", dt.date(2026, 12, 1))
+    assert (first["version"], first["change"]) == ("1.0.0", "first")
+    assert [(c["table_name"], c["change"], c["rows"]) for c in first["changes"]] == [
+        ("servers", "table_added", "2"),
+        ("server_fit", "table_added", "3"),
+    ]
+    write_build(tmp_path / "published", BEFORE, "1.0.0")
+    write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
+    assert release(sources, tmp_path / "v2", tmp_path / "published", dt.date(2026, 12, 5))["version"] == "1.0.1"
+    with pytest.raises(Unpublished):  # 1.0.1 is recorded, the published build is still 1.0.0
+        release(sources, tmp_path / "v2", tmp_path / "published", dt.date(2026, 12, 5))
+
+    write_build(tmp_path / "published2", ONE_PRICE, "1.0.1")
+    removed = {**ONE_PRICE, "servers": snap(["server_id", "price_rub_month"], ["server_id"], [["a", "1100000"]])}
+    write_build(tmp_path / "v3", removed, "1.0.1")
+    third = release(sources, tmp_path / "v3", tmp_path / "published2", dt.date(2026, 12, 9))
+    assert (third["version"], third["change"]) == ("2.0.0", "major")
+
+    history = releases.read_history(sources)
+    assert [(r["version"], r["released_on"], r["change"]) for r in history.releases] == [
+        ("1.0.0", "2026-12-01", "first"),
+        ("1.0.1", "2026-12-05", "patch"),
+        ("2.0.0", "2026-12-09", "major"),
+    ]
+    assert history.kept() == ["2.0.0", "1.0.1", "1.0.0"]
+    assert releases.changelog_csv(history).decode("utf-8-sig").splitlines() == [
+        "version,released_on,table_name,change,row_key,column_name,old_value,new_value,rows",
+        "2.0.0,2026-12-09,servers,column_removed,,gpu_id,,,2",
+        "2.0.0,2026-12-09,servers,row_removed,b,,,,1",
+        "1.0.1,2026-12-05,servers,value_changed,a,price_rub_month,1000000,1100000,1",
+        "1.0.1,2026-12-05,server_fit,rows_changed,,price_rub_month,,,2",
+        "1.0.0,2026-12-01,servers,table_added,,,,,2",
+        "1.0.0,2026-12-01,server_fit,table_added,,,,,3",
+    ]
+    # Nothing changed since the published build: no release.
+    write_build(tmp_path / "published3", removed, "2.0.0")
+    assert release(sources, tmp_path / "v3", tmp_path / "published3", dt.date(2026, 12, 10)) is None
+
+
+def test_a_malformed_history_is_reported_by_file_line_and_column(tmp_path):
+    folder = tmp_path / "releases"
+    folder.mkdir()
+    (folder / "releases.csv").write_text("version,released_on,change\n1.0,2026-12-01,first\n1.0.1,01.12.2026,patch\n")
+    with pytest.raises(DataError) as raised:
+        releases.read_history(tmp_path)
+    assert [(p.file, p.line, p.column, p.value) for p in raised.value.problems] == [
+        ("releases/releases.csv", 2, "version", "1.0"),
+        ("releases/releases.csv", 3, "released_on", "01.12.2026"),
+    ]
+
+
+def test_citation_file_names_the_version_and_date():
+    history = releases.History(({"version": "1.2.0", "released_on": "2026-12-05", "change": "minor"},))
+    cite = releases.citation(history, "Данные «GPU»", "https://example.org/gpu", "CC-BY-4.0")
+    assert cite["release_url"] == "https://example.org/gpu/data/releases/1.2.0/"
+    text = releases.citation_cff(cite, "Справочник")
+    assert 'title: "Данные «GPU»"' in text.splitlines()
+    assert 'version: "1.2.0"' in text.splitlines() and 'date-released: "2026-12-05"' in text.splitlines()
+    assert "license: CC-BY-4.0" in text.splitlines()
+    assert releases.citation(releases.History(), "x", "/", "CC-BY-4.0") is None
+
+
+# --- the shared build of the real catalog --------------------------------------------------------------
+
+
+def test_the_build_publishes_the_current_release(built):
+    history = releases.read_history(SOURCES)
+    current = history.current
+    data = built / "site" / "data"
+    package = json.loads((data / "datapackage.json").read_text(encoding="utf-8"))
+    assert (package["version"], package["x_released_on"]) == (current["version"], current["released_on"])
+    assert (data / "changelog.csv").read_bytes() == releases.changelog_csv(history)
+    cff = (data / "CITATION.cff").read_text(encoding="utf-8").splitlines()
+    assert f'version: "{current["version"]}"' in cff and f'date-released: "{current["released_on"]}"' in cff
+    page = (built / "site" / "data.html").read_text(encoding="utf-8").replace("\u00a0", " ")  # typeset
+    shown = dt.date.fromisoformat(current["released_on"]).strftime("%d.%m.%Y")
+    assert page.count("Как цитировать") == 1 + len(package["resources"])  # the data page and every table
+    assert f"Версия {current['version']} от {shown}" in page
+    assert f"Таблица «{TABLES_BY_NAME['servers'].title_ru}» (<code>servers</code>)" in page
+    changelog = (built / "site" / "changelog.html").read_text(encoding="utf-8").replace("\u00a0", " ")
+    assert f"<h2>Версия {current['version']} от {shown}</h2>" in changelog
+
+
+# --- release files on object storage -------------------------------------------------------------------
+
+
+def test_snapshot_plan_copies_each_release_once_and_keeps_the_declared_number():
+    local = {"data/a.csv": "x", "data/datapackage.json": "y", "index.html": "z"}
+    assert publish_s3.snapshot_plan(local, "1.0.0", []) == (["data/a.csv", "data/datapackage.json"], [])
+    assert publish_s3.snapshot_plan(local, "1.0.0", ["data/releases/1.0.0/a.csv"]) == (["data/datapackage.json"], [])
+    stored = [f"data/releases/1.{n}.0/a.csv" for n in range(releases.RETENTION)]
+    copy, drop = publish_s3.snapshot_plan(local, "2.0.0", stored)
+    assert copy == ["data/a.csv", "data/datapackage.json"] and drop == ["data/releases/1.0.0/a.csv"]
+
+
+def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_server):  # noqa: F811
+    endpoint, s3 = s3_server
+    out = tmp_path / "output"
+
+    def publish(version: str, price: str) -> None:
+        files = {
+            "data/servers.csv": f"server_id,price_rub_month\na,{price}\n".encode(),
+            "data/datapackage.json": json.dumps({"version": version}).encode(),
+            "data.html": f"<p>{version}</p>".encode(),
+        }
+        for name, content in files.items():
+            (out / "site" / name).parent.mkdir(parents=True, exist_ok=True)
+            (out / "site" / name).write_bytes(content)
+        manifest = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
+        (out / "site" / "manifest.json").write_text(json.dumps({"files": manifest}))
+        # Its own prefix: moto's servers in one test process share their buckets.
+        publish_s3.publish(out, "s3://site/releases", endpoint_url=endpoint, say=lambda _: None)
+
+    publish("1.0.0", "1000000")
+    publish("1.0.1", "1100000")
+    stored = objects(s3, "releases/data/")
+    assert stored["releases/1.0.0/servers.csv"] == b"server_id,price_rub_month\na,1000000\n"
+    assert stored["releases/1.0.1/servers.csv"] == b"server_id,price_rub_month\na,1100000\n"
+    assert json.loads(stored["releases/1.0.0/datapackage.json"]) == {"version": "1.0.0"}
+    head = s3.head_object(Bucket="site", Key="releases/data/releases/1.0.0/servers.csv")
+    assert (head["ContentType"], head["CacheControl"]) == ("text/csv; charset=utf-8", publish_s3.IMMUTABLE)
+
+
+@pytest.mark.parametrize("path", ["changelog.html", "data.html"])
+def test_the_changelog_and_the_citations_pass_axe(browser, site_server, path):
+    from conftest import serious_axe_violations
+
+    context = browser.new_context(locale="ru-RU")
+    try:
+        page = context.new_page()
+        page.goto(site_server + path)
+        assert page.locator("h2:text('Как цитировать')").count() == 1
+        assert serious_axe_violations(page) == []
+    finally:
+        context.close()

@@ -512,6 +512,19 @@ EXTRA_TECHNIQUES = (
     "lora_dropout",
     "unknown_lengths",
 )
+# The optimizers the first-principles estimator knows (first_principles.OPTIMIZER_STATES says what each stores).
+OPTIMIZERS = (
+    "adamw",
+    "adamw_fused",
+    "adamw_8bit",
+    "paged_adamw",
+    "paged_adamw_8bit",
+    "sgd",
+    "adamw_4bit",
+    "adafactor",
+    "lion",
+    "lion_8bit",
+)
 # Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
 MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
 FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
@@ -536,7 +549,7 @@ MEASUREMENTS = Table(
         Field(
             "optimizer",
             "str",
-            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            allowed=OPTIMIZERS,
         ),
         Field(
             "seq_len",
@@ -768,7 +781,7 @@ def _setup_fields() -> tuple[Field, ...]:
         Field(
             "optimizer",
             "str",
-            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            allowed=OPTIMIZERS,
         ),
         Field("seq_len", "int", unit="tokens"),
         Field("micro_batch", "int", unit="count"),

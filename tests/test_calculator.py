@@ -528,7 +528,9 @@ def test_data_carries_the_estimator(catalog):
     # The advanced mode opens with the typical setup: checkpointing on, sources/typical_setup.csv.
     assert data["setup_defaults"] == asdict(TYPICAL) and TYPICAL.grad_checkpointing
     assert data["options"]["optimizers"] == list(memory.OPTIMIZERS)
-    assert data["options"]["optimizer_state_bytes"] == memory.OPTIMIZER_STATE_BYTES
+    assert data["options"]["optimizer_states"]["adamw_8bit"] == {"states": 2, "bits": 8, "block": 256}
+    assert data["options"]["optimizer_states"]["adamw"] == {"states": 2, "bits": None, "block": 0}
+    assert set(data["options"]["optimizer_states"]) == set(memory.OPTIMIZERS)
     assert "deepseek-v3" not in data["dense_references"] and "llama-3-1-405b" in data["dense_references"]
     gpus = {g["id"]: g for g in calculator_data(catalog)["gpus"]}
     assert gpus["h100-sxm"]["fp8_dense_tflops"] == 1979 and gpus["a100-80gb"]["fp8_dense_tflops"] is None

@@ -83,7 +83,11 @@ def estimator_data(catalog: Catalog) -> dict:
             "offloads": list(first_principles.OFFLOADS),
             "lora_targets": list(first_principles.LORA_TARGETS),
             "losses": list(first_principles.LOSSES),
-            "optimizer_state_bytes": dict(first_principles.OPTIMIZER_STATE_BYTES),
+            # first_principles.optimizer_state_bytes: states per parameter, bits each (null: the weights' width), scale block.
+            "optimizer_states": {
+                name: {"states": spec.states, "bits": spec.bits, "block": spec.block}
+                for name, spec in first_principles.OPTIMIZER_STATES.items()
+            },
             "foreach_temporary": sorted(first_principles.FOREACH_TEMPORARY),
             "paged": sorted(first_principles.PAGED),
         },

@@ -180,10 +180,13 @@ def _add_run_options(e, typical: dict[str, str]) -> None:
     e.add_argument(
         "--optimizer",
         choices=first_principles.OPTIMIZERS,
-        help="adamw: PyTorch's AdamW (foreach: one temporary of a state's size at the step); adamw_fused: the "
-        "same in one kernel; adamw_8bit: two 1-byte states (bitsandbytes); paged_adamw, paged_adamw_8bit: "
-        "their paged variants, states in CUDA unified memory outside PyTorch's allocator; sgd: one momentum "
-        "state" + _typical_note(typical, "optimizer"),
+        help="adamw: PyTorch's AdamW, two states as wide as the weights it steps (fp32 beside a master copy, "
+        "bf16 in full_bf16; foreach: one temporary of a state's size at the step); adamw_fused: the same in one "
+        "kernel; adamw_8bit: two 1-byte states and a 4-byte scale per 256 (bitsandbytes or torchao); "
+        "paged_adamw: bitsandbytes' two fp32 states, paged_adamw_8bit: its 8-bit states, both in CUDA unified "
+        "memory outside PyTorch's allocator; sgd: one momentum state; adamw_4bit: torchao's two 4-bit states and "
+        "a scale per 128; adafactor: transformers' factored second moment, about no bytes per parameter; lion: "
+        "one momentum; lion_8bit: bitsandbytes' one 8-bit state" + _typical_note(typical, "optimizer"),
     )
     e.add_argument("--seq-len", type=_typed(_count), help="tokens per sequence" + _typical_note(typical, "seq_len"))
     e.add_argument(

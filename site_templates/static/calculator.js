@@ -526,7 +526,10 @@ export function estimateBreakdown(data, a, setup) {
   const shardWeights = setup.sharding === "zero3";
   let [weights, layerBytes, rootBytes] = weightBytes(a, setup, c, units);
   const [layerParams] = unitParams(a);
-  const stateBytes = o.optimizer_state_bytes[setup.optimizer];
+  // memory.optimizer_state_bytes: bytes of state per trained parameter for weights `width` bytes wide.
+  const spec = o.optimizer_states[setup.optimizer];
+  const stateBytes = (width) =>
+    spec.bits === null ? spec.states * width : spec.states * (spec.bits / 8 + (spec.block ? units.fp32 / spec.block : 0));
   let trainable;
   let gradients;
   let optimizer;
@@ -536,10 +539,10 @@ export function estimateBreakdown(data, a, setup) {
     trainable = total;
     gradients = units.bf16 * total;
     if (setup.method === "full_amp") {
-      optimizer = (units.fp32 + stateBytes) * total;
+      optimizer = (units.fp32 + stateBytes(units.fp32)) * total;
       stateWidth = units.fp32;
     } else {
-      optimizer = (stateBytes / 2) * total;
+      optimizer = stateBytes(units.bf16) * total;
       stateWidth = units.bf16;
     }
     gradWidth = units.bf16;
@@ -547,7 +550,7 @@ export function estimateBreakdown(data, a, setup) {
     trainable = loraTrainableParams(a, setup.lora_rank, setup.lora_targets, setup.lora_lm_head);
     weights += c.adapter_bytes * trainable;
     gradients = c.adapter_bytes * trainable;
-    optimizer = stateBytes * trainable;
+    optimizer = stateBytes(c.adapter_bytes) * trainable;
     stateWidth = c.adapter_bytes;
     gradWidth = c.adapter_bytes;
   }

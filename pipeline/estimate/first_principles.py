@@ -914,6 +914,21 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
     return found
 
 
+def borrowed_shapes(models: pl.DataFrame) -> dict[str, str]:
+    """Each model without config data (the generic sizes) -> the named model whose shape `model_architectures`
+    gives it, so that every surface can say which shape it used."""
+    named, missing = {}, []
+    for row in models.sort("params_b", "model_id").iter_rows(named=True):
+        arch = architecture_from_row(row)
+        if arch is None:
+            missing.append(row)
+        else:
+            named[row["model_id"]] = arch
+    if not named:
+        return {}
+    return {row["model_id"]: nearest_reference(row["params_b"], named) for row in missing}
+
+
 BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead")
 
 # The settings of sources/typical_setup.csv: each one's kind and what it may be.

@@ -71,6 +71,8 @@ def estimator_data(catalog: Catalog) -> dict:
     return {
         "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
         "dense_references": _dense_references(catalog["models"]),
+        # first_principles.borrowed_shapes: the named model whose shape each generic size takes (the page names it).
+        "borrowed_shapes": first_principles.borrowed_shapes(catalog["models"]),
         # How architecture_from_config reads a Hugging Face config.json: the page parses a pasted one the same way.
         "config": {
             "keys": {name: list(keys) for name, keys in CONFIG_KEYS.items()},

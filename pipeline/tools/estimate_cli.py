@@ -526,7 +526,8 @@ def _architecture(catalog, args):
             raise UsageError("--vocab, --layers and --hidden change a custom size: use them with --params-b")
         arch = first_principles.model_architectures(models)[args.model]
         row = models.filter(models["model_id"] == args.model).row(0, named=True)
-        return arch, row["display_name"], row["params_b"], None
+        # A generic size has no config data: it borrows a named model's shape, and says so (issue 36).
+        return arch, row["display_name"], row["params_b"], first_principles.borrowed_shapes(models).get(args.model)
     if args.config is not None:
         return _config_architecture(args)
     if args.params_b is None and not (args.layers and args.hidden):
@@ -837,7 +838,8 @@ def render(out: dict) -> str:
         a = out["architecture"]
         lines.append(
             f"Shape borrowed from {out['shape_borrowed_from']}: {a['layers']} layers, hidden {a['hidden']}, "
-            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']}"
+            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']} "
+            "(to be exact, give the model's config.json with --config)"
         )
     if out["problems"]:
         lines += ["This setup cannot be estimated:"] + [f"  {p}" for p in out["problems"]]

@@ -258,18 +258,23 @@ export function syntheticArchitecture(paramsB, reference) {
   return { ...dense, layers };
 }
 
-// The shape memory.model_architectures gives a model without a config: the named dense model nearest in size.
-export function customArchitecture(data, paramsB) {
+// memory.nearest_reference: the named dense model nearest in size, whose shape a model without a config takes.
+export function nearestReference(data, paramsB) {
   const est = data.estimator;
   const size = paramsB * 1e9;
   let best = null;
   for (const id of est.dense_references) {
-    const arch = est.architectures[id];
-    const total = parameterCounts(arch).total;
+    const total = parameterCounts(est.architectures[id]).total;
     const key = [Math.abs(Math.log(total / size)), total];
-    if (best === null || compareKeys(key, best.key) < 0) best = { arch, key };
+    if (best === null || compareKeys(key, best.key) < 0) best = { id, key };
   }
-  return best && syntheticArchitecture(paramsB, best.arch);
+  return best && best.id;
+}
+
+// The shape memory.model_architectures gives a model without a config: the named dense model nearest in size.
+export function customArchitecture(data, paramsB) {
+  const id = nearestReference(data, paramsB);
+  return id && syntheticArchitecture(paramsB, data.estimator.architectures[id]);
 }
 
 // A problem of a pasted config.json: `code` names the page's Russian message, `values` fill it.
@@ -1039,10 +1044,26 @@ function setup(form, data, text) {
     }
   }
 
-  function showConfig(config) {
+  // The named model whose shape the estimate borrows (a custom size or a generic one), null for a model with its own.
+  function borrowedShape(p) {
+    if (modelSelect.value === "custom") return p === null ? null : nearestReference(data, p);
+    return est.borrowed_shapes[modelSelect.value] ?? null;
+  }
+
+  function showConfig(config, p) {
     const note = $("calc-config-note");
     const problem = $("calc-config-error");
-    note.hidden = !(config && config.arch);
+    const borrowed = config ? null : borrowedShape(p);
+    note.hidden = !(config && config.arch) && !borrowed;
+    if (borrowed) {
+      const a = architectureOf(p);
+      note.textContent = fill(text.shape_borrowed, {
+        name: modelById.get(borrowed)?.name ?? borrowed,
+        layers: formatInteger(a.layers),
+        hidden: formatInteger(a.hidden),
+        vocab: formatInteger(a.vocab),
+      });
+    }
     problem.hidden = !(config && config.error);
     field("config").setAttribute("aria-invalid", String(Boolean(config && config.error)));
     if (config && config.error) problem.textContent = fill(text[config.error.code], config.error.values);
@@ -1081,7 +1102,7 @@ function setup(form, data, text) {
     $("calc-quantized-lm-head").closest(".calc-field").hidden = !isQloraMethod();
     const result = $("adv-result");
     const config = on ? pastedConfig() : null;
-    showConfig(config);
+    showConfig(config, p);
     if (!on || p === null) {
       delete result.dataset.raw;
       return null;

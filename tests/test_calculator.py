@@ -1260,3 +1260,19 @@ def test_malformed_config_gets_a_russian_message_and_no_figures(page, site_serve
     # Emptying the field brings the selected model back.
     page.fill("#calc-config", "")
     assert read_advanced(page)["visible"] and not page.is_visible("#calc-config-error")
+
+
+def test_a_model_without_config_data_names_the_shape_it_borrows(page, site_server, catalog, built):
+    """Issue 36: a custom or generic size says which named model's shape the advanced mode used, and how to be exact."""
+    page_text(built)
+    names = dict(catalog["models"].select("model_id", "display_name").iter_rows())
+    borrowed = memory.borrowed_shapes(catalog["models"])
+    open_calculator(page, site_server, {"advanced": "1", "model": "generic-70b", "method": "lora"})
+    note = page.text_content("#calc-config-note")
+    assert page.is_visible("#calc-config-note") and f"форму {names[borrowed['generic-70b']]}" in note
+    assert f"слоёв под размер — {memory.model_architectures(catalog['models'])['generic-70b'].layers}" in note
+    named = memory.model_architectures(catalog["models"].filter(pl.col("kind") == "named"))
+    open_calculator(page, site_server, {"advanced": "1", "model": "custom", "params": "20", "method": "lora"})
+    assert f"форму {names[memory.nearest_reference(20, named)]}" in page.text_content("#calc-config-note")
+    open_calculator(page, site_server, {"advanced": "1", "model": "llama-3-1-8b", "method": "lora"})
+    assert not page.is_visible("#calc-config-note")  # a model with its own config data borrows nothing

@@ -12,7 +12,10 @@ done-when asks for a median of at most 10 % and 85 % within ±25 % for each metr
 error, and the worst rows with their signed errors. Runs that ran out of memory (outcome `oom`, metric
 `fits_on`, measured_value the card's memory) have no error; they are counted apart: how many of them the
 estimator says do not fit (its whole card above the card's memory, the rule of the calibration table's
-`predicts_oom`), and which it says fit. Nothing is asserted: a benchmark is not a test.
+`predicts_oom`), and which it says fit. Then, for the calibration set itself (sources/measurements.csv), the
+first-principles estimator in sample and leaving one source out (issue 36: each source document's rows predicted with
+every fitted constant fitted on the other documents), per metric kind, method, sharding and loss path. Nothing is
+asserted: a benchmark is not a test.
 """
 
 from __future__ import annotations
@@ -210,6 +213,7 @@ def records(rows: list[dict[str, str]], predicted: list[dict[str, str]]) -> list
                 "model_id": row["model_id"],
                 "method_id": row["method_id"],
                 "sharding": row["sharding"],
+                "loss": row["loss"] or "hf",
                 "metric_kind": KIND[row["metric"]],
                 "measured_gb": measured,
                 "predicted_gb": estimate,
@@ -284,6 +288,10 @@ def summary(recs: list[dict], worst: int = WORST, ooms: list[dict] | None = None
             if (group := [r for r in recs if r["metric_kind"] == k and r["sharding"] == s])
         },
         "method": {m: stats([r for r in recs if r["method_id"] == m], worst) for m in methods},
+        "loss": {
+            loss: stats([r for r in recs if r.get("loss", "hf") == loss], worst)
+            for loss in sorted({r.get("loss", "hf") for r in recs})
+        },
         "rows": recs,
         "oom": oom_stats(ooms or []),
         "oom_rows": ooms or [],
@@ -308,6 +316,7 @@ def render(result: dict) -> str:
     lines += [line(f"kind {k}", s) for k, s in result["metric_kind"].items()]
     lines += [line(f"kind {k}", s) for k, s in result["kind_sharding"].items()]
     lines += [line(f"method {m}", s) for m, s in result["method"].items()]
+    lines += [line(f"loss {m}", s) for m, s in result.get("loss", {}).items()]
     oom = result["oom"]
     if oom["rows"]:
         lines.append(
@@ -324,6 +333,35 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
+def calibration_out_of_sample(sources: Path) -> list[dict]:
+    """The calibration set's figures in sample and leaving one source out (the catalog's calibration_out_of_sample:
+    every fitted constant fitted again without the source document of the rows scored)."""
+    from pipeline.tools import estimate_cli
+
+    table = estimate_cli._load(sources)["calibration_out_of_sample"]
+    return table.sort("sort_order").to_dicts()
+
+
+def render_out_of_sample(rows: list[dict]) -> str:
+    """The calibration set in sample and out of sample, side by side, per metric kind, method, sharding, loss path."""
+    head = f"{'calibration set':<26} {'rows':>4} {'in: |e|':>8} {'in: ±25':>8} {'out: |e|':>9} {'out: ±25':>9} {'out: e':>8}"
+    lines = ["", "sources/measurements.csv, in sample vs leave one source out (calibration_out_of_sample)", head]
+
+    def pct(value: float | None, signed: bool = False) -> str:
+        if value is None:
+            return "—"
+        return f"{value * 100:+.1f} %" if signed else f"{value * 100:.1f} %"
+
+    for r in rows:
+        name = "all" if r["dimension"] == "all" else f"{r['dimension']} {r['group_id']}"
+        lines.append(
+            f"{name:<26} {r['rows']:>4} {pct(r['in_sample_median_abs_error']):>8} {pct(r['in_sample_within_25']):>8} "
+            f"{pct(r['out_of_sample_median_abs_error']):>9} {pct(r['out_of_sample_within_25']):>9} "
+            f"{pct(r['out_of_sample_median_error'], signed=True):>8}"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -336,10 +374,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_rows(args.csv)
         predicted = predict(rows, args.sources)
         result = summary(records(rows, predicted), ooms=oom_records(rows, predicted))
+        result["calibration_out_of_sample"] = calibration_out_of_sample(args.sources)
     except HeldoutError as exc:
         print(f"heldout: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2, sort_keys=True) if args.json else render(result))
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print(render(result) + render_out_of_sample(result["calibration_out_of_sample"]))
     return 0
 
 

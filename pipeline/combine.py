@@ -335,6 +335,11 @@ STEPS: tuple[Step, ...] = (
     ),
     Step("estimator_range", ("calibration",), lambda t, c: calibration.estimator_range(t["calibration"])),
     Step(
+        "calibration_out_of_sample",
+        ("calibration",),
+        lambda t, c: calibration.out_of_sample(t["calibration"], c["calibration_within"]),
+    ),
+    Step(
         "estimator_constants",
         ("constants", "calibration", "measurements", "models"),
         lambda t, c: calibration.estimator_constants(t["calibration"], t["measurements"], t["models"], t["constants"]),

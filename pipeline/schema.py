@@ -512,6 +512,19 @@ EXTRA_TECHNIQUES = (
     "lora_dropout",
     "unknown_lengths",
 )
+# The optimizers the first-principles estimator knows (first_principles.OPTIMIZER_STATES says what each stores).
+OPTIMIZERS = (
+    "adamw",
+    "adamw_fused",
+    "adamw_8bit",
+    "paged_adamw",
+    "paged_adamw_8bit",
+    "sgd",
+    "adamw_4bit",
+    "adafactor",
+    "lion",
+    "lion_8bit",
+)
 # Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
 MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
 FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
@@ -536,7 +549,7 @@ MEASUREMENTS = Table(
         Field(
             "optimizer",
             "str",
-            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            allowed=OPTIMIZERS,
         ),
         Field(
             "seq_len",
@@ -768,7 +781,7 @@ def _setup_fields() -> tuple[Field, ...]:
         Field(
             "optimizer",
             "str",
-            allowed=("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd"),
+            allowed=OPTIMIZERS,
         ),
         Field("seq_len", "int", unit="tokens"),
         Field("micro_batch", "int", unit="count"),
@@ -854,6 +867,7 @@ CALIBRATION = Table(
             "str",
             allowed=("ddp", "zero1", "zero2", "zero3"),
         ),
+        Field("loss", "str", allowed=MEASUREMENT_LOSSES),
         Field("measured_value", "float", required=False, unitless=True),
         Field("measured_unit", "str", allowed=("GB", "GiB")),
         Field("measured_gb", "float", unit="gb", required=False),
@@ -875,6 +889,9 @@ CALIBRATION = Table(
                 ),
             )
         ),
+        # The first-principles prediction out of sample: every fitted constant fitted on the other sources only.
+        Field("first_principles_loso_gb", "float", unit="gb", required=False),
+        Field("first_principles_loso_error", "float", unit="share", required=False),
         Field(
             "predicts_oom",
             "bool",
@@ -940,7 +957,7 @@ CALIBRATION_BREAKDOWN = Table(
         Field(
             "dimension",
             "str",
-            allowed=("metric_kind", "method", "sharding", "framework", "framework_method"),
+            allowed=("metric_kind", "method", "sharding", "framework", "framework_method", "loss"),
         ),
         Field(
             "group_id",
@@ -990,6 +1007,30 @@ ESTIMATOR_RANGE = Table(
         ),
     ),
     ("scope",),
+    kind="derived",
+)
+
+# The first-principles estimator in sample (constants.csv as it is) and out of sample (leave one source out), per
+# group: what the accuracy page shows side by side and what a plan's headroom can take its factors from.
+CALIBRATION_OUT_OF_SAMPLE = Table(
+    "calibration_out_of_sample",
+    (
+        Field("dimension", "str", allowed=("all", "metric_kind", "method", "sharding", "loss")),
+        Field("group_id", "id"),
+        Field("sort_order", "int", unitless=True),
+        Field("rows", "int", unit="count"),
+        Field("in_sample_median_abs_error", "float", unit="share", required=False),
+        Field("in_sample_within_25", "float", unit="share", required=False),
+        Field("in_sample_median_error", "float", unit="share", required=False),
+        Field("out_of_sample_median_abs_error", "float", unit="share", required=False),
+        Field("out_of_sample_within_25", "float", unit="share", required=False),
+        Field("out_of_sample_median_error", "float", unit="share", required=False),
+        Field("out_of_sample_error_p10", "float", unit="share", required=False),
+        Field("out_of_sample_error_p90", "float", unit="share", required=False),
+        Field("low_factor", "float", required=False, unitless=True),
+        Field("high_factor", "float", required=False, unitless=True),
+    ),
+    ("dimension", "group_id"),
     kind="derived",
 )
 
@@ -1227,6 +1268,7 @@ DERIVED_TABLES: tuple[Table, ...] = (
     CALIBRATION_SUMMARY,
     CALIBRATION_BREAKDOWN,
     ESTIMATOR_RANGE,
+    CALIBRATION_OUT_OF_SAMPLE,
     ESTIMATOR_CONSTANTS_TABLE,
     PRETRAINING,
     RECOMMENDATIONS,

@@ -539,7 +539,9 @@ def test_data_carries_the_estimator(catalog):
     # The advanced mode opens with the typical setup: checkpointing on, sources/typical_setup.csv.
     assert data["setup_defaults"] == asdict(TYPICAL) and TYPICAL.grad_checkpointing
     assert data["options"]["optimizers"] == list(memory.OPTIMIZERS)
-    assert data["options"]["optimizer_state_bytes"] == memory.OPTIMIZER_STATE_BYTES
+    assert data["options"]["optimizer_states"]["adamw_8bit"] == {"states": 2, "bits": 8, "block": 256}
+    assert data["options"]["optimizer_states"]["adamw"] == {"states": 2, "bits": None, "block": 0}
+    assert set(data["options"]["optimizer_states"]) == set(memory.OPTIMIZERS)
     assert "deepseek-v3" not in data["dense_references"] and "llama-3-1-405b" in data["dense_references"]
     gpus = {g["id"]: g for g in calculator_data(catalog)["gpus"]}
     assert gpus["h100-sxm"]["fp8_dense_tflops"] == 1979 and gpus["a100-80gb"]["fp8_dense_tflops"] is None
@@ -966,6 +968,12 @@ ADVANCED_CASES = [
     {"model": "mixtral-8x7b", "method": "qlora_4bit", "gpus": "8", "sharding": "zero3", "lora_targets": "qkv"},
     {"model": "deepseek-v3", "method": "lora", "gpus": "16", "sharding": "zero3", "lora_lm_head": "1", "loss": "fused"},
     {"model": "llama-3-1-70b", "method": "full_amp", "gpus": "8", "sharding": "ddp", "grad_accum": "1"},
+    # Optimizer states by what each optimizer stores (issue 36): quantised states keep their width in pure bf16.
+    {"model": "llama-3-1-8b", "method": "full_bf16", "optimizer": "adamw_8bit"},
+    {"model": "qwen2-5-7b", "method": "full_bf16", "optimizer": "adamw_4bit", "gpus": "2", "sharding": "zero2"},
+    {"model": "llama-3-2-3b", "method": "full_amp", "optimizer": "adafactor"},
+    {"model": "mistral-7b", "method": "full_bf16", "optimizer": "lion"},
+    {"model": "llama-3-2-1b", "method": "lora", "optimizer": "lion_8bit"},
 ]
 
 
@@ -1134,7 +1142,7 @@ def test_advanced_mode_by_keyboard(page, site_server):
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "calc-optimizer"
     page.keyboard.press("End")
-    assert page.input_value("#calc-optimizer") == "sgd"
+    assert page.input_value("#calc-optimizer") == memory.OPTIMIZERS[-1]  # the last option
     for _ in range(30):
         page.keyboard.press("Tab")
         if page.evaluate("document.activeElement.id") == "calc-grad-checkpointing":
@@ -1265,3 +1273,19 @@ def test_malformed_config_gets_a_russian_message_and_no_figures(page, site_serve
     # Emptying the field brings the selected model back.
     page.fill("#calc-config", "")
     assert read_advanced(page)["visible"] and not page.is_visible("#calc-config-error")
+
+
+def test_a_model_without_config_data_names_the_shape_it_borrows(page, site_server, catalog, built):
+    """Issue 36: a custom or generic size says which named model's shape the advanced mode used, and how to be exact."""
+    page_text(built)
+    names = dict(catalog["models"].select("model_id", "display_name").iter_rows())
+    borrowed = memory.borrowed_shapes(catalog["models"])
+    open_calculator(page, site_server, {"advanced": "1", "model": "generic-70b", "method": "lora"})
+    note = page.text_content("#calc-config-note")
+    assert page.is_visible("#calc-config-note") and f"форму {names[borrowed['generic-70b']]}" in note
+    assert f"слоёв под размер — {memory.model_architectures(catalog['models'])['generic-70b'].layers}" in note
+    named = memory.model_architectures(catalog["models"].filter(pl.col("kind") == "named"))
+    open_calculator(page, site_server, {"advanced": "1", "model": "custom", "params": "20", "method": "lora"})
+    assert f"форму {names[memory.nearest_reference(20, named)]}" in page.text_content("#calc-config-note")
+    open_calculator(page, site_server, {"advanced": "1", "model": "llama-3-1-8b", "method": "lora"})
+    assert not page.is_visible("#calc-config-note")  # a model with its own config data borrows nothing

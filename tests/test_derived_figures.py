@@ -29,6 +29,7 @@ SERVER = "hgx-h200-8x"
 ALLOWED_CALLS = {
     "pipeline.estimate.first_principles.model_architectures",
     "pipeline.estimate.first_principles.shape_references",
+    "pipeline.estimate.first_principles.borrowed_shapes",  # which named model a generic size takes its shape from
     "pipeline.estimate.first_principles.typical_setup",
     "pipeline.estimate.architecture.architecture_from_row",
     "pipeline.estimate.calibration.techniques",

@@ -442,7 +442,7 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
 # -- the accuracy page's derived tables --
 
 
-def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
+def test_estimator_range_is_the_percentiles_of_the_out_of_sample_errors(built):
     from statistics import quantiles
 
     cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
@@ -450,7 +450,7 @@ def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
     assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on"]
     for scope, row in spread.items():
         part = cal if scope == "all" else cal.filter(pl.col("metric_kind") == scope)
-        errors = part["first_principles_error"].to_list()
+        errors = part["first_principles_loso_error"].to_list()  # leave one source out (issue 36)
         assert row["rows"] == len(errors) and row["rows"] >= 5
         cuts = quantiles(errors, n=10, method="inclusive")
         assert row["error_p10"] == pytest.approx(cuts[0]) and row["error_p90"] == pytest.approx(cuts[-1])
@@ -459,9 +459,9 @@ def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
         assert row["high_factor"] == pytest.approx(1 / (1 + cuts[0]))
         # 80 % of the rows' measured peaks lie between estimate x low_factor and estimate x high_factor.
         inside = [
-            r["first_principles_gb"] * row["low_factor"] - 1e-9
+            r["first_principles_loso_gb"] * row["low_factor"] - 1e-9
             <= r["measured_gb"]
-            <= r["first_principles_gb"] * row["high_factor"] + 1e-9
+            <= r["first_principles_loso_gb"] * row["high_factor"] + 1e-9
             for r in part.iter_rows(named=True)
         ]
         assert sum(inside) / len(inside) >= 0.8 - 1 / len(inside)
@@ -470,7 +470,7 @@ def test_estimator_range_is_the_percentiles_of_the_summary_errors(built):
 def test_calibration_breakdown_recomputes_from_the_rows(built):
     cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
     table = pl.read_csv(built / "site/data/calibration_breakdown.csv")
-    assert set(table["dimension"]) == {"metric_kind", "method", "sharding", "framework", "framework_method"}
+    assert set(table["dimension"]) == {"metric_kind", "method", "sharding", "framework", "framework_method", "loss"}
     for r in table.filter(pl.col("estimator") == "first_principles").iter_rows(named=True):
         if r["dimension"] == "framework_method":
             framework, method = r["group_id"].split("-", 1)

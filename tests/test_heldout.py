@@ -189,3 +189,25 @@ def test_a_bad_file_gives_a_clear_message(tmp_path):
     path.write_text("a,b\n1,2\n", encoding="utf-8")
     with pytest.raises(heldout.HeldoutError, match="the columns must be measurement_id"):
         heldout.read_rows(path)
+
+
+def test_the_scorer_groups_by_loss_path_and_prints_the_calibration_set_out_of_sample():
+    # Issue 36: records without a loss take the default path (hf); the calibration set's in-sample and
+    # leave-one-source-out figures follow the held-out ones, one line per group.
+    out = heldout.summary([*TINY[:2], TINY[2] | {"loss": "chunked"}, TINY[3]], worst=1)
+    assert {k: v["rows"] for k, v in out["loss"].items()} == {"chunked": 1, "hf": 3}
+    rows = [
+        {
+            "dimension": "metric_kind",
+            "group_id": "reserved",
+            "rows": 8,
+            "in_sample_median_abs_error": 0.044,
+            "in_sample_within_25": 0.875,
+            "out_of_sample_median_abs_error": 0.171,
+            "out_of_sample_within_25": 0.5,
+            "out_of_sample_median_error": -0.036,
+        }
+    ]
+    assert heldout.render_out_of_sample(rows).splitlines()[-1].split() == [
+        "metric_kind", "reserved", "8", "4.4", "%", "87.5", "%", "17.1", "%", "50.0", "%", "-3.6", "%",
+    ]  # fmt: skip

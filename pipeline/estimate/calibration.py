@@ -20,6 +20,7 @@ from pipeline.estimate import first_principles
 from pipeline.schema import (
     CALIBRATION,
     CALIBRATION_BREAKDOWN,
+    CALIBRATION_OUT_OF_SAMPLE,
     CALIBRATION_SUMMARY,
     ESTIMATOR_CONSTANTS_TABLE,
     ESTIMATOR_RANGE,
@@ -171,6 +172,7 @@ def _measurement_columns(row: Mapping[str, object], gpu_gb: Mapping[str, float])
         "metric_kind": METRIC_KIND[row["metric"]],
         "framework": row["framework"],
         "sharding": row["sharding"],
+        "loss": row.get("loss") or first_principles.Setup().loss,
         "measured_value": row["measured_value"],
         "measured_unit": row["measured_unit"],
         "measured_gb": _measured_gb(row),
@@ -205,7 +207,100 @@ def calibration(
         out["excluded_because"] = ",".join(reasons) or None
         out["reference_id"] = row["reference_id"]
         rows.append(out)
+    _add_out_of_sample(rows, measurements, archs, constants)
     return pl.DataFrame(rows, schema=CALIBRATION.polars_schema)
+
+
+# -- leave one source out --
+def leave_one_source_out(rows: list[dict], fit, predict, source: str = "reference_id") -> list:
+    """Out-of-sample predictions: for each source document (`row[source]`) `fit` is given the rows of every other
+    source and returns what it fits; `predict(fitted, row)` then predicts each row of the left-out source with it.
+    One prediction per row, in order; `fit` runs once per source."""
+    fitted = {}
+    for name in dict.fromkeys(r[source] for r in rows):
+        fitted[name] = fit([r for r in rows if r[source] != name])
+    return [predict(fitted[r[source]], r) for r in rows]
+
+
+def _grid_errors(  # noqa: PLR0913
+    constant: str,
+    grid: tuple[float, ...],
+    chosen: list[dict],
+    archs: Mapping[str, first_principles.Architecture],
+    constants: Mapping[str, float],
+) -> list[list[float]]:
+    """For each row of `chosen` (measurements.csv rows), its signed error at every value of `grid`."""
+    out = []
+    for row in chosen:
+        measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]]
+        setup, arch, part = setup_from_row(row), archs[row["model_id"]], METRIC_PART[row["metric"]]
+        errors = []
+        for value in grid:
+            b = first_principles.estimate(arch, setup, dict(constants) | {constant: value})
+            errors.append((getattr(b, part) - measured) / measured)
+        out.append(errors)
+    return out
+
+
+def _best(grid: tuple[float, ...], errors: list[list[float]]) -> tuple[float, float] | None:
+    """(the grid value with the smallest median absolute error over the rows of `errors`, that error); the
+    smaller value on a tie; None without rows."""
+    if not errors:
+        return None
+    best = None
+    for i, value in enumerate(grid):
+        score = median(abs(e[i]) for e in errors)
+        if best is None or score < best[1] - 1e-12:
+            best = (value, score)
+    return best
+
+
+def _fit_rows(kind: str, summary_ids: Mapping[str, str], measurements: pl.DataFrame) -> list[dict]:
+    """The measurements.csv rows a constant fitted on metric kind `kind` is fitted on: the summary rows of that kind."""
+    return [
+        r
+        for r in measurements.sort("measurement_id").iter_rows(named=True)
+        if summary_ids.get(r["measurement_id"]) == kind
+    ]
+
+
+def _add_out_of_sample(
+    rows: list[dict],
+    measurements: pl.DataFrame,
+    archs: Mapping[str, first_principles.Architecture],
+    constants: Mapping[str, float],
+) -> None:
+    """Add to each calibration row the first-principles prediction with every fitted constant fitted again on the
+    other sources' rows only (leave one source out): first_principles_loso_gb and _error. A source none of whose
+    rows a fit uses gets what that fit gives on all its rows (which may differ from constants.csv's value)."""
+    summary_ids = {r["measurement_id"]: r["metric_kind"] for r in rows if r["in_summary"]}
+    by_id = {r["measurement_id"]: r for r in measurements.iter_rows(named=True)}
+    grids = {}
+    for constant, (kind, grid) in FITTED.items():
+        chosen = _fit_rows(kind, summary_ids, measurements)
+        errors = _grid_errors(constant, grid, chosen, archs, constants)
+        grids[constant] = (grid, [(r["reference_id"], e) for r, e in zip(chosen, errors, strict=True)])
+
+    def fit(training: list[dict]) -> dict[str, float]:
+        sources = {r["reference_id"] for r in training}
+        out = {}
+        for constant, (grid, errors) in grids.items():
+            best = _best(grid, [e for source, e in errors if source in sources])
+            out[constant] = constants[constant] if best is None else best[0]
+        return out
+
+    def predict(fitted: dict[str, float], row: dict) -> float | None:
+        if row["first_principles_gb"] is None:
+            return None
+        if all(constants[k] == v for k, v in fitted.items()):
+            return row["first_principles_gb"]
+        m = by_id[row["measurement_id"]]
+        parts = first_principles.estimate(archs[m["model_id"]], setup_from_row(m), dict(constants) | fitted).gb()
+        return parts[METRIC_PART[m["metric"]]]
+
+    for row, predicted in zip(rows, leave_one_source_out(rows, fit, predict), strict=True):
+        row["first_principles_loso_gb"] = predicted
+        row["first_principles_loso_error"] = _error(predicted, row["measured_gb"])
 
 
 def summary(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
@@ -243,6 +338,7 @@ DIMENSIONS = {
     "method": first_principles.METHODS,
     "sharding": first_principles.SHARDINGS,
     "framework": FRAMEWORKS,
+    "loss": first_principles.LOSSES,
 }
 
 
@@ -276,32 +372,85 @@ def breakdown(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
 RANGE_MIN_ROWS = 5
 
 
+def _spread(errors: list[float]) -> dict:
+    """The 10th and 90th percentiles of signed errors and the factors that turn an estimate E into the range the
+    measurements fall in (E / (1 + p90) to E / (1 + p10) holds 80 % of them); None below RANGE_MIN_ROWS."""
+    p10 = p90 = None
+    if len(errors) >= RANGE_MIN_ROWS:
+        cuts = quantiles(errors, n=10, method="inclusive")
+        p10, p90 = cuts[0], cuts[-1]
+    return {
+        "error_p10": p10,
+        "error_p90": p90,
+        "low_factor": None if p90 is None else 1 / (1 + p90),
+        "high_factor": None if p10 is None else 1 / (1 + p10),
+    }
+
+
 def estimator_range(calibrated: pl.DataFrame) -> pl.DataFrame:
-    """The measured range of the first-principles estimator: the 10th and 90th percentiles of its signed
-    error on the summary rows, in all and per metric kind, and the factors that turn an estimate E into
-    the range the measurements fall in (E / (1 + p90) to E / (1 + p10) holds 80 % of the rows)."""
-    used = calibrated.filter(pl.col("in_summary") & pl.col("first_principles_error").is_not_null())
+    """The measured range of the first-principles estimator: the 10th and 90th percentiles of its signed error
+    out of sample (each source's rows predicted with the constants fitted on the other sources:
+    first_principles_loso_error) on the summary rows, in all and per metric kind, and the factors that turn an
+    estimate E into the range the measurements fall in (E / (1 + p90) to E / (1 + p10) holds 80 % of the rows)."""
+    used = calibrated.filter(pl.col("in_summary") & pl.col("first_principles_loso_error").is_not_null())
     rows = []
     for order, scope in enumerate(("all", *METRIC_KINDS), start=1):
         part = used if scope == "all" else used.filter(pl.col("metric_kind") == scope)
-        errors = part["first_principles_error"].to_list()
-        p10 = p90 = None
-        if len(errors) >= RANGE_MIN_ROWS:
-            cuts = quantiles(errors, n=10, method="inclusive")
-            p10, p90 = cuts[0], cuts[-1]
+        errors = part["first_principles_loso_error"].to_list()
         rows.append(
             {
                 "scope": scope,
                 "sort_order": order,
                 "rows": len(errors),
-                "error_p10": p10,
                 "error_median": median(errors) if errors else None,
-                "error_p90": p90,
-                "low_factor": None if p90 is None else 1 / (1 + p90),
-                "high_factor": None if p10 is None else 1 / (1 + p10),
             }
+            | _spread(errors)
         )
     return pl.DataFrame(rows, schema=ESTIMATOR_RANGE.polars_schema)
+
+
+# The groups of the out-of-sample table, in page order (the dimension "all" has one group, "all").
+OUT_OF_SAMPLE_DIMENSIONS = {
+    "all": ("all",),
+    "metric_kind": METRIC_KINDS,
+    "method": first_principles.METHODS,
+    "sharding": first_principles.SHARDINGS,
+    "loss": first_principles.LOSSES,
+}
+FIGURES = ("median_abs_error", "within_25", "median_error")
+
+
+def out_of_sample(calibrated: pl.DataFrame, within: float) -> pl.DataFrame:
+    """The `calibration_out_of_sample` table: per group of the summary rows (all, metric kind, method, sharding, loss
+    path), the first-principles estimator in sample (first_principles_error: constants.csv as it is) and out of
+    sample (first_principles_loso_error: each source document's rows predicted with every fitted constant fitted on
+    the other documents only), with the out-of-sample 10th/90th percentiles and the range factors a plan's headroom
+    can take. Groups without rows are left out."""
+    used = [
+        r
+        for r in calibrated.filter(pl.col("in_summary")).iter_rows(named=True)
+        if r["first_principles_error"] is not None and r["first_principles_loso_error"] is not None
+    ]
+    rows, order = [], 0
+    for dimension, groups in OUT_OF_SAMPLE_DIMENSIONS.items():
+        column = {"method": "method_id"}.get(dimension, dimension)
+        for group in groups:
+            part = [r for r in used if dimension == "all" or r[column] == group]
+            if not part:
+                continue
+            order += 1
+            outside = [r["first_principles_loso_error"] for r in part]
+            inside_stats = _stats([r["first_principles_error"] for r in part], within)
+            outside_stats = _stats(outside, within)
+            spread = _spread(outside)
+            rows.append(
+                {"dimension": dimension, "group_id": group, "sort_order": order, "rows": len(part)}
+                | {f"in_sample_{k}": inside_stats[k] for k in FIGURES}
+                | {f"out_of_sample_{k}": outside_stats[k] for k in FIGURES}
+                | {"out_of_sample_error_p10": spread["error_p10"], "out_of_sample_error_p90": spread["error_p90"]}
+                | {"low_factor": spread["low_factor"], "high_factor": spread["high_factor"]}
+            )
+    return pl.DataFrame(rows, schema=CALIBRATION_OUT_OF_SAMPLE.polars_schema)
 
 
 # Where each constant of the first-principles estimator comes from (see the accuracy page):
@@ -346,21 +495,11 @@ def _fit(  # noqa: PLR0913
     constants: Mapping[str, float],
 ) -> tuple[int, float | None, float | None]:
     """(rows, the grid value with the smallest median absolute error on them, that error)."""
-    ids = set(calibrated.filter(pl.col("in_summary") & (pl.col("metric_kind") == kind))["measurement_id"].to_list())
-    chosen = [r for r in measurements.iter_rows(named=True) if r["measurement_id"] in ids]
-    if not chosen:
+    used = calibrated.filter(pl.col("in_summary")).select("measurement_id", "metric_kind").iter_rows()
+    chosen = _fit_rows(kind, dict(used), measurements)
+    best = _best(grid, _grid_errors(constant, grid, chosen, archs, constants))
+    if best is None:
         return 0, None, None
-    best = None
-    for value in grid:
-        c = dict(constants) | {constant: value}
-        errors = []
-        for row in chosen:
-            b = first_principles.estimate(archs[row["model_id"]], setup_from_row(row), c)
-            measured = row["measured_value"] * UNIT_BYTES[row["measured_unit"]]
-            errors.append((getattr(b, METRIC_PART[row["metric"]]) - measured) / measured)
-        score = median(abs(e) for e in errors)
-        if best is None or score < best[1] - 1e-12:
-            best = (value, score)
     return len(chosen), best[0], best[1]
 
 

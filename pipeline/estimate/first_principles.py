@@ -31,7 +31,7 @@ from pipeline.estimate.architecture import (
     parameter_counts,
 )
 from pipeline.messages import message
-from pipeline.schema import ESTIMATOR_CONSTANTS, MEMORY_BREAKDOWN
+from pipeline.schema import ESTIMATOR_CONSTANTS, MEMORY_BREAKDOWN, OPTIMIZERS
 
 GB = 1e9
 GIB = 2**30
@@ -40,25 +40,55 @@ GIB = 2**30
 FP32, BF16, FP8 = 4, 2, 1
 
 METHODS = ("full_amp", "full_bf16", "lora", "qlora_8bit", "qlora_4bit", "qlora_2bit")
-OPTIMIZERS = ("adamw", "adamw_fused", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "sgd")
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3")
 OFFLOADS = ("none", "optimizer", "full")
 LORA_TARGETS = ARCH_LORA_TARGETS
 LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
 PHASES = ("backward", "optimizer_step")
 
-# Optimizer state bytes per trainable parameter kept in fp32 (Transformer Math 101):
-# AdamW keeps momentum and variance (4 + 4), 8-bit AdamW one byte each (bitsandbytes),
-# SGD with momentum one momentum tensor. Pure-bf16 training keeps them in bf16 (half).
-# The paged variants (bitsandbytes) keep the same states in CUDA unified memory.
-OPTIMIZER_STATE_BYTES = {
-    "adamw": 8,
-    "adamw_fused": 8,
-    "adamw_8bit": 2,
-    "paged_adamw": 8,
-    "paged_adamw_8bit": 2,
-    "sgd": 4,
+
+class OptimizerStates(NamedTuple):
+    """What an optimizer stores per trained parameter: `states` tensors of `bits` bits per number (None: the
+    width of the weights it steps, which is the fp32 master copy in mixed precision, bf16 in pure bf16 and the
+    adapters' width in LoRA), and for quantised states one fp32 scale per `block` numbers (0: none)."""
+
+    states: int
+    bits: int | None
+    block: int
+    reference_id: str
+
+
+# Each optimizer by what its code allocates (units and library defaults, not tunable constants):
+# PyTorch's AdamW and SGD create their states like the parameter (torch.zeros_like / a clone of the gradient), so
+# they are fp32 beside an fp32 master copy and bf16 in pure bf16 training (Transformer Math 101). bitsandbytes'
+# optimizers allocate their 32-bit states as float32 whatever the weights' dtype, and their 8-bit states as uint8
+# with one float32 absmax per block of 256 (optim/optimizer.py, Optimizer2State/1State.init_state); torchao's
+# AdamW8bit uses the same blocks of 256 and AdamW4bit 4-bit codes with a float32 scale per block of 128
+# (torchao/optim). transformers' Adafactor (no first moment by default) factors the second moment into a row and a
+# column vector per matrix: under 0.1 % of the parameters, counted as none. Lion keeps one momentum
+# (lion-pytorch: torch.zeros_like), bitsandbytes' Lion8bit one 8-bit state with the same blocks.
+OPTIMIZER_STATES: dict[str, OptimizerStates] = {
+    "adamw": OptimizerStates(2, None, 0, "pytorch-adamw"),
+    "adamw_fused": OptimizerStates(2, None, 0, "pytorch-adamw"),
+    "adamw_8bit": OptimizerStates(2, 8, 256, "bitsandbytes-optimizers"),
+    "paged_adamw": OptimizerStates(2, 32, 0, "bitsandbytes-optimizers"),
+    "paged_adamw_8bit": OptimizerStates(2, 8, 256, "bitsandbytes-optimizers"),
+    "sgd": OptimizerStates(1, None, 0, "transformer-math-101"),
+    "adamw_4bit": OptimizerStates(2, 4, 128, "torchao-optim"),
+    "adafactor": OptimizerStates(0, None, 0, "hf-adafactor"),
+    "lion": OptimizerStates(1, None, 0, "lion-pytorch"),
+    "lion_8bit": OptimizerStates(1, 8, 256, "bitsandbytes-optimizers"),
 }
+
+
+def optimizer_state_bytes(optimizer: str, weight_width: float) -> float:
+    """Bytes of optimizer state per trained parameter for weights (or master weights) `weight_width` bytes wide."""
+    spec = OPTIMIZER_STATES[optimizer]
+    if spec.bits is None:
+        return spec.states * weight_width
+    return spec.states * (spec.bits / 8 + (FP32 / spec.block if spec.block else 0.0))
+
+
 # Optimizers whose step makes a temporary of one state's size for every parameter (PyTorch's
 # default foreach AdamW: sqrt(v) + eps as a tensor list); the others update in one fused kernel.
 FOREACH_TEMPORARY = frozenset({"adamw"})
@@ -464,23 +494,23 @@ class _Phases(NamedTuple):
 def _method_states(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> _States:
     """The states the method keeps on one GPU before offload and sharding."""
     weights, layer_bytes, root_bytes = _weight_bytes(arch, setup, c)
-    state_bytes = OPTIMIZER_STATE_BYTES[setup.optimizer]
     if setup.is_full:
         total = parameter_counts(arch).total
         trainable = total
         gradients = BF16 * total
         if setup.method == "full_amp":
-            optimizer = (FP32 + state_bytes) * total  # fp32 master copy + states
+            # fp32 master copy + states as wide as it (or as the optimizer's own format)
+            optimizer = (FP32 + optimizer_state_bytes(setup.optimizer, FP32)) * total
             state_width = FP32
         else:
-            optimizer = state_bytes / 2 * total  # states in bf16, no master copy
+            optimizer = optimizer_state_bytes(setup.optimizer, BF16) * total  # no master copy
             state_width = BF16
         grad_width = BF16
     else:
         trainable = lora_trainable_params(arch, setup.lora_rank, setup.lora_targets, setup.lora_lm_head)
         weights += c["adapter_bytes"] * trainable
         gradients = c["adapter_bytes"] * trainable
-        optimizer = state_bytes * trainable  # adapters train in fp32
+        optimizer = optimizer_state_bytes(setup.optimizer, c["adapter_bytes"]) * trainable  # adapters train in fp32
         state_width = c["adapter_bytes"]
         grad_width = c["adapter_bytes"]
     step_temporary = state_width * trainable if setup.optimizer in FOREACH_TEMPORARY else 0.0
@@ -882,6 +912,21 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
         for row in missing:
             found[row["model_id"]] = architecture_for_size(row["params_b"], named)
     return found
+
+
+def borrowed_shapes(models: pl.DataFrame) -> dict[str, str]:
+    """Each model without config data (the generic sizes) -> the named model whose shape `model_architectures`
+    gives it, so that every surface can say which shape it used."""
+    named, missing = {}, []
+    for row in models.sort("params_b", "model_id").iter_rows(named=True):
+        arch = architecture_from_row(row)
+        if arch is None:
+            missing.append(row)
+        else:
+            named[row["model_id"]] = arch
+    if not named:
+        return {}
+    return {row["model_id"]: nearest_reference(row["params_b"], named) for row in missing}
 
 
 BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead")

@@ -71,6 +71,8 @@ def estimator_data(catalog: Catalog) -> dict:
     return {
         "architectures": {model_id: asdict(arch) for model_id, arch in sorted(architectures.items())},
         "dense_references": _dense_references(catalog["models"]),
+        # first_principles.borrowed_shapes: the named model whose shape each generic size takes (the page names it).
+        "borrowed_shapes": first_principles.borrowed_shapes(catalog["models"]),
         # How architecture_from_config reads a Hugging Face config.json: the page parses a pasted one the same way.
         "config": {
             "keys": {name: list(keys) for name, keys in CONFIG_KEYS.items()},
@@ -83,7 +85,11 @@ def estimator_data(catalog: Catalog) -> dict:
             "offloads": list(first_principles.OFFLOADS),
             "lora_targets": list(first_principles.LORA_TARGETS),
             "losses": list(first_principles.LOSSES),
-            "optimizer_state_bytes": dict(first_principles.OPTIMIZER_STATE_BYTES),
+            # first_principles.optimizer_state_bytes: states per parameter, bits each (null: the weights' width), scale block.
+            "optimizer_states": {
+                name: {"states": spec.states, "bits": spec.bits, "block": spec.block}
+                for name, spec in first_principles.OPTIMIZER_STATES.items()
+            },
             "foreach_temporary": sorted(first_principles.FOREACH_TEMPORARY),
             "paged": sorted(first_principles.PAGED),
         },

@@ -180,10 +180,13 @@ def _add_run_options(e, typical: dict[str, str]) -> None:
     e.add_argument(
         "--optimizer",
         choices=first_principles.OPTIMIZERS,
-        help="adamw: PyTorch's AdamW (foreach: one temporary of a state's size at the step); adamw_fused: the "
-        "same in one kernel; adamw_8bit: two 1-byte states (bitsandbytes); paged_adamw, paged_adamw_8bit: "
-        "their paged variants, states in CUDA unified memory outside PyTorch's allocator; sgd: one momentum "
-        "state" + _typical_note(typical, "optimizer"),
+        help="adamw: PyTorch's AdamW, two states as wide as the weights it steps (fp32 beside a master copy, "
+        "bf16 in full_bf16; foreach: one temporary of a state's size at the step); adamw_fused: the same in one "
+        "kernel; adamw_8bit: two 1-byte states and a 4-byte scale per 256 (bitsandbytes or torchao); "
+        "paged_adamw: bitsandbytes' two fp32 states, paged_adamw_8bit: its 8-bit states, both in CUDA unified "
+        "memory outside PyTorch's allocator; sgd: one momentum state; adamw_4bit: torchao's two 4-bit states and "
+        "a scale per 128; adafactor: transformers' factored second moment, about no bytes per parameter; lion: "
+        "one momentum; lion_8bit: bitsandbytes' one 8-bit state" + _typical_note(typical, "optimizer"),
     )
     e.add_argument("--seq-len", type=_typed(_count), help="tokens per sequence" + _typical_note(typical, "seq_len"))
     e.add_argument(
@@ -524,7 +527,8 @@ def _architecture(catalog, args):
             raise UsageError("--vocab, --layers and --hidden change a custom size: use them with --params-b")
         arch = first_principles.model_architectures(models)[args.model]
         row = models.filter(models["model_id"] == args.model).row(0, named=True)
-        return arch, row["display_name"], row["params_b"], None
+        # A generic size has no config data: it borrows a named model's shape, and says so (issue 36).
+        return arch, row["display_name"], row["params_b"], first_principles.borrowed_shapes(models).get(args.model)
     if args.config is not None:
         return _config_architecture(args)
     if args.params_b is None and not (args.layers and args.hidden):
@@ -835,7 +839,8 @@ def render(out: dict) -> str:
         a = out["architecture"]
         lines.append(
             f"Shape borrowed from {out['shape_borrowed_from']}: {a['layers']} layers, hidden {a['hidden']}, "
-            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']}"
+            f"MLP {a['intermediate']}, {a['heads']} heads ({a['kv_heads']} key-value), vocabulary {a['vocab']} "
+            "(to be exact, give the model's config.json with --config)"
         )
     if out["problems"]:
         lines += ["This setup cannot be estimated:"] + [f"  {p}" for p in out["problems"]]

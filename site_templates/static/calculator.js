@@ -258,18 +258,23 @@ export function syntheticArchitecture(paramsB, reference) {
   return { ...dense, layers };
 }
 
-// The shape memory.model_architectures gives a model without a config: the named dense model nearest in size.
-export function customArchitecture(data, paramsB) {
+// memory.nearest_reference: the named dense model nearest in size, whose shape a model without a config takes.
+export function nearestReference(data, paramsB) {
   const est = data.estimator;
   const size = paramsB * 1e9;
   let best = null;
   for (const id of est.dense_references) {
-    const arch = est.architectures[id];
-    const total = parameterCounts(arch).total;
+    const total = parameterCounts(est.architectures[id]).total;
     const key = [Math.abs(Math.log(total / size)), total];
-    if (best === null || compareKeys(key, best.key) < 0) best = { arch, key };
+    if (best === null || compareKeys(key, best.key) < 0) best = { id, key };
   }
-  return best && syntheticArchitecture(paramsB, best.arch);
+  return best && best.id;
+}
+
+// The shape memory.model_architectures gives a model without a config: the named dense model nearest in size.
+export function customArchitecture(data, paramsB) {
+  const id = nearestReference(data, paramsB);
+  return id && syntheticArchitecture(paramsB, data.estimator.architectures[id]);
 }
 
 // A problem of a pasted config.json: `code` names the page's Russian message, `values` fill it.
@@ -526,7 +531,10 @@ export function estimateBreakdown(data, a, setup) {
   const shardWeights = setup.sharding === "zero3";
   let [weights, layerBytes, rootBytes] = weightBytes(a, setup, c, units);
   const [layerParams] = unitParams(a);
-  const stateBytes = o.optimizer_state_bytes[setup.optimizer];
+  // memory.optimizer_state_bytes: bytes of state per trained parameter for weights `width` bytes wide.
+  const spec = o.optimizer_states[setup.optimizer];
+  const stateBytes = (width) =>
+    spec.bits === null ? spec.states * width : spec.states * (spec.bits / 8 + (spec.block ? units.fp32 / spec.block : 0));
   let trainable;
   let gradients;
   let optimizer;
@@ -536,10 +544,10 @@ export function estimateBreakdown(data, a, setup) {
     trainable = total;
     gradients = units.bf16 * total;
     if (setup.method === "full_amp") {
-      optimizer = (units.fp32 + stateBytes) * total;
+      optimizer = (units.fp32 + stateBytes(units.fp32)) * total;
       stateWidth = units.fp32;
     } else {
-      optimizer = (stateBytes / 2) * total;
+      optimizer = stateBytes(units.bf16) * total;
       stateWidth = units.bf16;
     }
     gradWidth = units.bf16;
@@ -547,7 +555,7 @@ export function estimateBreakdown(data, a, setup) {
     trainable = loraTrainableParams(a, setup.lora_rank, setup.lora_targets, setup.lora_lm_head);
     weights += c.adapter_bytes * trainable;
     gradients = c.adapter_bytes * trainable;
-    optimizer = stateBytes * trainable;
+    optimizer = stateBytes(c.adapter_bytes) * trainable;
     stateWidth = c.adapter_bytes;
     gradWidth = c.adapter_bytes;
   }
@@ -1036,10 +1044,26 @@ function setup(form, data, text) {
     }
   }
 
-  function showConfig(config) {
+  // The named model whose shape the estimate borrows (a custom size or a generic one), null for a model with its own.
+  function borrowedShape(p) {
+    if (modelSelect.value === "custom") return p === null ? null : nearestReference(data, p);
+    return est.borrowed_shapes[modelSelect.value] ?? null;
+  }
+
+  function showConfig(config, p) {
     const note = $("calc-config-note");
     const problem = $("calc-config-error");
-    note.hidden = !(config && config.arch);
+    const borrowed = config ? null : borrowedShape(p);
+    note.hidden = !(config && config.arch) && !borrowed;
+    if (borrowed) {
+      const a = architectureOf(p);
+      note.textContent = fill(text.shape_borrowed, {
+        name: modelById.get(borrowed)?.name ?? borrowed,
+        layers: formatInteger(a.layers),
+        hidden: formatInteger(a.hidden),
+        vocab: formatInteger(a.vocab),
+      });
+    }
     problem.hidden = !(config && config.error);
     field("config").setAttribute("aria-invalid", String(Boolean(config && config.error)));
     if (config && config.error) problem.textContent = fill(text[config.error.code], config.error.values);
@@ -1078,7 +1102,7 @@ function setup(form, data, text) {
     $("calc-quantized-lm-head").closest(".calc-field").hidden = !isQloraMethod();
     const result = $("adv-result");
     const config = on ? pastedConfig() : null;
-    showConfig(config);
+    showConfig(config, p);
     if (!on || p === null) {
       delete result.dataset.raw;
       return null;

@@ -266,6 +266,10 @@ class EstimatorTables:
             return L[f"sharding_{group}"]
         if dimension == "framework":
             return L[f"framework_{group}"]
+        if dimension == "loss":
+            return L[f"loss_{group}"]
+        if dimension == "all":
+            return L["range_all"]
         framework, method = group.split("-", 1)
         return f"{L[f'framework_{framework}']}, {self.t.method(method)['short_name_ru']}"
 
@@ -289,6 +293,50 @@ class EstimatorTables:
         headers += [L["range_low"], L["range_high"]]
         refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
         return TableView(headers, rows, refs, ["estimator_range", "calibration"], [False] + [True] * 6)
+
+    def out_of_sample_table(self) -> TableView:
+        """calibration_out_of_sample: the first-principles estimator in sample and leaving each source out."""
+        L = self.L
+        within = percent(self.c.constants["calibration_within"])
+        rows = []
+        for r in self.c["calibration_out_of_sample"].sort("sort_order").iter_rows(named=True):
+            name = self._group_name(r["dimension"], r["group_id"])
+            if r["dimension"] != "all":
+                name = f"{L['dimension_' + r['dimension']]}: {name}"
+            rows.append(
+                [
+                    name,
+                    fmt.integer(r["rows"]),
+                    percent(r["in_sample_median_abs_error"]),
+                    percent(r["in_sample_within_25"]),
+                    percent(r["out_of_sample_median_abs_error"]),
+                    percent(r["out_of_sample_within_25"]),
+                    signed_percent(r["out_of_sample_median_error"]),
+                ]
+            )
+        headers = [
+            L["oos_group"],
+            L["rows"],
+            L["oos_in_error"],
+            L["oos_in_within"].format(within=within),
+            L["oos_out_error"],
+            L["oos_out_within"].format(within=within),
+            L["oos_out_bias"],
+        ]
+        refs = self.c["measurements"]["reference_id"].unique(maintain_order=True).to_list()
+        return TableView(headers, rows, refs, ["calibration_out_of_sample", "calibration"], [False] + [True] * 6)
+
+    def out_of_sample_stat(self, dimension: str, group: str, stat: str) -> str:
+        """One figure of calibration_out_of_sample as whole percent ("—" when the group has no rows)."""
+        frame = self.c["calibration_out_of_sample"].filter(
+            (pl.col("dimension") == dimension) & (pl.col("group_id") == group)
+        )
+        if frame.is_empty():
+            return "—"
+        value = frame.row(0, named=True)[stat]
+        if stat == "rows":
+            return fmt.integer(value)
+        return signed_percent(value) if stat.endswith("median_error") else percent(value)
 
     def constants_table(self) -> TableView:
         """Every constant of the first-principles estimator: value, unit, basis, meaning, source."""
@@ -509,6 +557,8 @@ def pages(renderer) -> dict[str, str]:
             by_framework=e.accuracy_breakdown_table("framework"),
             by_framework_method=e.accuracy_breakdown_table("framework_method"),
             spread=e.range_table(),
+            out_of_sample=e.out_of_sample_table(),
+            by_loss=e.accuracy_breakdown_table("loss"),
             constants=e.constants_table(),
             rows=e.calibration_table(),
         ),

@@ -1,0 +1,69 @@
+"""The loss path as an input (issue 36): each family against the published run that exposes it, i.e. a run whose
+logits and loss buffers are a large part of the peak, so that the wrong family would miss it by far."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+import pytest
+
+from pipeline.estimate import calibration
+from pipeline.estimate import first_principles as memory
+
+GIB = 2**30
+
+
+def _row(catalog, measurement_id: str) -> tuple[dict, dict]:
+    cal = catalog["calibration"].filter(pl.col("measurement_id") == measurement_id).row(0, named=True)
+    m = catalog["measurements"].filter(pl.col("measurement_id") == measurement_id).row(0, named=True)
+    return cal, m
+
+
+def _error_with(catalog, m: dict, measured_gb: float, loss: str) -> float:
+    arch = memory.model_architectures(catalog["models"])[m["model_id"]]
+    b = memory.estimate(arch, replace(calibration.setup_from_row(m), loss=loss), catalog.constants)
+    return getattr(b, calibration.METRIC_PART[m["metric"]]) / 1e9 / measured_gb - 1
+
+
+@pytest.mark.parametrize(
+    ("measurement_id", "loss", "bound"),
+    [
+        # torchtune's ladder, packed 2 x 4096 tokens of Llama 3.2 3B, whole logits: −8 % out of sample.
+        ("torchtune-3b-ladder-26", "hf", 0.10),
+        # Unsloth's benchmark, Hugging Face + FA2 on transformers 4.46-4.48: 28 454 tokens of Llama 3.1 8B fit in
+        # 80 GB; the logits are two thirds of the estimate: +12.5 %.
+        ("unsloth-bench-hf-llama-3-1-8b-80gb", "hf_legacy", 0.15),
+    ],
+)
+def test_a_run_dominated_by_its_loss_path_is_met_only_with_that_path(catalog, measurement_id, loss, bound):
+    cal, m = _row(catalog, measurement_id)
+    assert cal["loss"] == loss and cal["in_summary"]
+    assert abs(cal["first_principles_loso_error"]) < bound
+    # The kernels that keep no fp32 logits would miss the run by far: it exposes the path.
+    for other in ("chunked", "fused", "unsloth"):
+        assert _error_with(catalog, m, cal["measured_gb"], other) < -0.2
+
+
+def test_chunked_loss_saving_matches_torchtunes_ladder(catalog):
+    # Rows 27 and 28 differ only in the chunked cross-entropy (both compiled, so neither is in the summary): the step
+    # saved 51.0 − 42.9 = 8.1 GiB; hf -> chunked on the same setup saves 9.2 GB (8.6 GiB), 6 % more.
+    before, m27 = _row(catalog, "torchtune-3b-ladder-27")
+    after, m28 = _row(catalog, "torchtune-3b-ladder-28")
+    assert (m27["loss"], m28["loss"]) == ("hf", "chunked")
+    measured = (m27["measured_value"] - m28["measured_value"]) * GIB
+    arch = memory.model_architectures(catalog["models"])["llama-3-2-3b"]
+    setup = replace(calibration.setup_from_row(m28), torch_compile=False)
+    saved = (
+        memory.estimate(arch, replace(setup, loss="hf"), catalog.constants).allocated
+        - memory.estimate(arch, setup, catalog.constants).allocated
+    )
+    assert saved == pytest.approx(measured, rel=0.10)
+
+
+def test_the_calibration_rows_carry_their_loss_path(catalog):
+    cal = catalog["calibration"]
+    measured = dict(catalog["measurements"].select("measurement_id", "loss").iter_rows())
+    assert cal["loss"].to_list() == [measured[i] or "hf" for i in cal["measurement_id"]]
+    groups = catalog["calibration_out_of_sample"].filter(pl.col("dimension") == "loss")["group_id"].to_list()
+    assert groups == ["hf", "hf_legacy", "chunked"]  # no summary row runs Liger's or Unsloth's kernel yet

@@ -43,8 +43,14 @@ def build(  # noqa: PLR0913
     outdir.writable), and the build holds the folder's lock, so that a second build of it waits.
     `progress` hears each stage's time; `warm` is what a warm process keeps from build to build
     (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns."""
+    from pipeline.problems import ConfigError
     from pipeline.publish import outdir
+    from pipeline.render.site_links import check_base_url
 
+    try:
+        check_base_url(base_url)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     folder = outdir.check_output(out, sources)
     outdir.writable(folder)
     with outdir.locked(folder):

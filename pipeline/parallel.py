@@ -43,6 +43,7 @@ def start_map(
     answer_read, answer_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
         # No garbage collection in the child: it would run the finalizers of objects the parent
@@ -50,6 +51,7 @@ def start_map(
         gc.disable()
         status = 1
         try:
+            die_with_parent(parent)
             os.close(answer_read)
             done = _take(function, items, queue_read)
             with os.fdopen(answer_write, "wb") as pipe:
@@ -75,6 +77,24 @@ def start_map(
         return [results[i] if i in results else function(items[i]) for i in range(len(items))]
 
     return _once(join)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child: Ctrl-C is the parent's to handle (the child would otherwise be interrupted
+    half-way through an import and report that as a failure), and the child is killed when the parent
+    ends in any way, a SIGKILL included (Linux's PR_SET_PDEATHSIG), so that no child outlives a build."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
 
 
 def _once(function: Callable[[], list]) -> Callable[[], list]:

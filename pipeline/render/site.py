@@ -84,26 +84,84 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
 
     Front matter keys: title, description, order (position in the navigation), nav (true: in the top
     navigation, false: only in the list of all articles), label (its short name in the navigation).
+    TemplateError with every article's problem (file, line, what to fix) when one cannot be read.
     """
-    articles = []
+    articles, problems = [], []
     for path in sorted((templates / "articles").glob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        _, head, body = text.split("---\n", 2)
-        meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
-        first = head.count("\n") + 3  # the two "---" lines and the front matter come first
-        articles.append(
-            Article(
-                path.stem,
-                meta["title"],
-                meta["description"],
-                int(meta["order"]),
-                meta.get("label") or meta["nav"],  # "nav: <label>" of older articles still works
-                body,
-                first,
-                meta["nav"].strip().lower() not in ("false", "нет", "no"),
-            )
-        )
+        try:
+            articles.append(parse_article(path.stem, path.read_bytes()))
+        except FrontMatterError as exc:
+            problems.append(Problem(f"site_templates/articles/{path.name}", exc.line, "", None, str(exc)))
+        except OSError as exc:
+            problems.append(Problem(f"site_templates/articles/{path.name}", 0, "", None, exc.strerror or str(exc)))
+    if problems:
+        raise TemplateError(problems)
     return sorted(articles, key=lambda a: (a.order, a.slug))
+
+
+FRONT_MATTER_KEYS = ("title", "description", "order", "nav", "label")
+NAV_HIDDEN = ("false", "нет", "no")
+NAV_WORDS = ("true", "да", "yes", *NAV_HIDDEN)
+_FRONT_LINE = re.compile(r"([A-Za-z_]+)\s*:\s*(.*)")
+
+
+class FrontMatterError(ValueError):
+    """An article that cannot be read: the text says what to fix, `line` where (0: the whole file)."""
+
+    def __init__(self, line: int, key: str, **slots):
+        super().__init__(message(f"front_matter.{key}", **slots))
+        self.line = line
+
+
+def parse_article(slug: str, data: bytes) -> Article:
+    """One article from its file's bytes; FrontMatterError for a name, an encoding or a front matter
+    the site cannot use (each of the five keys checked: present, of its kind, once)."""
+    from pipeline.schema import ID_PATTERN, RESERVED_NAMES
+
+    if slug in RESERVED_NAMES:
+        raise FrontMatterError(0, "reserved", slug=slug, names=", ".join(sorted(RESERVED_NAMES)))
+    if not re.fullmatch(ID_PATTERN, slug) or len(slug) > 100:
+        raise FrontMatterError(0, "bad_name", slug=slug)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrontMatterError(data.count(b"\n", 0, exc.start) + 1, "not_utf8") from None
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    if not text.startswith("---\n"):
+        raise FrontMatterError(1, "no_front_matter")
+    head, separator, body = ("", True, text[8:]) if text.startswith("---\n---\n") else text[4:].partition("\n---\n")
+    if not separator:
+        raise FrontMatterError(1, "unclosed")
+    meta: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(head.split("\n"), start=2):
+        if not line.strip():
+            continue
+        found = _FRONT_LINE.fullmatch(line.strip())
+        if not found or found[1] not in FRONT_MATTER_KEYS:
+            raise FrontMatterError(number, "bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS))
+        if found[1] in meta:
+            raise FrontMatterError(number, "twice", key=found[1])
+        meta[found[1]] = (number, found[2].strip())
+    for key in ("title", "description", "order"):
+        if not meta.get(key, (0, ""))[1]:
+            raise FrontMatterError(meta.get(key, (1,))[0], "missing", key=key)
+    order_line, order = meta["order"]
+    if not re.fullmatch(r"-?[0-9]{1,9}", order):
+        raise FrontMatterError(order_line, "order", value=order[:40])
+    nav_line, nav = meta.get("nav", (1, "true"))
+    label = meta.get("label", (0, ""))[1] or (nav if nav.lower() not in NAV_WORDS else "")
+    if not label:
+        raise FrontMatterError(nav_line, "missing", key="label")
+    return Article(
+        slug,
+        meta["title"][1],
+        meta["description"][1],
+        int(order),
+        label,  # "nav: <label>" of older articles still works
+        body,
+        head.count("\n") + 4,  # the two "---" lines and the front matter's lines come first
+        nav.lower() not in NAV_HIDDEN,
+    )
 
 
 def markdown_table(view: TableView, sources: str) -> str:

@@ -1316,6 +1316,13 @@ function setup(form, data, text) {
     renderDownload();
   }
 
+  // A cell that a spreadsheet would read as a formula (a server named "+8 × B300", "=cmd…") gets a leading
+  // apostrophe, as the site's own downloads do (pipeline/render/format.py FORMULA_PREFIXES, OWASP's advice).
+  const FORMULA_PREFIXES = ["=", "+", "-", "@", "\t", "\r"];
+  function spreadsheetSafe(text) {
+    return FORMULA_PREFIXES.some((p) => text.startsWith(p)) ? "'" + text : text;
+  }
+
   // «Скачать расчёт»: every figure shown — the headline, each shown value (by its element id) and each
   // row of the shown tables — as a CSV the reader saves.
   function renderDownload() {
@@ -1330,7 +1337,7 @@ function setup(form, data, text) {
       if (!shown(table)) continue;
       for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map(plain)]);
     }
-    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
+    const csv = rows.map((r) => r.map((v) => `"${spreadsheetSafe(String(v ?? "")).replace(/"/g, '""')}"`).join(",")).join("\r\n");
     $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
   }
 

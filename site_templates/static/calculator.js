@@ -42,6 +42,13 @@ export function formatNumber(value, places = 1) {
   return negative && shown.replace(/[0,\u00a0]/g, "") ? `-${shown}` : shown;
 }
 
+// A cell that a spreadsheet would read as a formula (a server named "+8 × B300", "=cmd…") gets a leading
+// apostrophe, as the site's own downloads do (pipeline/render/format.py FORMULA_PREFIXES, OWASP's advice).
+export const FORMULA_PREFIXES = ["=", "+", "-", "@", "\t", "\r"];
+export function spreadsheetSafe(text) {
+  return FORMULA_PREFIXES.some((p) => text.startsWith(p)) ? "'" + text : text;
+}
+
 export const formatGb = (value) => formatNumber(value, 1);
 export const formatInteger = (value) => formatNumber(value, 0);
 
@@ -1314,13 +1321,6 @@ function setup(form, data, text) {
     }
     renderTime(p, est, gpu, server, renderAdvanced(p, est));
     renderDownload();
-  }
-
-  // A cell that a spreadsheet would read as a formula (a server named "+8 × B300", "=cmd…") gets a leading
-  // apostrophe, as the site's own downloads do (pipeline/render/format.py FORMULA_PREFIXES, OWASP's advice).
-  const FORMULA_PREFIXES = ["=", "+", "-", "@", "\t", "\r"];
-  function spreadsheetSafe(text) {
-    return FORMULA_PREFIXES.some((p) => text.startsWith(p)) ? "'" + text : text;
   }
 
   // «Скачать расчёт»: every figure shown — the headline, each shown value (by its element id) and each

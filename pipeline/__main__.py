@@ -18,21 +18,25 @@ EXIT_CODES = """exit codes:
   1  an internal error (a bug: the traceback says where)
   2  invalid sources or templates (a report names file, line, column, value and rule), or an
      --out folder the build must not replace; nothing was written
-  3  an environment problem (full disk, read-only or immutable folder, missing permission);
-     the previous output was left as it was
-  64 a wrong command line (an unknown option or a bad value); nothing was done"""
+  3  an environment or configuration problem (full disk, read-only or immutable folder, missing
+     permission, an unusable SOURCE_DATE_EPOCH or SITE_BASE_URL); the previous output was left as it was
+  64 a wrong command line (an unknown option or a bad value, a --base-url that is neither an
+     http(s) address nor a path from /); nothing was done
+  130 interrupted (Ctrl-C); the previous output was left as it was
+every command's codes: the table "Exit codes" of docs/operations.md"""
 CHECK_EXIT_CODES = """exit codes:
   0  every check passed (warnings may be printed)
   1  an internal error (a bug)
-  2  invalid sources (a report names file, line, column, value and rule)
-  3  an environment problem (a folder that cannot be read)
-  64 a wrong command line"""
+  2  invalid sources or articles (a report names file, line, column, value and rule)
+  3  an environment or configuration problem (a folder that cannot be read, an unusable SOURCE_DATE_EPOCH)
+  64 a wrong command line
+  130 interrupted (Ctrl-C)"""
 SERVE_EXIT_CODES = """exit codes:
   0  stopped with Ctrl-C or SIGTERM (a failed rebuild is shown in the page, the server goes on)
   1  an internal error (a bug)
   2  an --out folder the build must not replace
-  3  an environment problem, or the address and port are taken or not allowed
-  64 a wrong command line"""
+  3  an environment or configuration problem, or the address and port are taken or not this machine's
+  64 a wrong command line (a --port outside 0-65535, a bad --base-url)"""
 DIFF_EXIT_CODES = """exit codes:
   0  nothing changed
   1  an internal error (a bug: the traceback says where)

@@ -49,7 +49,9 @@ EXIT_CODES = """\
 exit codes:
   0  estimated (no problem in the setup)
   1  an internal error (a bug)
-  2  invalid sources, an impossible or unknown setup, or a --batch/--config file with bad rows
+  2  invalid sources, an impossible or unknown setup, a value out of range (--tokens over 10^15),
+     or a --batch/--config file with bad rows
+  3  a configuration problem (an unusable SOURCE_DATE_EPOCH)
   64 a wrong command line (an unknown option, a missing value)"""
 
 # Columns a --batch file may have (a header row; every column but one of model/params_b is optional): the

@@ -90,6 +90,16 @@ def _positive(text: str, name: str) -> float:
     return value
 
 
+MAX_TOKENS = 1e15  # a thousand times the largest training runs; more overflows the cost's integer columns
+
+
+def _tokens(text: str, name: str) -> float:
+    value = _positive(text, name)
+    if value > MAX_TOKENS:
+        raise UsageError(f"{name} = {text!r}: at most 1e15 tokens (a thousand times the largest training runs)")
+    return value
+
+
 def _count(text: str, name: str) -> int:
     try:
         value = int(str(text).strip())
@@ -300,7 +310,7 @@ def _add_output_options(e) -> None:
     )
     e.add_argument(
         "--tokens",
-        type=_typed(_positive),
+        type=_typed(_tokens),
         help="tokens to train on (x epochs), for a draft time and cost estimate",
     )
     e.add_argument("--gpu", metavar="ID", help="a gpu_id for the time estimate (default: the first GPU that fits)")

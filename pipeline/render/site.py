@@ -110,7 +110,7 @@ class FrontMatterError(ValueError):
     """An article that cannot be read: the text says what to fix, `line` where (0: the whole file)."""
 
     def __init__(self, line: int, key: str, **slots):
-        super().__init__(message(f"front_matter.{key}", **slots))
+        super().__init__(message(key, **slots))
         self.line = line
 
 
@@ -120,39 +120,39 @@ def parse_article(slug: str, data: bytes) -> Article:
     from pipeline.schema import ID_PATTERN, RESERVED_NAMES
 
     if slug in RESERVED_NAMES:
-        raise FrontMatterError(0, "reserved", slug=slug, names=", ".join(sorted(RESERVED_NAMES)))
+        raise FrontMatterError(0, "front_matter.reserved", slug=slug, names=", ".join(sorted(RESERVED_NAMES)))
     if not re.fullmatch(ID_PATTERN, slug) or len(slug) > 100:
-        raise FrontMatterError(0, "bad_name", slug=slug)
+        raise FrontMatterError(0, "front_matter.bad_name", slug=slug)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FrontMatterError(data.count(b"\n", 0, exc.start) + 1, "not_utf8") from None
+        raise FrontMatterError(data.count(b"\n", 0, exc.start) + 1, "front_matter.not_utf8") from None
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     if not text.startswith("---\n"):
-        raise FrontMatterError(1, "no_front_matter")
+        raise FrontMatterError(1, "front_matter.no_front_matter")
     head, separator, body = ("", True, text[8:]) if text.startswith("---\n---\n") else text[4:].partition("\n---\n")
     if not separator:
-        raise FrontMatterError(1, "unclosed")
+        raise FrontMatterError(1, "front_matter.unclosed")
     meta: dict[str, tuple[int, str]] = {}
     for number, line in enumerate(head.split("\n"), start=2):
         if not line.strip():
             continue
         found = _FRONT_LINE.fullmatch(line.strip())
         if not found or found[1] not in FRONT_MATTER_KEYS:
-            raise FrontMatterError(number, "bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS))
+            raise FrontMatterError(number, "front_matter.bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS))
         if found[1] in meta:
-            raise FrontMatterError(number, "twice", key=found[1])
+            raise FrontMatterError(number, "front_matter.twice", key=found[1])
         meta[found[1]] = (number, found[2].strip())
     for key in ("title", "description", "order"):
         if not meta.get(key, (0, ""))[1]:
-            raise FrontMatterError(meta.get(key, (1,))[0], "missing", key=key)
+            raise FrontMatterError(meta.get(key, (1,))[0], "front_matter.missing", key=key)
     order_line, order = meta["order"]
     if not re.fullmatch(r"-?[0-9]{1,9}", order):
-        raise FrontMatterError(order_line, "order", value=order[:40])
+        raise FrontMatterError(order_line, "front_matter.order", value=order[:40])
     nav_line, nav = meta.get("nav", (1, "true"))
     label = meta.get("label", (0, ""))[1] or (nav if nav.lower() not in NAV_WORDS else "")
     if not label:
-        raise FrontMatterError(nav_line, "missing", key="label")
+        raise FrontMatterError(nav_line, "front_matter.missing", key="label")
     return Article(
         slug,
         meta["title"][1],

@@ -421,6 +421,7 @@ class EditorLoop:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.bind in ("", "0.0.0.0") else self.bind  # all addresses: this machine's
+        host = "[::1]" if host == "::" else f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
         return f"http://{host}:{self.server.server_address[1]}/"
 
     def status(self, after: int | None = None) -> dict:

@@ -301,8 +301,11 @@ def run_command(args: argparse.Namespace) -> int:
     interrupted = watch_interrupt()
     try:
         if args.command == "serve":
+            from pipeline.fingerprint import build_date
             from pipeline.publish import outdir
             from pipeline.tools.serve import serve
+
+            build_date()  # an unusable SOURCE_DATE_EPOCH stops serve at once (exit 3), not every rebuild
 
             outdir.writable(outdir.check_output(args.out, args.sources))
             return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)

@@ -194,7 +194,9 @@ def add_serve(commands) -> None:
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
     s.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
-    s.add_argument("--port", type=port_option, default=8000, help="port, 0 to 65535 (default: 8000; 0 picks a free one)")
+    s.add_argument(
+        "--port", type=port_option, default=8000, help="port, 0 to 65535 (default: 8000; 0 picks a free one)"
+    )
     s.add_argument(
         "--bind",
         default="127.0.0.1",
@@ -340,7 +342,10 @@ def run_command(args: argparse.Namespace) -> int:
         from pipeline.publish.paths import UnsafePath
 
         if interrupted and not isinstance(exc, ConfigError):  # what a Ctrl-C broke on its way (a half-done import)
-            print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
+            print(
+                message("report.interrupted", out=out) if out else message("report.interrupted_nothing"),
+                file=sys.stderr,
+            )
             return 130
         if isinstance(exc, OutputRefused):
             print(message("report.refused", reason=exc), file=sys.stderr)

@@ -152,7 +152,9 @@ def test_the_sandbox_refuses_a_value_over_its_limit_before_making_it(body, size)
     started = time.perf_counter()
     with pytest.raises(SecurityError) as info:
         render_body(body)
-    assert str(info.value) == f"значение длиной {size} знаков или элементов слишком длинное для статьи (предел — 1000000)"
+    assert (
+        str(info.value) == f"значение длиной {size} знаков или элементов слишком длинное для статьи (предел — 1000000)"
+    )
     assert time.perf_counter() - started < 2
 
 
@@ -244,7 +246,11 @@ def test_publish_never_follows_a_symbolic_link(tmp_path, monkeypatch):
 )
 def test_publish_with_unusable_storage_settings_exits_3_in_one_line(tmp_path, monkeypatch, capsys, setting, value):
     out = a_build(tmp_path, {"index.html": SHA})
-    for name, default in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, default in {
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, default)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -264,7 +270,13 @@ def test_publish_with_unusable_storage_settings_exits_3_in_one_line(tmp_path, mo
 
 @pytest.mark.parametrize(
     "manifest",
-    [b"not json", b"[]", b'{"files": []}', b'{"files": {"index.html": 5}}', b'{"files": {"../x": "' + SHA.encode() + b'"}}'],
+    [
+        b"not json",
+        b"[]",
+        b'{"files": []}',
+        b'{"files": {"index.html": 5}}',
+        b'{"files": {"../x": "' + SHA.encode() + b'"}}',
+    ],
 )
 def test_publish_refuses_a_malformed_manifest_here_or_in_the_bucket(tmp_path, monkeypatch, manifest):
     from pipeline.tools import publish_s3
@@ -300,7 +312,11 @@ def test_the_calculator_csv_makes_formulas_inert_as_the_downloads_do():
     run = subprocess.run(["node", "--input-type=module", "-e", code, json.dumps(cells)], capture_output=True, text=True)
     prefixes, shown = json.loads(run.stdout)
     assert tuple(prefixes) == fmt.FORMULA_PREFIXES
-    assert shown == [fmt.spreadsheet_safe(c) for c in cells] == ["'+8 × B300", "'=HYPERLINK(1)", "'-1", "'@x", "'\tx", "8 × B300", "1 200"]
+    assert (
+        shown
+        == [fmt.spreadsheet_safe(c) for c in cells]
+        == ["'+8 × B300", "'=HYPERLINK(1)", "'-1", "'@x", "'\tx", "8 × B300", "1 200"]
+    )
 
 
 # --- 8. article front matter: every problem is a line of the report (exit 2) ---------------------------------
@@ -310,12 +326,16 @@ def test_the_calculator_csv_makes_formulas_inert_as_the_downloads_do():
     "data, line, rule",
     [
         (b"---\ndescription: D\norder: 1\nlabel: L\n---\nx", 1, "в заголовке статьи нет ключа title или он пуст"),
-        (b"---\ntitle: T\ndescription: D\norder: first\nlabel: L\n---\nx", 4, "order: 'first' — нужно целое число (место статьи в навигации)"),
+        (
+            b"---\ntitle: T\ndescription: D\norder: first\nlabel: L\n---\nx",
+            4,
+            "order: 'first' — нужно целое число (место статьи в навигации)",
+        ),
         (b"# no front matter\n", 1, "статья начинается не со строки «---»"),
         (b"---\ntitle: T\n\xff\xfe\n---\n", 3, "файл не в кодировке UTF-8; сохраните его в UTF-8"),
         (b"---\ntitle: T\ndescription: D\norder: 1\n---\nx", 1, "в заголовке статьи нет ключа label или он пуст"),
         (b"---\ntitle: T\ntitle: U\n---\nx", 3, "ключ title задан дважды"),
-        (b"---\ntitle: T\nотзыв\n---\nx", 3, "строка заголовка «отзыв» — не «ключ: значение»"),
+        ("---\ntitle: T\nотзыв\n---\nx".encode(), 3, "строка заголовка «отзыв» — не «ключ: значение»"),
         (b"---\ntitle: T\n", 1, "заголовок статьи не закрыт строкой «---»"),
     ],
 )
@@ -331,14 +351,23 @@ def test_a_label_without_a_space_is_read():
     from pipeline.render.site import parse_article
 
     article = parse_article("a", b"---\ntitle:T\ndescription: D\norder: -2\nlabel:L\nnav: false\n---\nx\n")
-    assert (article.title, article.order, article.nav, article.in_nav, article.body, article.line) == ("T", -2, "L", False, "x\n", 8)
+    assert (article.title, article.order, article.nav, article.in_nav, article.body, article.line) == (
+        "T",
+        -2,
+        "L",
+        False,
+        "x\n",
+        8,
+    )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lines=st.lists(
         st.one_of(
-            st.sampled_from(["title: T", "description: D", "order: 1", "label: L", "nav: false", "order: x", "---", ""]),
+            st.sampled_from(
+                ["title: T", "description: D", "order: 1", "label: L", "nav: false", "order: x", "---", ""]
+            ),
             st.text(max_size=30),
         ),
         max_size=8,
@@ -352,7 +381,9 @@ def test_fuzzed_front_matter_never_exits_1(tmp_path_factory, lines, prefix, tail
 
     templates = tmp_path_factory.mktemp("t")
     (templates / "articles").mkdir()
-    (templates / "articles" / "a.md").write_bytes((prefix + "\n".join(lines) + "\n---\n").encode("utf-8", "surrogatepass") + tail)
+    (templates / "articles" / "a.md").write_bytes(
+        (prefix + "\n".join(lines) + "\n---\n").encode("utf-8", "surrogatepass") + tail
+    )
     try:
         read_articles(templates)
         code = 0
@@ -368,11 +399,16 @@ def test_fuzzed_front_matter_never_exits_1(tmp_path_factory, lines, prefix, tail
         st.binary(max_size=40),
         st.recursive(
             st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.just(SHA)),
-            lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=12), children, max_size=3),
+            lambda children: (
+                st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=12), children, max_size=3)
+            ),
             max_leaves=8,
         ).map(lambda files: json.dumps({"files": files}).encode()),
         st.dictionaries(
-            st.one_of(st.sampled_from(["index.html", "../x", "/etc/passwd", "a/./b", "manifest.json", "x\x00"]), st.text(max_size=12)),
+            st.one_of(
+                st.sampled_from(["index.html", "../x", "/etc/passwd", "a/./b", "manifest.json", "x\x00"]),
+                st.text(max_size=12),
+            ),
             st.sampled_from([SHA, "", "zz"]),
             max_size=4,
         ).map(lambda files: json.dumps({"files": files}).encode()),
@@ -494,7 +530,17 @@ def test_a_forked_child_ignores_ctrl_c_and_dies_with_its_parent(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "url", ["javascript:alert(1)//", "//evil.example/", "/a//b/", "data:text/html,x", '/"><script>', "https://a b/", "", "gpu/"]
+    "url",
+    [
+        "javascript:alert(1)//",
+        "//evil.example/",
+        "/a//b/",
+        "data:text/html,x",
+        '/"><script>',
+        "https://a b/",
+        "",
+        "gpu/",
+    ],
 )
 def test_a_base_url_that_is_neither_http_nor_a_path_is_refused(monkeypatch, capsys, tmp_path, url):
     from pipeline.build import build

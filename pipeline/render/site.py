@@ -127,22 +127,7 @@ def parse_article(slug: str, data: bytes) -> Article:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FrontMatterError(data.count(b"\n", 0, exc.start) + 1, "front_matter.not_utf8") from None
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
-    if not text.startswith("---\n"):
-        raise FrontMatterError(1, "front_matter.no_front_matter")
-    head, separator, body = ("", True, text[8:]) if text.startswith("---\n---\n") else text[4:].partition("\n---\n")
-    if not separator:
-        raise FrontMatterError(1, "front_matter.unclosed")
-    meta: dict[str, tuple[int, str]] = {}
-    for number, line in enumerate(head.split("\n"), start=2):
-        if not line.strip():
-            continue
-        found = _FRONT_LINE.fullmatch(line.strip())
-        if not found or found[1] not in FRONT_MATTER_KEYS:
-            raise FrontMatterError(number, "front_matter.bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS))
-        if found[1] in meta:
-            raise FrontMatterError(number, "front_matter.twice", key=found[1])
-        meta[found[1]] = (number, found[2].strip())
+    head, meta, body = _front_matter(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     for key in ("title", "description", "order"):
         if not meta.get(key, (0, ""))[1]:
             raise FrontMatterError(meta.get(key, (1,))[0], "front_matter.missing", key=key)
@@ -163,6 +148,28 @@ def parse_article(slug: str, data: bytes) -> Article:
         head.count("\n") + 4,  # the two "---" lines and the front matter's lines come first
         nav.lower() not in NAV_HIDDEN,
     )
+
+
+def _front_matter(text: str) -> tuple[str, dict[str, tuple[int, str]], str]:
+    """(front matter, its keys -> (line, value), body) of an article's text; FrontMatterError if it has none."""
+    if not text.startswith("---\n"):
+        raise FrontMatterError(1, "front_matter.no_front_matter")
+    head, separator, body = ("", True, text[8:]) if text.startswith("---\n---\n") else text[4:].partition("\n---\n")
+    if not separator:
+        raise FrontMatterError(1, "front_matter.unclosed")
+    meta: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(head.split("\n"), start=2):
+        if not line.strip():
+            continue
+        found = _FRONT_LINE.fullmatch(line.strip())
+        if not found or found[1] not in FRONT_MATTER_KEYS:
+            raise FrontMatterError(
+                number, "front_matter.bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS)
+            )
+        if found[1] in meta:
+            raise FrontMatterError(number, "front_matter.twice", key=found[1])
+        meta[found[1]] = (number, found[2].strip())
+    return head, meta, body
 
 
 def markdown_table(view: TableView, sources: str) -> str:

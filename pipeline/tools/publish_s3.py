@@ -222,7 +222,9 @@ def publish(  # noqa: PLR0913
         with open_built(site, MANIFEST) as f:
             data = f.read()
     except PublishError as exc:
-        raise PublishError(f"{exc}; {site / MANIFEST} is missing or unreadable: build first (python -m pipeline build)", 2) from None
+        raise PublishError(
+            f"{exc}; {site / MANIFEST} is missing or unreadable: build first (python -m pipeline build)", 2
+        ) from None
     local = manifest_files(data, str(site / MANIFEST))
     s3 = client(endpoint_url)
     from botocore.exceptions import BotoCoreError, ClientError

@@ -11,9 +11,11 @@ polars and DuckDB keep thread pools that a forked process does not have.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
+import signal
 import struct
 import sys
 from collections.abc import Callable, Sequence
@@ -64,6 +66,10 @@ def start_map(
     def join() -> list:
         try:
             results = _take(function, items, queue_read)
+        except BaseException:  # Ctrl-C (which the child ignores) or an item's error: the child's work is not wanted
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            raise
         finally:
             os.close(queue_read)
             with os.fdopen(answer_read, "rb") as pipe:
@@ -83,8 +89,6 @@ def die_with_parent(parent: int) -> None:
     """In a forked child: Ctrl-C is the parent's to handle (the child would otherwise be interrupted
     half-way through an import and report that as a failure), and the child is killed when the parent
     ends in any way, a SIGKILL included (Linux's PR_SET_PDEATHSIG), so that no child outlives a build."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         try:

@@ -109,8 +109,8 @@ _FRONT_LINE = re.compile(r"([A-Za-z_]+)\s*:\s*(.*)")
 class FrontMatterError(ValueError):
     """An article that cannot be read: the text says what to fix, `line` where (0: the whole file)."""
 
-    def __init__(self, line: int, key: str, **slots):
-        super().__init__(message(key, **slots))
+    def __init__(self, line: int, entry: str, /, **slots):
+        super().__init__(message(entry, **slots))
         self.line = line
 
 
@@ -130,14 +130,14 @@ def parse_article(slug: str, data: bytes) -> Article:
     head, meta, body = _front_matter(text.removeprefix("\ufeff").replace("\r\n", "\n"))
     for key in ("title", "description", "order"):
         if not meta.get(key, (0, ""))[1]:
-            raise FrontMatterError(meta.get(key, (1,))[0], "front_matter.missing", key=key)
+            raise FrontMatterError(meta.get(key, (1,))[0], "front_matter.missing", name=key)
     order_line, order = meta["order"]
     if not re.fullmatch(r"-?[0-9]{1,9}", order):
         raise FrontMatterError(order_line, "front_matter.order", value=order[:40])
     nav_line, nav = meta.get("nav", (1, "true"))
     label = meta.get("label", (0, ""))[1] or (nav if nav.lower() not in NAV_WORDS else "")
     if not label:
-        raise FrontMatterError(nav_line, "front_matter.missing", key="label")
+        raise FrontMatterError(nav_line, "front_matter.missing", name="label")
     return Article(
         slug,
         meta["title"][1],
@@ -167,7 +167,7 @@ def _front_matter(text: str) -> tuple[str, dict[str, tuple[int, str]], str]:
                 number, "front_matter.bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS)
             )
         if found[1] in meta:
-            raise FrontMatterError(number, "front_matter.twice", key=found[1])
+            raise FrontMatterError(number, "front_matter.twice", name=found[1])
         meta[found[1]] = (number, found[2].strip())
     return head, meta, body
 

@@ -308,7 +308,6 @@ def run_command(args: argparse.Namespace) -> int:
             from pipeline.tools.serve import serve
 
             build_date()  # an unusable SOURCE_DATE_EPOCH stops serve at once (exit 3), not every rebuild
-
             outdir.writable(outdir.check_output(args.out, args.sources))
             return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)
         if args.command == "check":
@@ -337,33 +336,42 @@ def run_command(args: argparse.Namespace) -> int:
         print(stopped, file=sys.stderr)
         return EXIT_INVALID_DATA
     except Exception as exc:
-        from pipeline.messages import message
-        from pipeline.publish.outdir import OutputRefused
-        from pipeline.publish.paths import UnsafePath
-
         if interrupted and not isinstance(exc, ConfigError):  # what a Ctrl-C broke on its way (a half-done import)
-            print(
-                message("report.interrupted", out=out) if out else message("report.interrupted_nothing"),
-                file=sys.stderr,
-            )
-            return 130
-        if isinstance(exc, OutputRefused):
-            print(message("report.refused", reason=exc), file=sys.stderr)
-            return EXIT_INVALID_DATA
-        if isinstance(exc, UnsafePath):
-            stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
-            print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
-            return EXIT_INVALID_DATA
-        if isinstance(exc, OSError):
-            print(environment_message(exc, out), file=sys.stderr)
-            return EXIT_ENVIRONMENT
-        raise
+            return say_interrupted(out)
+        code = failure_code(exc, out)
+        if code is None:
+            raise
+        return code
     except KeyboardInterrupt:
-        from pipeline.messages import message
-
-        print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
-        return 130
+        return say_interrupted(out)
     return report(args, summary, started)
+
+
+def say_interrupted(out: Path | None) -> int:
+    """Ctrl-C: one line, exit 130."""
+    from pipeline.messages import message
+
+    print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
+    return 130
+
+
+def failure_code(exc: Exception, out: Path | None) -> int | None:
+    """The line and exit code of a refused --out, an unsafe path or a problem of the machine; None for a bug."""
+    from pipeline.messages import message
+    from pipeline.publish.outdir import OutputRefused
+    from pipeline.publish.paths import UnsafePath
+
+    if isinstance(exc, OutputRefused):
+        print(message("report.refused", reason=exc), file=sys.stderr)
+        return EXIT_INVALID_DATA
+    if isinstance(exc, UnsafePath):
+        stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
+        print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
+        return EXIT_INVALID_DATA
+    if isinstance(exc, OSError):
+        print(environment_message(exc, out), file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    return None
 
 
 def watch_interrupt() -> list[int]:

@@ -164,7 +164,9 @@ def test_the_sandbox_refuses_many_large_values_in_all_and_allows_ordinary_ones()
     many = "{% set ns = namespace(l=[]) %}{% for i in range(200) %}{% set ns.l = ns.l + [('a' * 500000) ~ i] %}{% endfor %}"
     with pytest.raises(SecurityError, match="больше 64000000 знаков в сумме"):
         render_body(many)
-    ordinary = "{{ 'a' ~ 1 ~ 'b' }} {{ [1, 2]|join(', ') }} {{ 'abc'|replace('b', 'x') }} {{ 1 + 2 }} {{ ([1] + [2])|length }}"
+    ordinary = (
+        "{{ 'a' ~ 1 ~ 'b' }} {{ [1, 2]|join(', ') }} {{ 'abc'|replace('b', 'x') }} {{ 1 + 2 }} {{ ([1] + [2])|length }}"
+    )
     assert render_body(ordinary) == "a1b 1, 2 axc 3 2"
 
 

@@ -18,8 +18,8 @@ EXIT_CODES = """exit codes:
   1  an internal error (a bug: the traceback says where)
   2  invalid sources or templates (a report names file, line, column, value and rule), or an
      --out folder the build must not replace; nothing was written
-  3  an environment or configuration problem (full disk, read-only or immutable folder, missing
-     permission, an unusable SOURCE_DATE_EPOCH or SITE_BASE_URL); the previous output was left as it was
+  3  an environment problem (full disk, read-only or immutable folder, missing permission) or an
+     unusable setting (SOURCE_DATE_EPOCH, SITE_BASE_URL); the previous output was left as it was
   64 a wrong command line (an unknown option or a bad value, a --base-url that is neither an
      http(s) address nor a path from /); nothing was done
   130 interrupted (Ctrl-C); the previous output was left as it was

@@ -88,7 +88,7 @@ guide:
 serve *ARGS:
     {{python}} -m pipeline serve {{ARGS}}
 
-# What this build changes against the published one (exit code 0 nothing, 1 changes, 3 error)
+# What this build changes against the published one (exit code 0 nothing, 4 changes, 3 cannot compare, 1 a bug)
 [no-exit-message]
 diff *ARGS:
     {{python}} -m pipeline diff {{ARGS}}

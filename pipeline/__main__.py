@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.problems import DataError, TemplateError, format_report
+from pipeline.problems import ConfigError, DataError, TemplateError, format_report
 
 EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
 EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
@@ -18,25 +18,30 @@ EXIT_CODES = """exit codes:
   1  an internal error (a bug: the traceback says where)
   2  invalid sources or templates (a report names file, line, column, value and rule), or an
      --out folder the build must not replace; nothing was written
-  3  an environment problem (full disk, read-only or immutable folder, missing permission);
-     the previous output was left as it was
-  64 a wrong command line (an unknown option or a bad value); nothing was done"""
+  3  an environment problem (full disk, read-only or immutable folder, missing permission) or an
+     unusable setting (SOURCE_DATE_EPOCH, SITE_BASE_URL); the previous output was left as it was
+  64 a wrong command line (an unknown option or a bad value, a --base-url that is neither an
+     http(s) address nor a path from /); nothing was done
+  130 interrupted (Ctrl-C); the previous output was left as it was
+every command's codes: the table "Exit codes" of docs/operations.md"""
 CHECK_EXIT_CODES = """exit codes:
   0  every check passed (warnings may be printed)
   1  an internal error (a bug)
-  2  invalid sources (a report names file, line, column, value and rule)
-  3  an environment problem (a folder that cannot be read)
-  64 a wrong command line"""
+  2  invalid sources or articles (a report names file, line, column, value and rule)
+  3  an environment or configuration problem (a folder that cannot be read, an unusable SOURCE_DATE_EPOCH)
+  64 a wrong command line
+  130 interrupted (Ctrl-C)"""
 SERVE_EXIT_CODES = """exit codes:
   0  stopped with Ctrl-C or SIGTERM (a failed rebuild is shown in the page, the server goes on)
   1  an internal error (a bug)
   2  an --out folder the build must not replace
-  3  an environment problem, or the address and port are taken or not allowed
-  64 a wrong command line"""
+  3  an environment or configuration problem, or the address and port are taken or not this machine's
+  64 a wrong command line (a --port outside 0-65535, a bad --base-url)"""
 DIFF_EXIT_CODES = """exit codes:
   0  nothing changed
-  1  something changed (the report lists it)
-  3  the folders could not be compared
+  1  an internal error (a bug: the traceback says where)
+  3  the folders could not be compared (one is missing, or a file is unreadable or not a build's)
+  4  something changed (the report lists it)
   64 a wrong command line"""
 
 
@@ -157,9 +162,10 @@ def add_build(commands) -> None:
     b.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
     b.add_argument(
         "--base-url",
-        default=os.environ.get("SITE_BASE_URL", "/"),
-        help="where the site will be served, e.g. https://example.org/gpu/ (default: $SITE_BASE_URL or /); "
-        "used for canonical links, Open Graph, sitemap.xml, robots.txt and 404.html — other links are relative",
+        type=base_url_option,
+        help="where the site will be served: an http(s) address or a path from the root, e.g. "
+        "https://example.org/gpu/ or /gpu/ (default: $SITE_BASE_URL or /); used for canonical links, Open Graph, "
+        "sitemap.xml, robots.txt and 404.html — other links are relative",
     )
     b.add_argument(
         "--force", action="store_true", help="rebuild everything and write every file anew, even if nothing changed"
@@ -195,7 +201,9 @@ def add_serve(commands) -> None:
         "--sources", type=Path, default=Path("sources"), help="folder of source CSV files (default: sources)"
     )
     s.add_argument("--out", type=Path, default=Path("output"), help="output folder (default: output)")
-    s.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    s.add_argument(
+        "--port", type=port_option, default=8000, help="port, 0 to 65535 (default: 8000; 0 picks a free one)"
+    )
     s.add_argument(
         "--bind",
         default="127.0.0.1",
@@ -204,7 +212,7 @@ def add_serve(commands) -> None:
     )
     s.add_argument(
         "--base-url",
-        default=os.environ.get("SITE_BASE_URL", "/"),
+        type=base_url_option,
         help="the base URL the builds are made for, as in build (default: $SITE_BASE_URL or /)",
     )
     s.add_argument("--quiet", action="store_true", help="print only rebuilds and problems, no stage times")
@@ -229,10 +237,53 @@ def add_diff(commands) -> None:
     d.add_argument("--json", action="store_true", help="the report as JSON, for tools")
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
-    """`python -m pipeline …`: parse the arguments and run the command; returns the exit code."""
-    args = parser(argv, prog).parse_args(argv)
+def base_url_option(text: str) -> str:
+    """--base-url: an http(s) address or a path from the root (pipeline.render.site_links.check_base_url)."""
+    from pipeline.render.site_links import check_base_url
 
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def port_option(text: str) -> int:
+    """--port: a whole number from 0 to 65535."""
+    from pipeline.messages import message
+
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or int(value) > 65535:
+        raise argparse.ArgumentTypeError(message("config.port", value=text))
+    return int(value)
+
+
+def env_base_url() -> str:
+    """The base URL when --base-url is not given: $SITE_BASE_URL, checked like the option (exit 3), or /."""
+    from pipeline.messages import message
+    from pipeline.render.site_links import check_base_url
+
+    value = os.environ.get("SITE_BASE_URL") or "/"
+    try:
+        return check_base_url(value)
+    except ValueError as exc:
+        raise ConfigError(message("config.base_url_env", reason=exc)) from None
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m pipeline") -> int:
+    """`python -m pipeline …`: parse the arguments and run the command; returns the exit code.
+    A setting that cannot be used (ConfigError: a variable, a config file, an address) is one line, exit 3."""
+    args = parser(argv, prog).parse_args(argv)
+    try:
+        if args.command in ("build", "serve") and args.base_url is None:
+            args.base_url = env_base_url()
+        return run_parsed(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """The command of parsed arguments; its exit code."""
     if args.command == "estimate":
         from pipeline.tools import estimate_cli
 
@@ -260,11 +311,14 @@ def run_command(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     out = getattr(args, "out", None)
+    interrupted = watch_interrupt()
     try:
         if args.command == "serve":
+            from pipeline.fingerprint import build_date
             from pipeline.publish import outdir
             from pipeline.tools.serve import serve
 
+            build_date()  # an unusable SOURCE_DATE_EPOCH stops serve at once (exit 3), not every rebuild
             outdir.writable(outdir.check_output(args.out, args.sources))
             return serve(args.sources, args.out, args.port, args.base_url, quiet=args.quiet, bind=args.bind)
         if args.command == "check":
@@ -293,27 +347,64 @@ def run_command(args: argparse.Namespace) -> int:
         print(stopped, file=sys.stderr)
         return EXIT_INVALID_DATA
     except Exception as exc:
-        from pipeline.messages import message
-        from pipeline.publish.outdir import OutputRefused
-        from pipeline.publish.paths import UnsafePath
-
-        if isinstance(exc, OutputRefused):
-            print(message("report.refused", reason=exc), file=sys.stderr)
-            return EXIT_INVALID_DATA
-        if isinstance(exc, UnsafePath):
-            stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
-            print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
-            return EXIT_INVALID_DATA
-        if isinstance(exc, OSError):
-            print(environment_message(exc, out), file=sys.stderr)
-            return EXIT_ENVIRONMENT
-        raise
+        if interrupted and not isinstance(exc, ConfigError):  # what a Ctrl-C broke on its way (a half-done import)
+            return say_interrupted(out)
+        code = failure_code(exc, out)
+        if code is None:
+            raise
+        return code
     except KeyboardInterrupt:
-        from pipeline.messages import message
-
-        print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
-        return 130
+        return say_interrupted(out)
     return report(args, summary, started)
+
+
+def say_interrupted(out: Path | None) -> int:
+    """Ctrl-C: one line, exit 130."""
+    from pipeline.messages import message
+
+    print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
+    return 130
+
+
+def failure_code(exc: Exception, out: Path | None) -> int | None:
+    """The line and exit code of a refused --out, an unsafe path or a problem of the machine; None for a bug."""
+    from pipeline.messages import message
+    from pipeline.publish.outdir import OutputRefused
+    from pipeline.publish.paths import UnsafePath
+
+    if isinstance(exc, OutputRefused):
+        print(message("report.refused", reason=exc), file=sys.stderr)
+        return EXIT_INVALID_DATA
+    if isinstance(exc, UnsafePath):
+        stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
+        print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
+        return EXIT_INVALID_DATA
+    if isinstance(exc, OSError):
+        print(environment_message(exc, out), file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    return None
+
+
+def watch_interrupt() -> list[int]:
+    """A list that gets an entry when Ctrl-C (SIGINT) arrives, which still raises KeyboardInterrupt: an
+    error raised after it (a library that reports a half-imported module as "not installed") is the
+    interrupt's consequence, reported as the interrupt (exit 130), not as a bug."""
+    import signal
+    import threading
+
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        return seen
+
+    def on_interrupt(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    on_interrupt.watches = True  # type: ignore[attr-defined]
+    current = signal.getsignal(signal.SIGINT)
+    if current is signal.default_int_handler or getattr(current, "watches", False):
+        signal.signal(signal.SIGINT, on_interrupt)
+    return seen
 
 
 def report(args: argparse.Namespace, summary: dict, started: float) -> int:

@@ -43,8 +43,14 @@ def build(  # noqa: PLR0913
     outdir.writable), and the build holds the folder's lock, so that a second build of it waits.
     `progress` hears each stage's time; `warm` is what a warm process keeps from build to build
     (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns."""
+    from pipeline.problems import ConfigError
     from pipeline.publish import outdir
+    from pipeline.render.site_links import check_base_url
 
+    try:
+        check_base_url(base_url)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     folder = outdir.check_output(out, sources)
     outdir.writable(folder)
     with outdir.locked(folder):
@@ -299,7 +305,7 @@ def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
     import polars as pl
 
     from pipeline.load import LINE, display_path
-    from pipeline.schema import ID_PATTERN, SOURCE_TABLES
+    from pipeline.schema import ID_PATTERN, RESERVED_NAMES, SOURCE_TABLES
 
     found = []
     for table in SOURCE_TABLES:
@@ -309,11 +315,18 @@ def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
                 continue
             column = pl.col(field.name)
             bad = frame.filter(
-                column.is_not_null() & (~column.str.contains(ID_PATTERN) | (column.str.len_chars() > field.max_length))
+                column.is_not_null()
+                & (
+                    ~column.str.contains(ID_PATTERN)
+                    | (column.str.len_chars() > field.max_length)
+                    | column.is_in(sorted(RESERVED_NAMES))
+                )
             )
             for line, value in bad.select(LINE, field.name).iter_rows():
                 too_long = len(value) > field.max_length
                 rule = message("rules.too_long", max=field.max_length) if too_long else message("rules.id_pattern")
+                if value in RESERVED_NAMES:
+                    rule = message("rules.reserved_id", names=", ".join(sorted(RESERVED_NAMES)))
                 found.append(Problem(display_path(sources, table), line, field.name, value, rule))
     return found
 

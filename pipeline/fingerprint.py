@@ -29,8 +29,23 @@ def build_date() -> dt.date:
     """The date the build is made for: SOURCE_DATE_EPOCH when set (reproducible builds), else today (UTC)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     if epoch:
-        return dt.datetime.fromtimestamp(int(epoch), dt.UTC).date()
+        return epoch_date(epoch)
     return dt.datetime.now(dt.UTC).date()
+
+
+def epoch_date(epoch: str) -> dt.date:
+    """The date of SOURCE_DATE_EPOCH (whole seconds since 1970, as reproducible-builds.org defines it);
+    ConfigError (exit 3, one line) for anything else: "abc", "1e9", a date past the year 9999."""
+    from pipeline.messages import message
+    from pipeline.problems import ConfigError
+
+    text = epoch.strip()
+    try:
+        if not text.isascii() or not text.isdigit() or len(text) > 12:
+            raise ValueError(epoch)
+        return dt.datetime.fromtimestamp(int(text), dt.UTC).date()
+    except (ValueError, OverflowError, OSError):
+        raise ConfigError(message("config.source_date_epoch", value=epoch[:40])) from None
 
 
 def tree_hash(folder: Path, pattern: str = "*", known: dict[str, str] | None = None) -> str:

@@ -11,9 +11,11 @@ polars and DuckDB keep thread pools that a forked process does not have.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
+import signal
 import struct
 import sys
 from collections.abc import Callable, Sequence
@@ -64,6 +66,10 @@ def start_map(
     def join() -> list:
         try:
             results = _take(function, items, queue_read)
+        except BaseException:  # Ctrl-C (which the child ignores) or an item's error: the child's work is not wanted
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            raise
         finally:
             os.close(queue_read)
             with os.fdopen(answer_read, "rb") as pipe:
@@ -80,18 +86,18 @@ def start_map(
 
 
 def die_with_parent(parent: int) -> None:
-    """In a child process: be killed when `parent` dies (Linux's PR_SET_PDEATHSIG), so that a build
-    killed with SIGKILL leaves no child writing into its folders; exit now if it is already gone.
-    Elsewhere nothing is done."""
+    """In a forked child: Ctrl-C is the parent's to handle (the child would otherwise be interrupted
+    half-way through an import and report that as a failure), and the child is killed when the parent
+    ends in any way, a SIGKILL included (Linux's PR_SET_PDEATHSIG), so that no child outlives a build."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
         try:
+            import ctypes
+
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
         except (OSError, AttributeError):
-            return
-    if os.getppid() != parent:
+            pass
+    if os.getppid() != parent:  # the parent ended before the request took effect
         os._exit(1)
 
 

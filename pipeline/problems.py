@@ -120,6 +120,11 @@ class TemplateError(Exception):
         self.problems = problems
 
 
+class ConfigError(Exception):
+    """A setting of the environment or of the configuration that cannot be used (a variable such as
+    SOURCE_DATE_EPOCH, a config file, an address): every command says it in one line and exits 3."""
+
+
 def format_report(problems: list[Problem]) -> str:
     """The problems grouped by file, one line each (at most MAX_PER_RULE per rule), then a count."""
     by_file: dict[str, list[Problem]] = defaultdict(list)

@@ -20,6 +20,17 @@ from pipeline.messages import message
 # allowed beside "-". Both are safe in paths and URLs.
 ID_PATTERN = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 
+# Names the site's own pages and folders take (index.html, data.html, 404.html, models/index.html, …):
+# an id or an article with one of them would replace that page, so every id of a source table and every
+# article's name is refused when it is one (tests/test_hardening.py checks that the list covers every
+# page a build writes at the top of a folder).
+RESERVED_NAMES = frozenset(
+    {
+        *("index", "404", "data", "search", "sources", "quality", "calculator", "accuracy", "pretraining"),
+        *("charts", "compare", "continued", "sitemap", "robots", "manifest", "pagefind", "style"),
+    }
+)
+
 DUCKDB_TYPES = {
     "id": "VARCHAR",
     "str": "VARCHAR",

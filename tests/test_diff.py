@@ -117,7 +117,7 @@ def test_text_report_for_editors(builds):
 
 def test_exit_codes(builds, tmp_path, capsys):
     published, output = builds
-    assert main(["diff", "--out", str(output), "--against", str(published)]) == 1
+    assert main(["diff", "--out", str(output), "--against", str(published)]) == 4
     assert "Цена 8 × H100 80GB (ESC8000A)" in capsys.readouterr().out
     assert main(["diff", "--out", str(output), "--against", str(output)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "Изменений нет."
@@ -171,7 +171,7 @@ def test_diff_prints_under_a_locale_without_cyrillic(builds):
     )
     assert probe.stdout.strip() == "ascii"
     done = run_diff(ASCII_LOCALE, "--out", str(output), "--against", str(published))
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 4, done.stderr
     text = done.stdout.decode("ascii")  # nothing else in it
     price = "\\u0426\\u0435\\u043d\\u0430 8 \\xd7 H100 80GB (ESC8000A): 2\\xa0373\\xa0300 \\u2192 2\\xa0450\\xa0000"
     assert price in text
@@ -179,14 +179,14 @@ def test_diff_prints_under_a_locale_without_cyrillic(builds):
     assert b"use a UTF-8 locale" in done.stderr and b"Traceback" not in done.stderr
     # Latin-1 (LANG=en_US.ISO-8859-1): what it has is written as it is, Cyrillic as escapes.
     latin = run_diff({"PYTHONIOENCODING": "iso8859-1"}, "--out", str(output), "--against", str(published))
-    assert latin.returncode == 1 and b"Traceback" not in latin.stderr
+    assert latin.returncode == 4 and b"Traceback" not in latin.stderr
     assert "\\u0426\\u0435\\u043d\\u0430 8 \xd7 H100" in latin.stdout.decode("latin-1")
 
 
 def test_json_under_a_locale_without_cyrillic_is_the_same_json(builds):
     published, output = builds
     done = run_diff(ASCII_LOCALE, "--out", str(output), "--against", str(published), "--json")
-    assert done.returncode == 1
+    assert done.returncode == 4
     assert json.loads(done.stdout.decode("ascii")) == json.loads(json.dumps(diff(output, published)))
 
 
@@ -201,13 +201,13 @@ def test_a_reader_that_stops_early_is_no_error(builds):
     )
     proc.stdout.close()
     err = proc.stderr.read()
-    assert proc.wait(timeout=120) == 1
+    assert proc.wait(timeout=120) == 4
     assert b"Traceback" not in err and b"BrokenPipe" not in err
 
 
 def test_json_for_tools(builds, capsys):
     published, output = builds
-    assert main(["diff", "--out", str(output), "--against", str(published), "--json"]) == 1
+    assert main(["diff", "--out", str(output), "--against", str(published), "--json"]) == 4
     report = json.loads(capsys.readouterr().out)
     assert report["changed"] is True
     assert report["pages"]["added"] == ["models/phi-4-mini.html"]

@@ -108,10 +108,16 @@ def test_spreadsheet_safe(text, safe):
     "new, rule",
     [
         ("../../x", "в id — строчные латинские буквы и цифры, через «-» или «_»"),
-        ("index", None),  # a plain id is fine
+        ("index", "reserved"),  # the name of a page of the site (models/index.html): pipeline.schema.RESERVED_NAMES
+        ("indexed", None),  # a plain id is fine
     ],
 )
 def test_path_like_ids_are_rejected(sources, new, rule):
+    from pipeline.messages import message
+    from pipeline.schema import RESERVED_NAMES
+
+    if rule == "reserved":
+        rule = message("rules.reserved_id", names=", ".join(sorted(RESERVED_NAMES)))
     edit_csv(sources / "models.csv", "phi-4,", f"{new},")
     if rule is None:
         load_and_validate(sources)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+import jinja2.compiler
 import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
@@ -86,26 +87,91 @@ def read_articles(templates: Path = TEMPLATES) -> list[Article]:
 
     Front matter keys: title, description, order (position in the navigation), nav (true: in the top
     navigation, false: only in the list of all articles), label (its short name in the navigation).
+    TemplateError with every article's problem (file, line, what to fix) when one cannot be read.
     """
-    articles = []
+    articles, problems = [], []
     for path in sorted((templates / "articles").glob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        _, head, body = text.split("---\n", 2)
-        meta = dict(line.split(": ", 1) for line in head.strip().splitlines())
-        first = head.count("\n") + 3  # the two "---" lines and the front matter come first
-        articles.append(
-            Article(
-                path.stem,
-                meta["title"],
-                meta["description"],
-                int(meta["order"]),
-                meta.get("label") or meta["nav"],  # "nav: <label>" of older articles still works
-                body,
-                first,
-                meta["nav"].strip().lower() not in ("false", "нет", "no"),
-            )
-        )
+        try:
+            articles.append(parse_article(path.stem, path.read_bytes()))
+        except FrontMatterError as exc:
+            problems.append(Problem(f"site_templates/articles/{path.name}", exc.line, "", None, str(exc)))
+        except OSError as exc:
+            problems.append(Problem(f"site_templates/articles/{path.name}", 0, "", None, exc.strerror or str(exc)))
+    if problems:
+        raise TemplateError(problems)
     return sorted(articles, key=lambda a: (a.order, a.slug))
+
+
+FRONT_MATTER_KEYS = ("title", "description", "order", "nav", "label")
+NAV_HIDDEN = ("false", "нет", "no")
+NAV_WORDS = ("true", "да", "yes", *NAV_HIDDEN)
+_FRONT_LINE = re.compile(r"([A-Za-z_]+)\s*:\s*(.*)")
+
+
+class FrontMatterError(ValueError):
+    """An article that cannot be read: the text says what to fix, `line` where (0: the whole file)."""
+
+    def __init__(self, line: int, entry: str, /, **slots):
+        super().__init__(message(entry, **slots))
+        self.line = line
+
+
+def parse_article(slug: str, data: bytes) -> Article:
+    """One article from its file's bytes; FrontMatterError for a name, an encoding or a front matter
+    the site cannot use (each of the five keys checked: present, of its kind, once)."""
+    from pipeline.schema import ID_PATTERN, RESERVED_NAMES
+
+    if slug in RESERVED_NAMES:
+        raise FrontMatterError(0, "front_matter.reserved", slug=slug, names=", ".join(sorted(RESERVED_NAMES)))
+    if not re.fullmatch(ID_PATTERN, slug) or len(slug) > 100:
+        raise FrontMatterError(0, "front_matter.bad_name", slug=slug)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrontMatterError(data.count(b"\n", 0, exc.start) + 1, "front_matter.not_utf8") from None
+    head, meta, body = _front_matter(text.removeprefix("\ufeff").replace("\r\n", "\n"))
+    for key in ("title", "description", "order"):
+        if not meta.get(key, (0, ""))[1]:
+            raise FrontMatterError(meta.get(key, (1,))[0], "front_matter.missing", name=key)
+    order_line, order = meta["order"]
+    if not re.fullmatch(r"-?[0-9]{1,9}", order):
+        raise FrontMatterError(order_line, "front_matter.order", value=order[:40])
+    nav_line, nav = meta.get("nav", (1, "true"))
+    label = meta.get("label", (0, ""))[1] or (nav if nav.lower() not in NAV_WORDS else "")
+    if not label:
+        raise FrontMatterError(nav_line, "front_matter.missing", name="label")
+    return Article(
+        slug,
+        meta["title"][1],
+        meta["description"][1],
+        int(order),
+        label,  # "nav: <label>" of older articles still works
+        body,
+        head.count("\n") + 4,  # the two "---" lines and the front matter's lines come first
+        nav.lower() not in NAV_HIDDEN,
+    )
+
+
+def _front_matter(text: str) -> tuple[str, dict[str, tuple[int, str]], str]:
+    """(front matter, its keys -> (line, value), body) of an article's text; FrontMatterError if it has none."""
+    if not text.startswith("---\n"):
+        raise FrontMatterError(1, "front_matter.no_front_matter")
+    head, separator, body = ("", True, text[8:]) if text.startswith("---\n---\n") else text[4:].partition("\n---\n")
+    if not separator:
+        raise FrontMatterError(1, "front_matter.unclosed")
+    meta: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(head.split("\n"), start=2):
+        if not line.strip():
+            continue
+        found = _FRONT_LINE.fullmatch(line.strip())
+        if not found or found[1] not in FRONT_MATTER_KEYS:
+            raise FrontMatterError(
+                number, "front_matter.bad_line", text=line.strip()[:60], keys=", ".join(FRONT_MATTER_KEYS)
+            )
+        if found[1] in meta:
+            raise FrontMatterError(number, "front_matter.twice", name=found[1])
+        meta[found[1]] = (number, found[2].strip())
+    return head, meta, body
 
 
 def markdown_table(view: TableView, sources: str) -> str:
@@ -130,12 +196,43 @@ MAX_ARTICLE_CHARS = 20_000_000  # a rendered article longer than this is refused
 MAX_REPEAT = 1_000_000  # the longest text or list `*` may make
 MAX_POWER_BITS = 65_536  # the largest integer `**` may make
 MAX_LOOP_STEPS = 1_000_000  # the most turns an article's loops may take in all (the site's use a few hundred)
+# The memory budget of one article: no text or list an operation makes (`~`, `+`, `*`, `%`, join, replace,
+# padding) may be longer than MAX_REPEAT, and all of them together no longer than MAX_MADE_CHARS. Each is
+# checked before the value is made, from its operands' lengths, so a doubling loop stops at a megabyte.
+MAX_MADE_CHARS = 64_000_000
 # Filters and text methods that pad or wrap to a width an article gives: the width is capped by MAX_REPEAT.
 WIDTH_FILTERS = ("center", "indent", "wordwrap", "truncate", "format")
 WIDTH_METHODS = ("center", "ljust", "rjust", "zfill", "expandtabs")  # str.format: ArticleSandbox.wrap_str_format
 # A width or precision of 7 digits or more, or one taken from the arguments: "%9999999s", "{:>{w}}", "%*d".
 _WIDE_SPEC = re.compile(r"%[-#0 +]*(?:\*|\d{7,}|\d*\.(?:\*|\d{7,}))|\{[^{}]*:[^{}]*(?:\{|\d{7,})")
-_LOOP_STEPS = threading.local()  # the turns taken by the loops of the article being rendered
+_LOOP_STEPS = threading.local()  # the turns taken by the loops (and the characters made) of the article being rendered
+
+
+def _charge(size: int) -> None:
+    """Count a text or list of `size` about to be made against the article's memory budget."""
+    if size > MAX_REPEAT:
+        raise SecurityError(message("articles.value_too_long", count=size, limit=MAX_REPEAT))
+    _LOOP_STEPS.made = getattr(_LOOP_STEPS, "made", 0) + size
+    if _LOOP_STEPS.made > MAX_MADE_CHARS:
+        raise SecurityError(message("articles.memory_budget", limit=MAX_MADE_CHARS))
+
+
+def _size(value) -> int:
+    """The length a value adds to a text or list it is joined into (its text's, for anything but a list)."""
+    if isinstance(value, str | list | tuple):
+        return len(value)
+    return len(str(value))
+
+
+class _SizedCodeGenerator(jinja2.compiler.CodeGenerator):
+    """Jinja's code generator with `~` sent through ArticleSandbox.concat, which checks the length first."""
+
+    def visit_Concat(self, node, frame) -> None:  # noqa: N802 (Jinja's visitor name)
+        self.write("environment.concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
 
 
 class Helpers:
@@ -160,8 +257,14 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox (no attributes starting with "_", no Python internals, no changing of
     lists or dicts), limited further to the helpers, with `*` and `**` kept from making huge values."""
 
-    intercepted_binops = frozenset({"*", "**", "%"})
-    compiled_as = "loops counted"  # part of the bytecode cache's key: how _parse changes the template
+    intercepted_binops = frozenset({"*", "**", "%", "+"})
+    compiled_as = "loops counted, texts sized"  # part of the bytecode cache's key: how the template is compiled
+    code_generator_class = _SizedCodeGenerator
+
+    def concat(self, values: tuple) -> str:
+        """`a ~ b ~ …`, refused before it is made when the text would be too long."""
+        _charge(sum(_size(v) for v in values))
+        return "".join(map(str, values))
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> jinja2.nodes.Template:
         """The template's tree with every loop's iterable passed through `_counted`, which stops an
@@ -179,8 +282,16 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
         return wrapped
 
     def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (Jinja's own signature)
-        if getattr(__obj, "__self__", None).__class__ is str and getattr(__obj, "__name__", "") in WIDTH_METHODS:
-            _refuse_wide("", (*args, *kwargs.values()))
+        if getattr(__obj, "__self__", None).__class__ is str:
+            name = getattr(__obj, "__name__", "")
+            if name in WIDTH_METHODS:
+                _refuse_wide("", (*args, *kwargs.values()))
+            elif name == "join" and len(args) == 1 and not kwargs:
+                items = list(args[0])
+                _charge(len(__obj.__self__) * max(len(items) - 1, 0) + sum(_size(i) for i in items))
+                args = (items,)
+            elif name == "replace" and len(args) >= 2 and isinstance(args[0], str) and isinstance(args[1], str):
+                _charge(_replaced_size(__obj.__self__, *args[:2], *args[2:3]))
         return super().call(__context, __obj, *args, **kwargs)
 
     def getattr(self, obj, attribute: str):
@@ -205,6 +316,13 @@ class ArticleSandbox(ImmutableSandboxedEnvironment):
                     raise SecurityError(message("articles.repeat_too_long", count=len(items) * times))
         if operator == "%" and isinstance(left, str):
             _refuse_wide(left, ())
+            _charge(len(left) + sum(_size(v) for v in (right if isinstance(right, tuple) else (right,))))
+        if operator == "+" and isinstance(left, str | list | tuple) and isinstance(right, str | list | tuple):
+            _charge(len(left) + len(right))
+        if operator == "*":
+            for items, times in ((left, right), (right, left)):
+                if isinstance(items, str | list | tuple) and type(times) is int and times > 0:
+                    _charge(len(items) * times)
         return super().call_binop(context, operator, left, right)
 
 
@@ -216,6 +334,37 @@ def _refuse_wide(text: str, widths: tuple) -> None:
             raise SecurityError(message("articles.width_too_large", width=value))
     if isinstance(text, str) and _WIDE_SPEC.search(text):
         raise SecurityError(message("articles.format_too_wide", spec=repr(_WIDE_SPEC.search(text)[0])))
+
+
+def _replaced_size(text: str, old: str, new: str, count=None) -> int:
+    """The length of text.replace(old, new, count), known before it is made."""
+    found = text.count(old) if old else len(text) + 1
+    if type(count) is int and count >= 0:
+        found = min(found, count)
+    return len(text) + found * (len(new) - len(old))
+
+
+def _joined_checked(flt: Callable) -> Callable:
+    """The join filter, refused before it joins when the separators alone would pass the budget."""
+
+    @functools.wraps(flt)
+    def checked(eval_ctx, value, d="", attribute=None):
+        items = list(value)
+        _charge(len(str(d)) * max(len(items) - 1, 0) + (sum(_size(i) for i in items) if attribute is None else 0))
+        return flt(eval_ctx, items, d, attribute)
+
+    return checked
+
+
+def _replace_checked(flt: Callable) -> Callable:
+    """The replace filter, refused before it replaces when the result would pass the budget."""
+
+    @functools.wraps(flt)
+    def checked(eval_ctx, s, old, new, count=None):
+        _charge(_replaced_size(str(s), str(old), str(new), count))
+        return flt(eval_ctx, s, old, new, count)
+
+    return checked
 
 
 def _counted(items):
@@ -268,6 +417,8 @@ def article_environment(bodies: dict[str, tuple[str, str]]) -> ArticleSandbox:
         del env.filters[name]
     for name in WIDTH_FILTERS:
         env.filters[name] = _width_checked(name, env.filters[name])
+    env.filters["join"] = _joined_checked(env.filters["join"])
+    env.filters["replace"] = _replace_checked(env.filters["replace"])
     env.filters["_counted"] = _counted
     env.bytecode_cache = _bytecode_cache(env)
     env.bodies = bodies  # render_lines reads an article's source for its line numbers
@@ -300,7 +451,7 @@ ARTICLE_ERRORS = (
 def render_lines(template: jinja2.Template, context: dict) -> tuple[str, Callable[[int], int]]:
     """template.render(context), and a function giving the template line that wrote a character of
     the result (for the editor: the line of a removed tag or link)."""
-    _LOOP_STEPS.taken = 0
+    _LOOP_STEPS.taken = _LOOP_STEPS.made = 0
     gen = template.root_render_func(template.new_context(context))
     code = gen.gi_code
     literals = {id(c) for c in code.co_consts if type(c) is str}

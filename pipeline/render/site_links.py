@@ -21,6 +21,25 @@ CALCULATOR_FIELDS = (
 _RELATIVE_TARGET = re.compile(r"(\]\()(?![a-zA-Z][a-zA-Z0-9+.-]*:|#|/)([^)\s]+)(\))")
 
 
+# Where the site may be served (--base-url): an http(s) address with a host, or a path from the root;
+# only characters that need no escaping in HTML, XML, robots.txt or Markdown. A scheme such as
+# "javascript:" or a host-relative "//other.example" never reaches a canonical link or 404.html.
+_PATH_CHARACTERS = r"[A-Za-z0-9._~%+@:/-]*"
+_BASE_URL = re.compile(
+    rf"(?:https?://[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{{1,5}})?(?:/{_PATH_CHARACTERS})?|/{_PATH_CHARACTERS})",
+    re.IGNORECASE,
+)
+
+
+def check_base_url(base_url: object) -> str:
+    """`base_url` when it is one a site may be served at, else ValueError in the editor's words."""
+    text = base_url if isinstance(base_url, str) else ""
+    path = re.sub(r"^https?://[^/]*", "", text, flags=re.IGNORECASE)
+    if not _BASE_URL.fullmatch(text) or "//" in path or len(text) > 2000:
+        raise ValueError(message("config.base_url", value=str(base_url)[:80]))
+    return text
+
+
 def is_absolute(base_url: str) -> bool:
     """Whether the site's base URL is absolute (http or https with a host), as canonical links and the sitemap need."""
     return bool(re.match(r"https?://[^/\s]+", base_url))

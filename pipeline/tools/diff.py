@@ -5,9 +5,9 @@ with the schema registry): changed values by entity, added and removed rows; the
 pages and files whose content differs. The report is Russian (it is read by editors);
 its words are in the message catalogue with the other terminal texts.
 
-Exit codes of `python -m pipeline diff`: 0 nothing changed, 1 something changed, 3 the folders
-could not be compared (one is missing or is not a build, a file cannot be read). 2 stays the
-command line's own: argparse exits 2 on an unknown option. The report is printed in any locale:
+Exit codes of `python -m pipeline diff`: 0 nothing changed, 4 something changed, 3 the folders
+could not be compared (one is missing or is not a build, a file cannot be read or is not what a build
+writes), 64 a wrong command line; 1 stays a bug's (a traceback), so a crash never reads as "changes". The report is printed in any locale:
 where the terminal's encoding has no Cyrillic, the text keeps its letters as \\u escapes and JSON is
 written in ASCII (both still readable by a tool), with a note on stderr.
 """
@@ -26,7 +26,7 @@ from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
 
-EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 1, 3
+EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 4, 3
 DATABASE = "gpu-finetune.duckdb"
 # Files that list or stamp the whole build: they change whenever anything does.
 IGNORED = {"manifest.json"}
@@ -63,7 +63,11 @@ def read_table(out: Path, table: Table) -> dict[tuple, dict[str, str]] | None:
     if not path.is_file():
         return None
     with path.open(encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    for row in rows:
+        if None in row or None in row.values():  # csv.DictReader's filler for too many or too few cells
+            raise csv.Error(f"{path}: a row has not the {len(reader.fieldnames or [])} cells of the header")
     return {tuple(row[k] for k in table.primary_key): row for row in rows}
 
 
@@ -285,7 +289,7 @@ def _print(text: str, stream=None) -> None:
 
 
 def run(out: Path, against: Path, as_json: bool = False) -> int:
-    """`python -m pipeline diff`: print the report; exit code 0 no change, 1 changes, 3 cannot compare."""
+    """`python -m pipeline diff`: print the report; exit code 0 no change, 4 changes, 3 cannot compare."""
     for path, hint in ((out, "out"), (against, "against")):
         for folder in (path / "site", path / "site" / "data"):  # a build has both
             if not folder.is_dir():
@@ -295,7 +299,7 @@ def run(out: Path, against: Path, as_json: bool = False) -> int:
 
     try:
         report = diff(out, against)
-    except (OSError, ValueError, KeyError, csv.Error, duckdb.Error) as exc:
+    except (OSError, ValueError, LookupError, TypeError, ArithmeticError, csv.Error, duckdb.Error) as exc:
         error = f"{type(exc).__name__}: {exc}"
         _print(message("diff.unreadable", out=out, against=against, error=error), sys.stderr)
         return EXIT_ERROR

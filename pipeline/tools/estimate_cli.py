@@ -49,7 +49,9 @@ EXIT_CODES = """\
 exit codes:
   0  estimated (no problem in the setup)
   1  an internal error (a bug)
-  2  invalid sources, an impossible or unknown setup, or a --batch/--config file with bad rows
+  2  invalid sources, an impossible or unknown setup, a value out of range (--tokens over 10^15),
+     or a --batch/--config file with bad rows
+  3  a configuration problem (an unusable SOURCE_DATE_EPOCH)
   64 a wrong command line (an unknown option, a missing value)"""
 
 # Columns a --batch file may have (a header row; every column but one of model/params_b is optional): the
@@ -85,6 +87,16 @@ def _positive(text: str, name: str) -> float:
     value = _finite(text, name)
     if value <= 0:
         raise UsageError(f"{name} = {text!r}: must be greater than 0")
+    return value
+
+
+MAX_TOKENS = 1e15  # a thousand times the largest training runs; more overflows the cost's integer columns
+
+
+def _tokens(text: str, name: str) -> float:
+    value = _positive(text, name)
+    if value > MAX_TOKENS:
+        raise UsageError(f"{name} = {text!r}: at most 1e15 tokens (a thousand times the largest training runs)")
     return value
 
 
@@ -301,7 +313,7 @@ def _add_output_options(e) -> None:
     )
     e.add_argument(
         "--tokens",
-        type=_typed(_positive),
+        type=_typed(_tokens),
         help="tokens to train on (x epochs), for a draft time and cost estimate",
     )
     e.add_argument("--gpu", metavar="ID", help="a gpu_id for the time estimate (default: the first GPU that fits)")

@@ -54,9 +54,14 @@ TYPES = {
 
 EXIT_CODES = """exit codes:
   0  published (or nothing to publish)
-  2  no build to publish (OUT/site/manifest.json missing) or a --to that is not s3://bucket[/prefix]
-  3  the storage refused or could not be reached (the message says what); run again to finish
+  1  an internal error (a bug: the traceback says where)
+  2  no build to publish (OUT/site/manifest.json missing), a manifest (local or published) that is not
+     one of this site, a file it names that is outside OUT/site, a symbolic link or not a file, or a
+     --to that is not s3://bucket[/prefix]
+  3  the storage refused or could not be reached, or its settings (endpoint URL, region, profile,
+     config file) cannot be used (the message says what); run again to finish
   64 a wrong command line"""
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class PublishError(Exception):
@@ -81,6 +86,52 @@ def cache_control(name: str) -> str:
     if HASHED.search(Path(name).name) or PAGEFIND_HASHED.search(name):
         return IMMUTABLE
     return SHORT
+
+
+def manifest_files(data: bytes | str, where: str) -> dict[str, str]:
+    """The `files` of a manifest (file -> SHA-256). PublishError (exit 2) for anything else: not JSON,
+    not a map of names to hashes, or a name that is not a safe path inside the site (the same check as
+    the build's, pipeline.publish.paths), so that no manifest can make publish read or delete elsewhere."""
+    from pipeline.publish.paths import UnsafePath, check_relative
+
+    try:
+        files = json.loads(data)["files"]
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        raise PublishError(f"{where} is not a manifest of this site: {type(exc).__name__}", 2) from None
+    if not isinstance(files, dict):
+        raise PublishError(f"{where} is not a manifest of this site: its files are not a map", 2)
+    for name, digest in files.items():
+        try:
+            check_relative(name)
+        except UnsafePath as exc:
+            raise PublishError(f"{where}: {exc}", 2) from None
+        if name == MANIFEST or not isinstance(digest, str) or not SHA256.fullmatch(digest):
+            raise PublishError(f"{where}: {name!r} is not listed with a SHA-256", 2)
+    return files
+
+
+def open_built(site: Path, name: str):
+    """The built file OUT/site/NAME, opened for reading without following a symbolic link anywhere on the
+    way (pipeline.publish.paths.safe_path, then O_NOFOLLOW); PublishError (exit 2) for a name outside the
+    site, a link, or anything but a regular file."""
+    import errno
+    import os
+    import stat
+
+    from pipeline.publish.paths import UnsafePath, safe_path
+
+    try:
+        path = safe_path(site, name)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except UnsafePath as exc:
+        raise PublishError(str(exc), 2) from None
+    except OSError as exc:
+        code = 3 if exc.errno in (errno.EACCES, errno.EPERM, errno.EIO) else 2
+        raise PublishError(f"{site / name}: {exc.strerror}: build again (python -m pipeline build)", code) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PublishError(f"{site / name} is not a file: build again (python -m pipeline build)", 2)
+    return os.fdopen(fd, "rb")
 
 
 def parse_target(url: str) -> tuple[str, str]:
@@ -264,8 +315,13 @@ def client(endpoint_url: str | None):
         raise PublishError(
             "publishing to S3 needs boto3: pip install 'gpu-finetune-reference[s3]' (or boto3)", 3
         ) from exc
-    config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
-    return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
+        return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
+    except (BotoCoreError, ValueError, TypeError, LookupError) as exc:  # endpoint, region, profile, config file
+        raise PublishError(f"the storage settings cannot be used: {exc}", 3) from None
 
 
 def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
@@ -278,13 +334,8 @@ def read_remote_manifest(s3, bucket: str, prefix: str) -> dict[str, str] | None:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
             return None
         raise
-    try:
-        files = json.loads(body)["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise PublishError(
-            f"s3://{bucket}/{prefix}{MANIFEST} is not a manifest of this site; refusing to guess what to delete", 2
-        ) from exc
-    return files
+    where = f"s3://{bucket}/{prefix}{MANIFEST} (refusing to guess what to delete)"
+    return manifest_files(body, where)
 
 
 def publish(  # noqa: PLR0913
@@ -294,11 +345,13 @@ def publish(  # noqa: PLR0913
     bucket, prefix = parse_target(target)
     site = Path(out) / "site"
     try:
-        local = json.loads((site / MANIFEST).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError) as exc:
+        with open_built(site, MANIFEST) as f:
+            data = f.read()
+    except PublishError as exc:
         raise PublishError(
-            f"{site / MANIFEST} is missing or unreadable: build first (python -m pipeline build)", 2
-        ) from exc
+            f"{exc}; {site / MANIFEST} is missing or unreadable: build first (python -m pipeline build)", 2
+        ) from None
+    local = manifest_files(data, str(site / MANIFEST))
     s3 = client(endpoint_url)
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -311,12 +364,13 @@ def publish(  # noqa: PLR0913
         # Every name this publish may leave behind is listed before the manifest moves on (run again: deleted).
         write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
         for name in todo.upload:
-            s3.upload_file(
-                str(site / name),
-                bucket,
-                prefix + name,
-                ExtraArgs={"ContentType": content_type(name), "CacheControl": cache_control(name)},
-            )
+            with open_built(site, name) as f:
+                s3.upload_fileobj(
+                    f,
+                    bucket,
+                    prefix + name,
+                    ExtraArgs={"ContentType": content_type(name), "CacheControl": cache_control(name)},
+                )
         # The manifest went last above; deletions come after the pages that stopped linking to them.
         for start in range(0, len(todo.delete), 1000):
             chunk = todo.delete[start : start + 1000]
@@ -326,7 +380,7 @@ def publish(  # noqa: PLR0913
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc
-    except (BotoCoreError, OSError) as exc:
+    except (BotoCoreError, OSError, ValueError) as exc:
         raise PublishError(f"{target}: {exc}", 3) from exc
     return todo
 
@@ -351,14 +405,36 @@ def add_parser(commands, formatter, help_text: str) -> None:
     )
     p.add_argument(
         "--base-url",
-        default=os.environ.get("SITE_BASE_URL", "/"),
+        type=base_url_option,
         help="the site's public URL, for the list of URLs to purge (default: $SITE_BASE_URL or /)",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would be uploaded and deleted; change nothing")
 
 
+def base_url_option(text: str) -> str:
+    """--base-url, checked as the build checks it (an http(s) address or a path): a wrong one exits 64."""
+    import argparse
+
+    from pipeline.render.site_links import check_base_url
+
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args) -> int:
     """`python -m pipeline publish`: upload the build (or list what would change with --dry-run); the exit code."""
+    if args.base_url is None:  # $SITE_BASE_URL, checked like the option: a wrong one is a setting (exit 3)
+        import os
+
+        from pipeline.render.site_links import check_base_url
+
+        try:
+            args.base_url = check_base_url(os.environ.get("SITE_BASE_URL") or "/")
+        except ValueError as exc:
+            print(f"publish: SITE_BASE_URL: {exc}", file=sys.stderr)
+            return 3
     try:
         todo = publish(args.out, args.to, args.endpoint_url, args.base_url, dry_run=args.dry_run)
     except PublishError as exc:

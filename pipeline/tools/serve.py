@@ -17,7 +17,10 @@ import html
 import json
 import os
 import re
+import selectors
 import signal
+import socket
+import stat
 import sys
 import threading
 import time
@@ -53,6 +56,7 @@ LONG_POLLS = 24
 WAITING = 512
 BACKLOG = 512
 REQUEST_TIMEOUT = 15
+IDLE_SECONDS = 10  # a connection that sends nothing for this long is closed, without ever holding a worker
 MAX_URL_BYTES = 4096  # a longer request target is answered 414
 MAX_NAME_BYTES = 255  # the longest file name: a longer path segment is answered 414
 
@@ -127,11 +131,23 @@ def site_segments(url_path: str) -> tuple[list[str], tuple[int, str] | None]:
 
 
 def _kind(path: Path) -> str | None:
-    """ "dir", "file" or None (absent, or unreadable: served as missing)."""
+    """ "dir", "file" or None (absent, unreadable or a symbolic link: served as missing). A link is
+    never followed: the site's folder holds none, and one planted there could lead anywhere."""
     try:
-        return "dir" if path.is_dir() else "file" if path.is_file() else None
-    except OSError:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
         return None
+    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else None
+
+
+def _site_path(root: Path, segments: list[str]) -> Path | None:
+    """root / segments when every folder on the way is a real folder (no symbolic link), else None."""
+    path = root
+    for segment in segments[:-1]:
+        path = path / segment
+        if _kind(path) != "dir":
+            return None
+    return root.joinpath(*segments)
 
 
 def _read(path: Path) -> bytes | None:
@@ -198,8 +214,8 @@ class Handler(SimpleHTTPRequestHandler):
         if problem is not None:
             return self.refuse(*problem)
         root = Path(self.directory)
-        path = root.joinpath(*segments)
-        kind = _kind(path)
+        path = _site_path(root, segments)
+        kind = _kind(path) if path is not None else None
         if kind == "dir":
             if not url.path.endswith("/"):
                 return self.send_file()  # redirects to the slash form
@@ -243,24 +259,42 @@ class Handler(SimpleHTTPRequestHandler):
 
 class EditorServer(HTTPServer):
     """An HTTP server on a fixed pool of worker threads (ThreadingHTTPServer starts a thread per
-    request, without bound); a full queue makes the next connections wait in the kernel's backlog."""
+    request, without bound); a full queue makes the next connections wait in the kernel's backlog.
+    A connection reaches a worker only once it has sent something: until then it waits in the
+    waiting room (one thread, one selector), which drops it after IDLE_SECONDS, so clients that
+    connect and stay silent hold no worker and delay no one."""
 
     request_queue_size = BACKLOG
     daemon_threads = True
 
     def __init__(self, address, handler, workers: int = WORKERS, waiting: int = WAITING):
-        super().__init__(address, handler)
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{self.server_address[1]}")
+        # Set before binding: a failed bind calls server_close() on a half-made server.
+        self.pool = None
+        self.room = WaitingRoom(self)
         self.slots = threading.BoundedSemaphore(workers + waiting)
         self.long_polls = threading.BoundedSemaphore(min(LONG_POLLS, max(workers - 1, 1)))
+        if ":" in str(address[0]):  # an IPv6 address such as ::1
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{self.server_address[1]}")
+        self.room.start()
 
     def process_request(self, request, client_address) -> None:
         self.slots.acquire()
+        self.room.add(request, client_address)
+
+    def dispatch(self, request, client_address) -> None:
+        """A connection that has sent its first bytes, to a worker."""
         try:
             self.pool.submit(self._work, request, client_address)
         except RuntimeError:  # the pool is shut down: the server is stopping
             self.slots.release()
             self.shutdown_request(request)
+
+    def drop(self, request) -> None:
+        """A connection that stayed silent, or that the stopping server leaves."""
+        self.slots.release()
+        self.shutdown_request(request)
 
     def _work(self, request, client_address) -> None:
         try:
@@ -279,7 +313,77 @@ class EditorServer(HTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        self.pool.shutdown(wait=True)
+        self.room.stop()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+class WaitingRoom:
+    """Accepted connections that have not sent anything yet: handed to a worker when they do,
+    dropped after IDLE_SECONDS of silence."""
+
+    def __init__(self, server: EditorServer):
+        self.server = server
+        self.selector = selectors.DefaultSelector()
+        self.wake_read, self.wake_write = socket.socketpair()
+        self.selector.register(self.wake_read, selectors.EVENT_READ)
+        self.arrived: list = []  # (request, address), added by the accepting thread
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="serve-waiting-room", daemon=True)
+        self.thread.start()
+
+    def add(self, request, client_address) -> None:
+        with self.lock:
+            self.arrived.append((request, client_address))
+        with contextlib.suppress(OSError):
+            self.wake_write.send(b"\0")
+
+    def run(self) -> None:
+        since: dict = {}  # request -> (address, when it arrived)
+        while not self.stopping.is_set():
+            for key, _ in self.selector.select(timeout=0.5):
+                if key.fileobj is self.wake_read:
+                    with contextlib.suppress(OSError):
+                        self.wake_read.recv(4096)
+                    continue
+                self.selector.unregister(key.fileobj)
+                address, _ = since.pop(key.fileobj)
+                self.server.dispatch(key.fileobj, address)
+            with self.lock:
+                arrived, self.arrived = self.arrived, []
+            now = time.monotonic()
+            for request, address in arrived:
+                try:
+                    self.selector.register(request, selectors.EVENT_READ)
+                except (ValueError, OSError):  # closed already
+                    self.server.drop(request)
+                    continue
+                since[request] = (address, now)
+            for request in [r for r, (_, when) in since.items() if now - when > IDLE_SECONDS]:
+                self.selector.unregister(request)
+                del since[request]
+                self.server.drop(request)
+        for request in list(since):
+            self.selector.unregister(request)
+            self.server.drop(request)
+        with self.lock:
+            arrived, self.arrived = self.arrived, []
+        for request, _ in arrived:
+            self.server.drop(request)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with contextlib.suppress(OSError):
+            self.wake_write.send(b"\0")
+        if self.thread is not None:
+            self.thread.join()
+        self.selector.close()
+        self.wake_read.close()
+        self.wake_write.close()
 
 
 class EditorLoop:
@@ -317,6 +421,7 @@ class EditorLoop:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.bind in ("", "0.0.0.0") else self.bind  # all addresses: this machine's
+        host = "[::1]" if host == "::" else f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
         return f"http://{host}:{self.server.server_address[1]}/"
 
     def status(self, after: int | None = None) -> dict:
@@ -429,8 +534,9 @@ def serve(  # noqa: PLR0913
     """`python -m pipeline serve`: build, serve, rebuild on change until Ctrl-C."""
     try:
         loop = EditorLoop(sources, out, port, base_url, quiet, bind=bind)
-    except OSError as exc:
-        print(message("serve.port_busy", bind=bind, port=port, reason=exc.strerror), file=sys.stderr)
+    except (OSError, OverflowError, ValueError) as exc:  # taken, not this machine's, out of range, not an address
+        reason = getattr(exc, "strerror", None) or str(exc)
+        print(message("serve.port_busy", bind=bind, port=port, reason=reason), file=sys.stderr)
         return 3
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop cleanly when killed, as on Ctrl-C
     loop.start()

@@ -47,6 +47,7 @@ from pipeline.schema import (
     PRICE_PER_GB_SPREAD,
     RANKLESS_ADAPTERS,
     REQUIRED_CONSTANTS,
+    RESERVED_NAMES,
     SERVER_INTERCONNECTS,
     SOURCE_TABLES,
     TABLES_BY_NAME,
@@ -451,6 +452,23 @@ def castable(con, sources_dir: Path, names: set[str], out: Validation) -> None:
                 [message("rules.not_valid_type", type_name=TYPE_NAMES_RU[f.type]), pattern],
             ).fetchall()
         _sql_rule(out, con, sources_dir, name, message("checks.castable"), rows)
+
+
+def reserved_ids(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """No id is the name of one of the site's own pages (schema.RESERVED_NAMES): a GPU `index` would
+    replace gpus/index.html."""
+    reserved = sorted(RESERVED_NAMES)
+    rule = message("rules.reserved_id", names=", ".join(reserved))
+    for name in sorted(names):
+        rows = []
+        for f in TABLES_BY_NAME[name].fields:
+            if f.type == "id":
+                rows += con.execute(
+                    f"SELECT {LINE}, '{f.name}', {f.name}, ? FROM raw_{name} WHERE {f.name} IN ({', '.join('?' * len(reserved))}) ORDER BY {LINE}",
+                    [rule, *reserved],
+                ).fetchall()
+        if rows:
+            _sql_rule(out, con, sources_dir, name, message("checks.reserved_id"), rows)
 
 
 def foreign_keys(con, sources_dir: Path, names: set[str], out: Validation) -> None:
@@ -1319,6 +1337,7 @@ def start_validation(
     try:
         for rule in (
             castable,
+            reserved_ids,
             foreign_keys,
             anchor_rules,
             model_rules,

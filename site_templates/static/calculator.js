@@ -42,6 +42,13 @@ export function formatNumber(value, places = 1) {
   return negative && shown.replace(/[0,\u00a0]/g, "") ? `-${shown}` : shown;
 }
 
+// A cell that a spreadsheet would read as a formula (a server named "+8 × B300", "=cmd…") gets a leading
+// apostrophe, as the site's own downloads do (pipeline/render/format.py FORMULA_PREFIXES, OWASP's advice).
+export const FORMULA_PREFIXES = ["=", "+", "-", "@", "\t", "\r"];
+export function spreadsheetSafe(text) {
+  return FORMULA_PREFIXES.some((p) => text.startsWith(p)) ? "'" + text : text;
+}
+
 export const formatGb = (value) => formatNumber(value, 1);
 export const formatInteger = (value) => formatNumber(value, 0);
 
@@ -1354,7 +1361,7 @@ function setup(form, data, text) {
       if (!shown(table)) continue;
       for (const row of table.tBodies[0].rows) rows.push([table.id, ...[...row.cells].map(plain)]);
     }
-    const csv = rows.map((r) => r.map((v) => `"${String(v ?? "").replace(/"/g, '""')}"`).join(",")).join("\r\n");
+    const csv = rows.map((r) => r.map((v) => `"${spreadsheetSafe(String(v ?? "")).replace(/"/g, '""')}"`).join(",")).join("\r\n");
     $("calc-download").href = `data:text/csv;charset=utf-8,${encodeURIComponent("\ufeff" + csv)}`;
   }
 

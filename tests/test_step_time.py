@@ -1,0 +1,176 @@
+"""Training time = compute + exposed communication (pipeline/estimate/step_time.py), on small inline cases."""
+
+from dataclasses import replace
+
+import polars as pl
+import pytest
+
+from pipeline.estimate import step_time, time_accuracy
+from pipeline.estimate.architecture import Architecture, lora_trainable_params, parameter_counts
+from pipeline.estimate.first_principles import Setup
+
+# Round constants, so that every expected figure below is arithmetic a reader can redo.
+C = {
+    "achieved_efficiency": 0.5,
+    "achieved_efficiency_peak_tflops": 1000,
+    "achieved_efficiency_low": 0.5,
+    "achieved_efficiency_low_peak_tflops": 100,
+    "lora_efficiency_factor": 0.8,
+    "qlora_efficiency_factor": 0.5,
+    "fp8_speedup": 1.25,
+    "nvlink_busbw_share": 0.8,
+    "nvlink_bridge_busbw_share": 0.4,
+    "pcie_busbw_gbs": 40,
+    "network_busbw_share": 0.75,
+    "comm_overlap": 1,
+    "forward_flops_per_param_token": 2,
+    "train_flops_per_param_token": 6,
+}
+# An SXM-like card: 1 000 TFLOPS BF16, NVLink 1 000 GB/s both ways (500 one way).
+GPU = {"bf16_dense_tflops": 1000, "link_gbs": 1000}
+# A 1.0 B-parameter dense model (no attention term: one-token sequences keep the compute to 6·P).
+DENSE = Architecture(
+    layers=4, hidden=4096, intermediate=16384, heads=32, kv_heads=32, head_dim=128, vocab=32000,
+    tied_embeddings=False, gated_mlp=False,
+)  # fmt: skip
+P = parameter_counts(DENSE).total
+ATTENTION_1 = 2 * 1 * 4096 * 4 * 3  # attention FLOPs per token at a one-token context: 2·s·d per layer, × 3
+FULL_8 = Setup(method="full_amp", seq_len=1, micro_batch=1024, grad_accum=1, gpus=8, sharding="zero3")
+
+
+def test_the_dense_model_has_the_parameters_the_cases_assume() -> None:
+    assert P == 1_067_487_232
+
+
+def test_busbw_of_each_link() -> None:
+    assert step_time.busbw_gbs(GPU, "nvswitch", 8, 1, None, C) == 400  # 500 one way × 0.8
+    assert step_time.busbw_gbs(GPU, "nvlink-bridge", 4, 1, None, C) == 200
+    assert step_time.busbw_gbs(GPU, "pcie", 8, 1, None, C) == 40
+    assert step_time.busbw_gbs({"bf16_dense_tflops": 100}, "nvswitch", 8, 1, None, C) == 40  # no NVLink: PCIe
+    assert step_time.busbw_gbs(GPU, "nvswitch", 1, 1, None, C) is None
+    # 2 servers of 8: a GPU's share of 400 Gbit/s is 6.25 GB/s, worth 15 ring hops per network crossing.
+    assert step_time.busbw_gbs(GPU, "nvswitch", 16, 2, 400, C) == pytest.approx(6.25 * 15 * 0.75)
+    assert step_time.busbw_gbs(GPU, "nvswitch", 16, 2, 6400, C) == 400  # the network outruns NVLink
+
+
+def test_two_servers_need_a_declared_network() -> None:
+    with pytest.raises(ValueError, match="2 servers need a declared network"):
+        step_time.training_time(DENSE, replace(FULL_8, gpus=16), GPU, 1e9, C, link="nvswitch", nodes=2)
+
+
+def test_same_job_on_nvswitch_pcie_and_two_servers() -> None:
+    # Per step: 8 × 1 024 tokens × 6·P FLOPs over 8 cards at 500 TFLOP/s each.
+    compute = 1024 * (6 * P + ATTENTION_1) / 500e12
+    # ZeRO-3, full training: weights gathered twice in bf16 (4·P bytes), gradients scattered (2·P), × 7/8.
+    moved = 6 * P * 7 / 8
+    on = {}
+    for name, link, cards, nodes, network in (
+        ("nvswitch", "nvswitch", 8, 1, None),
+        ("pcie", "pcie", 8, 1, None),
+        ("servers", "nvswitch", 16, 2, 400),
+    ):
+        setup = replace(FULL_8, gpus=cards)
+        on[name] = step_time.training_time(DENSE, setup, GPU, 1024 * cards * 1000, C, link, nodes, network)
+    assert on["nvswitch"].step_seconds_compute == pytest.approx(compute)  # 0.013134 s
+    assert on["nvswitch"].step_seconds_communication == pytest.approx(moved / 400e9)  # 0.014029 s
+    assert on["nvswitch"].step_seconds_exposed == pytest.approx(moved / 400e9 - compute)
+    assert on["pcie"].step_seconds_communication == pytest.approx(moved / 40e9)  # ten times slower
+    assert on["pcie"].hours_communication == pytest.approx(1000 * (moved / 40e9 - compute) / 3600)
+    assert on["pcie"].hours_compute == on["nvswitch"].hours_compute == pytest.approx(1000 * compute / 3600)
+    assert on["pcie"].dominant == "communication"
+    moved_16 = 6 * P * 15 / 16
+    assert on["servers"].step_seconds_communication == pytest.approx(moved_16 / (70.3125e9))
+    assert on["servers"].link == "between_servers"
+    assert on["nvswitch"].tokens_per_second == pytest.approx(8 * 1024 / (moved / 400e9))
+
+
+def test_one_card_moves_nothing() -> None:
+    t = step_time.training_time(DENSE, replace(FULL_8, gpus=1, sharding="ddp"), GPU, 1024 * 100, C)
+    assert (t.step_seconds_communication, t.hours_communication, t.busbw_gbs) == (0, 0, None)
+    assert t.hours == pytest.approx(100 * 1024 * (6 * P + ATTENTION_1) / 500e12 / 3600)
+
+
+def test_lora_under_zero3_still_gathers_the_frozen_weights() -> None:
+    lora = replace(FULL_8, method="lora", lora_rank=16, lora_targets="all")
+    adapters = lora_trainable_params(DENSE, 16, "all")
+    assert step_time.step_bytes(DENSE, lora) == 4 * P + 2 * adapters
+    assert step_time.step_bytes(DENSE, FULL_8) == 6 * P
+    qlora = replace(lora, method="qlora_4bit")
+    assert step_time.step_bytes(DENSE, qlora) == 2 * 0.5 * P + 2 * adapters  # 4-bit weights gathered
+    # DDP moves only what is trained: the adapters' gradients, all-reduced once per step.
+    assert step_time.step_bytes(DENSE, replace(lora, sharding="ddp")) == 2 * 2 * adapters
+    t = step_time.training_time(DENSE, lora, GPU, 1e9, C, "pcie")
+    assert t.step_seconds_communication == pytest.approx((4 * P + 2 * adapters) * 7 / 8 / 40e9)
+    # LoRA: 4·P per token (no weight gradients) at 0.5 × 0.8 of the peak.
+    assert t.flops_per_token == 4 * P + ATTENTION_1 and t.efficiency == 0.4
+
+
+def test_zero2_scatters_every_micro_batch_and_gathers_once() -> None:
+    setup = replace(FULL_8, sharding="zero2", grad_accum=4)
+    assert step_time.step_bytes(DENSE, setup) == 4 * 2 * P + 2 * P
+    assert step_time.step_bytes(DENSE, replace(setup, sharding="zero3")) == 4 * 6 * P
+
+
+def test_moe_computes_on_active_and_moves_all_parameters() -> None:
+    moe = replace(DENSE, experts=8, experts_per_token=2, moe_intermediate=16384)
+    counts = parameter_counts(moe)
+    assert (counts.total, counts.active) == (4_825_714_688, 1_604_489_216)  # 4 MoE layers of 8 experts, 2 active
+    t = step_time.training_time(moe, FULL_8, GPU, 1e9, C, "nvswitch")
+    assert t.flops_per_token == 6 * counts.active + ATTENTION_1
+    assert t.step_seconds_communication == pytest.approx(6 * counts.total * 7 / 8 / 400e9)
+
+
+def test_checkpointing_recomputes_the_forward_pass_and_attention_grows_with_context() -> None:
+    plain = replace(FULL_8, seq_len=1, micro_batch=1)
+    assert step_time.flops_per_token(DENSE, plain, C) == 6 * P + ATTENTION_1
+    recompute = replace(plain, grad_checkpointing=True)
+    assert step_time.flops_per_token(DENSE, recompute, C) == 8 * P + 2 * 1 * 4096 * 4 * 4
+    # Causal attention: 2 · seq · heads·head_dim per layer forward, the backward twice that.
+    long = replace(plain, seq_len=32768)
+    assert step_time.attention_flops_per_token(DENSE, long) == 2 * 32768 * 4096 * 4 * 3
+
+
+def test_fp8_and_qlora_change_the_efficiency() -> None:
+    assert step_time.efficiency(replace(FULL_8, fp8=True), C, 1000) == 0.625
+    assert step_time.efficiency(replace(FULL_8, method="qlora_4bit"), C, 1000) == 0.2
+    c = C | {"achieved_efficiency_low": 0.6, "achieved_efficiency": 0.4}
+    assert step_time.peak_efficiency(100, c) == 0.6 and step_time.peak_efficiency(2000, c) == 0.4
+    assert step_time.peak_efficiency(316.22776601683796, c) == pytest.approx(0.5)  # halfway in log(peak)
+
+
+def test_time_calibration_on_an_inline_run() -> None:
+    run = {
+        "run_id": "a", "model_id": "m", "method_id": "full_amp", "precision": "bf16", "gpu_id": "g", "gpus": 8,
+        "nodes": 1, "link": "nvswitch", "network_gbps": None, "sharding": "zero3", "micro_batch": 1024,
+        "grad_accum": 1, "seq_len": 1, "checkpointing": "none",
+    }  # fmt: skip
+    t = time_accuracy.predicted(run, DENSE, GPU, C)
+    assert t.tokens_per_second == pytest.approx(8 * 1024 / (6 * P * 7 / 8 / 400e9))
+
+
+def test_time_summary_counts_the_rows_in_the_accuracy_figures() -> None:
+    calibration = pl.DataFrame(
+        {
+            "run_id": ["a", "b", "c", "d"],
+            "source": ["s1", "s1", "s2", "s2"],
+            "gpu_id": ["g", "g", "g", "h"],
+            "method_family": ["full", "lora", "full", "full"],
+            "link": ["nvswitch"] * 4,
+            "in_accuracy": [True, True, True, False],
+            "measured_tokens_per_second_per_gpu": [1.0] * 4,
+            "predicted_tokens_per_second_per_gpu": [1.0] * 4,
+            "communication_share": [0.0] * 4,
+            "error": [0.1, -0.3, 0.2, 5.0],
+            "error_fitted": [0.0, -0.4, 0.1, 4.0],
+            "error_fitted_out_of_sample": [0.3, 0.0, -0.2, 4.0],
+        }
+    )
+    summary = time_accuracy.time_summary(calibration)
+    overall = summary.filter(pl.col("scope") == "all").sort("sort_order")
+    assert overall.select("reading", "rows", "median_abs_error", "within_25", "median_error").rows() == [
+        ("declared", 3, 0.2, 2 / 3, 0.1),
+        ("fitted", 3, 0.1, 2 / 3, 0.0),
+        ("out_of_sample", 3, 0.2, 2 / 3, 0.0),
+    ]
+    by_method = summary.filter((pl.col("reading") == "declared") & (pl.col("scope") == "method_family"))
+    assert by_method.select("value", "rows").rows() == [("full", 2), ("lora", 1)]

@@ -1,6 +1,7 @@
 """Training time = compute + exposed communication (pipeline/estimate/step_time.py), on small inline cases."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -174,3 +175,22 @@ def test_time_summary_counts_the_rows_in_the_accuracy_figures() -> None:
     ]
     by_method = summary.filter((pl.col("reading") == "declared") & (pl.col("scope") == "method_family"))
     assert by_method.select("value", "rows").rows() == [("full", 2), ("lora", 1)]
+
+
+def test_the_gpu_bench_imports_without_torch_and_writes_a_throughput_row() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    try:
+        import throughput_cuda
+    finally:
+        sys.path.pop(0)
+    from pipeline.schema import THROUGHPUT
+
+    args = throughput_cuda.parse(["--config", "c.json", "--model-id", "llama-3-1-8b", "--gpu-id", "h200-sxm"])
+    row = throughput_cuda.throughput_row(args, 12345.67, 1, "NVIDIA H200")
+    assert tuple(row) == throughput_cuda.COLUMNS == tuple(THROUGHPUT.columns)
+    assert (row["run_id"], row["link"], row["sharding"], row["tokens_per_second"]) == (
+        "own-llama-3-1-8b-full-bf16-1xh200-sxm-s2048", "one_card", "ddp", 12345.7,
+    )  # fmt: skip
+    assert "torch" not in vars(throughput_cuda)  # torch is imported only to measure

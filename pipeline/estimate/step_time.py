@@ -44,6 +44,8 @@ TIME_CONSTANTS = (
 )
 # How the cards of one server talk: servers.csv's `interconnect`, and one card alone.
 LINKS = ("one_card", "nvswitch", "nvlink-bridge", "pcie")
+# A card's own link (gpus.csv `interconnect`) as the link of a server full of such cards.
+CARD_LINKS = {"nvlink": "nvswitch", "infinity-fabric": "nvswitch", "nvlink-bridge": "nvlink-bridge", "pcie": "pcie"}
 GRADIENT_BYTES = 2  # gradients are reduced in bf16 (mixed precision)
 STORED_WEIGHT_BYTES = 2  # ZeRO-3 gathers the bf16 compute copy of a weight
 
@@ -103,9 +105,12 @@ def attention_flops_per_token(arch: Architecture, setup: first_principles.Setup)
     return forward * (3 + (1 if setup.grad_checkpointing else 0))
 
 
-def flops_per_token(arch: Architecture, setup: first_principles.Setup, c: Mapping[str, float]) -> float:
-    """Hardware FLOPs per trained token: the weights' matmuls on the active parameters and the attention."""
-    active = parameter_counts(arch).active
+def flops_per_token(
+    arch: Architecture, setup: first_principles.Setup, c: Mapping[str, float], active_params: float | None = None
+) -> float:
+    """Hardware FLOPs per trained token: the weights' matmuls on the active parameters (the architecture's,
+    or `active_params` for a MoE known only by its counts) and the attention."""
+    active = parameter_counts(arch).active if active_params is None else active_params
     return first_principles.training_flops_per_token(active, setup, c) + attention_flops_per_token(arch, setup)
 
 
@@ -205,11 +210,14 @@ def training_time(  # noqa: PLR0913
     link: str = "nvswitch",
     nodes: int = 1,
     network_gbps: float | None = None,
+    active_params: float | None = None,
 ) -> TrainingTime:
-    """Hours of training `setup` (setup.gpus cards in all, on `nodes` servers) on `tokens` tokens."""
+    """Hours of training `setup` (setup.gpus cards in all, on `nodes` servers) on `tokens` tokens; `link` is
+    how the cards of one server are joined (LINKS), `network_gbps` the Gbit/s of each server's network.
+    `active_params` overrides the architecture's active parameters (a MoE given by its counts only)."""
     cards = setup.gpus
     link = "one_card" if cards == 1 else link
-    per_token = flops_per_token(arch, setup, c)
+    per_token = flops_per_token(arch, setup, c, active_params)
     peak = float(gpu["bf16_dense_tflops"])
     share = efficiency(setup, c, peak)
     rate = peak * 1e12 * share  # achieved FLOP/s of one card

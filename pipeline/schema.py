@@ -1306,6 +1306,8 @@ TIME_SUMMARY = Table(
         Field("median_abs_error", "float", unit="share", required=False),
         Field("within_25", "float", unit="share", required=False),
         Field("median_error", "float", unit="share", required=False),
+        Field("hours_low_factor", "float", unitless=True, required=False),
+        Field("hours_high_factor", "float", unitless=True, required=False),
     ),
     ("reading", "scope", "value"),
     kind="derived",

@@ -194,3 +194,21 @@ def test_the_gpu_bench_imports_without_torch_and_writes_a_throughput_row() -> No
         "own-llama-3-1-8b-full-bf16-1xh200-sxm-s2048", "one_card", "ddp", 12345.7,
     )  # fmt: skip
     assert "torch" not in vars(throughput_cuda)  # torch is imported only to measure
+
+
+def test_hours_range_is_the_10th_to_90th_percentile_of_measured_over_predicted_hours() -> None:
+    assert time_accuracy.hours_range([0, 0, 0, 0, 1]) == pytest.approx((0.7, 1.0))  # ratios 0.5, 1, 1, 1, 1
+    assert time_accuracy.hours_range([0, 0, 0, 1]) == (None, None)  # too few rows
+
+
+def test_published_runs_lie_within_the_range_the_accuracy_page_states(catalog) -> None:
+    summary = (
+        catalog["time_summary"]
+        .filter((pl.col("reading") == "declared") & (pl.col("scope") == "all"))
+        .row(0, named=True)
+    )
+    rows = catalog["time_calibration"].filter(pl.col("in_accuracy"))
+    ratios = [1 / (1 + e) for e in rows["error"].to_list()]  # measured hours / predicted hours
+    inside = [summary["hours_low_factor"] <= r <= summary["hours_high_factor"] for r in ratios]
+    assert summary["rows"] == rows.height >= 5
+    assert sum(inside) >= 0.8 * len(inside)

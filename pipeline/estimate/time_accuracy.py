@@ -126,17 +126,17 @@ def time_summary(calibration: pl.DataFrame) -> pl.DataFrame:
                     "median_abs_error": _median([abs(e) for e in errors]),
                     "within_25": sum(abs(e) <= WITHIN for e in errors) / len(errors) if errors else None,
                     "median_error": _median(errors),
+                    **dict(zip(("hours_low_factor", "hours_high_factor"), hours_range(errors), strict=True)),
                 }
             )
     return pl.DataFrame(rows, schema=TIME_SUMMARY.polars_schema)
 
 
-def time_range(calibration: pl.DataFrame, reading: str = "declared") -> tuple[float, float] | None:
-    """(low, high) factors on a predicted time from the 10th and 90th percentiles of the measured
-    ÷ predicted hours over the rows in the accuracy figures; None with fewer than five rows."""
-    errors = [e for e in calibration.filter(pl.col("in_accuracy"))[READINGS[reading]].to_list() if e is not None]
+def hours_range(errors: list[float]) -> tuple[float | None, float | None]:
+    """(low, high) factors on a predicted time between which the measured time of 80 % of the rows lies:
+    the 10th and 90th percentiles of measured ÷ predicted hours (1 ÷ (1 + error)); None with fewer than
+    five rows."""
     if len(errors) < 5:  # noqa: PLR2004
-        return None
-    ratios = sorted(1 + e for e in errors)
-    q = statistics.quantiles(ratios, n=10, method="inclusive")
+        return None, None
+    q = statistics.quantiles(sorted(1 / (1 + e) for e in errors), n=10, method="inclusive")
     return q[0], q[-1]

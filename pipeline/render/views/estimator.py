@@ -512,6 +512,11 @@ class TimeAccuracy:
             return fmt.integer(row["rows"])
         return signed_percent(row[stat]) if stat == "median_error" else percent(row[stat])
 
+    def factor(self, reading: str, stat: str) -> str:
+        """hours_low_factor or hours_high_factor of the all-rows line, two decimals ("—" if none)."""
+        value = self._summary[(reading, "all", "all")][stat]
+        return "—" if value is None else fmt.number(value, 2)
+
     def runs_count(self) -> str:
         return fmt.integer(self.c["time_calibration"].height)
 

@@ -212,3 +212,49 @@ def test_published_runs_lie_within_the_range_the_accuracy_page_states(catalog) -
     inside = [summary["hours_low_factor"] <= r <= summary["hours_high_factor"] for r in ratios]
     assert summary["rows"] == rows.height >= 5
     assert sum(inside) >= 0.8 * len(inside)
+
+
+def _estimate(catalog, *words: str) -> dict:
+    """`python -m pipeline estimate …`'s --json result, in this process on the shared catalog."""
+    from pipeline.__main__ import parser
+    from pipeline.tools import estimate_cli
+
+    args = parser(["estimate", *words], "python -m pipeline").parse_args(["estimate", *words])
+    return estimate_cli.result(catalog, args)
+
+
+def test_cli_time_key_on_a_config_model_over_pcie(catalog) -> None:
+    from pipeline.estimate.first_principles import model_architectures, typical_setup
+
+    out = _estimate(
+        catalog, "--model", "qwen3-30b-a3b", "--method", "full_amp", "--gpu", "h200-nvl", "--gpus", "5",
+        "--link", "pcie", "--tokens", "1e9",
+    )  # fmt: skip
+    t = out["time"]
+    arch = model_architectures(catalog["models"])["qwen3-30b-a3b"]
+    setup = typical_setup("full_amp", catalog.constants, 5)
+    gpu = catalog["gpus"].filter(pl.col("gpu_id") == "h200-nvl").row(0, named=True)
+    expected = step_time.training_time(arch, setup, gpu, 1e9, catalog.constants, "pcie")
+    assert (t["cards"], t["nodes"], t["link"], t["sharding"], t["busbw_gbs"]) == (5, 1, "pcie", "zero3", 37.6)
+    assert t["hours"] == expected.hours and t["hours_compute"] == expected.hours_compute
+    assert t["hours_communication"] == expected.hours_communication > 10 * t["hours_compute"]
+    assert t["dominant"] == "communication" and set(step_time.TIME_CONSTANTS) == set(t["constants"])
+
+
+def test_cli_time_of_a_moe_given_by_its_counts_on_two_servers(catalog) -> None:
+    words = ("--params-b", "30", "--active-params-b", "3", "--method", "lora", "--gpu", "h100-sxm", "--gpus", "16")
+    t = _estimate(catalog, *words, "--nodes", "2", "--network", "3200", "--tokens", "1e9")["time"]
+    dense = _estimate(catalog, *words[:2], *words[4:], "--nodes", "2", "--network", "3200", "--tokens", "1e9")["time"]
+    assert (t["nodes"], t["link"]) == (2, "between_servers")
+    assert t["flops_per_token"] < dense["flops_per_token"] / 5  # compute on 3 B active, not 30 B
+    assert t["step_seconds_communication"] == dense["step_seconds_communication"]  # traffic on all 30 B
+
+
+def test_cli_two_servers_without_a_network_are_refused(catalog) -> None:
+    from pipeline.tools import estimate_cli
+
+    words = ("--params-b", "8", "--gpu", "h100-sxm", "--gpus", "16", "--nodes", "2", "--tokens", "1e9")
+    with pytest.raises(estimate_cli.UsageError, match="2 servers need a declared network.*give --network"):
+        _estimate(catalog, *words)
+    with pytest.raises(estimate_cli.UsageError, match="--nodes is for the time estimate"):
+        _estimate(catalog, "--params-b", "8", "--gpus", "16", "--nodes", "2")

@@ -272,3 +272,34 @@ def test_timed_plan_prices_the_hours_of_the_time_model() -> None:
     )  # fmt: skip
     assert p.cost_rub == pytest.approx(t.hours * 1000 * 2)
     assert p.hours == pytest.approx(3600 * 6 * P * 15 / 16 / 40e9 / 3600)  # PCIe inside each server binds
+
+
+def test_throughput_layout_rules_name_row_column_and_rule(tmp_path) -> None:
+    import shutil
+
+    from pipeline.load import connect, read_source
+    from pipeline.schema import THROUGHPUT
+    from pipeline.validate import Validation, throughput_rules
+
+    shutil.copy(Path(__file__).resolve().parent.parent / "sources" / "throughput.csv", tmp_path)
+    path = tmp_path / "throughput.csv"
+    text = path.read_text(encoding="utf-8")
+    text = text.replace("torchtitan-8b-fsdp-128xh100,llama-3-1-8b,full_bf16,bf16,h100-sxm,128,16,nvswitch,3200,",
+                        "torchtitan-8b-fsdp-128xh100,llama-3-1-8b,full_bf16,bf16,h100-sxm,128,12,nvswitch,,")  # fmt: skip
+    text = text.replace("torchtune-8b-lora-4090,llama-3-1-8b,lora,bf16,rtx-4090,1,1,one_card,",
+                        "torchtune-8b-lora-4090,llama-3-1-8b,lora,bf16,rtx-4090,1,1,pcie,")  # fmt: skip
+    path.write_text(text, encoding="utf-8")
+    frame, problems, _ = read_source(tmp_path, THROUGHPUT)
+    assert problems == []
+    out = Validation()
+    throughput_rules(connect({"throughput": frame}), tmp_path, {"throughput"}, out)
+    found = sorted((p.line, p.column, p.value) for p in out.problems)
+    lines = {line.split(",", 1)[0]: n for n, line in enumerate(text.splitlines(), 1)}
+    assert found == sorted(
+        [
+            (lines["torchtitan-8b-fsdp-128xh100"], "nodes", "12"),
+            (lines["torchtitan-8b-fsdp-128xh100"], "network_gbps", None),
+            (lines["torchtune-8b-lora-4090"], "link", "pcie"),
+        ],
+        key=lambda r: (r[0], r[1]),
+    )

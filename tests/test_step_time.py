@@ -19,6 +19,7 @@ C = {
     "lora_efficiency_factor": 0.8,
     "qlora_efficiency_factor": 0.5,
     "fp8_speedup": 1.25,
+    "compile_speedup": 1.1,
     "nvlink_busbw_share": 0.8,
     "nvlink_bridge_busbw_share": 0.4,
     "pcie_busbw_gbs": 40,

@@ -34,6 +34,7 @@ TIME_CONSTANTS = (
     "lora_efficiency_factor",
     "qlora_efficiency_factor",
     "fp8_speedup",
+    "compile_speedup",
     "nvlink_busbw_share",
     "nvlink_bridge_busbw_share",
     "pcie_busbw_gbs",
@@ -139,6 +140,8 @@ def efficiency(setup: first_principles.Setup, c: Mapping[str, float], peak_tflop
         share *= float(c["qlora_efficiency_factor"])
     if setup.fp8:
         share *= float(c["fp8_speedup"])
+    if setup.torch_compile:  # measured runs only: the memory estimate refuses torch.compile
+        share *= float(c["compile_speedup"])
     return share
 
 

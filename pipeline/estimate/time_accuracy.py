@@ -24,7 +24,8 @@ WITHIN = 0.25  # the accuracy page's band: within ±25 %
 
 
 def run_setup(row: Mapping[str, object]) -> first_principles.Setup:
-    """The Setup of a throughput row (selective checkpointing recomputes no matmul: counted as none)."""
+    """The Setup of a throughput row (selective checkpointing recomputes no matmul: counted as none;
+    torch.compile from its techniques)."""
     return first_principles.Setup(
         method=str(row["method_id"]),
         seq_len=int(row["seq_len"]),
@@ -34,6 +35,7 @@ def run_setup(row: Mapping[str, object]) -> first_principles.Setup:
         sharding=str(row["sharding"]),
         grad_checkpointing=row["checkpointing"] == "full",
         fp8=row["precision"] == "fp8",
+        torch_compile="torch_compile" in (row.get("extra_techniques") or "").split(","),
     )
 
 

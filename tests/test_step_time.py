@@ -22,6 +22,7 @@ C = {
     "compile_speedup": 1.1,
     "nvlink_busbw_share": 0.8,
     "nvlink_bridge_busbw_share": 0.4,
+    "nvlink_bridge_max_gpus": 4,
     "pcie_busbw_gbs": 40,
     "network_busbw_share": 0.75,
     "comm_overlap": 1,
@@ -47,6 +48,7 @@ def test_the_dense_model_has_the_parameters_the_cases_assume() -> None:
 def test_busbw_of_each_link() -> None:
     assert step_time.busbw_gbs(GPU, "nvswitch", 8, 1, None, C) == 400  # 500 one way × 0.8
     assert step_time.busbw_gbs(GPU, "nvlink-bridge", 4, 1, None, C) == 200
+    assert step_time.busbw_gbs(GPU, "nvlink-bridge", 8, 1, None, C) == 40  # beyond one bridge: over PCIe
     assert step_time.busbw_gbs(GPU, "pcie", 8, 1, None, C) == 40
     assert step_time.busbw_gbs({"bf16_dense_tflops": 100}, "nvswitch", 8, 1, None, C) == 40  # no NVLink: PCIe
     assert step_time.busbw_gbs(GPU, "nvswitch", 1, 1, None, C) is None

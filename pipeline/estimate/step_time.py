@@ -37,6 +37,7 @@ TIME_CONSTANTS = (
     "compile_speedup",
     "nvlink_busbw_share",
     "nvlink_bridge_busbw_share",
+    "nvlink_bridge_max_gpus",
     "pcie_busbw_gbs",
     "network_busbw_share",
     "comm_overlap",
@@ -145,16 +146,17 @@ def efficiency(setup: first_principles.Setup, c: Mapping[str, float], peak_tflop
     return share
 
 
-def link_busbw_gbs(gpu: Mapping[str, object], link: str, c: Mapping[str, float]) -> float | None:
-    """Effective bus bandwidth (GB/s) of collectives inside one server: NVSwitch at `nvlink_busbw_share`
-    of the card's one-way NVLink rate (link_gbs counts both ways), an NVLink bridge at its measured
-    share, PCIe at the measured busbw of a server's PCIe tree. None for one card."""
+def link_busbw_gbs(gpu: Mapping[str, object], link: str, c: Mapping[str, float], cards: int = 2) -> float | None:
+    """Effective bus bandwidth (GB/s) of collectives among `cards` cards of one server: NVSwitch at
+    `nvlink_busbw_share` of the card's one-way NVLink rate (link_gbs counts both ways), an NVLink bridge
+    at its measured share while the cards fit one bridge (`nvlink_bridge_max_gpus`; a ring over more
+    crosses PCIe), PCIe at the measured busbw of a server's PCIe tree. None for one card."""
     if link == "one_card":
         return None
     one_way = float(gpu.get("link_gbs") or 0) / 2
     if link == "nvswitch" and one_way:
         return one_way * float(c["nvlink_busbw_share"])
-    if link == "nvlink-bridge" and one_way:
+    if link == "nvlink-bridge" and one_way and cards <= float(c["nvlink_bridge_max_gpus"]):
         return one_way * float(c["nvlink_bridge_busbw_share"])
     if link in ("nvswitch", "nvlink-bridge", "pcie"):
         return float(c["pcie_busbw_gbs"])
@@ -175,7 +177,7 @@ def busbw_gbs(  # noqa: PLR0913
     is worth (n−1)/(k−1) of busbw, at `network_busbw_share` of the line rate. None on one card."""
     if cards <= 1:
         return None
-    inside = link_busbw_gbs(gpu, "pcie" if link == "one_card" else link, c)
+    inside = link_busbw_gbs(gpu, "pcie" if link == "one_card" else link, c, cards // nodes)
     if nodes <= 1:
         return inside
     if not network_gbps:

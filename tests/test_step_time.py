@@ -199,8 +199,10 @@ def test_the_gpu_bench_imports_without_torch_and_writes_a_throughput_row() -> No
     assert "torch" not in vars(throughput_cuda)  # torch is imported only to measure
 
 
-def test_hours_range_is_the_10th_to_90th_percentile_of_measured_over_predicted_hours() -> None:
-    assert time_accuracy.hours_range([0, 0, 0, 0, 1]) == pytest.approx((0.7, 1.0))  # ratios 0.5, 1, 1, 1, 1
+def test_hours_range_leaves_at_most_a_tenth_of_the_rows_on_each_side() -> None:
+    assert time_accuracy.hours_range([0, 0, 0, 0, 1]) == (0.5, 1.0)  # ratios 0.5, 1, 1, 1, 1: none outside
+    errors = [1 / r - 1 for r in (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5)]  # 11 rows
+    assert time_accuracy.hours_range(errors) == pytest.approx((0.6, 1.4))  # one row below, one above
     assert time_accuracy.hours_range([0, 0, 0, 1]) == (None, None)  # too few rows
 
 

@@ -12,6 +12,7 @@ one source).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping
 
@@ -135,10 +136,11 @@ def time_summary(calibration: pl.DataFrame) -> pl.DataFrame:
 
 
 def hours_range(errors: list[float]) -> tuple[float | None, float | None]:
-    """(low, high) factors on a predicted time between which the measured time of 80 % of the rows lies:
-    the 10th and 90th percentiles of measured ÷ predicted hours (1 ÷ (1 + error)); None with fewer than
-    five rows."""
+    """(low, high) factors on a predicted time between which the measured time of at least 80 % of the
+    rows lies: measured ÷ predicted hours (1 ÷ (1 + error)) sorted, the values at ranks ⌊0.1·n⌋ and
+    ⌈0.9·n⌉ − 1 (at most a tenth of the rows below, at most a tenth above); None with fewer than five rows."""
     if len(errors) < 5:  # noqa: PLR2004
         return None, None
-    q = statistics.quantiles(sorted(1 / (1 + e) for e in errors), n=10, method="inclusive")
-    return q[0], q[-1]
+    ratios = sorted(1 / (1 + e) for e in errors)
+    n = len(ratios)
+    return ratios[math.floor(0.1 * n)], ratios[math.ceil(0.9 * n) - 1]

@@ -1,4 +1,4 @@
-"""Training time = compute + exposed communication, per optimizer step (docs/estimator.md, «Время обучения»).
+"""Training time = compute + exposed communication, per optimizer step (docs/estimator.md, "Training time").
 
 Compute: FLOPs per token by method (`training_flops_per_token`: 2P forward, 4P backward for full training,
 2P for LoRA/QLoRA whose frozen weights need only the activation gradients, +2P forward again under

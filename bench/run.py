@@ -780,6 +780,11 @@ def print_table(results: dict) -> None:  # noqa: C901
         if s["polars"].get("fit_counts") and s["duckdb"].get("fit_counts"):
             same = s["polars"]["fit_counts"] == s["duckdb"]["fit_counts"]
             print(f"  {s['target_rows']:.0e} DuckDB and polars fit counts {'agree' if same else 'DISAGREE'}")
+    if "time_accuracy" in results:
+        import time_accuracy
+
+        print()
+        time_accuracy.print_figures(results["time_accuracy"])
     print("\nTargets (reported, not asserted)")
     width = max((len(t["target"]) for t in results["targets"]), default=0)
     for t in results["targets"]:
@@ -830,7 +835,10 @@ def main(argv: list[str] | None = None) -> int:
             "real": real_catalog(work),
             "synthetic": [synthetic(work, rows, sample) for rows in sizes],
         }
-        results["targets"] = targets(results)
+        import time_accuracy  # bench/time_accuracy.py: the time model against published throughput
+
+        results["time_accuracy"] = time_accuracy.figures()
+        results["targets"] = targets(results) + time_accuracy.targets(results["time_accuracy"])
         results["total_s"] = time.perf_counter() - started
     finally:
         if args.keep:

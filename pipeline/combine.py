@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import duckdb
 import polars as pl
 
-from pipeline.estimate import calibration, first_principles, recommend, table_rule, training
+from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.schema import (
     ADVICE,
@@ -375,6 +375,12 @@ STEPS: tuple[Step, ...] = (
     Step(
         "comparison_advice", ("comparison_setups", "models", "servers", "constants", "typical_setup"), comparison_advice
     ),
+    Step(
+        "time_calibration",
+        ("throughput", "models", "gpus", "references", "constants"),
+        lambda t, c: time_accuracy.time_calibration(t["throughput"], t["models"], t["gpus"], t["references"], c),
+    ),
+    Step("time_summary", ("time_calibration",), lambda t, c: time_accuracy.time_summary(t["time_calibration"])),
 )
 
 

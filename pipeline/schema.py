@@ -669,6 +669,62 @@ MEASUREMENTS = Table(
     ("measurement_id",),
 )
 
+# Published measured training throughput (sources/throughput.csv): what the time model is checked against.
+THROUGHPUT_LINKS = ("one_card", "nvswitch", "nvlink-bridge", "pcie")
+THROUGHPUT_FRAMEWORKS = ("torchtune", "torchtitan", "nemo_automodel", "transformers", "deepspeed", "megatron", "other")
+# What a measured run used that the time model does not model (it is then left out of the accuracy figures
+# when `in_accuracy` is false, and named beside the error otherwise).
+THROUGHPUT_TECHNIQUES = (
+    "torch_compile",
+    "chunked_loss",
+    "fused_loss",
+    "activation_offloading",
+    "cpu_offload",
+    "optimizer_in_backward",
+    "adamw_8bit",
+    "expert_parallel",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "context_parallel",
+    "fp8_all_gather",
+    "unpadded_unknown",
+)
+_THROUGHPUT_TECHNIQUE = f"(?:{'|'.join(THROUGHPUT_TECHNIQUES)})"
+
+THROUGHPUT = Table(
+    "throughput",
+    (
+        Field("run_id", "id"),
+        Field("model_id", "id", references="models.model_id"),
+        Field("method_id", "id", references="methods.method_id"),
+        Field("precision", "str", allowed=("bf16", "fp8")),
+        Field("gpu_id", "id", references="gpus.gpu_id"),
+        Field("gpus", "int", unit="count", min=1, max=100_000),
+        Field("nodes", "int", unit="count", min=1, max=10_000),
+        Field("link", "str", allowed=THROUGHPUT_LINKS),
+        Field("network_gbps", "float", unit="gbit_per_s", required=False, min=1, max=1_000_000),
+        Field("sharding", "str", allowed=("ddp", "zero1", "zero2", "zero3")),
+        Field("micro_batch", "int", min=1, max=100_000, unitless=True),
+        Field("grad_accum", "int", min=1, max=100_000, unitless=True),
+        Field("seq_len", "int", unit="tokens", min=1, max=10_000_000),
+        Field("checkpointing", "str", allowed=("none", "selective", "full")),
+        Field("framework", "str", allowed=THROUGHPUT_FRAMEWORKS),
+        Field(
+            "extra_techniques",
+            "str",
+            required=False,
+            pattern=f"^{_THROUGHPUT_TECHNIQUE}(?:,{_THROUGHPUT_TECHNIQUE})*$",
+            pattern_rule=message("rules.techniques", values=", ".join(THROUGHPUT_TECHNIQUES)),
+        ),
+        Field("tokens_per_second", "float", unit="tokens_per_s", min=0.001, max=1e9),
+        Field("per", "str", allowed=("gpu", "job")),
+        Field("in_accuracy", "bool"),
+        Field("note_ru", "str", max_length=800),
+        _ref(),
+    ),
+    ("run_id",),
+)
+
 TYPICAL_SETUP = Table(
     "typical_setup",
     (
@@ -694,6 +750,7 @@ SOURCE_TABLES: tuple[Table, ...] = (
     MEASUREMENTS,
     TYPICAL_SETUP,
     COMPARISON_SETUPS,
+    THROUGHPUT,
 )
 
 ESTIMATES = Table(
@@ -1270,6 +1327,44 @@ COMPARISON_ADVICE = Table(
     kind="derived",
 )
 
+TIME_CALIBRATION = Table(
+    "time_calibration",
+    (
+        Field("run_id", "id", references="throughput.run_id"),
+        Field("source", "str"),
+        Field("gpu_id", "id", references="gpus.gpu_id"),
+        Field("method_family", "str", allowed=("full", "lora", "qlora")),
+        Field("link", "str", allowed=(*THROUGHPUT_LINKS, "between_servers")),
+        Field("in_accuracy", "bool"),
+        Field("measured_tokens_per_second_per_gpu", "float", unit="tokens_per_s"),
+        Field("predicted_tokens_per_second_per_gpu", "float", unit="tokens_per_s"),
+        Field("communication_share", "float", unit="share"),
+        Field("error", "float", unit="share"),
+        Field("error_fitted", "float", unit="share", required=False),
+        Field("error_fitted_out_of_sample", "float", unit="share", required=False),
+    ),
+    ("run_id",),
+    kind="derived",
+)
+
+TIME_SUMMARY = Table(
+    "time_summary",
+    (
+        Field("reading", "id", allowed=("declared", "fitted", "out_of_sample")),
+        Field("scope", "id", allowed=("all", "gpu_id", "method_family", "link")),
+        Field("value", "str"),
+        Field("sort_order", "int", unitless=True),
+        Field("rows", "int", unit="count"),
+        Field("median_abs_error", "float", unit="share", required=False),
+        Field("within_25", "float", unit="share", required=False),
+        Field("median_error", "float", unit="share", required=False),
+        Field("hours_low_factor", "float", unitless=True, required=False),
+        Field("hours_high_factor", "float", unitless=True, required=False),
+    ),
+    ("reading", "scope", "value"),
+    kind="derived",
+)
+
 DERIVED_TABLES: tuple[Table, ...] = (
     ESTIMATES,
     GPU_FIT,
@@ -1287,6 +1382,8 @@ DERIVED_TABLES: tuple[Table, ...] = (
     MEMORY_CURVE,
     COMPARISON,
     COMPARISON_ADVICE,
+    TIME_CALIBRATION,
+    TIME_SUMMARY,
 )
 ALL_TABLES: tuple[Table, ...] = SOURCE_TABLES + DERIVED_TABLES
 
@@ -1383,11 +1480,27 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "pretraining_target_days": Bounds(gt=0, le=3650),
     "comparison_accumulation_steps": Bounds(ge=2, le=1024, integer=True),
     "calibration_within": Bounds(gt=0, lt=1),
+    # The training time model (pipeline/estimate/step_time.py):
+    "achieved_efficiency": Bounds(gt=0, le=1, usual=(0.2, 0.6)),
+    "achieved_efficiency_peak_tflops": Bounds(gt=0, le=100_000),
+    "achieved_efficiency_low": Bounds(gt=0, le=1, usual=(0.2, 0.7)),
+    "achieved_efficiency_low_peak_tflops": Bounds(gt=0, le=100_000),
+    "lora_efficiency_factor": Bounds(gt=0, le=2, usual=(0.6, 1.2)),
+    "qlora_efficiency_factor": Bounds(gt=0, le=2, usual=(0.5, 1.1)),
+    "fp8_speedup": Bounds(ge=1, le=2),
+    "compile_speedup": Bounds(ge=1, le=2),
+    "nvlink_busbw_share": Bounds(gt=0, le=1.2),
+    "nvlink_bridge_busbw_share": Bounds(gt=0, le=1.2),
+    "nvlink_bridge_max_gpus": Bounds(ge=2, le=64, integer=True),
+    "pcie_busbw_gbs": Bounds(gt=0, le=256),
+    "network_busbw_share": Bounds(gt=0, le=1.2),
+    "comm_overlap": Bounds(ge=0, le=1),
 }
 
 # Relations between constants: (left, operator, right), each must hold.
 CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
     ("range_low_factor", "<", "range_high_factor"),
+    ("achieved_efficiency_low_peak_tflops", "<", "achieved_efficiency_peak_tflops"),
     ("forward_flops_per_param_token", "<", "train_flops_per_param_token"),
     ("legacy_overhead_low", "<=", "legacy_overhead_high"),
     ("checkpointing_saving_low", "<=", "checkpointing_saving_high"),
@@ -1455,6 +1568,24 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "tokens_per_param",
     ),
     "pipeline.estimate.recommend": ("default_utilization",),
+    "pipeline.estimate.step_time": (
+        "achieved_efficiency",
+        "achieved_efficiency_low",
+        "achieved_efficiency_low_peak_tflops",
+        "achieved_efficiency_peak_tflops",
+        "comm_overlap",
+        "compile_speedup",
+        "forward_flops_per_param_token",
+        "fp8_speedup",
+        "lora_efficiency_factor",
+        "network_busbw_share",
+        "nvlink_bridge_busbw_share",
+        "nvlink_bridge_max_gpus",
+        "nvlink_busbw_share",
+        "pcie_busbw_gbs",
+        "qlora_efficiency_factor",
+        "train_flops_per_param_token",
+    ),
     "pipeline.words": ("calibration_within", "range_high_factor", "range_low_factor"),
     "pipeline.render.site": ("default_utilization",),
     "pipeline.render.calculator_json": (

@@ -163,7 +163,8 @@ def test_one_bad_cell(sources, file, old, new, expected):
 
 def test_duplicate_id_names_both_rows(sources):
     edit_csv(sources / "gpus.csv", "rtx-4090,", "rtx-5090,")
-    assert problems_of(sources) == [
+    # (throughput.csv's rows on the RTX 4090 then lose their card too: only gpus.csv's problems are asserted)
+    assert [p for p in problems_of(sources) if "/gpus.csv:" in p] == [
         f'{sources}/gpus.csv:13: gpu_id = "rtx-5090": id повторяется; id должны быть разными',
         f'{sources}/gpus.csv:14: gpu_id = "rtx-5090": id повторяется; id должны быть разными',
     ]
@@ -523,7 +524,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:50: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
+            'constants.csv:64: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from pipeline.estimate import first_principles
+from pipeline.estimate import first_principles, step_time
 from pipeline.estimate.architecture import Architecture, parameter_counts
 from pipeline.schema import PRETRAINING
 
@@ -27,6 +27,8 @@ class Plan:
     hours: float
     servers: int | None = None
     cost_rub: float | None = None
+    hours_compute: float | None = None  # with the time model (timed_plan): hours = compute + communication
+    hours_communication: float | None = None
 
 
 def training_flops(arch: Architecture, setup: first_principles.Setup, tokens: float, c: Mapping[str, float]) -> float:
@@ -57,6 +59,26 @@ def plan(  # noqa: PLR0913
         return Plan(flops, cards, hours)
     servers = math.ceil(cards / server["gpu_count"])
     return Plan(flops, cards, hours, servers, rental_cost(hours, servers, server, c)[0])
+
+
+def timed_plan(  # noqa: PLR0913
+    arch: Architecture,
+    setup: first_principles.Setup,
+    gpu: Mapping[str, object],
+    tokens: float,
+    c: Mapping[str, float],
+    link: str,
+    server: Mapping[str, object] | None = None,
+    nodes: int = 1,
+    network_gbps: float | None = None,
+) -> Plan:
+    """`plan` with the time model (step_time.training_time: compute + exposed communication) on setup.gpus
+    cards over `nodes` servers joined by `link`; with a server, the rent of those hours on `nodes` servers."""
+    t = step_time.training_time(arch, setup, gpu, tokens, c, link, nodes, network_gbps)
+    flops = t.flops_per_token * tokens
+    cost = None if server is None else rental_cost(t.hours, nodes, server, c)[0]
+    servers = None if server is None else nodes
+    return Plan(flops, setup.gpus, t.hours, servers, cost, t.hours_compute, t.hours_communication)
 
 
 def rental_cost(hours: float, servers_count: int, server: Mapping[str, object], c: Mapping[str, object]):

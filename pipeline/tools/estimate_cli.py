@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from pipeline.estimate import first_principles, training
+from pipeline.estimate import first_principles, step_time, training
 from pipeline.estimate.architecture import architecture_from_config, parameter_counts
 from pipeline.problems import DataError, format_report
 
@@ -333,6 +333,36 @@ def _add_output_options(e) -> None:
         "column (exit 2)",
     )
     e.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_time_options(e)
+
+
+def _add_time_options(e) -> None:
+    """Where the cards of the time estimate sit: servers, their network, their link; a MoE's active size."""
+    e.add_argument(
+        "--nodes",
+        type=_typed(_count),
+        help="servers the --gpus cards are spread over, for the time estimate (default: 1; with --server, "
+        "as many as the job needs); more than one needs --network",
+    )
+    e.add_argument(
+        "--network",
+        type=_typed(_positive),
+        metavar="GBPS",
+        help="the network between the servers: Gbit/s of all the network cards of one server (8 x 400G = 3200)",
+    )
+    e.add_argument(
+        "--link",
+        choices=step_time.LINKS[1:],
+        help="how the cards of one server are joined, for the time estimate: nvswitch, nvlink-bridge or pcie "
+        "(default: the server's, else the card's own: NVLink cards through NVSwitch, PCIe cards over PCIe)",
+    )
+    e.add_argument(
+        "--active-params-b",
+        type=_typed(_positive),
+        metavar="N",
+        help="a MoE given by --params-b (all experts, what memory and communication carry): the billions "
+        "of parameters active per token, what the compute of the time estimate runs on",
+    )
 
 
 def add_parser(commands) -> None:
@@ -577,6 +607,14 @@ def _check_time_options(args) -> None:
         raise UsageError("--gpu chooses the card of the time estimate: give --tokens too")
     if args.utilization is not None and not args.tokens:
         raise UsageError("--utilization is for the time estimate: give --tokens too")
+    for name in ("nodes", "network", "link"):
+        if getattr(args, name, None) is not None and not args.tokens:
+            raise UsageError(f"--{name} is for the time estimate: give --tokens too")
+    if getattr(args, "active_params_b", None) is not None:
+        if args.params_b is None:
+            raise UsageError("--active-params-b describes a MoE given by --params-b: give --params-b too")
+        if args.active_params_b > args.params_b:
+            raise UsageError("--active-params-b is part of the model: at most --params-b")
 
 
 def _estimate_figures(catalog, arch, setup: first_principles.Setup, params_b: float) -> dict:
@@ -702,7 +740,45 @@ def result(catalog, args) -> dict:
         draft = _draft_time(catalog, args, arch, setup, out)
         if draft is not None:
             out["draft_time"] = draft
+            out["time"] = training_time(catalog, args, arch, setup, out)
     return out
+
+
+def _time_layout(catalog, args, setup: first_principles.Setup, out: dict) -> tuple[dict, dict | None, int, int, str]:
+    """(the GPU, the --server row or None, cards, servers, link) of the time estimate: --server's cards
+    (every card of the servers the job needs) and link, else --gpus cards on --nodes servers joined by
+    --link or the card's own link."""
+    gpu, server = _draft_hardware(catalog, args, out["gpus"], _gpus_by_id(catalog))
+    nodes = args.nodes or 1
+    cards = setup.gpus
+    if server is not None:
+        entry = next(e for e in out["servers"] if e["server_id"] == server["server_id"])
+        nodes = args.nodes or entry["servers_needed"] or 1
+        cards = server["gpu_count"] * nodes
+    if cards % nodes:
+        raise UsageError(f"--gpus {cards} cannot be spread evenly over --nodes {nodes}")
+    link = args.link or (server["interconnect"] if server else step_time.CARD_LINKS.get(gpu["interconnect"], "pcie"))
+    return gpu, server, cards, nodes, link
+
+
+def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -> dict:
+    """The `time` key: hours as compute + exposed communication (pipeline/estimate/step_time.py) on the
+    cards of the time estimate, the constants used, and the rent of those hours with --server."""
+    c = catalog.constants
+    gpu, server, cards, nodes, link = _time_layout(catalog, args, setup, out)
+    on_cards = replace(setup, gpus=cards)
+    if cards > 1 and setup.gpus == 1 and args.sharding is None:  # the typical multi-GPU sharding
+        on_cards = replace(on_cards, sharding=first_principles.typical_setup(setup.method, c, cards).sharding)
+    active = args.active_params_b * 1e9 if getattr(args, "active_params_b", None) else None
+    try:
+        t = step_time.training_time(arch, on_cards, gpu, args.tokens, c, link, nodes, args.network, active)
+    except ValueError as exc:
+        raise UsageError(f"{exc}: give --network GBPS") from None
+    result = {"gpu_id": gpu["gpu_id"], "cards": cards, "nodes": nodes, "sharding": on_cards.sharding, **t.as_dict()}
+    if server is not None:
+        result["server_id"] = server["server_id"]
+        result["cost_rub"] = training.rental_cost(t.hours, nodes, server, c)[0]
+    return result
 
 
 # What the card shows, as --json names it: first_principles.Breakdown's readings.
@@ -844,6 +920,17 @@ def _draft_time_line(t: dict) -> str:
     )
 
 
+def _time_line(t: dict) -> str:
+    """Hours as compute + communication, naming what dominates."""
+    where = "between servers" if t["nodes"] > 1 else f"over {t['link']}"
+    cost = f", {t['cost_rub']:,.0f} RUB on {t['server_id']}" if t.get("cost_rub") is not None else ""
+    return (
+        f"Time: {t['hours']:,.1f} h on {t['cards']} x {t['gpu_id']} ({t['sharding']}): "
+        f"{t['hours_compute']:,.1f} h compute + {t['hours_communication']:,.1f} h communication {where} "
+        f"({t['dominant']} dominates; {t['tokens_per_second']:,.0f} tokens/s){cost}"
+    )
+
+
 def render(out: dict) -> str:
     """The human-readable report."""
     lines = [_setup_line(out)]
@@ -869,6 +956,8 @@ def render(out: dict) -> str:
         lines.append(_recommendation_line(out["recommendation"]))
     if "draft_time" in out:
         lines.append(_draft_time_line(out["draft_time"]))
+    if "time" in out:
+        lines.append(_time_line(out["time"]))
     return "\n".join(lines)
 
 

@@ -1143,6 +1143,27 @@ def measurement_rules(con, sources_dir: Path, names: set[str], out: Validation) 
         _peak_fits_rule(con, sources_dir, out)
 
 
+def throughput_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """A measured run's layout holds together: its cards spread evenly over its servers, one card is
+    `one_card` and only it, and a network is given exactly when there are several servers."""
+    if "throughput" not in names:
+        return
+    rows = con.sql(
+        f"""SELECT * FROM (
+              SELECT {LINE}, 'nodes', nodes, ? FROM raw_throughput
+              WHERE TRY_CAST(gpus AS BIGINT) % TRY_CAST(nodes AS BIGINT) <> 0
+              UNION ALL
+              SELECT {LINE}, 'link', link, ? FROM raw_throughput
+              WHERE (TRY_CAST(gpus AS BIGINT) = 1) <> (link = 'one_card')
+              UNION ALL
+              SELECT {LINE}, 'network_gbps', network_gbps, ? FROM raw_throughput
+              WHERE (TRY_CAST(nodes AS BIGINT) > 1) <> (network_gbps IS NOT NULL))
+            ORDER BY 1""",
+        params=[message("rules.run_nodes"), message("rules.run_one_card"), message("rules.run_network")],
+    ).fetchall()
+    _sql_rule(out, con, sources_dir, "throughput", message("checks.run_layout"), rows)
+
+
 def _peak_fits_rule(con, sources_dir: Path, out: Validation) -> None:
     """A measured peak is no larger than its GPU's memory (GiB converted to GB)."""
     found = con.sql(
@@ -1346,6 +1367,7 @@ def start_validation(
             constant_rules,
             typical_setup_rules,
             measurement_rules,
+            throughput_rules,
             name_rules,
             catalog_rules,
         ):

@@ -542,9 +542,115 @@ class EstimatorTables:
         return constants["reference_id"].unique(maintain_order=True).to_list()
 
 
+class TimeAccuracy:
+    """The time model against published throughput on accuracy.html: time_summary and time_calibration."""
+
+    def __init__(self, catalog: Catalog, labels: dict):
+        self.c, self.L = catalog, labels["estimator"]
+        self._summary = {
+            (r["reading"], r["scope"], r["value"]): r for r in catalog["time_summary"].iter_rows(named=True)
+        }
+
+    def figure(self, reading: str, stat: str, scope: str = "all", value: str = "all") -> str:
+        """One figure of time_summary: rows, median_abs_error, within_25 or median_error ("—" if none)."""
+        row = self._summary.get((reading, scope, value))
+        if row is None or row[stat] is None:
+            return "—"
+        if stat == "rows":
+            return fmt.integer(row["rows"])
+        return signed_percent(row[stat]) if stat == "median_error" else percent(row[stat])
+
+    def factor(self, reading: str, stat: str) -> str:
+        """hours_low_factor or hours_high_factor of the all-rows line, two decimals ("—" if none)."""
+        value = self._summary[(reading, "all", "all")][stat]
+        return "—" if value is None else fmt.number(value, 2)
+
+    def runs_count(self) -> str:
+        return fmt.integer(self.c["time_calibration"].height)
+
+    def uncovered_links(self) -> list[str]:
+        """The links between cards no row of the accuracy figures covers (their times stay drafts), as words."""
+        used = self.c["time_calibration"].filter(pl.col("in_accuracy"))["link"].unique().to_list()
+        links = ("nvswitch", "nvlink-bridge", "pcie", "between_servers")
+        return [self.L[f"time_link_{x.replace('-', '_')}"] for x in links if x not in used]
+
+    def _scope_name(self, scope: str, value: str) -> str:
+        L = self.L
+        if scope == "link":
+            value = L[f"time_link_{value.replace('-', '_')}"]
+        elif scope == "method_family":
+            value = L[f"time_method_{value}"]
+        return L[f"time_scope_{scope}"].format(value=value)
+
+    def _refs(self) -> list[str]:
+        return self.c["throughput"]["reference_id"].unique(maintain_order=True).to_list()
+
+    def summary_table(self) -> TableView:
+        L = self.L
+        rows = [
+            [
+                L[f"time_reading_{r['reading']}"],
+                self._scope_name(r["scope"], r["value"]),
+                fmt.integer(r["rows"]),
+                percent(r["median_abs_error"]),
+                percent(r["within_25"]),
+                signed_percent(r["median_error"]),
+            ]
+            for r in self.c["time_summary"].sort("sort_order", maintain_order=True).iter_rows(named=True)
+        ]
+        headers = [
+            L["time_reading"],
+            L["time_scope"],
+            L["rows"],
+            L["median_abs_error"],
+            L["within_25"].format(within="25"),
+            L["median_error"],
+        ]
+        return TableView(headers, rows, self._refs(), ["time_summary", "time_calibration", "throughput"],
+                         [False, False, True, True, True, True])  # fmt: skip
+
+    def rows_table(self) -> TableView:
+        L = self.L
+        runs = {r["run_id"]: r for r in self.c["throughput"].iter_rows(named=True)}
+        rows = []
+        for r in self.c["time_calibration"].iter_rows(named=True):
+            run = runs[r["run_id"]]
+            setup = L["time_setup_text"].format(
+                gpus=run["gpus"],
+                gpu=r["gpu_id"],
+                link=L[f"time_link_{r['link'].replace('-', '_')}"],
+                method=run["method_id"],
+            )
+            rows.append(
+                [
+                    r["run_id"],
+                    setup,
+                    fmt.integer(round(r["measured_tokens_per_second_per_gpu"])),
+                    fmt.integer(round(r["predicted_tokens_per_second_per_gpu"])),
+                    percent(r["communication_share"]),
+                    signed_percent(r["error"]),
+                    signed_percent(r["error_fitted_out_of_sample"]),
+                    L["yes"] if r["in_accuracy"] else "—",
+                ]
+            )
+        headers = [
+            L["time_run"],
+            L["time_setup"],
+            L["time_measured"],
+            L["time_predicted"],
+            L["time_communication"],
+            L["time_error"],
+            L["time_error_out_of_sample"],
+            L["time_in_summary"],
+        ]
+        return TableView(headers, rows, self._refs(), ["time_calibration", "throughput"],
+                         [False, False, True, True, True, True, True, False])  # fmt: skip
+
+
 def pages(renderer) -> dict[str, str]:
     """accuracy.html and pretraining.html."""
     e = renderer.estimator
+    time = TimeAccuracy(renderer.catalog, renderer.labels)
     return {
         "accuracy.html": renderer.page(
             "accuracy.html",
@@ -561,6 +667,9 @@ def pages(renderer) -> dict[str, str]:
             by_loss=e.accuracy_breakdown_table("loss"),
             constants=e.constants_table(),
             rows=e.calibration_table(),
+            time=time,
+            time_summary=time.summary_table(),
+            time_rows=time.rows_table(),
         ),
         "pretraining.html": renderer.page("pretraining.html", "pretraining.html", e=e, view=e.pretraining_table()),
     }

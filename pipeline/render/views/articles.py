@@ -319,7 +319,7 @@ class Tables:
         return self._note_extrapolation(view, models)
 
     def legacy_counts_table(self, gpus: list[str]) -> TableView:
-        L, N, C = self.labels["legacy_counts_table"], self.labels["nvlink"], self.labels["common"]
+        L, C = self.labels["legacy_counts_table"], self.labels["common"]
         legacy = self.c["legacy_gpu_counts"].sort("sort_order")
         article_cols = {0: "h100_cards_text", 1: "h200_cards_text"}
         headers = [L["model"], L["task"], L["memory"]]
@@ -345,7 +345,7 @@ class Tables:
                 if i in article_cols:
                     cells.append(r[article_cols[i]])
             cells.append(
-                " / ".join(N[self.fit(r["model_id"], method_id, g)["nvlink_need"]] for g in gpus) if method_id else "—"
+                " / ".join(self._nvlink_words(r["model_id"], method_id, g) for g in gpus) if method_id else "—"
             )
             cells.append(r["nvlink_text"])
             rows.append(cells)
@@ -360,6 +360,16 @@ class Tables:
             ["legacy_gpu_counts", "gpu_fit"],
             [False, False, True] + [True] * (len(headers) - 3),
         )
+
+    def _nvlink_words(self, model_id: str, method_id: str, gpu_id: str) -> str:
+        """Rule 7's need for a card, unless no catalog server links that card by NVLink: then it says the
+        catalog's servers exchange over PCIe (never «обязательно» beside hardware without NVLink)."""
+        N = self.labels["nvlink"]
+        need = self.fit(model_id, method_id, gpu_id)["nvlink_need"]
+        links = set(self.c["servers"].filter(pl.col("gpu_id") == gpu_id)["interconnect"].to_list())
+        if need in ("required", "recommended") and links and not links & {"nvswitch", "nvlink-bridge"}:
+            return N["catalog_pcie"]
+        return N[need]
 
     def legacy_offers(self) -> list[dict]:
         """Seed 000's task -> server -> price rows, recomputed by the rules."""

@@ -271,6 +271,32 @@ class EntityTables:
         best = lookups.best(self.c["recommendations"])
         return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
 
+    @cached_property
+    def tight(self) -> dict[tuple[str, str], dict]:
+        """(model, method) -> its best-ranked `tight` row (fits one chassis only at the point estimate)."""
+        rows = self.c["recommendations"].filter(pl.col("reason") == "tight").sort("rank")
+        out: dict[tuple[str, str], dict] = {}
+        for r in rows.iter_rows(named=True):
+            out.setdefault((r["model_id"], r["method_id"]), r)
+        return out
+
+    def plan_text(self, model_id: str, method_id: str) -> str:
+        """The recommendation's line; without one, the risk a tight server would be; else none."""
+        row = self.recommended.get((model_id, method_id))
+        if row is None and (model_id, method_id) in self.tight:
+            return self.tight_text(self.tight[(model_id, method_id)])
+        return self.recommendation_text(row)
+
+    def tight_text(self, row: dict) -> str:
+        """A server that holds the job only at the point estimate, said as a risk, never as the plan."""
+        return self.L["reco"]["tight_line"].format(
+            cards=fmt.integer(row["gpus_per_job"]),
+            gpu=self.t.gpu(row["gpu_id"])["short_name"],
+            server=self.t.server(row["server_id"])["display_name"],
+            high=fmt.gb(row["per_gpu_memory_high_gb"] if row["per_gpu_memory_high_gb"] is not None else row["per_gpu_memory_gb"]),
+            memory=fmt.gb(row["gpu_memory_gb"]),
+        )
+
     def recommendation_text(self, row: dict | None) -> str:
         """One line: cards, the server, its link, price, time — every figure a cell of `recommendations`."""
         R = self.L["reco"]
@@ -296,6 +322,11 @@ class EntityTables:
         return R.get(f"link_{link}", link or "")
 
     def cost_text(self, row: dict) -> str:
+        """The cost under the rental terms; on a tie with another recommended server, that the time decided."""
+        text = self._cost(row)
+        return f"{text} ({self.L['reco']['tied']})" if row.get("tied_on_cost") and row.get("rank") == 1 else text
+
+    def _cost(self, row: dict) -> str:
         R = self.L["reco"]
         if row["cost_basis"] == "hour":
             return R["cost_hour"].format(
@@ -316,7 +347,7 @@ class EntityTables:
             lines.append((R["q_model"], self.t.model(model_id)["display_name"]))
         methods = [method_id] if method_id else (self.method_ids() if model_id else [])
         for me in methods:
-            lines.append((self.t.method(me)["name_ru"], self.recommendation_text(self.recommended.get((model_id, me)))))
+            lines.append((self.t.method(me)["name_ru"], self.plan_text(model_id, me)))
         if server_id:
             lines.append((R["q_server"], self.t.server(server_id)["display_name"]))
         lines.append(
@@ -364,7 +395,7 @@ class EntityTables:
                 line = self.L["reco"]["headline"].format(
                     method=self.t.method(me)["short_name_ru"],
                     model=self.t.model(m)["display_name"],
-                    line=self.recommendation_text(r),
+                    line=self.plan_text(m, me),
                 )
                 out[f"{m}|{me}"] = {"text": line, "figures": figures, "quote": self.quote_link(m, me)}
         return out
@@ -377,7 +408,8 @@ class EntityTables:
             self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
             r = self.recommended.get((model_id, me))
             if r is None:
-                rows.append([self.t.method_link(me), R["none"], "—", "—", "—", "—"])
+                risk = self.tight.get((model_id, me))
+                rows.append([self.t.method_link(me), self.tight_text(risk) if risk else R["none"], "—", "—", "—", "—"])
                 continue
             rows.append(
                 [

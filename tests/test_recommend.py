@@ -31,8 +31,9 @@ def run(catalog, model_id: str, method_id: str, catalog_servers: pl.DataFrame) -
     return table.filter(pl.col("model_id") == model_id).to_dicts()
 
 
-def test_one_chassis_beats_several_cheaper_ones(catalog):
-    # 70B LoRA needs 2 H200 (typical setup): two 1-card boxes are cheaper but need two chassis.
+def test_rank_is_by_cost_then_time(catalog):
+    # 70B LoRA needs 2 H200 (typical setup): two 1-card boxes over a declared network cost less than the
+    # 4-card chassis, whose four cards the job takes (issue 35: ranking by cost for the job, then time).
     rows = run(
         catalog,
         "generic-70b",
@@ -57,8 +58,8 @@ def test_one_chassis_beats_several_cheaper_ones(catalog):
     )
     got = [(r["rank"], r["server_id"], r["servers_count"], r["gpus_per_job"], r["reason"], r["cost_rub"]) for r in rows]
     assert got == [
-        (1, "four-h200", 1, 2, "one_chassis", 1_000_000.0),
-        (2, "one-h200", 2, 2, "several_chassis", 200_000.0),
+        (1, "one-h200", 2, 2, "several_chassis", 200_000.0),
+        (2, "four-h200", 1, 4, "one_chassis", 1_000_000.0),
     ]
 
 
@@ -79,10 +80,11 @@ def test_several_chassis_without_a_network_is_never_recommended(catalog):
         ),
     )
     got = [(r["rank"], r["server_id"], r["recommended"], r["reason"], r["link"], r["cost_basis"]) for r in rows]
-    # The priced server loses to one on request: it would need two chassis and no network is declared.
+    # The priced server loses to one on request: it would need two chassis and no network is declared,
+    # so it has no total price either.
     assert got == [
         (1, "hgx", True, "one_chassis", "nvswitch", "on_request"),
-        (2, "one-h200", False, "needs_network", None, "month"),
+        (2, "one-h200", False, "needs_network", None, None),
     ]
     assert recommend.best(pl.DataFrame(rows))["server_id"].to_list() == ["hgx"]
 
@@ -102,12 +104,16 @@ def test_the_per_card_figure_carries_its_measured_range(catalog):
     assert plain["per_gpu_memory_gb"] == row["per_gpu_memory_gb"] and plain["per_gpu_memory_low_gb"] is None
     too_big = recommend.recommendations(*args, (0.5, 2.0)).filter(pl.col("model_id") == "llama-3-1-405b")
     assert too_big["per_gpu_memory_low_gb"].null_count() == too_big.filter(pl.col("gpus_per_job").is_null()).height
-    # the catalog's own range: the estimator_range row over all measurements
-    spread = catalog["estimator_range"].filter(pl.col("scope") == "all").select("low_factor", "high_factor").row(0)
-    assert recommend.spread_of(catalog["estimator_range"]) == spread
+    # the catalog's own range: estimator_range's whole-card rows of the kind of setup (one card / sharded)
+    spreads = recommend.plan_spreads(catalog["estimator_range"])
+    ranges = catalog["estimator_range"].select("scope", "low_factor", "high_factor").rows()
+    assert spreads == {s: (lo, hi) for s, lo, hi in ranges if s in ("card_one_gpu", "card_sharded")}
     rows = catalog["recommendations"].filter(pl.col("per_gpu_memory_gb").is_not_null())
-    assert (rows["per_gpu_memory_low_gb"] == rows["per_gpu_memory_gb"] * spread[0]).all()
-    assert (rows["per_gpu_memory_high_gb"] == rows["per_gpu_memory_gb"] * spread[1]).all()
+    for kind, one in (("card_one_gpu", True), ("card_sharded", False)):
+        part = rows.filter((pl.col("gpus_per_job") == 1) == one)
+        assert part.height > 0
+        assert (part["per_gpu_memory_low_gb"] == part["per_gpu_memory_gb"] * spreads[kind][0]).all()
+        assert (part["per_gpu_memory_high_gb"] == part["per_gpu_memory_gb"] * spreads[kind][1]).all()
 
 
 def test_cost_under_rental_terms():

@@ -136,11 +136,12 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
             # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
             shown = p.text_content("#out-reco").replace("\xa0", " ")
             assert line.endswith(shown), (model_id, method_id, line, shown)
-            if r["gpus_per_job"] == 1:
-                assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
-                # the measured range of the same figure, as recommendations.csv has it
-                assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
-                assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
+            # nothing below contradicts it: the per-card figure is the plan's, on the plan's cards, with the
+            # measured range of its kind of setup, as recommendations.csv has it
+            assert p.text_content("#out-fp-cards") == fmt.integer(r["gpus_per_job"]), (model_id, method_id)
+            assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
+            assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
+            assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
             href = p.get_attribute("#calc-quote", "href")
             assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
     # the simple and the advanced mode answer with the same line for the same inputs
@@ -149,8 +150,44 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
     simple = [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")]
     p.check("#calc-adv")
     assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
-    assert p.text_content("#adv-total") == simple[1]
     assert p.is_hidden("#calc-headline-changed")
+    # entering the plan's own setup (its cards, ZeRO-3) keeps the same plan, and the advanced figure is the plan's
+    r = best[("generic-70b", "full_amp")]
+    p.fill("#calc-gpus", str(r["gpus_per_job"]))
+    p.select_option("#calc-sharding", "zero3")
+    assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
+    assert p.text_content("#adv-total") == simple[1]
+    note = p.text_content("#calc-headline-changed").replace("\xa0", " ")
+    assert note.count(cell_text(catalog, r).split(" в сервере")[0]) == 2, note  # typical and yours: the same plan
+    context.close()
+
+
+def test_calculator_headline_follows_the_inputs_on_screen(browser, site_server, catalog):
+    """Changing the sequence length or the cards changes the headline, says what changed, and nothing below
+    states another plan; the quote link carries a custom model and the changed sequence length."""
+    context = browser.new_context(locale="ru-RU")
+    p = context.new_page()
+    p.goto(site_server + "calculator.html?model=qwen2-5-14b&method=full_amp&advanced=1")
+    p.wait_for_selector("#calc[data-ready=true]")
+    typical = p.text_content("#calc-headline")
+    assert "Ни один сервер" not in p.text_content("#calc-result") or p.is_hidden("#adv-servers-none")
+    p.fill("#calc-seq-len", "32768")
+    changed = p.text_content("#calc-headline")
+    assert changed != typical
+    assert p.text_content("#out-reco") in changed or "впритык" in changed or "ни один" in changed
+    assert not p.is_hidden("#calc-headline-changed") and "32768" in p.text_content("#calc-headline-changed")
+    # the advanced server table lists the plan's servers: its first row is the headline's server
+    first = p.query_selector("#adv-servers tbody tr")
+    if first is not None and p.is_visible("#out-reco-row"):
+        server = catalog["servers"].filter(pl.col("server_id") == first.get_attribute("data-server"))["display_name"][0]
+        assert f"«{server}»" in changed.replace("\xa0", " ")
+    href = unquote(p.get_attribute("#calc-quote", "href"))
+    assert "32768" in href and "Qwen2.5 14B" in href
+    p.select_option("#calc-model", "custom")
+    p.fill("#calc-params", "72")
+    href = unquote(p.get_attribute("#calc-quote", "href"))
+    assert "своя модель, 72 млрд параметров" in href and "Llama 3.1 70B" not in href
+    assert "своя модель, 72 млрд параметров" in p.text_content("#calc-headline")
     context.close()
 
 

@@ -763,7 +763,10 @@ def _recommendation_line(r: dict | None) -> str:
     if r is None:
         return "Recommendation: data/recommendations.csv is for the catalog models in the typical setup; this request differs"
     if not r.get("recommended"):
-        return "Recommendation: no catalog server takes the job in one chassis (several only over a declared network)"
+        return (
+            "Recommendation: no catalog server takes the job with headroom in one chassis"
+            " (several only over a declared network; see the server list for the risks)"
+        )
     measured = ""
     if r.get("per_gpu_memory_low_gb") is not None:
         measured = f" (80 % of measured peaks: {_gb(r['per_gpu_memory_low_gb'])}–{_gb(r['per_gpu_memory_high_gb'])})"

@@ -30,7 +30,9 @@ def plan(catalog, model_id: str, method_id: str, catalog_servers: pl.DataFrame, 
 
 def per_card_gb(catalog, model_id: str, method_id: str, cards: int) -> float:
     arch = memory.model_architectures(catalog["models"])[model_id]
-    return memory.estimate(arch, memory.typical_setup(method_id, catalog.constants, cards), catalog.constants).total / 1e9
+    return (
+        memory.estimate(arch, memory.typical_setup(method_id, catalog.constants, cards), catalog.constants).total / 1e9
+    )
 
 
 def test_headroom_is_the_upper_range_plus_the_reserve():
@@ -75,6 +77,9 @@ def test_place_says_where_a_job_goes():
     assert recommend.place(2, 3, 5, False, False) == ("needs_network", 3)
     assert recommend.place(2, 3, 5, True, False) == ("several_chassis", 3)
     assert recommend.place(2, 3, None, True, False) == ("does_not_fit", None)
+    # over a declared network several chassis with headroom beat one that holds the job only at the estimate
+    assert recommend.place(1, 1, 2, True, False) == ("several_chassis", 2)
+    assert recommend.place(1, 1, 2, False, False) == ("tight", 1)
 
 
 def test_headroom_refuses_a_fit_at_the_point_estimate_only(catalog):
@@ -116,7 +121,12 @@ def test_a_four_card_server_is_used_with_four_cards(catalog):
         ),
     )
     (row,) = rows
-    assert (row["reason"], row["servers_count"], row["gpus_per_job"], row["gpus_per_server"]) == ("one_chassis", 1, 4, 4)
+    assert (row["reason"], row["servers_count"], row["gpus_per_job"], row["gpus_per_server"]) == (
+        "one_chassis",
+        1,
+        4,
+        4,
+    )
     assert row["per_gpu_memory_gb"] == pytest.approx(per_card_gb(catalog, "generic-7b", "lora", 4), rel=1e-12)
     arch = memory.model_architectures(catalog["models"])["generic-7b"]
     setup = memory.typical_setup("lora", catalog.constants, 4)
@@ -186,7 +196,11 @@ def test_the_link_is_the_servers_and_its_words_never_require_nvlink(catalog):
         "one_card": words["link_one_card"],
     }
     assert all("обязательно" not in w for w in shown.values())
-    assert shown["pcie"].startswith("PCIe") and "NVSwitch" in shown["nvswitch"] and "Infinity Fabric" in shown["infinity-fabric"]
+    assert (
+        shown["pcie"].startswith("PCIe")
+        and "NVSwitch" in shown["nvswitch"]
+        and "Infinity Fabric" in shown["infinity-fabric"]
+    )
 
 
 def test_a_card_with_infinity_fabric_is_not_said_to_need_nvlink():

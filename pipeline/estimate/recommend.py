@@ -172,14 +172,16 @@ def place(count: int, point: int | None, headroom: int | None, network: bool, fi
     it fits with headroom on all the cards of the chassis it would take (`fits_all`)."""
     if point is None:
         return "does_not_fit", None
-    if headroom is not None and headroom <= count and fits_all:
+    chassis = None if headroom is None else -(-headroom // count)
+    if chassis == 1 and fits_all:
         return "one_chassis", 1
+    if chassis is not None and chassis > 1 and network:
+        return "several_chassis", chassis
     if point <= count:
         return "tight", 1
-    if headroom is None:
+    if chassis is None:
         return "does_not_fit", None
-    chassis = -(-headroom // count)
-    return ("several_chassis" if network else "needs_network"), chassis
+    return "needs_network", chassis
 
 
 def jobs(  # noqa: PLR0913
@@ -205,7 +207,9 @@ def jobs(  # noqa: PLR0913
     rows = []
     for model_id in sorted(archs):
         for method_id in method_ids:
-            plans = plan_job(archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, utilization, spreads)
+            plans = plan_job(
+                archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, utilization, spreads
+            )
             rows += [{"model_id": model_id, "method_id": method_id} | r for r in plans]
     return pl.DataFrame(rows, schema=JOB_SCHEMA)
 
@@ -368,9 +372,9 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
     job = ("model_id", "method_id")
     same = pl.col("recommended") & pl.col("cost_rub").is_not_null()
     tied = (pl.len().over(*job, "recommended", "cost_rub") > 1) & same
-    return order.with_columns(
-        rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False)
-    ).sort("model_id", "method_id", "rank")
+    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False)).sort(
+        "model_id", "method_id", "rank"
+    )
 
 
 def without_network_price(frame: pl.DataFrame, servers: pl.DataFrame) -> pl.DataFrame:

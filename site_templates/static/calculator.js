@@ -759,10 +759,12 @@ export function jobCards(data, a, setupOn, memoryGb, bytes = (b) => b.total) {
 // recommend.place: [reason, chassis].
 export function place(count, point, headroom, network, fitsAll) {
   if (point === null) return ["does_not_fit", null];
-  if (headroom !== null && headroom <= count && fitsAll) return ["one_chassis", 1];
+  const chassis = headroom === null ? null : Math.ceil(headroom / count);
+  if (chassis === 1 && fitsAll) return ["one_chassis", 1];
+  if (chassis !== null && chassis > 1 && network) return ["several_chassis", chassis];
   if (point <= count) return ["tight", 1];
-  if (headroom === null) return ["does_not_fit", null];
-  return [network ? "several_chassis" : "needs_network", Math.ceil(headroom / count)];
+  if (chassis === null) return ["does_not_fit", null];
+  return ["needs_network", chassis];
 }
 
 const REASONS = ["one_chassis", "several_chassis", "tight", "needs_network", "does_not_fit"];

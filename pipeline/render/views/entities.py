@@ -293,7 +293,9 @@ class EntityTables:
             cards=fmt.integer(row["gpus_per_job"]),
             gpu=self.t.gpu(row["gpu_id"])["short_name"],
             server=self.t.server(row["server_id"])["display_name"],
-            high=fmt.gb(row["per_gpu_memory_high_gb"] if row["per_gpu_memory_high_gb"] is not None else row["per_gpu_memory_gb"]),
+            high=fmt.gb(
+                row["per_gpu_memory_high_gb"] if row["per_gpu_memory_high_gb"] is not None else row["per_gpu_memory_gb"]
+            ),
             memory=fmt.gb(row["gpu_memory_gb"]),
         )
 

@@ -210,3 +210,26 @@ def test_download_has_every_shown_figure(browser, site_server, catalog):
     assert len(cards) == catalog["gpus"].height
     assert [r for r in rows if r[0] == "out-servers"]
     context.close()
+
+
+def test_no_required_nvlink_beside_cards_the_catalog_links_by_pcie_only(built):
+    """gpu-count's rule column for H100 PCIe (whose catalog servers have no NVLink bridge) says the catalog
+    exchanges over PCIe instead of «обязательно»; H200 NVL keeps rule 7 (a bridged server exists)."""
+    text = html.unescape(page(built, "gpu-count.html")).replace("\xa0", " ")
+    words = labels()["nvlink"]
+    assert f"{words['catalog_pcie']} / {words['required']}" in text
+    assert f"{words['required']} / " not in text
+
+
+def test_compare_server_fit_shows_the_plan_beside_the_table_rule(built, catalog):
+    text = html.unescape(page(built, "compare/server-fit.html")).replace("\xa0", " ")
+    reco = labels()["entities"]["reco"]
+    assert reco["plan_row"] in text and reco["plan_vs_table"] in text
+    r = best_rows(catalog)[("generic-8b", "full_amp")]
+    assert cell_text(catalog, r) in text
+
+
+def test_articles_carry_the_quote_action(built):
+    for name in ("gpu-count.html", "finetune-memory.html", "method-comparison.html"):
+        text = page(built, name)
+        assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in text, name

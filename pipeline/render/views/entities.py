@@ -535,8 +535,26 @@ class EntityTables:
 
     # -- comparison pages --
     def compare_server_fit(self) -> TableView:
+        """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
+        with one sentence on why the two may differ."""
+        R = self.L["reco"]
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
         view = self.t.server_fit_table(self.server_ids(), tasks)
+        plan = []
+        for model_id, method_id in tasks:
+            r = self.recommended.get((model_id, method_id))
+            plan.append(
+                R["none_short"]
+                if r is None
+                else R["cell"].format(
+                    cards=fmt.integer(r["gpus_per_job"]),
+                    gpu=self.t.gpu(r["gpu_id"])["short_name"],
+                    server=self.t.server(r["server_id"])["display_name"],
+                )
+            )
+        view.rows.append([R["plan_row"], "—", *plan])
+        view.notes.append(R["plan_vs_table"])
+        view.downloads.append("recommendations")
         view.sortable = True
         return view
 

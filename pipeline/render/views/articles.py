@@ -391,6 +391,14 @@ class Tables:
                 best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
                 row["recommended"] = best.row(0, named=True) if best.height else None
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
+                # The plan's row of that job on the offer's own server: why the plan differs, from the data.
+                job = row["recommended"] or need
+                on_offer = self.c["recommendations"].filter(
+                    (pl.col("model_id") == job["model_id"])
+                    & (pl.col("method_id") == job["method_id"])
+                    & (pl.col("server_id") == offer["server_id"])
+                )
+                row["on_offer"] = on_offer.row(0, named=True) if on_offer.height else None
             out.append(row)
         return out
 
@@ -414,13 +422,14 @@ class Tables:
             server = self.server(offer["server_id"])
             cells = [offer["task_ru"], self.server_link(offer["server_id"]), self._price(server["price_rub_month"])]
             if not row["covered"]:
-                cells += [L["not_covered"], "—", "—", "—"]
+                cells += [L["not_covered"], "—", "—", "—", "—"]
             else:
                 cells += [
                     L["memory_value"].format(gb=fmt.gb(row["memory_gb"]), gb_high=fmt.gb(row["memory_high_gb"])),
                     self.fit_label(row["article_fit"]),
                     self._recommended(row["recommended"]),
                     L["same"] if row["same"] else L["differs"],
+                    self._why(row),
                 ]
             rows.append(cells)
         server_ids = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())["server_id"].to_list()
@@ -433,6 +442,7 @@ class Tables:
                 L["article_fit"],
                 L["recommended"],
                 L["verdict"],
+                L["why"],
             ],
             rows,
             _unique(
@@ -441,8 +451,31 @@ class Tables:
                 + self.c["memory_anchors"]["reference_id"].to_list()
             ),
             ["legacy_offers", "server_fit", "recommendations"],
-            [False, False, True, True, False, False, False],
+            [False, False, True, True, False, False, False, False],
         )
+
+    def _why(self, row: dict) -> str:
+        """One sentence on the plan against the offer's server, from the job's `recommendations` rows."""
+        L = self.labels["legacy_offers_table"]
+        mine, theirs = row["recommended"], row["on_offer"]
+        if theirs is None:
+            return "—"
+        server = self.server(theirs["server_id"])["display_name"]
+        cost = lambda r: fmt.integer(round(r["cost_rub"])) if r["cost_rub"] is not None else None  # noqa: E731
+        if row["same"]:
+            return L["why_same"].format(
+                cards=russian.Shown(fmt.integer(theirs["gpus_per_job"])), gb=fmt.gb(theirs["per_gpu_memory_gb"])
+            )
+        if theirs["reason"] == "tight":
+            high = theirs["per_gpu_memory_high_gb"] or theirs["per_gpu_memory_gb"]
+            return L["why_tight"].format(server=server, high=fmt.gb(high), memory=fmt.gb(theirs["gpu_memory_gb"]))
+        if theirs["reason"] == "needs_network":
+            return L["why_network"].format(server=server, n=russian.Shown(fmt.integer(theirs["servers_count"])))
+        if theirs["reason"] == "does_not_fit":
+            return L["why_no_fit"].format(server=server)
+        if mine is not None and cost(mine) and cost(theirs):
+            return L["why_cheaper"].format(server=server, theirs=cost(theirs), mine=cost(mine))
+        return L["why_ranked"].format(server=server)
 
     # -- helpers --
     def _price(self, price: int | None) -> str:

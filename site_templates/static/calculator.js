@@ -1597,6 +1597,14 @@ function setup(form, data, text) {
     return shownReco;
   }
 
+  // Whether the job spans several servers with no declared network between them (then it is said, unpriced).
+  function showNoNetwork(servers, server) {
+    const unjoined = server !== null && servers !== null && servers > 1 && !server.network;
+    $("out-cost-network").hidden = !unjoined;
+    if (unjoined) $("out-cost-servers").textContent = formatInteger(servers);
+    return unjoined;
+  }
+
   // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.
   function renderTime(p, est, gpu, server, advanced) {
     const tokensM = parsePositive(field("tokens").value);
@@ -1617,10 +1625,13 @@ function setup(form, data, text) {
       const cards = typedCards === null ? advanced.setup.gpus : Math.ceil(typedCards);
       const flops = advanced.flopsPerToken * (tokensM * 1e6 * epochs);
       const plan = draftPlan(data, flops, timeGpu, cards, utilization, advanced.setup.fp8, server);
+      // Several servers without a declared network: not recommended, no total price (recommend.priced).
+      const unjoined = showNoNetwork(plan.servers, server);
+      if (unjoined) plan.cost = null;
       $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
       $("out-hours").textContent = formatNumber(plan.hours, 1);
       $("out-cost-row").hidden = plan.cost === null;
-      $("out-cost-na").hidden = plan.cost !== null;
+      $("out-cost-na").hidden = plan.cost !== null || unjoined;
       if (plan.cost !== null) {
         $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(plan.servers), name: server.name });
         $("out-cost").textContent = formatNumber(plan.cost, 0);
@@ -1639,9 +1650,10 @@ function setup(form, data, text) {
     const hours = draftPlan(data, perToken * tokensM * 1e6 * epochs, timeGpu, cards, utilization, false, null).hours;
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
     $("out-hours").textContent = formatNumber(hours, 1);
-    const priced = server !== null && rentalCost(data, hours, server, 1) !== null;
+    const unjoined = showNoNetwork(server === null ? null : Math.ceil(cards / server.gpu_count), server);
+    const priced = server !== null && rentalCost(data, hours, server, 1) !== null && !unjoined;
     $("out-cost-row").hidden = !priced;
-    $("out-cost-na").hidden = priced;
+    $("out-cost-na").hidden = priced || unjoined;
     if (priced) {
       const servers = Math.ceil(cards / server.gpu_count);
       $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(servers), name: server.name });

@@ -220,3 +220,12 @@ def test_a_card_with_infinity_fabric_is_not_said_to_need_nvlink():
         ("l40s", 7, "pcie_only"),
         ("mi300x", 2, "other_link"),
     ]
+
+
+def test_a_memory_note_quotes_the_memory_of_its_row():
+    from pipeline.render.views.articles import memory_note
+
+    note = "NVIDIA указывает 270 ГБ, производители — 288 ГБ; справочник считает по {memory_gb} ГБ."
+    assert memory_note({"memory_gb": 288.0, "memory_note_ru": note}).endswith("справочник считает по 288 ГБ.")
+    assert memory_note({"memory_gb": 270.0, "memory_note_ru": note}).endswith("справочник считает по 270 ГБ.")
+    assert memory_note({"memory_gb": 80.0, "memory_note_ru": None}) is None

@@ -20,6 +20,13 @@ from pipeline.render import russian
 from pipeline.render.view import Link, TableView
 
 
+def memory_note(gpu: dict) -> str | None:
+    """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
+    data's, so an edit of memory_gb cannot leave the note quoting the old one."""
+    note = gpu.get("memory_note_ru")
+    return note.replace("{memory_gb}", fmt.gb(gpu["memory_gb"])) if note else note
+
+
 class Tables:
     """Table builders and inline figures over one catalog, for article templates."""
 
@@ -37,6 +44,8 @@ class Tables:
                 ("server_memory", "server_id"),
             )
         }
+        for gpu in self._rows["gpus"].values():
+            gpu["memory_note_ru"] = memory_note(gpu)
         self._estimates = {(r["model_id"], r["method_id"]): r for r in catalog["estimates"].iter_rows(named=True)}
         # The fit tables grow with models x servers (10^7 rows at scale): no Python object per row,
         # only an array of row numbers by key; a row becomes a dict when a template asks for it.

@@ -23,9 +23,9 @@ def servers(*rows: dict) -> pl.DataFrame:
 
 def plan(catalog, model_id: str, method_id: str, catalog_servers: pl.DataFrame, spread=None) -> list[dict]:
     methods = catalog["methods"].filter(pl.col("method_id") == method_id)
-    models = catalog["models"].filter(pl.col("model_id") == model_id)
-    table = recommend.recommendations(models, methods, catalog_servers, catalog["gpus"], catalog.constants, spread)
-    return table.to_dicts()
+    c, gpus = catalog.constants, catalog["gpus"]
+    table = recommend.recommendations(catalog["models"], methods, catalog_servers, gpus, c, spread)
+    return table.filter(pl.col("model_id") == model_id).to_dicts()
 
 
 def per_card_gb(catalog, model_id: str, method_id: str, cards: int) -> float:

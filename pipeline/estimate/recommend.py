@@ -361,7 +361,9 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
     order = frame.sort(
         [
             pl.col("recommended").not_(),
-            pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64),
+            pl.when(pl.col("recommended"))
+            .then(0)
+            .otherwise(pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64)),
             pl.col("cost_rub").is_null(),
             pl.col("cost_rub"),
             pl.col("hours"),

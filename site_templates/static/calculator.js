@@ -832,7 +832,7 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
   }
   const key = (r) => [
     r.recommended ? 0 : 1,
-    REASONS.indexOf(r.reason),
+    r.recommended ? 0 : REASONS.indexOf(r.reason),
     r.cost === null ? 1 : 0,
     r.cost ?? 0,
     r.hours ?? Infinity,

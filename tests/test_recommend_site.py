@@ -44,7 +44,11 @@ def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
         hours = f'<td class="num" data-label="{labels()["entities"]["reco"]["hours"]}">{fmt.number(r["hours"])}</td>'
         assert hours.replace("\xa0", " ") in section
     lora = best[("llama-3-1-70b", "lora")]
-    assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == (
+        "esc8000a-4x-h100",
+        4,
+        1_360_800.0,
+    )  # all 4 cards
     assert "1 360 800 ₽ — аренда на 1 мес." in section.replace("\xa0", " ")
     assert "Самый дешёвый" not in text
 
@@ -129,7 +133,18 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
             line = p.text_content("#calc-headline").replace("\xa0", " ")
             r = best.get((model_id, method_id))
             if r is None:
-                assert "ни один сервер каталога" in line, (model_id, method_id)
+                # a server that holds it only at the point estimate is said as a risk, never as the plan
+                risky = catalog["recommendations"].filter(
+                    (pl.col("model_id") == model_id)
+                    & (pl.col("method_id") == method_id)
+                    & (pl.col("reason") == "tight")
+                )
+                if risky.height:
+                    first = risky.sort("rank").row(0, named=True)
+                    assert "впритык: при верхней границе не помещается" in line, (model_id, method_id)
+                    assert cell_text(catalog, first).replace("\xa0", " ") in line, (model_id, method_id)
+                else:
+                    assert "ни один сервер каталога" in line, (model_id, method_id)
                 continue
             assert cell_text(catalog, r) in line, (model_id, method_id)
             assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method_id)
@@ -212,13 +227,17 @@ def test_download_has_every_shown_figure(browser, site_server, catalog):
     context.close()
 
 
-def test_no_required_nvlink_beside_cards_the_catalog_links_by_pcie_only(built):
-    """gpu-count's rule column for H100 PCIe (whose catalog servers have no NVLink bridge) says the catalog
-    exchanges over PCIe instead of «обязательно»; H200 NVL keeps rule 7 (a bridged server exists)."""
+def test_the_seed_offers_say_the_link_of_the_plan_and_never_require_nvlink(built, catalog):
+    """gpu-count's offers table: each plan says what its server's link means for the job (PCIe servers say
+    PCIe), with one sentence on why it differs from the seed's offer; no «обязательно» beside a server."""
     text = html.unescape(page(built, "gpu-count.html")).replace("\xa0", " ")
-    words = labels()["nvlink"]
-    assert f"{words['catalog_pcie']} / {words['required']}" in text
-    assert f"{words['required']} / " not in text
+    table = text.split("Рекомендация сайта")[1].split("</table>")[0]
+    reco, offers = labels()["entities"]["reco"], labels()["legacy_offers_table"]
+    assert reco["link_pcie"] in table and "обязательно" not in table
+    r = best_rows(catalog)[("generic-13b", "full_amp")]
+    assert r["link"] == "pcie" and cell_text(catalog, r) in table
+    tight = offers["why_tight"].split("«")[0]
+    assert tight in table and offers["why_network"].split("«")[0] in table
 
 
 def test_compare_server_fit_shows_the_plan_beside_the_table_rule(built, catalog):

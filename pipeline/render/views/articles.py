@@ -20,6 +20,15 @@ from pipeline.render import russian
 from pipeline.render.view import Link, TableView
 
 
+def link_words(reco: dict, row: dict) -> str:
+    """What a plan's link means for the job, in a buyer's words (labels [entities.reco] link_*), as the
+    server has it: PCIe in a server without a bridge is said so even when the card could take one."""
+    link = row["link"]
+    if link == "pcie":
+        return reco["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
+    return reco.get(f"link_{link}", link or "")
+
+
 def memory_note(gpu: dict) -> str | None:
     """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
     data's, so an edit of memory_gb cannot leave the note quoting the old one."""
@@ -438,7 +447,7 @@ class Tables:
                     self.fit_label(row["article_fit"]),
                     self._recommended(row["recommended"]),
                     L["same"] if row["same"] else L["differs"],
-                    self._why(row),
+                    self._why(row) + self._link_note(row["recommended"]),
                 ]
             rows.append(cells)
         server_ids = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())["server_id"].to_list()
@@ -462,6 +471,13 @@ class Tables:
             ["legacy_offers", "server_fit", "recommendations"],
             [False, False, True, True, False, False, False, False],
         )
+
+    def _link_note(self, row: dict | None) -> str:
+        """The recommended server's link, for the job, in a buyer's words."""
+        if row is None:
+            return ""
+        words = link_words(self.labels["entities"]["reco"], row)
+        return self.labels["legacy_offers_table"]["link_note"].format(link=words)
 
     def _why(self, row: dict) -> str:
         """One sentence on the plan against the offer's server, from the job's `recommendations` rows."""

@@ -15,7 +15,7 @@ from pipeline.problems import Problem
 from pipeline.render import format as fmt
 from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
-from pipeline.render.views.articles import Tables, _unique
+from pipeline.render.views.articles import Tables, _unique, link_words
 from pipeline.render.views.estimator import signed_percent
 
 
@@ -317,11 +317,7 @@ class EntityTables:
         )
 
     def link_text(self, row: dict) -> str:
-        R = self.L["reco"]
-        link = row["link"]
-        if link == "pcie":
-            return R["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
-        return R.get(f"link_{link}", link or "")
+        return link_words(self.L["reco"], row)
 
     def cost_text(self, row: dict) -> str:
         """The cost under the rental terms; on a tie with another recommended server, that the time decided."""

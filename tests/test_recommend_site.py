@@ -173,7 +173,8 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
     assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
     assert p.text_content("#adv-total") == simple[1]
     note = p.text_content("#calc-headline-changed").replace("\xa0", " ")
-    assert note.count(cell_text(catalog, r).split(" в сервере")[0]) == 2, note  # typical and yours: the same plan
+    typical, yours = note.split("Для типовой постановки: ")[1].rstrip(".").split("; для ваших: ")
+    assert typical == yours and cell_text(catalog, r) in typical, note  # the same plan, said side by side
     context.close()
 
 
@@ -231,8 +232,8 @@ def test_the_seed_offers_say_the_link_of_the_plan_and_never_require_nvlink(built
     """gpu-count's offers table: each plan says what its server's link means for the job (PCIe servers say
     PCIe), with one sentence on why it differs from the seed's offer; no «обязательно» beside a server."""
     text = html.unescape(page(built, "gpu-count.html")).replace("\xa0", " ")
-    table = text.split("Рекомендация сайта")[1].split("</table>")[0]
     reco, offers = labels()["entities"]["reco"], labels()["legacy_offers_table"]
+    table = text.split(f">{offers['why']}</th>")[1].split("</table>")[0]
     assert reco["link_pcie"] in table and "обязательно" not in table
     r = best_rows(catalog)[("generic-13b", "full_amp")]
     assert r["link"] == "pcie" and cell_text(catalog, r) in table

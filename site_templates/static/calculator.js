@@ -1066,7 +1066,8 @@ function setup(form, data, text) {
     if (!line) return;
     const changed = changedSettings();
     const config = field("advanced").checked ? pastedConfig() : null;
-    const typedTime = ["tokens", "epochs", "util"].some((name) => field(name).value.trim() !== "");
+    const util = parsePositive(field("util").value);
+    const typedTime = field("tokens").value.trim() !== "" || (util !== null && util / 100 !== data.constants.default_utilization);
     const typical = Boolean(job) && changed.length === 0 && !(config && config.arch) && !typedTime;
     const method = data.methods.find((m) => m.id === field("method").value);
     if (typical) line.textContent = job.text;

@@ -268,21 +268,23 @@ def plan_job(  # noqa: PLR0913
         }
         if cards is not None:
             on_cards = setup(cards)
-            figure = per_gpu(cards)
-            spread = spreads.get(setup_kind(cards))
             flops = training.training_flops(arch, on_cards, tokens, c)
             hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, on_cards.fp8), utilization)
-            row |= {
-                "per_gpu_memory_gb": figure,
-                "per_gpu_memory_low_gb": None if spread is None else figure * spread[0],
-                "per_gpu_memory_high_gb": None if spread is None else figure * spread[1],
-                "memory_reserve_gb": reserve_gb(cards, c),
-                "headroom_gb": size - upper_gb(figure, cards, spreads) - reserve_gb(cards, c),
-                "hours": hours,
-                "hours_all_cards": hours,
-            }
+            row |= _figures(per_gpu(cards), cards, size, spreads, c) | {"hours": hours, "hours_all_cards": hours}
         rows.append(row)
     return rows
+
+
+def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mapping[str, object]) -> dict:
+    """A plan's per-card figure with its measured range, the reserve and the headroom left on the card."""
+    spread = spreads.get(setup_kind(cards))
+    return {
+        "per_gpu_memory_gb": figure,
+        "per_gpu_memory_low_gb": None if spread is None else figure * spread[0],
+        "per_gpu_memory_high_gb": None if spread is None else figure * spread[1],
+        "memory_reserve_gb": reserve_gb(cards, c),
+        "headroom_gb": size - upper_gb(figure, cards, spreads) - reserve_gb(cards, c),
+    }
 
 
 def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:

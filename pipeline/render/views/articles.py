@@ -381,7 +381,7 @@ class Tables:
 
     def _nvlink_words(self, model_id: str, method_id: str, gpu_id: str) -> str:
         """Rule 7's need for a card, unless no catalog server links that card by NVLink: then it says the
-        catalog's servers exchange over PCIe (never «обязательно» beside hardware without NVLink)."""
+        catalog's servers exchange over PCIe (never "required" beside hardware without NVLink)."""
         N = self.labels["nvlink"]
         need = self.fit(model_id, method_id, gpu_id)["nvlink_need"]
         links = set(self.c["servers"].filter(pl.col("gpu_id") == gpu_id)["interconnect"].to_list())

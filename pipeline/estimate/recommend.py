@@ -35,25 +35,8 @@ REASONS = ("one_chassis", "several_chassis", "tight", "needs_network", "does_not
 RECOMMENDED_REASONS = ("one_chassis", "several_chassis")
 
 # The kinds of setup whose whole-card readings have their own measured range (estimator_range's scopes).
-ONE_GPU, SHARDED = "card_one_gpu", "card_sharded"
+ONE_GPU, SHARDED = lookups.ONE_GPU, lookups.SHARDED
 Spreads = Mapping[str, tuple[float, float]]
-
-
-def plan_spreads(estimator_range: pl.DataFrame) -> dict[str, tuple[float, float]]:
-    """The (low, high) factors of the measured range the plan's headroom uses, per kind of setup (one card
-    / sharded): estimator_range's whole-card rows of that kind, else its row over all measurements; a kind
-    with neither is left out (no measured range: the point estimate plus the reserve). The one place the
-    plan reads its error figures: point it at out-of-sample figures here."""
-    rows = {r["scope"]: r for r in estimator_range.iter_rows(named=True)}
-    fallback = spread_of(estimator_range)
-    out = {}
-    for kind in (ONE_GPU, SHARDED):
-        row = rows.get(kind)
-        if row is not None and row["low_factor"] is not None and row["high_factor"] is not None:
-            out[kind] = (row["low_factor"], row["high_factor"])
-        elif fallback is not None:
-            out[kind] = fallback
-    return out
 
 
 def setup_kind(cards: int) -> str:
@@ -400,3 +383,4 @@ def job_gpus(recommendations_frame: pl.DataFrame) -> dict[tuple[str, str], int]:
 # The lookups on its own tables live with the views' (pipeline/lookups.py); named here too.
 best = lookups.best
 spread_of = lookups.spread_of
+plan_spreads = lookups.plan_spreads

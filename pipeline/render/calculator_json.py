@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from pipeline import lookups
 from pipeline.combine import Catalog
-from pipeline.estimate import first_principles, recommend
+from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.estimate.table_rule import NVLINK_CARDS, RELATIVE_TOLERANCE
 from pipeline.render import russian
@@ -100,10 +100,10 @@ def estimator_data(catalog: Catalog) -> dict:
         "typical_lora_dropout": bool(catalog.constants[first_principles.TYPICAL_PREFIX + "lora_dropout"]),
         # recommend.spread_of: the factors of the first-principles estimate's measured range (null: too few rows).
         "measured_range": _measured_range(catalog),
-        # recommend.plan_spreads: the measured range per kind of setup the plan's headroom uses.
+        # lookups.plan_spreads (recommend.py's headroom): the measured range per kind of setup the plan's headroom uses.
         "plan_spreads": {
             kind: {"low_factor": low, "high_factor": high}
-            for kind, (low, high) in recommend.plan_spreads(catalog["estimator_range"]).items()
+            for kind, (low, high) in lookups.plan_spreads(catalog["estimator_range"]).items()
         },
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.

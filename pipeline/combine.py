@@ -293,8 +293,8 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
 
 # -- the steps --
 def _recommendations(t: Tables, c: Constants) -> pl.DataFrame:
-    spread = recommend.spread_of(t["estimator_range"])
-    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spread)
+    spreads = recommend.plan_spreads(t["estimator_range"])
+    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads)
 
 
 def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
@@ -307,7 +307,8 @@ def _calibration(t: Tables, c: Constants) -> pl.DataFrame:
 
 
 def _pretraining(t: Tables, c: Constants) -> pl.DataFrame:
-    return training.pretraining_table(t["models"], t["gpus"], t["servers"], t["legacy_gpu_counts"], c)
+    table = training.pretraining_table(t["models"], t["gpus"], t["servers"], t["legacy_gpu_counts"], c)
+    return recommend.without_network_price(table, t["servers"])
 
 
 STEPS: tuple[Step, ...] = (

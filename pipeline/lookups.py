@@ -16,3 +16,24 @@ def spread_of(estimator_range: pl.DataFrame) -> tuple[float, float] | None:
     """(low, high) factors of estimator_range's row over all measurements, None where it has none."""
     row = estimator_range.filter(pl.col("scope") == "all").row(0, named=True)
     return None if row["low_factor"] is None or row["high_factor"] is None else (row["low_factor"], row["high_factor"])
+
+
+# The kinds of setup whose whole-card readings have their own measured range (estimator_range's scopes).
+ONE_GPU, SHARDED = "card_one_gpu", "card_sharded"
+
+
+def plan_spreads(estimator_range: pl.DataFrame) -> dict[str, tuple[float, float]]:
+    """The (low, high) factors of the measured range the plan's headroom uses, per kind of setup (one card
+    / sharded): estimator_range's whole-card rows of that kind, else its row over all measurements; a kind
+    with neither is left out (no measured range: the point estimate plus the reserve). The one place the
+    plan reads its error figures: point it at out-of-sample figures here."""
+    rows = {r["scope"]: r for r in estimator_range.iter_rows(named=True)}
+    fallback = spread_of(estimator_range)
+    out = {}
+    for kind in (ONE_GPU, SHARDED):
+        row = rows.get(kind)
+        if row is not None and row["low_factor"] is not None and row["high_factor"] is not None:
+            out[kind] = (row["low_factor"], row["high_factor"])
+        elif fallback is not None:
+            out[kind] = fallback
+    return out

@@ -800,7 +800,7 @@ GPU_FIT = Table(
         Field(
             "nvlink_need",
             "str",
-            allowed=("no", "recommended", "required", "pcie_only"),
+            allowed=("no", "recommended", "required", "pcie_only", "other_link"),
         ),
     ),
     ("model_id", "method_id", "gpu_id"),
@@ -1044,7 +1044,7 @@ ESTIMATOR_RANGE = Table(
         Field(
             "scope",
             "id",
-            allowed=("all", "allocated", "reserved", "card", "fits_on"),
+            allowed=("all", "allocated", "reserved", "card", "fits_on", "card_one_gpu", "card_sharded"),
         ),
         Field("sort_order", "int", unitless=True),
         Field("rows", "int", unit="count"),
@@ -1184,8 +1184,9 @@ RECOMMENDATIONS = Table(
         Field(
             "reason",
             "id",
-            allowed=("one_chassis", "several_chassis", "needs_network", "does_not_fit"),
+            allowed=("one_chassis", "several_chassis", "tight", "needs_network", "does_not_fit"),
         ),
+        Field("tied_on_cost", "bool"),
         Field("servers_count", "int", unit="count", required=False),
         Field("gpus_per_job", "int", unit="count", required=False),
         Field("gpu_id", "id", references="gpus.gpu_id"),
@@ -1198,6 +1199,8 @@ RECOMMENDATIONS = Table(
         ),
         Field("per_gpu_memory_low_gb", "float", unit="gb", required=False),
         Field("per_gpu_memory_high_gb", "float", unit="gb", required=False),
+        Field("memory_reserve_gb", "float", unit="gb", required=False),
+        Field("headroom_gb", "float", unit="gb", required=False),
         Field("gpu_memory_gb", "float", unit="gb"),
         Field(
             "link",
@@ -1476,6 +1479,7 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "zero3_prefetch_units": Bounds(ge=0, le=16, integer=True),
     "allocator_fragmentation": Bounds(ge=0, le=2, usual=(0, 1)),
     "nccl_buffers_gb": Bounds(ge=0, le=10),
+    "nccl_buffers_large_group_gb": Bounds(ge=0, le=10),
     "tokens_per_param": Bounds(gt=0, le=100_000, usual=(1, 5000)),
     "pretraining_target_days": Bounds(gt=0, le=3650),
     "comparison_accumulation_steps": Bounds(ge=2, le=1024, integer=True),
@@ -1511,6 +1515,7 @@ CONSTANT_RELATIONS: tuple[tuple[str, str, str], ...] = (
     ("logits_inplace_bytes", "<=", "logits_bytes"),
     ("logits_bytes", "<=", "logits_legacy_bytes"),
     ("double_quant_scale_bytes", "<=", "quant_scale_bytes"),
+    ("nccl_buffers_gb", "<=", "nccl_buffers_large_group_gb"),
 )
 
 # Which constants of constants.csv each module reads (by name, in its code). tests/test_constants.py reads
@@ -1567,7 +1572,7 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "pretraining_target_days",
         "tokens_per_param",
     ),
-    "pipeline.estimate.recommend": ("default_utilization",),
+    "pipeline.estimate.recommend": ("default_utilization", "nccl_buffers_gb", "nccl_buffers_large_group_gb"),
     "pipeline.estimate.step_time": (
         "achieved_efficiency",
         "achieved_efficiency_low",
@@ -1596,6 +1601,7 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "default_utilization",
         "forward_flops_per_param_token",
         "hours_per_month",
+        "nccl_buffers_large_group_gb",
         "range_high_factor",
         "range_low_factor",
         "train_flops_per_param_token",

@@ -255,7 +255,7 @@ def test_links_resolve(article, html, built):
         assert f"]({page})" in article
         assert f'href="{page}"' in html
     for href in re.findall(r'href="([^"#]+)', html):
-        if not href.startswith(("http://", "https://", "/")):  # "/…": the canonical link
+        if not href.startswith(("http://", "https://", "/", "mailto:")):  # "/…": the canonical link; the quote
             assert (site / href).is_file(), href
     for target in re.findall(r"\]\(([^)#]+)\)", article):
         if not target.startswith(("http://", "https://")):

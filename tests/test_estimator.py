@@ -431,12 +431,19 @@ def test_cli_spreads_a_sharded_job_over_servers(catalog_constants):
     arch = memory.model_architectures(models)["llama-3-1-70b"]
     setup = memory.typical_setup("full_amp", catalog_constants, gpus=16)
     h200 = servers["esc8000a-8x-h200"]
-    cards = memory.min_gpus(arch, setup, catalog_constants, 141)
-    assert h200["servers_needed"] == math.ceil(cards / 8) > 1  # 70B full does not fit on 8 cards
-    assert h200["gpus_in_job"] == 8 * h200["servers_needed"]
-    expected = memory.estimate(arch, replace(setup, gpus=h200["gpus_in_job"]), catalog_constants).total / 1e9
-    assert expected <= 141 < memory.estimate(arch, replace(setup, gpus=cards - 1), catalog_constants).total / 1e9
+    # 70B full does not fit 8 H200 with headroom: two such servers, all 16 cards, but the catalog declares
+    # no network between them, so the plan is not recommended and has no total price
+    assert (h200["reason"], h200["servers_needed"], h200["gpus_in_job"]) == ("needs_network", 2, 16)
+    assert h200["cost_rub"] is None and not h200["recommended"] and h200["link"] is None
+    expected = memory.estimate(arch, replace(setup, gpus=16), catalog_constants).total / 1e9
     assert h200["per_gpu_gb"] == pytest.approx(expected, rel=1e-12)
+    # one server holds it at most at the point estimate: the upper end on 8 cards is over 141 GB
+    on8 = memory.estimate(arch, replace(setup, gpus=8), catalog_constants).total / 1e9
+    assert on8 * h200["per_gpu_high_gb"] / h200["per_gpu_gb"] > 141
+    # the list is ranked: recommended servers first (by cost, then time)
+    ranked = json.loads(run.stdout)["servers"]
+    assert [s["rank"] for s in ranked] == list(range(1, len(ranked) + 1))
+    assert [s["recommended"] for s in ranked] == sorted((s["recommended"] for s in ranked), reverse=True)
 
 
 # -- the accuracy page's derived tables --
@@ -447,9 +454,21 @@ def test_estimator_range_is_the_percentiles_of_the_out_of_sample_errors(built):
 
     cal = pl.read_csv(built / "site/data/calibration.csv", infer_schema_length=None).filter(pl.col("in_summary"))
     spread = {r["scope"]: r for r in pl.read_csv(built / "site/data/estimator_range.csv").iter_rows(named=True)}
-    assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on"]
+    assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on", "card_one_gpu", "card_sharded"]
+    # the plan's scopes: whole-card readings on one card and sharded (too few sharded rows: no percentiles)
+    card = cal.filter(pl.col("metric_kind") == "card")
+    kinds = {"card_one_gpu": pl.col("sharding") == "ddp", "card_sharded": pl.col("sharding") != "ddp"}
+    assert spread["card_sharded"]["rows"] == card.filter(kinds["card_sharded"]).height == 4
+    assert spread["card_sharded"]["high_factor"] is None and spread["card_sharded"]["error_median"] is not None
+    del spread["card_sharded"]
     for scope, row in spread.items():
-        part = cal if scope == "all" else cal.filter(pl.col("metric_kind") == scope)
+        part = (
+            cal
+            if scope == "all"
+            else card.filter(kinds[scope])
+            if scope in kinds
+            else cal.filter(pl.col("metric_kind") == scope)
+        )
         errors = part["first_principles_loso_error"].to_list()  # leave one source out (issue 36)
         assert row["rows"] == len(errors) and row["rows"] >= 5
         cuts = quantiles(errors, n=10, method="inclusive")
@@ -464,7 +483,8 @@ def test_estimator_range_is_the_percentiles_of_the_out_of_sample_errors(built):
             <= r["first_principles_loso_gb"] * row["high_factor"] + 1e-9
             for r in part.iter_rows(named=True)
         ]
-        assert sum(inside) / len(inside) >= 0.8 - 1 / len(inside)
+        # (interpolated percentiles of few rows may leave one more row out at each end)
+        assert sum(inside) / len(inside) >= 0.8 - (1 if len(inside) >= 20 else 2) / len(inside)
 
 
 def test_calibration_breakdown_recomputes_from_the_rows(built):
@@ -530,9 +550,13 @@ def test_cli_shows_the_recommendation_of_the_table(catalog):
     assert {k: got[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")} == {
         k: want[k] for k in ("server_id", "gpus_per_job", "servers_count", "hours", "cost_rub")
     }
-    assert (got["server_id"], got["gpus_per_job"], got["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    assert (got["server_id"], got["gpus_per_job"], got["cost_rub"]) == ("esc8000a-4x-h100", 4, 1_360_800.0)
+    # the server list uses the same sharding and headroom: its first row is the recommendation
+    first = json.loads(run.stdout)["servers"][0]
+    assert (first["server_id"], first["gpus_in_job"], first["reason"]) == ("esc8000a-4x-h100", 4, "one_chassis")
+    assert first["per_gpu_gb"] == want["per_gpu_memory_gb"] and first["cost_rub"] == want["cost_rub"]
     text = estimate_cli("--model", "llama-3-1-70b", "--method", "lora")
-    line = f"Recommendation (as data/recommendations.csv): 3 x {want['gpu_id']} in esc8000a-4x-h100 (1 server(s)"
+    line = f"Recommendation (as data/recommendations.csv): 4 x {want['gpu_id']} in esc8000a-4x-h100 (1 server(s)"
     assert line in text.stdout
     assert "1 360 800 ₽ (month)" in text.stdout
     # the per-card figure with the recommendations table's measured range, and the same range on the estimate

@@ -44,7 +44,11 @@ def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
         hours = f'<td class="num" data-label="{labels()["entities"]["reco"]["hours"]}">{fmt.number(r["hours"])}</td>'
         assert hours.replace("\xa0", " ") in section
     lora = best[("llama-3-1-70b", "lora")]
-    assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == ("esc8000a-4x-h100", 3, 1_360_800.0)
+    assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == (
+        "esc8000a-4x-h100",
+        4,
+        1_360_800.0,
+    )  # all 4 cards
     assert "1 360 800 ₽ — аренда на 1 мес." in section.replace("\xa0", " ")
     assert "Самый дешёвый" not in text
 
@@ -129,18 +133,30 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
             line = p.text_content("#calc-headline").replace("\xa0", " ")
             r = best.get((model_id, method_id))
             if r is None:
-                assert "ни один сервер каталога" in line, (model_id, method_id)
+                # a server that holds it only at the point estimate is said as a risk, never as the plan
+                risky = catalog["recommendations"].filter(
+                    (pl.col("model_id") == model_id)
+                    & (pl.col("method_id") == method_id)
+                    & (pl.col("reason") == "tight")
+                )
+                if risky.height:
+                    first = risky.sort("rank").row(0, named=True)
+                    assert "впритык: при верхней границе не помещается" in line, (model_id, method_id)
+                    assert cell_text(catalog, first).replace("\xa0", " ") in line, (model_id, method_id)
+                else:
+                    assert "ни один сервер каталога" in line, (model_id, method_id)
                 continue
             assert cell_text(catalog, r) in line, (model_id, method_id)
             assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method_id)
             # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
             shown = p.text_content("#out-reco").replace("\xa0", " ")
             assert line.endswith(shown), (model_id, method_id, line, shown)
-            if r["gpus_per_job"] == 1:
-                assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
-                # the measured range of the same figure, as recommendations.csv has it
-                assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
-                assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
+            # nothing below contradicts it: the per-card figure is the plan's, on the plan's cards, with the
+            # measured range of its kind of setup, as recommendations.csv has it
+            assert p.text_content("#out-fp-cards") == fmt.integer(r["gpus_per_job"]), (model_id, method_id)
+            assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
+            assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
+            assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
             href = p.get_attribute("#calc-quote", "href")
             assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
     # the simple and the advanced mode answer with the same line for the same inputs
@@ -149,8 +165,45 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
     simple = [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")]
     p.check("#calc-adv")
     assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
-    assert p.text_content("#adv-total") == simple[1]
     assert p.is_hidden("#calc-headline-changed")
+    # entering the plan's own setup (its cards, ZeRO-3) keeps the same plan, and the advanced figure is the plan's
+    r = best[("generic-70b", "full_amp")]
+    p.fill("#calc-gpus", str(r["gpus_per_job"]))
+    p.select_option("#calc-sharding", "zero3")
+    assert [p.text_content(f"#{i}") for i in ("calc-headline", "out-fp-memory", "out-reco")] == simple
+    assert p.text_content("#adv-total") == simple[1]
+    note = p.text_content("#calc-headline-changed").replace("\xa0", " ")
+    typical, yours = note.split("Для типовой постановки: ")[1].rstrip(".").split("; для ваших: ")
+    assert typical == yours and cell_text(catalog, r) in typical, note  # the same plan, said side by side
+    context.close()
+
+
+def test_calculator_headline_follows_the_inputs_on_screen(browser, site_server, catalog):
+    """Changing the sequence length or the cards changes the headline, says what changed, and nothing below
+    states another plan; the quote link carries a custom model and the changed sequence length."""
+    context = browser.new_context(locale="ru-RU")
+    p = context.new_page()
+    p.goto(site_server + "calculator.html?model=qwen2-5-14b&method=full_amp&advanced=1")
+    p.wait_for_selector("#calc[data-ready=true]")
+    typical = p.text_content("#calc-headline")
+    assert "Ни один сервер" not in p.text_content("#calc-result") or p.is_hidden("#adv-servers-none")
+    p.fill("#calc-seq-len", "32768")
+    changed = p.text_content("#calc-headline")
+    assert changed != typical
+    assert p.text_content("#out-reco") in changed or "впритык" in changed or "ни один" in changed
+    assert not p.is_hidden("#calc-headline-changed") and "32768" in p.text_content("#calc-headline-changed")
+    # the advanced server table lists the plan's servers: its first row is the headline's server
+    first = p.query_selector("#adv-servers tbody tr")
+    if first is not None and p.is_visible("#out-reco-row"):
+        server = catalog["servers"].filter(pl.col("server_id") == first.get_attribute("data-server"))["display_name"][0]
+        assert f"«{server}»" in changed.replace("\xa0", " ")
+    href = unquote(p.get_attribute("#calc-quote", "href"))
+    assert "32768" in href and "Qwen2.5 14B" in href
+    p.select_option("#calc-model", "custom")
+    p.fill("#calc-params", "72")
+    href = unquote(p.get_attribute("#calc-quote", "href"))
+    assert "своя модель, 72 млрд параметров" in href and "Llama 3.1 70B" not in href
+    assert "своя модель, 72 млрд параметров" in p.text_content("#calc-headline")
     context.close()
 
 
@@ -173,3 +226,30 @@ def test_download_has_every_shown_figure(browser, site_server, catalog):
     assert len(cards) == catalog["gpus"].height
     assert [r for r in rows if r[0] == "out-servers"]
     context.close()
+
+
+def test_the_seed_offers_say_the_link_of_the_plan_and_never_require_nvlink(built, catalog):
+    """gpu-count's offers table: each plan says what its server's link means for the job (PCIe servers say
+    PCIe), with one sentence on why it differs from the seed's offer; no «обязательно» beside a server."""
+    text = html.unescape(page(built, "gpu-count.html")).replace("\xa0", " ")
+    reco, offers = labels()["entities"]["reco"], labels()["legacy_offers_table"]
+    table = text.split(f">{offers['why']}</th>")[1].split("</table>")[0]
+    assert reco["link_pcie"] in table and "обязательно" not in table
+    r = best_rows(catalog)[("generic-13b", "full_amp")]
+    assert r["link"] == "pcie" and cell_text(catalog, r) in table
+    tight = offers["why_tight"].split("«")[0]
+    assert tight in table and offers["why_network"].split("«")[0] in table
+
+
+def test_compare_server_fit_shows_the_plan_beside_the_table_rule(built, catalog):
+    text = html.unescape(page(built, "compare/server-fit.html")).replace("\xa0", " ")
+    reco = labels()["entities"]["reco"]
+    assert reco["plan_row"] in text and reco["plan_vs_table"] in text
+    r = best_rows(catalog)[("generic-8b", "full_amp")]
+    assert cell_text(catalog, r) in text
+
+
+def test_articles_carry_the_quote_action(built):
+    for name in ("gpu-count.html", "finetune-memory.html", "method-comparison.html"):
+        text = page(built, name)
+        assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in text, name

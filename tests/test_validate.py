@@ -524,7 +524,7 @@ def test_ids_the_code_names_must_exist(src):
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:64: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
+            'constants.csv:65: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),

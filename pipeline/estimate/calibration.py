@@ -387,6 +387,22 @@ def _spread(errors: list[float]) -> dict:
     }
 
 
+# The scopes of estimator_range: all rows, each metric kind, and the whole-card readings of one card and
+# of a job sharded over several (ZeRO/FSDP) apart: the plan's headroom (recommend.plan_spreads) takes the
+# upper end of the range measured for its own kind of setup.
+PLAN_SCOPES = {"card_one_gpu": "ddp", "card_sharded": "sharded"}
+RANGE_SCOPES = ("all", *METRIC_KINDS, *PLAN_SCOPES)
+
+
+def _range_scope_filter(scope: str) -> pl.Expr:
+    if scope == "all":
+        return pl.lit(True)
+    if scope in PLAN_SCOPES:
+        one_gpu = pl.col("sharding") == "ddp"
+        return (pl.col("metric_kind") == "card") & (one_gpu if PLAN_SCOPES[scope] == "ddp" else ~one_gpu)
+    return pl.col("metric_kind") == scope
+
+
 def estimator_range(calibrated: pl.DataFrame) -> pl.DataFrame:
     """The measured range of the first-principles estimator: the 10th and 90th percentiles of its signed error
     out of sample (each source's rows predicted with the constants fitted on the other sources:
@@ -394,8 +410,8 @@ def estimator_range(calibrated: pl.DataFrame) -> pl.DataFrame:
     estimate E into the range the measurements fall in (E / (1 + p90) to E / (1 + p10) holds 80 % of the rows)."""
     used = calibrated.filter(pl.col("in_summary") & pl.col("first_principles_loso_error").is_not_null())
     rows = []
-    for order, scope in enumerate(("all", *METRIC_KINDS), start=1):
-        part = used if scope == "all" else used.filter(pl.col("metric_kind") == scope)
+    for order, scope in enumerate(RANGE_SCOPES, start=1):
+        part = used.filter(_range_scope_filter(scope))
         errors = part["first_principles_loso_error"].to_list()
         rows.append(
             {

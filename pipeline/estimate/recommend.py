@@ -1,13 +1,17 @@
 """The recommendation: for every model x method, every catalog server ranked (docs/rules.md, rule 11).
 
 The first-principles estimator in the site's typical setup (sources/typical_setup.csv) finds the
-fewest cards of each server's GPU the job fits on (one card plainly, more with the typical
-multi-GPU sharding). A job that fits in one chassis beats one that needs several; a job split
-across chassis needs a declared inter-node network (servers.network), otherwise it is not
-recommended. Time is the draft of rule 8 on the active parameters (MoE) with the cheaper LoRA
-backward pass, on the cards the job uses, for the reference dataset of the typical setup; cost is
-that time under the server's declared rental terms: an hourly price where the catalog has one,
-otherwise whole months of the monthly price, at least the minimum term.
+fewest cards of each server's GPU the job fits on with headroom (`fits_with_headroom`: the upper end
+of the range measured for that kind of setup — one card, or sharded — plus the declared reserve,
+within the card's memory). A job then takes whole servers: all the cards of as many chassis as those
+cards need, with the typical multi-GPU sharding over all of them, and its memory per card, time and
+cost follow from that count. A job that fits one chassis only at the point estimate is a risk
+(`tight`), never the recommendation; a job split across chassis needs a declared inter-node network
+(servers.network), otherwise it is not recommended and has no total price. Time is the draft of
+rule 8 on the active parameters (MoE) with the cheaper LoRA backward pass, on the cards the job uses,
+for the reference dataset of the typical setup; cost is that time under the server's declared rental
+terms: an hourly price where the catalog has one, otherwise whole months of the monthly price, at
+least the minimum term. Ranking: recommended first, then the cost, then the time.
 
 Pure: frames and constants in, one frame out.
 """
@@ -26,8 +30,37 @@ from pipeline.estimate import first_principles as memory
 from pipeline.estimate import training
 from pipeline.schema import RECOMMENDATIONS
 
-# Why a row is or is not recommended (the `reason` column).
-REASONS = ("one_chassis", "several_chassis", "needs_network", "does_not_fit")
+# Why a row is or is not recommended (the `reason` column), in the order unrecommended rows rank.
+REASONS = ("one_chassis", "several_chassis", "tight", "needs_network", "does_not_fit")
+RECOMMENDED_REASONS = ("one_chassis", "several_chassis")
+
+# The kinds of setup whose whole-card readings have their own measured range (estimator_range's scopes).
+ONE_GPU, SHARDED = lookups.ONE_GPU, lookups.SHARDED
+Spreads = Mapping[str, tuple[float, float]]
+
+
+def setup_kind(cards: int) -> str:
+    """The kind of setup whose measured range applies to a job on `cards` cards."""
+    return SHARDED if cards > 1 else ONE_GPU
+
+
+def reserve_gb(cards: int, c: Mapping[str, object]) -> float:
+    """The declared reserve on top of the upper range: what NCCL keeps in a group of more than two cards
+    beyond the buffers the estimate counts (nccl_buffers_large_group_gb - nccl_buffers_gb), none on one or two."""
+    if cards <= 2:
+        return 0.0
+    return max(0.0, float(c["nccl_buffers_large_group_gb"]) - float(c["nccl_buffers_gb"]))
+
+
+def upper_gb(per_gpu_gb: float, cards: int, spreads: Spreads) -> float:
+    """The upper end of the measured range of a per-card figure on `cards` cards (the figure itself without one)."""
+    spread = spreads.get(setup_kind(cards))
+    return per_gpu_gb if spread is None else per_gpu_gb * spread[1]
+
+
+def fits_with_headroom(per_gpu_gb: float, cards: int, gpu_memory_gb: float, spreads: Spreads, c) -> bool:
+    """Headroom: the upper end of the measured range plus the reserve is within the card's memory."""
+    return upper_gb(per_gpu_gb, cards, spreads) + reserve_gb(cards, c) <= gpu_memory_gb
 
 
 def job_cards(
@@ -84,62 +117,54 @@ def recommendations(  # noqa: PLR0913
     servers: pl.DataFrame,
     gpus: pl.DataFrame,
     c: Mapping[str, object],
-    spread: tuple[float, float] | None = None,
+    spread: tuple[float, float] | Spreads | None = None,
 ) -> pl.DataFrame:
     """The `recommendations` table: one row per model x method x server, ranked within model x method.
-    `spread`: the factors of the first-principles estimate's measured range (estimator_range, all rows:
-    80 % of published peaks lie between estimate x low and estimate x high), None with too few rows.
+    `spread`: the factors of the first-principles estimate's measured range per kind of setup
+    (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range (the headroom is
+    then the reserve alone).
 
-    The estimator runs once per model x method x GPU (`jobs`); what each server makes of a job (how
-    many chassis, the link, the rent) is column arithmetic over the join with the servers."""
+    The estimator runs once per model x method x card count (`jobs`); the rent is column arithmetic."""
+    spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     utilization = float(c["default_utilization"])
-    job = jobs(models, methods, servers, gpus, c, tokens, utilization)
-    carried = servers.select(
-        "server_id", "gpu_id", pl.col("gpu_count").alias("gpus_per_server"), "interconnect", "network",
-        *training.PRICE_COLUMNS,
-    )  # fmt: skip
-    frame = (
-        job.join(carried, on="gpu_id")
-        .with_columns(
-            servers_count=(pl.col("gpus_per_job") + pl.col("gpus_per_server") - 1) // pl.col("gpus_per_server")
-        )
-        .with_columns(
-            **on_servers(c), tokens=pl.lit(tokens), utilization=pl.lit(utilization), **_measured_columns(spread)
-        )
-        .with_columns(recommended=pl.col("reason").is_in(["one_chassis", "several_chassis"]))
-    )
-    schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k != "rank"}
-    frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
-    return rank(frame).select(RECOMMENDATIONS.columns)
+    job = jobs(models, methods, servers, gpus, c, tokens, utilization, spreads)
+    return ranked(job.with_columns(tokens=pl.lit(tokens), utilization=pl.lit(utilization)), servers, c)
 
 
-def on_servers(c: Mapping[str, object]) -> dict[str, pl.Expr]:
-    """What a server makes of a job, over rows of `jobs` joined with servers (with `servers_count`):
-    the reason it is or is not recommended, the link the job runs over, the hours summed over the
-    chassis' cards, and the rent (training.rental_terms) where the job fits."""
-    count, cards, chassis = pl.col("gpus_per_server"), pl.col("gpus_per_job"), pl.col("servers_count")
-    fits = cards.is_not_null()
-    network = pl.col("network").fill_null("") != ""
-    rent = training.rental_terms(pl.col("hours"), chassis, c)
-    return {
-        "reason": pl.when(~fits)
-        .then(pl.lit("does_not_fit"))
-        .when(chassis == 1)
-        .then(pl.lit("one_chassis"))
-        .when(network)
-        .then(pl.lit("several_chassis"))
-        .otherwise(pl.lit("needs_network")),
-        "link": pl.when(~fits)
-        .then(None)
-        .when(cards == 1)
-        .then(pl.lit("one_card"))
-        .when(chassis == 1)
-        .then(pl.col("interconnect"))
-        .otherwise(pl.col("network")),
-        "hours_all_cards": pl.col("hours") * cards / (chassis * count),
-        **{name: pl.when(fits).then(expr) for name, expr in rent.items()},
-    }
+def _spreads(spread) -> dict[str, tuple[float, float]]:
+    if spread is None:
+        return {}
+    if isinstance(spread, tuple):
+        return dict.fromkeys((ONE_GPU, SHARDED), spread)
+    return dict(spread)
+
+
+def priced(c: Mapping[str, object]) -> dict[str, pl.Expr]:
+    """The rent (training.rental_terms) of a row of `jobs` joined with the servers' prices: the hours on
+    all the chassis' cards; none where the job does not fit or would span chassis without a network
+    (no total price for a plan the site does not recommend)."""
+    rent = training.rental_terms(pl.col("hours"), pl.col("servers_count"), c)
+    has_price = pl.col("reason").is_in(("one_chassis", "several_chassis", "tight"))
+    return {name: pl.when(has_price).then(expr) for name, expr in rent.items()}
+
+
+def place(count: int, point: int | None, headroom: int | None, network: bool, fits_all: bool) -> tuple[str, int | None]:
+    """(reason, chassis) of a job on servers of `count` cards, given the fewest cards it fits on at the
+    point estimate (`point`) and with headroom (`headroom`), whether a network joins chassis, and whether
+    it fits with headroom on all the cards of the chassis it would take (`fits_all`)."""
+    if point is None:
+        return "does_not_fit", None
+    chassis = None if headroom is None else -(-headroom // count)
+    if chassis == 1 and fits_all:
+        return "one_chassis", 1
+    if chassis is not None and chassis > 1 and network:
+        return "several_chassis", chassis
+    if point <= count:
+        return "tight", 1
+    if chassis is None:
+        return "does_not_fit", None
+    return "needs_network", chassis
 
 
 def jobs(  # noqa: PLR0913
@@ -150,12 +175,10 @@ def jobs(  # noqa: PLR0913
     c: Mapping[str, object],
     tokens: float,
     utilization: float,
+    spreads: Spreads | None = None,
 ) -> pl.DataFrame:
-    """One row per model x method x GPU that a catalog server carries: the fewest cards the job fits
-    on (`job_cards`, null where none does), the first-principles memory per card and the draft hours."""
+    """One row per model x method x catalog server (`plan_job`) in the typical setup."""
     archs = memory.model_architectures(models)
-    used = set(servers["gpu_id"].to_list())
-    gpu_rows = [g for g in gpus.sort("gpu_id").iter_rows(named=True) if g["gpu_id"] in used]
     method_ids = methods.sort("sort_order")["method_id"].to_list()
     setups: dict[tuple[str, int], memory.Setup] = {}  # the typical setup does not depend on the model
 
@@ -166,40 +189,113 @@ def jobs(  # noqa: PLR0913
 
     rows = []
     for model_id in sorted(archs):
-        arch = archs[model_id]
         for method_id in method_ids:
-            setup = partial(typical, method_id)
-            estimate = _remembering(arch, c)
-            by_memory: dict[float, int | None] = {}  # the cards depend on the card's memory only
-            by_cards: dict[int, tuple[float, float]] = {}  # memory per card and compute, on the cards
-            for gpu in gpu_rows:
-                size = float(gpu["memory_gb"])
-                if size not in by_memory:
-                    by_memory[size] = job_cards(arch, setup, c, size, lambda s, e=estimate: e(s).total)
-                cards = by_memory[size]
-                per_gpu = hours = None
-                if cards is not None:
-                    if cards not in by_cards:
-                        on_cards = setup(cards)
-                        by_cards[cards] = (
-                            estimate(on_cards).total / memory.GB,
-                            training.training_flops(arch, on_cards, tokens, c),
-                        )
-                    per_gpu, flops = by_cards[cards]
-                    hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, False), utilization)
-                rows.append(
-                    {
-                        "model_id": model_id,
-                        "method_id": method_id,
-                        "gpu_id": gpu["gpu_id"],
-                        "gpus_per_job": cards,
-                        "per_gpu_memory_gb": per_gpu,
-                        "gpu_memory_gb": size,
-                        "gpu_has_nvlink": gpu["interconnect"] != "pcie",
-                        "hours": hours,
-                    }
-                )
+            plans = plan_job(
+                archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, utilization, spreads
+            )
+            rows += [{"model_id": model_id, "method_id": method_id} | r for r in plans]
     return pl.DataFrame(rows, schema=JOB_SCHEMA)
+
+
+def plan_job(  # noqa: PLR0913
+    arch,
+    setup: Callable[[int], memory.Setup],
+    servers: pl.DataFrame,
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    tokens: float,
+    utilization: float,
+    spreads: Spreads | None = None,
+) -> list[dict]:
+    """One job (`setup(cards)` gives it on that many cards) on every catalog server: where it goes (`place`),
+    the cards it takes (all the cards of its chassis), the first-principles memory per card with its
+    measured range, the headroom left, the link and the draft hours on those cards. An FP8 setup leaves
+    out the servers whose card has no FP8."""
+    spreads = spreads or {}
+    gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
+    estimate = _remembering(arch, c)
+
+    def per_gpu(cards: int) -> float:
+        return estimate(setup(cards)).total / memory.GB
+
+    def upper_bytes(s: memory.Setup) -> float:
+        return (upper_gb(estimate(s).total / memory.GB, s.gpus, spreads) + reserve_gb(s.gpus, c)) * memory.GB
+
+    searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
+    fp8 = setup(1).fp8
+    rows = []
+    for server in servers.sort("server_id").iter_rows(named=True):
+        gpu = gpu_rows[server["gpu_id"]]
+        if fp8 and not gpu["fp8_dense_tflops"]:
+            continue  # an FP8 setup needs a card with FP8
+        size, count = float(gpu["memory_gb"]), int(server["gpu_count"])
+        if size not in searched:
+            searched[size] = (
+                job_cards(arch, setup, c, size, lambda s: estimate(s).total),
+                job_cards(arch, setup, c, size, upper_bytes),
+            )
+        point, headroom = searched[size]
+        fits_all = point is not None and fits_with_headroom(per_gpu(count), count, size, spreads, c)
+        reason, chassis = place(count, point, headroom, bool(server["network"]), fits_all)
+        cards = None if chassis is None else chassis * count
+        row = {
+            "server_id": server["server_id"],
+            "reason": reason,
+            "servers_count": chassis,
+            "gpus_per_job": cards,
+            "gpu_id": gpu["gpu_id"],
+            "gpus_per_server": count,
+            "gpu_memory_gb": size,
+            "gpu_has_nvlink": gpu["interconnect"] in NVLINK_CARDS,
+            "link": link_of(reason, cards, server),
+        }
+        if cards is not None:
+            on_cards = setup(cards)
+            flops = training.training_flops(arch, on_cards, tokens, c)
+            hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, on_cards.fp8), utilization)
+            row |= _figures(per_gpu(cards), cards, size, spreads, c) | {"hours": hours, "hours_all_cards": hours}
+        rows.append(row)
+    return rows
+
+
+def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mapping[str, object]) -> dict:
+    """A plan's per-card figure with its measured range, the reserve and the headroom left on the card."""
+    spread = spreads.get(setup_kind(cards))
+    return {
+        "per_gpu_memory_gb": figure,
+        "per_gpu_memory_low_gb": None if spread is None else figure * spread[0],
+        "per_gpu_memory_high_gb": None if spread is None else figure * spread[1],
+        "memory_reserve_gb": reserve_gb(cards, c),
+        "headroom_gb": size - upper_gb(figure, cards, spreads) - reserve_gb(cards, c),
+    }
+
+
+def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
+    """Rows of `plan_job` (with model_id, method_id, tokens, utilization) priced under the servers' rental
+    terms and ranked: the recommendations table's columns."""
+    carried = servers.select("server_id", *training.PRICE_COLUMNS)
+    frame = (
+        plans.join(carried, on="server_id")
+        .with_columns(**priced(c))
+        .with_columns(recommended=pl.col("reason").is_in(RECOMMENDED_REASONS))
+    )
+    schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k not in ("rank", "tied_on_cost")}
+    frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
+    return rank(frame).select(RECOMMENDATIONS.columns)
+
+
+# Card links (gpus.interconnect) that are NVLink: the card can be joined by NVLink where the server has it.
+NVLINK_CARDS = ("nvlink", "nvlink-bridge")
+
+
+def link_of(reason: str, cards: int | None, server: Mapping[str, object]) -> str | None:
+    """The link a job runs over, as the server has it: none on one card, the chassis' interconnect
+    (NVSwitch, NVLink bridge, PCIe, Infinity Fabric) in one chassis, the declared network across several."""
+    if cards is None or reason == "needs_network":
+        return None
+    if cards == 1:
+        return "one_card"
+    return server["interconnect"] if reason in ("one_chassis", "tight") else server["network"]
 
 
 def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memory.Breakdown]:
@@ -218,22 +314,23 @@ def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memo
 JOB_SCHEMA = {
     "model_id": pl.String,
     "method_id": pl.String,
-    "gpu_id": pl.String,
+    "server_id": pl.String,
+    "reason": pl.String,
+    "servers_count": pl.Int64,
     "gpus_per_job": pl.Int64,
+    "gpu_id": pl.String,
+    "gpus_per_server": pl.Int64,
     "per_gpu_memory_gb": pl.Float64,
+    "per_gpu_memory_low_gb": pl.Float64,
+    "per_gpu_memory_high_gb": pl.Float64,
+    "memory_reserve_gb": pl.Float64,
+    "headroom_gb": pl.Float64,
     "gpu_memory_gb": pl.Float64,
+    "link": pl.String,
     "gpu_has_nvlink": pl.Boolean,
     "hours": pl.Float64,
+    "hours_all_cards": pl.Float64,
 }
-
-
-def _measured_columns(spread: tuple[float, float] | None) -> dict[str, pl.Expr]:
-    """The per-card figure's measured range: where 80 % of published peaks lie around such an estimate
-    (null where there is no figure or too few measurements)."""
-    if spread is None:
-        return {"per_gpu_memory_low_gb": pl.lit(None, pl.Float64), "per_gpu_memory_high_gb": pl.lit(None, pl.Float64)}
-    low, high = measured_range(pl.col("per_gpu_memory_gb"), spread)
-    return {"per_gpu_memory_low_gb": low, "per_gpu_memory_high_gb": high}
 
 
 def measured_range(figure, spread: tuple[float, float]) -> tuple:
@@ -243,12 +340,15 @@ def measured_range(figure, spread: tuple[float, float]) -> tuple:
 
 
 def rank(frame: pl.DataFrame) -> pl.DataFrame:
-    """Rank within model x method: recommended first; one chassis before several; then the cost
-    (priced before on request), the time, and the server id for a stable order."""
+    """Rank within model x method: recommended first (then the risks, in REASONS' order); then the cost
+    under the rental terms (priced before on request), the time, and the server id for a stable order.
+    `tied_on_cost`: another recommended row of the job costs the same (the time then decides)."""
     order = frame.sort(
         [
             pl.col("recommended").not_(),
-            pl.col("servers_count").fill_null(1 << 30),
+            pl.when(pl.col("recommended"))
+            .then(0)
+            .otherwise(pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64)),
             pl.col("cost_rub").is_null(),
             pl.col("cost_rub"),
             pl.col("hours"),
@@ -256,9 +356,21 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
         ],
         nulls_last=True,
     )
-    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over("model_id", "method_id")).sort(
+    job = ("model_id", "method_id")
+    same = pl.col("recommended") & pl.col("cost_rub").is_not_null()
+    tied = (pl.len().over(*job, "recommended", "cost_rub") > 1) & same
+    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False)).sort(
         "model_id", "method_id", "rank"
     )
+
+
+def without_network_price(frame: pl.DataFrame, servers: pl.DataFrame) -> pl.DataFrame:
+    """A plan's rows (`server_id`, `servers`, `cost_rub`) with no total price where the job spans several
+    servers that declare no network between them: such a plan is not recommended (rule 11)."""
+    networks = servers.select("server_id", has_network=pl.col("network").fill_null("") != "")
+    joined = frame.join(networks, on="server_id", how="left", maintain_order="left")
+    spans = (pl.col("servers") > 1) & ~pl.col("has_network").fill_null(False)
+    return joined.with_columns(cost_rub=pl.when(spans).then(None).otherwise(pl.col("cost_rub"))).select(frame.columns)
 
 
 def job_gpus(recommendations_frame: pl.DataFrame) -> dict[tuple[str, str], int]:
@@ -271,3 +383,4 @@ def job_gpus(recommendations_frame: pl.DataFrame) -> dict[tuple[str, str], int]:
 # The lookups on its own tables live with the views' (pipeline/lookups.py); named here too.
 best = lookups.best
 spread_of = lookups.spread_of
+plan_spreads = lookups.plan_spreads

@@ -117,12 +117,18 @@ def estimate_memory(
     )
 
 
-def nvlink_need(cards: pl.Expr, cards_high: pl.Expr, has_nvlink: pl.Expr | None = None) -> pl.Expr:
+def nvlink_need(
+    cards: pl.Expr, cards_high: pl.Expr, has_nvlink: pl.Expr | None = None, other_link: pl.Expr | None = None
+) -> pl.Expr:
     """Rule 7: one card even at +50 % -> no; one at the estimate only -> recommended; more -> required.
-    Rule 10: a card without NVLink that needs more than one card -> pcie_only, never required."""
+    Rule 10: a card without NVLink that needs more than one card -> pcie_only, never required; a card with
+    its own direct link instead of NVLink (AMD's Infinity Fabric, `other_link`) -> other_link."""
     pcie_only = pl.lit(False) if has_nvlink is None else has_nvlink.not_()
+    other = pl.lit(False) if other_link is None else other_link
     return (
-        pl.when(pcie_only & (cards_high >= 2))
+        pl.when(other & (cards_high >= 2))
+        .then(pl.lit("other_link"))
+        .when(pcie_only & (cards_high >= 2))
         .then(pl.lit("pcie_only"))
         .when(cards >= 2)
         .then(pl.lit("required"))
@@ -130,6 +136,10 @@ def nvlink_need(cards: pl.Expr, cards_high: pl.Expr, has_nvlink: pl.Expr | None 
         .then(pl.lit("recommended"))
         .otherwise(pl.lit("no"))
     )
+
+
+# Card links (gpus.interconnect) that are NVLink, an SXM board or a bridge.
+NVLINK_CARDS = ("nvlink", "nvlink-bridge")
 
 
 def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
@@ -141,9 +151,12 @@ def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
                 "gpu_id",
                 pl.col("memory_gb").alias("gpu_memory_gb"),
                 # a frame without the column (a test's two-column catalog) keeps rule 7 as it is
-                (pl.col("interconnect") != "pcie").alias("link")
+                pl.col("interconnect").is_in(NVLINK_CARDS).alias("link")
                 if "interconnect" in gpus.columns
                 else pl.lit(True).alias("link"),
+                (pl.col("interconnect") == "infinity-fabric").alias("other_link")
+                if "interconnect" in gpus.columns
+                else pl.lit(False).alias("other_link"),
             ),
             how="cross",
         )
@@ -151,7 +164,9 @@ def gpu_fit(estimates: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
             cards=ceil_div(pl.col("memory_gb"), pl.col("gpu_memory_gb")),
             cards_high=ceil_div(pl.col("memory_high_gb"), pl.col("gpu_memory_gb")),
         )
-        .with_columns(nvlink_need=nvlink_need(pl.col("cards"), pl.col("cards_high"), pl.col("link")))
+        .with_columns(
+            nvlink_need=nvlink_need(pl.col("cards"), pl.col("cards_high"), pl.col("link"), pl.col("other_link"))
+        )
         .select(
             "model_id",
             "method_id",

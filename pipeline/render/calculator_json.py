@@ -14,7 +14,7 @@ from pipeline import lookups
 from pipeline.combine import Catalog
 from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
-from pipeline.estimate.table_rule import RELATIVE_TOLERANCE
+from pipeline.estimate.table_rule import NVLINK_CARDS, RELATIVE_TOLERANCE
 from pipeline.render import russian
 
 # The constants the page uses; the rest of constants.csv serves the articles.
@@ -37,6 +37,7 @@ ESTIMATOR_CONSTANTS = (
     "train_flops_per_param_token",
     "hours_per_month",
     "default_utilization",
+    "nccl_buffers_large_group_gb",  # recommend.reserve_gb, the plan's headroom
 )
 
 
@@ -105,6 +106,11 @@ def estimator_data(catalog: Catalog) -> dict:
         "typical_lora_dropout": bool(catalog.constants[first_principles.TYPICAL_PREFIX + "lora_dropout"]),
         # recommend.spread_of: the factors of the first-principles estimate's measured range (null: too few rows).
         "measured_range": _measured_range(catalog),
+        # lookups.plan_spreads (recommend.py's headroom): the measured range per kind of setup the plan's headroom uses.
+        "plan_spreads": {
+            kind: {"low_factor": low, "high_factor": high}
+            for kind, (low, high) in lookups.plan_spreads(catalog["estimator_range"]).items()
+        },
         "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
         # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.
         "units": {
@@ -157,7 +163,11 @@ def calculator_data(catalog: Catalog) -> dict:
             for (method_id,), rows in anchors.group_by("method_id", maintain_order=True)
         },
         "methods": _records(
-            methods, id="method_id", name="name_ru", theoretical_min_applies=("theoretical_min_applies", bool)
+            methods,
+            id="method_id",
+            name="name_ru",
+            short_name="short_name_ru",
+            theoretical_min_applies=("theoretical_min_applies", bool),
         ),
         "models": _records(models, id="model_id", name="display_name", family="family", params_b="params_b"),
         "gpus": _records(
@@ -167,7 +177,8 @@ def calculator_data(catalog: Catalog) -> dict:
             memory_gb="memory_gb",
             bf16_dense_tflops="bf16_dense_tflops",
             fp8_dense_tflops="fp8_dense_tflops",
-            has_nvlink=("interconnect", lambda interconnect: interconnect != "pcie"),
+            has_nvlink=("interconnect", lambda interconnect: interconnect in NVLINK_CARDS),
+            interconnect=("interconnect", str),
         ),
         "servers": _records(
             servers,

@@ -1167,7 +1167,13 @@ class Renderer:
             except TemplateError as exc:
                 problems += exc.problems
                 continue
-            site[f"{article.slug}.html"] = self.page("article.html", f"{article.slug}.html", article=article, body=body)
+            site[f"{article.slug}.html"] = self.page(
+                "article.html",
+                f"{article.slug}.html",
+                article=article,
+                body=body,
+                quote_contacts=self.site_config["quote"],
+            )
         if problems:
             raise TemplateError(problems)
         site["index.html"] = self.page("index.html", "index.html", articles=self.articles)

@@ -649,31 +649,64 @@ def _gpu_fits(catalog, arch, setup: first_principles.Setup) -> list[dict]:
     return fitting
 
 
-def _server_fits(catalog, arch, setup: first_principles.Setup, gpu_by_id: dict[str, dict]) -> list[dict]:
-    """Every catalog server: how many of it the job needs and the memory per GPU on all its cards."""
+def _setup_on(setup: first_principles.Setup, c) -> callable:
+    """The request's setup on `cards` cards, sharded as the recommendation shards: its own sharding on
+    more than one card unless it is DDP (then the typical multi-GPU sharding), plain DDP on one card."""
+    typical = first_principles.typical_setup(setup.method, c, 2)
+
+    def on(cards: int) -> first_principles.Setup:
+        if cards == setup.gpus:
+            return setup
+        if cards == 1:
+            return replace(setup, gpus=1, sharding="ddp", offload="none")
+        if setup.sharding == "ddp":
+            return replace(setup, gpus=cards, sharding=typical.sharding, offload=typical.offload)
+        return replace(setup, gpus=cards)
+
+    return on
+
+
+def _server_fits(catalog, arch, setup: first_principles.Setup, args=None) -> list[dict]:
+    """Every catalog server (best first) by the recommendation's rules (recommend.plan_job): all its cards
+    with the recommendation's sharding, fits only with headroom (the upper end of the measured range plus
+    the reserve), several servers only over a declared network; the draft time and rent on the reference
+    dataset (or --tokens). A card without FP8 is left out of an FP8 setup."""
+    import polars as pl
+
+    from pipeline.estimate import recommend
+
     c = catalog.constants
-    servers = []
-    for server in catalog["servers"].sort("server_id").iter_rows(named=True):
-        gpu = gpu_by_id[server["gpu_id"]]
-        count = server["gpu_count"]
-        usable = not (setup.fp8 and not gpu["fp8_dense_tflops"])
-        # With ZeRO the job may span several servers of a kind: the fewest whose cards all fit it.
-        cards = first_principles.min_gpus(arch, setup, c, gpu["memory_gb"]) if usable else None
-        needed = None if cards is None else (1 if setup.sharding == "ddp" else math.ceil(cards / count))
-        in_job = count * (needed or 1)  # DDP, too, trains on every card of the server
-        total = first_principles.estimate(arch, replace(setup, gpus=in_job), c).total / first_principles.GB
-        servers.append(
-            {
-                "server_id": server["server_id"],
-                "name": server["display_name"],
-                "servers_needed": needed,
-                "gpus_in_job": in_job,
-                "per_gpu_gb": total,
-                "fits_one": needed == 1,
-                "price_rub_month": server["price_rub_month"],
-            }
-        )
-    return servers
+    servers = catalog["servers"]
+    tokens = getattr(args, "tokens", None) or float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
+    utilization = getattr(args, "utilization", None) or float(c["default_utilization"])
+    spreads = recommend.plan_spreads(catalog["estimator_range"])
+    plans = recommend.plan_job(arch, _setup_on(setup, c), servers, catalog["gpus"], c, tokens, utilization, spreads)
+    frame = pl.DataFrame(
+        [{"model_id": "request", "method_id": setup.method} | r for r in plans], schema=recommend.JOB_SCHEMA
+    ).with_columns(tokens=pl.lit(tokens), utilization=pl.lit(utilization))
+    rows = recommend.ranked(frame, servers, c)
+    names = dict(servers.select("server_id", "display_name").iter_rows())
+    return [
+        {
+            "server_id": r["server_id"],
+            "name": names[r["server_id"]],
+            "rank": r["rank"],
+            "recommended": r["recommended"],
+            "reason": r["reason"],
+            "servers_needed": r["servers_count"],
+            "gpus_in_job": r["gpus_per_job"],
+            "per_gpu_gb": r["per_gpu_memory_gb"],
+            "per_gpu_high_gb": r["per_gpu_memory_high_gb"],
+            "reserve_gb": r["memory_reserve_gb"],
+            "headroom_gb": r["headroom_gb"],
+            "link": r["link"],
+            "fits_one": r["reason"] == "one_chassis",
+            "hours": r["hours"],
+            "cost_rub": r["cost_rub"],
+            "price_rub_month": r["price_rub_month"],
+        }
+        for r in rows.iter_rows(named=True)
+    ]
 
 
 def _draft_hardware(catalog, args, fitting: list[dict], gpu_by_id: dict[str, dict]) -> tuple[dict | None, dict | None]:
@@ -703,12 +736,16 @@ def _draft_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -
     if gpu is None:
         return None
     flops = training.training_flops(arch, setup, args.tokens, c)
+    entry = None
     if server:  # every card of the servers the job needs (see the servers list)
-        entry = next(e for e in out["servers"] if e["server_id"] == server["server_id"])
-        cards = entry["gpus_in_job"] if entry["servers_needed"] else server["gpu_count"]
+        entry = next((e for e in out["servers"] if e["server_id"] == server["server_id"]), None)
+        cards = entry["gpus_in_job"] if entry and entry["servers_needed"] else server["gpu_count"]
     else:
         cards = setup.gpus
     p = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
+    cost = p.cost_rub
+    if entry is not None and entry["reason"] in ("needs_network", "does_not_fit"):
+        cost = None  # several servers without a declared network: no total price (the list says why)
     return {
         "gpu_id": gpu["gpu_id"],
         "cards": cards,
@@ -716,7 +753,7 @@ def _draft_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -
         "flops": flops,
         "hours": p.hours,
         "servers": p.servers,
-        "cost_rub": p.cost_rub,
+        "cost_rub": cost,
     }
 
 
@@ -734,7 +771,7 @@ def result(catalog, args) -> dict:
         return out
     out |= _estimate_figures(catalog, arch, setup, params_b)
     out["gpus"] = _gpu_fits(catalog, arch, setup)
-    out["servers"] = _server_fits(catalog, arch, setup, _gpus_by_id(catalog))
+    out["servers"] = _server_fits(catalog, arch, setup, args)
     out["recommendation"] = recommendation(catalog, args, setup)
     if args.tokens:
         draft = _draft_time(catalog, args, arch, setup, out)
@@ -819,7 +856,10 @@ def _recommendation_line(r: dict | None) -> str:
     if r is None:
         return "Recommendation: data/recommendations.csv is for the catalog models in the typical setup; this request differs"
     if not r.get("recommended"):
-        return "Recommendation: no catalog server takes the job in one chassis (several only over a declared network)"
+        return (
+            "Recommendation: no catalog server takes the job with headroom in one chassis"
+            " (several only over a declared network; see the server list for the risks)"
+        )
     measured = ""
     if r.get("per_gpu_memory_low_gb") is not None:
         measured = f" (80 % of measured peaks: {_gb(r['per_gpu_memory_low_gb'])}–{_gb(r['per_gpu_memory_high_gb'])})"
@@ -899,16 +939,35 @@ def _fit_lines(out: dict) -> list[str]:
     for g in out["gpus"]:
         verdict = f"{g['cards']} card(s)" if g["cards"] else "does not fit"
         lines.append(f"  {g['name']:<24} {g['memory_gb']:>6g} GB  {verdict}")
-    lines.append("Catalog servers (with ZeRO, the fewest servers of a kind whose GPUs all share the job):")
+    lines.append(
+        "Catalog servers, best first (all their GPUs, sharded as the recommendation; fits only when the upper"
+        " end of the measured range plus the reserve is within the card):"
+    )
     for sv in out["servers"]:
         price = f"{sv['price_rub_month']:,} ₽/month".replace(",", " ") if sv["price_rub_month"] else "price on request"
-        if sv["servers_needed"] is None:
-            verdict = "does not fit"
-        else:
-            n = sv["servers_needed"]
-            verdict = f"{n} server(s), {_gb(sv['per_gpu_gb'])} GB per GPU"
-        lines.append(f"  {sv['name']:<40} {verdict:<36} {price}")
+        lines.append(f"  {sv['name']:<40} {SERVER_VERDICTS[sv['reason']].format(**_verdict_slots(sv)):<60} {price}")
     return lines
+
+
+# What the server list says of each server, by the recommendation's `reason`.
+SERVER_VERDICTS = {
+    "one_chassis": "fits: {gpus} GPUs, {per_gpu} GB per GPU (up to {high}, headroom {headroom} GB)",
+    "several_chassis": "{servers} servers over the declared network, {per_gpu} GB per GPU (up to {high})",
+    "tight": "tight: {gpus} GPUs, {per_gpu} GB per GPU, up to {high} does not fit — not recommended",
+    "needs_network": "not recommended: {servers} servers needed, no declared network between them",
+    "does_not_fit": "does not fit",
+}
+
+
+def _verdict_slots(sv: dict) -> dict:
+    number = lambda v: "—" if v is None else _gb(v)  # noqa: E731
+    return {
+        "gpus": sv["gpus_in_job"],
+        "servers": sv["servers_needed"],
+        "per_gpu": number(sv["per_gpu_gb"]),
+        "high": number(sv["per_gpu_high_gb"]),
+        "headroom": number(sv["headroom_gb"]),
+    }
 
 
 def _draft_time_line(t: dict) -> str:

@@ -109,9 +109,18 @@ export function estimate(data, paramsB, methodId) {
 export function gpuFit(gpu, est) {
   const cards = ceilDiv(est.memory, gpu.memory_gb);
   const cardsHigh = ceilDiv(est.high, gpu.memory_gb);
-  // Rule 10: a card without NVLink never gets "required"; the table says it runs over PCIe only.
+  // Rule 10: a card without NVLink never gets "required"; the table says it runs over PCIe only, or over
+  // its own direct link (Infinity Fabric): table_rule.nvlink_need.
   const nvlink =
-    !gpu.has_nvlink && cardsHigh >= 2 ? "pcie_only" : cards >= 2 ? "required" : cardsHigh >= 2 ? "recommended" : "no";
+    gpu.interconnect === "infinity-fabric" && cardsHigh >= 2
+      ? "other_link"
+      : !gpu.has_nvlink && cardsHigh >= 2
+        ? "pcie_only"
+        : cards >= 2
+          ? "required"
+          : cardsHigh >= 2
+            ? "recommended"
+            : "no";
   return { cards, cardsHigh, nvlink };
 }
 
@@ -719,60 +728,137 @@ export function typicalSetup(data, method, gpus) {
   };
 }
 
-// recommend.job_cards: one card plainly, else the fewest cards (at least 2) with the multi-card setup.
-export function jobCards(data, a, setupOn, memoryGb) {
-  if (fitsCard(data, estimateBreakdown(data, a, setupOn(1)), memoryGb)) return 1;
-  const found = minGpus(data, a, setupOn(2), memoryGb);
+// recommend.plan_spreads / setup_kind / reserve_gb / upper_gb: the plan's headroom.
+export function planSpread(data, cards) {
+  return data.estimator.plan_spreads[cards > 1 ? "card_sharded" : "card_one_gpu"] ?? null;
+}
+export function reserveGb(data, cards) {
+  const c = data.estimator.constants;
+  return cards <= 2 ? 0 : Math.max(0, c.nccl_buffers_large_group_gb - c.nccl_buffers_gb);
+}
+export function upperGb(data, perGpuGb, cards) {
+  const spread = planSpread(data, cards);
+  return spread === null ? perGpuGb : perGpuGb * spread.high_factor;
+}
+// recommend.fits_with_headroom.
+export const fitsWithHeadroom = (data, perGpuGb, cards, memoryGb) => upperGb(data, perGpuGb, cards) + reserveGb(data, cards) <= memoryGb;
+// The byte figure recommend.plan_job's search compares with the card (upper_bytes).
+const upperBytes = (data, breakdown, cards) => {
+  const gb = data.estimator.units.gb;
+  return (upperGb(data, breakdown.total / gb, cards) + reserveGb(data, cards)) * gb;
+};
+
+// recommend.fewest_cards: the binary search with `bytes(setup)` as the need.
+function fewestCards(data, a, setup, memoryGb, bytes) {
+  const at = (gpus) => bytes(estimateBreakdown(data, a, { ...setup, gpus }), gpus) <= memoryGb * data.estimator.units.gb;
+  if (setup.sharding === "ddp") return at(1) ? 1 : null;
+  let low = 1;
+  let high = data.estimator.min_gpus_limit;
+  if (!at(high)) return null;
+  while (low < high) {
+    const mid = Math.floor((low + high) / 2);
+    if (at(mid)) high = mid;
+    else low = mid + 1;
+  }
+  return low;
+}
+
+// recommend.job_cards: one card plainly, else the fewest cards (at least 2) with the multi-card setup;
+// `bytes(breakdown, cards)` is the need (the whole card, or with headroom).
+export function jobCards(data, a, setupOn, memoryGb, bytes = (b) => b.total) {
+  if (bytes(estimateBreakdown(data, a, setupOn(1)), 1) <= memoryGb * data.estimator.units.gb) return 1;
+  const found = fewestCards(data, a, setupOn(2), memoryGb, bytes);
   return found === null ? null : Math.max(found, 2);
 }
 
-// recommend.recommendations + recommend.rank for one job: every server, best first.
+// recommend.place: [reason, chassis].
+export function place(count, point, headroom, network, fitsAll) {
+  if (point === null) return ["does_not_fit", null];
+  const chassis = headroom === null ? null : Math.ceil(headroom / count);
+  if (chassis === 1 && fitsAll) return ["one_chassis", 1];
+  if (chassis !== null && chassis > 1 && network) return ["several_chassis", chassis];
+  if (point <= count) return ["tight", 1];
+  if (chassis === null) return ["does_not_fit", null];
+  return ["needs_network", chassis];
+}
+
+const REASONS = ["one_chassis", "several_chassis", "tight", "needs_network", "does_not_fit"];
+const RECOMMENDED = new Set(["one_chassis", "several_chassis"]);
+const PRICED = new Set(["one_chassis", "several_chassis", "tight"]);
+
+// recommend.plan_job + recommend.ranked for one job: every server, best first.
 // `setupOn(cards)` gives the setup on that many cards (the typical one, or the reader's advanced one).
 export function recommendationRows(data, a, setupOn, tokens, utilization) {
   const gpus = new Map(data.gpus.map((g) => [g.id, g]));
-  const byGpu = new Map();
+  const gb = data.estimator.units.gb;
+  const searched = new Map();
+  const perGpu = new Map();
+  const perGpuGb = (cards) => {
+    if (!perGpu.has(cards)) perGpu.set(cards, estimateBreakdown(data, a, setupOn(cards)).total / gb);
+    return perGpu.get(cards);
+  };
   const active = parameterCounts(a).active;
+  const fp8 = Boolean(setupOn(1).fp8);
   const rows = [];
   for (const server of [...data.servers].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))) {
     const gpu = gpus.get(server.gpu_id);
-    if (!byGpu.has(gpu.id)) {
-      const cards = jobCards(data, a, setupOn, gpu.memory_gb);
-      let perGpu = null;
-      let hours = null;
-      if (cards !== null) {
-        const s = setupOn(cards);
-        perGpu = estimateBreakdown(data, a, s).total / data.estimator.units.gb;
-        const flops = trainingFlopsPerToken(data, active, s) * tokens;
-        hours = flops / (cards * peakTflops(gpu, Boolean(s.fp8)) * 1e12 * utilization) / 3600;
-      }
-      byGpu.set(gpu.id, { cards, perGpu, hours });
+    if (fp8 && gpu.fp8_dense_tflops === null) continue; // an FP8 setup needs a card with FP8
+    const size = gpu.memory_gb;
+    const count = server.gpu_count;
+    if (!searched.has(size)) {
+      searched.set(size, [jobCards(data, a, setupOn, size), jobCards(data, a, setupOn, size, (b, cards) => upperBytes(data, b, cards))]);
     }
-    const { cards, perGpu, hours } = byGpu.get(gpu.id);
-    const serversCount = cards === null ? null : Math.ceil(cards / server.gpu_count);
-    const recommended = cards !== null && (serversCount === 1 || Boolean(server.network));
-    let cost = null;
-    let basis = "on_request";
-    let months = null;
+    const [point, headroom] = searched.get(size);
+    const fitsAll = point !== null && fitsWithHeadroom(data, perGpuGb(count), count, size);
+    const [reason, chassis] = place(count, point, headroom, Boolean(server.network), fitsAll);
+    const cards = chassis === null ? null : chassis * count;
+    let figure = null;
+    let bytes = null;
+    let high = null;
+    let hours = null;
+    let headroomGb = null;
     if (cards !== null) {
-      cost = rentalCost(data, hours, server, serversCount);
+      const s = setupOn(cards);
+      figure = perGpuGb(cards);
+      bytes = estimateBreakdown(data, a, s).total;
+      const spread = planSpread(data, cards);
+      high = spread === null ? null : figure * spread.high_factor;
+      headroomGb = size - upperGb(data, figure, cards) - reserveGb(data, cards);
+      const flops = trainingFlopsPerToken(data, active, s) * tokens;
+      hours = flops / (cards * peakTflops(gpu, Boolean(s.fp8)) * 1e12 * utilization) / 3600;
+    }
+    let cost = null;
+    let basis = null;
+    let months = null;
+    if (PRICED.has(reason)) {
+      cost = rentalCost(data, hours, server, chassis);
+      basis = "on_request";
       if (server.price_rub_hour !== null && server.price_rub_hour !== undefined) basis = "hour";
       else if (server.price_rub_month !== null) {
         basis = "month";
         months = Math.max(server.min_term_months || 1, Math.ceil(hours / data.constants.hours_per_month - 1e-9));
       }
     }
-    const link = cards === null ? null : cards === 1 ? "one_card" : serversCount === 1 ? server.interconnect : server.network;
-    rows.push({ server, gpu, cards, serversCount, perGpu, hours, cost, basis, months, link, recommended });
+    // recommend.link_of: as the server has it.
+    const link =
+      cards === null || reason === "needs_network" ? null : cards === 1 ? "one_card" : chassis === 1 ? server.interconnect : server.network;
+    const recommended = RECOMMENDED.has(reason);
+    rows.push({ server, gpu, cards, serversCount: chassis, perGpu: figure, perGpuBytes: bytes, perGpuHigh: high, headroomGb, hours, cost, basis, months, link, reason, recommended });
   }
   const key = (r) => [
     r.recommended ? 0 : 1,
-    r.serversCount ?? 2 ** 30,
+    r.recommended ? 0 : REASONS.indexOf(r.reason),
     r.cost === null ? 1 : 0,
     r.cost ?? 0,
     r.hours ?? Infinity,
     r.server.id,
   ];
-  return rows.sort((x, y) => compareKeys(key(x), key(y)));
+  rows.sort((x, y) => compareKeys(key(x), key(y)));
+  // recommend.rank's tied_on_cost: another recommended row costs the same.
+  for (const r of rows) {
+    r.tiedOnCost = r.recommended && r.cost !== null && rows.some((o) => o !== r && o.recommended && o.cost === r.cost);
+  }
+  return rows;
 }
 
 // The rank-1 row when it is recommended (recommend.best), else null.
@@ -960,25 +1046,103 @@ function setup(form, data, text) {
     modelSelect.value = headlines.opens_with[0];
     if (!query.has("method")) field("method").value = headlines.opens_with[1];
   }
-  function renderHeadline() {
-    const job = headlines.jobs[`${modelSelect.value}|${field("method").value}`];
+  // The settings the reader changed from the typical setup (advanced mode), by their labels, with values.
+  function changedSettings() {
+    const changed = [];
+    if (!field("advanced").checked) return changed;
+    const label = (name) => field(name).labels[0]?.textContent.trim() ?? name;
+    for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
+      const input = field(name);
+      if (!applies(name) || input.value.trim() === String(defaults[name])) continue;
+      const shown = input.tagName === "SELECT" ? (input.selectedOptions[0]?.textContent ?? input.value) : input.value.trim();
+      changed.push(`${label(name)}: ${shown}`);
+    }
+    for (const name of CHECK_FIELDS) {
+      if (applies(name) && field(name).checked !== defaults[name]) changed.push(`${label(name)}: ${field(name).checked ? text.yes : text.no}`);
+    }
+    return changed;
+  }
+
+  // The model as the reader gave it: a catalog name, a custom size, or a pasted config.json.
+  function modelName(p) {
+    const config = field("advanced").checked ? pastedConfig() : null;
+    if (config && config.arch) return fill(text.model_config, { params: formatNumber(parameterCounts(config.arch).total / 1e9, 2) });
+    if (modelSelect.value === "custom") return fill(text.model_custom_name, { params: p === null ? "?" : formatGb(p) });
+    return modelById.get(modelSelect.value).name;
+  }
+
+  // The headline: the plan for the inputs on the screen. For a catalog model in the typical setup it is the
+  // recommendations table's line (rendered into the page); otherwise the same rules computed here, with what
+  // changed against the typical setup and by how much.
+  function renderHeadline(reco, p) {
+    const key = `${modelSelect.value}|${field("method").value}`;
+    const job = headlines.jobs[key];
     const line = $("calc-headline");
     if (!line) return;
-    line.textContent = job ? job.text : text.headline_custom;
-    if (job) $("calc-quote").href = job.quote;
-    const changed = [];
-    if (field("advanced").checked) {
-      for (const name of [...COUNT_FIELDS, ...Object.keys(SELECT_FIELDS)]) {
-        if (applies(name) && field(name).value.trim() !== String(defaults[name])) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
-      }
-      for (const name of CHECK_FIELDS) {
-        if (applies(name) && field(name).checked !== defaults[name]) changed.push(field(name).labels[0]?.textContent.trim() ?? name);
-      }
+    const changed = changedSettings();
+    const config = field("advanced").checked ? pastedConfig() : null;
+    const util = parsePositive(field("util").value);
+    const typedTime = field("tokens").value.trim() !== "" || (util !== null && util / 100 !== data.constants.default_utilization);
+    const typical = Boolean(job) && changed.length === 0 && !(config && config.arch) && !typedTime;
+    const method = data.methods.find((m) => m.id === field("method").value);
+    if (typical) line.textContent = job.text;
+    else if (reco) line.textContent = fill(R.headline, { method: method.short_name, model: modelName(p), line: reco.line });
+    else line.textContent = text.headline_custom;
+    const note = $("calc-headline-changed");
+    note.hidden = changed.length === 0 && !typedTime;
+    note.textContent = "";
+    if (!note.hidden && reco && job && modelSelect.value !== "custom" && !(config && config.arch)) {
+      const arch = est.architectures[modelSelect.value];
+      const usual = planFor(arch, (cards) => typicalSetup(data, method.id, cards), data.estimator.typical_tokens, data.constants.default_utilization);
+      const mine = reco.best ?? reco.tight;
+      const theirs = usual.best ?? usual.tight;
+      const summary = (row) =>
+        row === null
+          ? R.none
+          : fill(text.headline_plan, {
+              cards: formatInteger(row.cards),
+              gpu: row.gpu.name,
+              server: row.server.name,
+              gb: formatGb(row.perGpu),
+              cost: row.cost === null ? text.price_on_request : `${formatInteger(Math.round(row.cost))} ₽`,
+              hours: formatNumber(row.hours, 1),
+            });
+      note.textContent = fill(text.headline_changed, {
+        fields: [...changed, ...(typedTime ? [text.headline_time_typed] : [])].join("; "),
+        typical: summary(theirs),
+        yours: summary(mine),
+      });
+    } else if (!note.hidden) {
+      note.textContent = fill(text.headline_changed_custom, { fields: changed.join("; ") || text.headline_time_typed });
     }
-    $("calc-headline-changed").hidden = changed.length === 0;
-    $("calc-headline-changed").textContent = changed.length ? fill(text.headline_changed, { fields: changed.join("; ") }) : "";
+    $("calc-quote").href = quoteLink(reco, p, changed, method);
     $("calc-download").hidden = false;
     $("calc-copy").hidden = !navigator.clipboard;
+  }
+
+  // «Запросить КП» carries the screen: the model (or custom size or config), the method, every changed
+  // setting, the plan (server, cards, per-card figure with its upper end and the card's memory, price, time).
+  function quoteLink(reco, p, changed, method) {
+    const lines = [[R.q_model, modelName(p)], [R.q_method, method.name]];
+    if (changed.length) lines.push([R.q_changed, changed.join("; ")]);
+    else lines.push([R.q_setup, text.quote_setup_typical]);
+    const typedTokens = parsePositive(field("tokens").value);
+    if (typedTokens !== null) lines.push([R.q_tokens, fill(text.quote_tokens, { tokens: formatNumber(typedTokens, 0), epochs: formatNumber(parsePositive(field("epochs").value) ?? 1, 0) })]);
+    if (reco) {
+      lines.push([R.q_plan, reco.line]);
+      const row = reco.best ?? reco.tight;
+      if (row && row.perGpuHigh !== null)
+        lines.push([R.q_headroom, fill(text.quote_headroom, { gb: formatGb(row.perGpu), high: formatGb(row.perGpuHigh), memory: formatGb(row.gpu.memory_gb) })]);
+    }
+    lines.push([R.q_page, window.location.href]);
+    const subject = fill(R.q_subject, { what: modelName(p) });
+    const contacts = $("calc-quote").dataset;
+    if (contacts.form) {
+      const query = new URLSearchParams([["subject", subject], ...lines]);
+      return contacts.form + (contacts.form.includes("?") ? "&" : "?") + query.toString();
+    }
+    const body = lines.map(([name, value]) => `${name}: ${value}`).join("\n");
+    return `mailto:${contacts.email}?subject=${encodeURIComponent(subject)}&body=${encodeURIComponent(body)}`;
   }
   $("calc-copy")?.addEventListener("click", async () => {
     await navigator.clipboard.writeText(window.location.href);
@@ -1208,43 +1372,12 @@ function setup(form, data, text) {
       }),
     );
 
-    // Servers: k cards of a GPU fit when the setup on k cards fits one card.
-    const fitting = [];
-    for (const server of data.servers) {
-      const g = gpuById.get(server.gpu_id);
-      if (noFp8(g)) continue;
-      const perCard = estimateBreakdown(data, arch, { ...setup, gpus: server.gpu_count });
-      if (fitsCard(data, perCard, g.memory_gb)) fitting.push({ server, gpu: g, perCard });
-    }
-    const priced = (r) => r.server.price_rub_month !== null;
-    fitting.sort(
-      (a, b) =>
-        priced(b) - priced(a) ||
-        (a.server.price_rub_month ?? 0) - (b.server.price_rub_month ?? 0) ||
-        a.server.server_memory_gb - b.server.server_memory_gb ||
-        (a.server.id < b.server.id ? -1 : a.server.id > b.server.id ? 1 : 0),
-    );
-    $("adv-servers").tBodies[0].replaceChildren(
-      ...fitting.map((r) => {
-        const row = element("tr", { "data-server": r.server.id });
-        row.append(
-          element("th", { scope: "row" }, r.server.name),
-          element("td", {}, fill(text.server_cards, { count: formatInteger(r.server.gpu_count), gpu: r.gpu.name })),
-          element("td", { class: "num", "data-cell": "per_card" }, formatGb(r.perCard.total / gb)),
-          element("td", { class: "num" }, price(r.server)),
-        );
-        return row;
-      }),
-    );
-    $("adv-servers-wrap").hidden = fitting.length === 0;
-    $("adv-servers-none").hidden = fitting.length > 0;
-
     const flopsPerToken = trainingFlopsPerToken(data, parameterCounts(arch).active, setup);
     const raw = {
       problems: [],
       breakdown,
       gpus,
-      servers: fitting.map((r) => [r.server.id, r.perCard.total]),
+      servers: [], // the plan's servers (renderRecommendation)
       table_memory: tableEstimate.memory,
       flops_per_token: flopsPerToken,
       layers: arch.layers,
@@ -1255,7 +1388,6 @@ function setup(form, data, text) {
   }
 
   function render() {
-    renderHeadline();
     const custom = modelSelect.value === "custom";
     $("calc-custom").hidden = !custom;
     const p = paramsB();
@@ -1270,6 +1402,7 @@ function setup(form, data, text) {
     if (p === null) {
       renderAdvanced(null, null);
       renderTime(null, null, gpu, server, null);
+      renderHeadline(null, p);
       return;
     }
     const est = estimate(data, p, field("method").value);
@@ -1329,7 +1462,6 @@ function setup(form, data, text) {
     );
     $("out-servers-wrap").hidden = fitting.length === 0;
     $("out-servers-none").hidden = fitting.length > 0;
-    renderRecommendation(p);
     $("out-server-line").hidden = server === null;
     if (server) {
       const fit = serverFit(server, est);
@@ -1343,7 +1475,10 @@ function setup(form, data, text) {
         fit: shown,
       });
     }
-    renderTime(p, est, gpu, server, renderAdvanced(p, est));
+    const advanced = renderAdvanced(p, est);
+    const reco = renderRecommendation(p, advanced);
+    renderHeadline(reco, p);
+    renderTime(p, est, gpu, server, advanced);
     renderDownload();
   }
 
@@ -1366,66 +1501,140 @@ function setup(form, data, text) {
   }
 
   // The setup the shown figures are for: the typical one (simple mode) or the reader's (advanced mode), on `cards` cards.
+  // On more cards than entered the reader's setup is sharded as the recommendation shards (its own ZeRO,
+  // else the typical multi-GPU sharding); on one card it is plain DDP (estimate_cli._setup_on).
   function setupOn(cards) {
     if (!field("advanced").checked) return typicalSetup(data, field("method").value, cards);
     const { setup, invalid } = readSetup();
     if (invalid.length || setupProblems(data, setup).length) return null;
+    if (cards === setup.gpus) return setup;
+    if (cards === 1) return { ...setup, gpus: 1, sharding: "ddp", offload: "none" };
+    if (setup.sharding === "ddp") {
+      const typical = typicalSetup(data, setup.method, cards);
+      return { ...setup, gpus: cards, sharding: typical.sharding, offload: typical.offload };
+    }
     return { ...setup, gpus: cards };
   }
 
-  // The first-principles figure and the recommendation for the shown inputs, by recommend.py's rules:
-  // for a catalog model in the typical setup the same row as data/recommendations.csv.
+  // The plan for the shown inputs, by recommend.py's rules (for a catalog model in the typical setup the
+  // same row as data/recommendations.csv): the headline, the first-principles figure on the plan's cards
+  // with its measured range, and the recommendation line all come from it.
   let shownReco = null;
-  function renderRecommendation(p) {
+  const R = text.reco;
+  function linkText(row) {
+    return row.link === "pcie" ? R[row.gpu.has_nvlink ? "link_pcie" : "link_pcie_only"] : (R[`link_${row.link}`] ?? row.link ?? "");
+  }
+  function costText(row) {
+    const cost =
+      row.basis === "hour"
+        ? fill(R.cost_hour, { cost: formatInteger(Math.round(row.cost)), price: formatInteger(row.server.price_rub_hour) })
+        : row.basis === "month"
+          ? fill(R.cost_month, { cost: formatInteger(Math.round(row.cost)), months: formatInteger(row.months) })
+          : text.price_on_request;
+    return row.tiedOnCost ? `${cost} (${R.tied})` : cost;
+  }
+  // entities.plan_text: the recommendation's line; without one, a tight server as a risk; else none.
+  function planLine(best, tight, tokens) {
+    if (best)
+      return fill(R.line, {
+        cards: formatInteger(best.cards),
+        gpu: best.gpu.name,
+        server: best.server.name,
+        link: linkText(best),
+        cost: costText(best),
+        hours: formatNumber(best.hours, 1),
+        tokens: formatNumber(tokens / 1e9, 2),
+      });
+    if (tight)
+      return fill(R.tight_line, {
+        cards: formatInteger(tight.cards),
+        gpu: tight.gpu.name,
+        server: tight.server.name,
+        high: formatGb(tight.perGpuHigh ?? tight.perGpu),
+        memory: formatGb(tight.gpu.memory_gb),
+      });
+    return R.none;
+  }
+  function planFor(arch, on, tokens, utilization) {
+    const rows = recommendationRows(data, arch, on, tokens, utilization);
+    const best = rows[0] && rows[0].recommended ? rows[0] : null;
+    const tight = best ? null : (rows.find((r) => r.reason === "tight") ?? null);
+    return { rows, best, tight };
+  }
+  // The advanced mode's servers: the plan's rows that hold the job (recommended, then the risks), best first.
+  function renderPlanServers(rows, advanced) {
+    const gb = data.estimator.units.gb;
+    const shown = rows.filter((r) => r.recommended || r.reason === "tight");
+    $("adv-servers").tBodies[0].replaceChildren(
+      ...shown.map((r) => {
+        const row = element("tr", { "data-server": r.server.id, "data-reason": r.reason });
+        const cards = fill(text.server_cards, { count: formatInteger(r.cards), gpu: r.gpu.name });
+        row.append(
+          element("th", { scope: "row" }, r.server.name),
+          element("td", {}, r.reason === "tight" ? `${cards} — ${R.tight}` : cards),
+          element("td", { class: "num", "data-cell": "per_card" }, formatGb(r.perGpuBytes / gb)),
+          element("td", { class: "num" }, r.cost === null ? text.price_on_request : `${formatInteger(Math.round(r.cost))} ₽`),
+        );
+        return row;
+      }),
+    );
+    $("adv-servers-wrap").hidden = shown.length === 0;
+    $("adv-servers-none").hidden = shown.length > 0;
+    if (advanced) {
+      advanced.raw.servers = shown.map((r) => [r.server.id, r.perGpuBytes]);
+      $("adv-result").dataset.raw = JSON.stringify(advanced.raw);
+    }
+  }
+
+  function renderRecommendation(p, advanced) {
     const arch = architectureOf(p);
     const advancedOn = field("advanced").checked;
-    const base = arch ? setupOn(advancedOn ? readSetup().setup.gpus : 1) : null;
-    $("out-fp-row").hidden = base === null;
+    const valid = arch ? setupOn(1) : null;
+    $("out-fp-row").hidden = valid === null;
     $("out-reco-row").hidden = true;
     $("out-reco-none").hidden = true;
     shownReco = null;
-    if (base === null) return;
-    const gb = data.estimator.units.gb;
-    const fp = estimateBreakdown(data, arch, base).total / gb;
-    $("out-fp-memory").textContent = formatGb(fp);
-    // recommend.measured_range: the estimate times the measured factors (estimator_range, all rows).
-    const spread = data.estimator.measured_range;
-    $("out-fp-range").hidden = spread === null;
-    if (spread !== null) {
-      $("out-fp-low").textContent = formatGb(fp * spread.low_factor);
-      $("out-fp-high").textContent = formatGb(fp * spread.high_factor);
-    }
-    $("out-fp-cards").textContent = formatInteger(base.gpus);
+    if (valid === null) return null;
     const tokensM = parsePositive(field("tokens").value);
     const epochs = parsePositive(field("epochs").value);
     const utilPct = parsePositive(field("util").value);
     const tokens = tokensM === null ? data.estimator.typical_tokens : tokensM * 1e6 * (epochs ?? 1);
     const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
-    const best = bestRecommendation(data, arch, advancedOn ? setupOn : (cards) => typicalSetup(data, field("method").value, cards), tokens, utilization);
-    shownReco = { fp, best, tokens, utilization, setup: base };
+    const plan = planFor(arch, setupOn, tokens, utilization);
+    const { best, tight } = plan;
+    // The per-card figure is the plan's: on its cards (the risk's, else the cards entered).
+    const cards = best ? best.cards : tight ? tight.cards : advancedOn ? readSetup().setup.gpus : 1;
+    const base = setupOn(cards);
+    const gb = data.estimator.units.gb;
+    const fp = estimateBreakdown(data, arch, base).total / gb;
+    $("out-fp-memory").textContent = formatGb(fp);
+    // recommend.plan_spreads: the range measured for this kind of setup (one card / sharded).
+    const spread = planSpread(data, cards);
+    $("out-fp-range").hidden = spread === null;
+    if (spread !== null) {
+      $("out-fp-low").textContent = formatGb(fp * spread.low_factor);
+      $("out-fp-high").textContent = formatGb(fp * spread.high_factor);
+    }
+    $("out-fp-cards").textContent = formatInteger(cards);
+    if (advancedOn) renderPlanServers(plan.rows, advanced);
+    const line = planLine(best, tight, tokens);
+    shownReco = { fp, best, tight, tokens, utilization, setup: base, line, plan };
     if (best === null) {
       $("out-reco-none").hidden = false;
-      return;
+      $("out-reco-none").textContent = fill(text.reco_none, { line });
+    } else {
+      $("out-reco").textContent = line;
+      $("out-reco-row").hidden = false;
     }
-    const R = text.reco;
-    const link =
-      best.link === "pcie" ? R[best.gpu.has_nvlink ? "link_pcie" : "link_pcie_only"] : (R[`link_${best.link}`] ?? best.link ?? "");
-    const cost =
-      best.basis === "hour"
-        ? fill(R.cost_hour, { cost: formatInteger(Math.round(best.cost)), price: formatInteger(best.server.price_rub_hour) })
-        : best.basis === "month"
-          ? fill(R.cost_month, { cost: formatInteger(Math.round(best.cost)), months: formatInteger(best.months) })
-          : text.price_on_request;
-    $("out-reco").textContent = fill(R.line, {
-      cards: formatInteger(best.cards),
-      gpu: best.gpu.name,
-      server: best.server.name,
-      link,
-      cost,
-      hours: formatNumber(best.hours, 1),
-      tokens: formatNumber(tokens / 1e9, 2),
-    });
-    $("out-reco-row").hidden = false;
+    return shownReco;
+  }
+
+  // Whether the job spans several servers with no declared network between them (then it is said, unpriced).
+  function showNoNetwork(servers, server) {
+    const unjoined = server !== null && servers !== null && servers > 1 && !server.network;
+    $("out-cost-network").hidden = !unjoined;
+    if (unjoined) $("out-cost-servers").textContent = formatInteger(servers);
+    return unjoined;
   }
 
   // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.
@@ -1448,10 +1657,13 @@ function setup(form, data, text) {
       const cards = typedCards === null ? advanced.setup.gpus : Math.ceil(typedCards);
       const flops = advanced.flopsPerToken * (tokensM * 1e6 * epochs);
       const plan = draftPlan(data, flops, timeGpu, cards, utilization, advanced.setup.fp8, server);
+      // Several servers without a declared network: not recommended, no total price (recommend.priced).
+      const unjoined = showNoNetwork(plan.servers, server);
+      if (unjoined) plan.cost = null;
       $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
       $("out-hours").textContent = formatNumber(plan.hours, 1);
       $("out-cost-row").hidden = plan.cost === null;
-      $("out-cost-na").hidden = plan.cost !== null;
+      $("out-cost-na").hidden = plan.cost !== null || unjoined;
       if (plan.cost !== null) {
         $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(plan.servers), name: server.name });
         $("out-cost").textContent = formatNumber(plan.cost, 0);
@@ -1470,9 +1682,10 @@ function setup(form, data, text) {
     const hours = draftPlan(data, perToken * tokensM * 1e6 * epochs, timeGpu, cards, utilization, false, null).hours;
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
     $("out-hours").textContent = formatNumber(hours, 1);
-    const priced = server !== null && rentalCost(data, hours, server, 1) !== null;
+    const unjoined = showNoNetwork(server === null ? null : Math.ceil(cards / server.gpu_count), server);
+    const priced = server !== null && rentalCost(data, hours, server, 1) !== null && !unjoined;
     $("out-cost-row").hidden = !priced;
-    $("out-cost-na").hidden = priced;
+    $("out-cost-na").hidden = priced || unjoined;
     if (priced) {
       const servers = Math.ceil(cards / server.gpu_count);
       $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(servers), name: server.name });

@@ -20,6 +20,22 @@ from pipeline.render import russian
 from pipeline.render.view import Link, TableView
 
 
+def link_words(reco: dict, row: dict) -> str:
+    """What a plan's link means for the job, in a buyer's words (labels [entities.reco] link_*), as the
+    server has it: PCIe in a server without a bridge is said so even when the card could take one."""
+    link = row["link"]
+    if link == "pcie":
+        return reco["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
+    return reco.get(f"link_{link}", link or "")
+
+
+def memory_note(gpu: dict) -> str | None:
+    """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
+    data's, so an edit of memory_gb cannot leave the note quoting the old one."""
+    note = gpu.get("memory_note_ru")
+    return note.replace("{memory_gb}", fmt.gb(gpu["memory_gb"])) if note else note
+
+
 class Tables:
     """Table builders and inline figures over one catalog, for article templates."""
 
@@ -37,6 +53,8 @@ class Tables:
                 ("server_memory", "server_id"),
             )
         }
+        for gpu in self._rows["gpus"].values():
+            gpu["memory_note_ru"] = memory_note(gpu)
         self._estimates = {(r["model_id"], r["method_id"]): r for r in catalog["estimates"].iter_rows(named=True)}
         # The fit tables grow with models x servers (10^7 rows at scale): no Python object per row,
         # only an array of row numbers by key; a row becomes a dict when a template asks for it.
@@ -319,7 +337,7 @@ class Tables:
         return self._note_extrapolation(view, models)
 
     def legacy_counts_table(self, gpus: list[str]) -> TableView:
-        L, N, C = self.labels["legacy_counts_table"], self.labels["nvlink"], self.labels["common"]
+        L, C = self.labels["legacy_counts_table"], self.labels["common"]
         legacy = self.c["legacy_gpu_counts"].sort("sort_order")
         article_cols = {0: "h100_cards_text", 1: "h200_cards_text"}
         headers = [L["model"], L["task"], L["memory"]]
@@ -345,7 +363,7 @@ class Tables:
                 if i in article_cols:
                     cells.append(r[article_cols[i]])
             cells.append(
-                " / ".join(N[self.fit(r["model_id"], method_id, g)["nvlink_need"]] for g in gpus) if method_id else "—"
+                " / ".join(self._nvlink_words(r["model_id"], method_id, g) for g in gpus) if method_id else "—"
             )
             cells.append(r["nvlink_text"])
             rows.append(cells)
@@ -360,6 +378,16 @@ class Tables:
             ["legacy_gpu_counts", "gpu_fit"],
             [False, False, True] + [True] * (len(headers) - 3),
         )
+
+    def _nvlink_words(self, model_id: str, method_id: str, gpu_id: str) -> str:
+        """Rule 7's need for a card, unless no catalog server links that card by NVLink: then it says the
+        catalog's servers exchange over PCIe (never "required" beside hardware without NVLink)."""
+        N = self.labels["nvlink"]
+        need = self.fit(model_id, method_id, gpu_id)["nvlink_need"]
+        links = set(self.c["servers"].filter(pl.col("gpu_id") == gpu_id)["interconnect"].to_list())
+        if need in ("required", "recommended") and links and not links & {"nvswitch", "nvlink-bridge"}:
+            return N["catalog_pcie"]
+        return N[need]
 
     def legacy_offers(self) -> list[dict]:
         """Seed 000's task -> server -> price rows, recomputed by the rules."""
@@ -381,6 +409,14 @@ class Tables:
                 best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
                 row["recommended"] = best.row(0, named=True) if best.height else None
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
+                # The plan's row of that job on the offer's own server: why the plan differs, from the data.
+                job = row["recommended"] or need
+                on_offer = self.c["recommendations"].filter(
+                    (pl.col("model_id") == job["model_id"])
+                    & (pl.col("method_id") == job["method_id"])
+                    & (pl.col("server_id") == offer["server_id"])
+                )
+                row["on_offer"] = on_offer.row(0, named=True) if on_offer.height else None
             out.append(row)
         return out
 
@@ -404,13 +440,14 @@ class Tables:
             server = self.server(offer["server_id"])
             cells = [offer["task_ru"], self.server_link(offer["server_id"]), self._price(server["price_rub_month"])]
             if not row["covered"]:
-                cells += [L["not_covered"], "—", "—", "—"]
+                cells += [L["not_covered"], "—", "—", "—", "—"]
             else:
                 cells += [
                     L["memory_value"].format(gb=fmt.gb(row["memory_gb"]), gb_high=fmt.gb(row["memory_high_gb"])),
                     self.fit_label(row["article_fit"]),
                     self._recommended(row["recommended"]),
                     L["same"] if row["same"] else L["differs"],
+                    self._why(row) + self._link_note(row["recommended"]),
                 ]
             rows.append(cells)
         server_ids = self.c["servers"].filter(pl.col("price_rub_month").is_not_null())["server_id"].to_list()
@@ -423,6 +460,7 @@ class Tables:
                 L["article_fit"],
                 L["recommended"],
                 L["verdict"],
+                L["why"],
             ],
             rows,
             _unique(
@@ -431,8 +469,38 @@ class Tables:
                 + self.c["memory_anchors"]["reference_id"].to_list()
             ),
             ["legacy_offers", "server_fit", "recommendations"],
-            [False, False, True, True, False, False, False],
+            [False, False, True, True, False, False, False, False],
         )
+
+    def _link_note(self, row: dict | None) -> str:
+        """The recommended server's link, for the job, in a buyer's words."""
+        if row is None:
+            return ""
+        words = link_words(self.labels["entities"]["reco"], row)
+        return self.labels["legacy_offers_table"]["link_note"].format(link=words)
+
+    def _why(self, row: dict) -> str:
+        """One sentence on the plan against the offer's server, from the job's `recommendations` rows."""
+        L = self.labels["legacy_offers_table"]
+        mine, theirs = row["recommended"], row["on_offer"]
+        if theirs is None:
+            return "—"
+        server = self.server(theirs["server_id"])["display_name"]
+        cost = lambda r: fmt.integer(round(r["cost_rub"])) if r["cost_rub"] is not None else None  # noqa: E731
+        if row["same"]:
+            return L["why_same"].format(
+                cards=russian.Shown(fmt.integer(theirs["gpus_per_job"])), gb=fmt.gb(theirs["per_gpu_memory_gb"])
+            )
+        if theirs["reason"] == "tight":
+            high = theirs["per_gpu_memory_high_gb"] or theirs["per_gpu_memory_gb"]
+            return L["why_tight"].format(server=server, high=fmt.gb(high), memory=fmt.gb(theirs["gpu_memory_gb"]))
+        if theirs["reason"] == "needs_network":
+            return L["why_network"].format(server=server, n=russian.Shown(fmt.integer(theirs["servers_count"])))
+        if theirs["reason"] == "does_not_fit":
+            return L["why_no_fit"].format(server=server)
+        if mine is not None and cost(mine) and cost(theirs):
+            return L["why_cheaper"].format(server=server, theirs=cost(theirs), mine=cost(mine))
+        return L["why_ranked"].format(server=server)
 
     # -- helpers --
     def _price(self, price: int | None) -> str:

@@ -15,7 +15,7 @@ from pipeline.problems import Problem
 from pipeline.render import format as fmt
 from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
-from pipeline.render.views.articles import Tables, _unique
+from pipeline.render.views.articles import Tables, _unique, link_words
 from pipeline.render.views.estimator import signed_percent
 
 
@@ -271,6 +271,34 @@ class EntityTables:
         best = lookups.best(self.c["recommendations"])
         return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
 
+    @cached_property
+    def tight(self) -> dict[tuple[str, str], dict]:
+        """(model, method) -> its best-ranked `tight` row (fits one chassis only at the point estimate)."""
+        rows = self.c["recommendations"].filter(pl.col("reason") == "tight").sort("rank")
+        out: dict[tuple[str, str], dict] = {}
+        for r in rows.iter_rows(named=True):
+            out.setdefault((r["model_id"], r["method_id"]), r)
+        return out
+
+    def plan_text(self, model_id: str, method_id: str) -> str:
+        """The recommendation's line; without one, the risk a tight server would be; else none."""
+        row = self.recommended.get((model_id, method_id))
+        if row is None and (model_id, method_id) in self.tight:
+            return self.tight_text(self.tight[(model_id, method_id)])
+        return self.recommendation_text(row)
+
+    def tight_text(self, row: dict) -> str:
+        """A server that holds the job only at the point estimate, said as a risk, never as the plan."""
+        return self.L["reco"]["tight_line"].format(
+            cards=fmt.integer(row["gpus_per_job"]),
+            gpu=self.t.gpu(row["gpu_id"])["short_name"],
+            server=self.t.server(row["server_id"])["display_name"],
+            high=fmt.gb(
+                row["per_gpu_memory_high_gb"] if row["per_gpu_memory_high_gb"] is not None else row["per_gpu_memory_gb"]
+            ),
+            memory=fmt.gb(row["gpu_memory_gb"]),
+        )
+
     def recommendation_text(self, row: dict | None) -> str:
         """One line: cards, the server, its link, price, time — every figure a cell of `recommendations`."""
         R = self.L["reco"]
@@ -289,13 +317,14 @@ class EntityTables:
         )
 
     def link_text(self, row: dict) -> str:
-        R = self.L["reco"]
-        link = row["link"]
-        if link == "pcie":
-            return R["link_pcie" if row["gpu_has_nvlink"] else "link_pcie_only"]
-        return R.get(f"link_{link}", link or "")
+        return link_words(self.L["reco"], row)
 
     def cost_text(self, row: dict) -> str:
+        """The cost under the rental terms; on a tie with another recommended server, that the time decided."""
+        text = self._cost(row)
+        return f"{text} ({self.L['reco']['tied']})" if row.get("tied_on_cost") and row.get("rank") == 1 else text
+
+    def _cost(self, row: dict) -> str:
         R = self.L["reco"]
         if row["cost_basis"] == "hour":
             return R["cost_hour"].format(
@@ -316,7 +345,7 @@ class EntityTables:
             lines.append((R["q_model"], self.t.model(model_id)["display_name"]))
         methods = [method_id] if method_id else (self.method_ids() if model_id else [])
         for me in methods:
-            lines.append((self.t.method(me)["name_ru"], self.recommendation_text(self.recommended.get((model_id, me)))))
+            lines.append((self.t.method(me)["name_ru"], self.plan_text(model_id, me)))
         if server_id:
             lines.append((R["q_server"], self.t.server(server_id)["display_name"]))
         lines.append(
@@ -364,7 +393,7 @@ class EntityTables:
                 line = self.L["reco"]["headline"].format(
                     method=self.t.method(me)["short_name_ru"],
                     model=self.t.model(m)["display_name"],
-                    line=self.recommendation_text(r),
+                    line=self.plan_text(m, me),
                 )
                 out[f"{m}|{me}"] = {"text": line, "figures": figures, "quote": self.quote_link(m, me)}
         return out
@@ -377,7 +406,8 @@ class EntityTables:
             self.t.estimate(model_id, me)  # KeyError for an unknown job, as every lookup
             r = self.recommended.get((model_id, me))
             if r is None:
-                rows.append([self.t.method_link(me), R["none"], "—", "—", "—", "—"])
+                risk = self.tight.get((model_id, me))
+                rows.append([self.t.method_link(me), self.tight_text(risk) if risk else R["none"], "—", "—", "—", "—"])
                 continue
             rows.append(
                 [
@@ -501,8 +531,26 @@ class EntityTables:
 
     # -- comparison pages --
     def compare_server_fit(self) -> TableView:
+        """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
+        with one sentence on why the two may differ."""
+        R = self.L["reco"]
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
         view = self.t.server_fit_table(self.server_ids(), tasks)
+        plan = []
+        for model_id, method_id in tasks:
+            r = self.recommended.get((model_id, method_id))
+            plan.append(
+                R["none_short"]
+                if r is None
+                else R["cell"].format(
+                    cards=fmt.integer(r["gpus_per_job"]),
+                    gpu=self.t.gpu(r["gpu_id"])["short_name"],
+                    server=self.t.server(r["server_id"])["display_name"],
+                )
+            )
+        view.rows.append([R["plan_row"], "—", *plan])
+        view.notes.append(R["plan_vs_table"])
+        view.downloads.append("recommendations")
         view.sortable = True
         return view
 

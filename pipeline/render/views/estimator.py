@@ -442,6 +442,14 @@ class EstimatorTables:
         ids = dict.fromkeys(self.c["pretraining"][f"{kind}_id"].to_list())
         return fmt.listed([lookup(i)["short_name"] for i in ids])
 
+    def _pretraining_cost(self, r: dict) -> str:
+        """The cost cell: millions of ₽, or why there is no total (several servers, no declared network)."""
+        if r["cost_rub"] is not None:
+            return fmt.number(r["cost_rub"] / 1e6, 1)
+        if r["servers"] is not None and r["servers"] > 1 and r["server_id"] is not None:
+            return self.t.labels["entities"]["reco"]["no_network"]
+        return "—"
+
     def pretraining_table(self) -> TableView:
         L = self.L
         rows = []
@@ -456,7 +464,7 @@ class EstimatorTables:
                     fmt.gb(r["memory_per_card_gb"]),
                     fmt.number(r["days"], 1),
                     fmt.integer(r["servers"]) if r["servers"] is not None else "—",
-                    fmt.number(r["cost_rub"] / 1e6, 1) if r["cost_rub"] is not None else "—",
+                    self._pretraining_cost(r),
                     r["seed_cards_text"],
                 ]
             )

@@ -269,3 +269,22 @@ def test_the_changelog_and_the_citations_pass_axe(browser, site_server, path):
         assert serious_axe_violations(page) == []
     finally:
         context.close()
+
+
+def test_release_command_exit_codes(tmp_path, capsys):
+    from pipeline.__main__ import main
+
+    sources = tmp_path / "sources"
+    args = ["release", "--sources", str(sources), "--date", "2026-12-05"]
+    assert main([*args, "--out", str(tmp_path / "no-build"), "--against", str(tmp_path / "none")]) == 3
+    assert "build first" in capsys.readouterr().err
+    write_build(tmp_path / "v1", BEFORE, None)
+    assert main([*args, "--out", str(tmp_path / "v1"), "--against", str(tmp_path / "none")]) == 0
+    assert capsys.readouterr().out.startswith("release 1.0.0 (first) of 2026-12-05: 2 change(s) recorded in ")
+    write_build(tmp_path / "old", BEFORE, None)  # published before any release: 1.0.0 is not published yet
+    write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
+    assert main([*args, "--out", str(tmp_path / "v2"), "--against", str(tmp_path / "old")]) == 2
+    assert "release 1.0.0 is recorded but the published build is of no release" in capsys.readouterr().err
+    (sources / "releases" / "releases.csv").write_text("version,released_on,change\nv1,2026-12-05,first\n")
+    assert main([*args, "--out", str(tmp_path / "v2"), "--against", str(tmp_path / "old")]) == 2
+    assert "releases/releases.csv:2" in capsys.readouterr().err

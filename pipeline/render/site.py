@@ -1258,7 +1258,12 @@ class Renderer:
         ]
         return {
             "changelog.html": self.page(
-                "changelog.html", "changelog.html", releases=shown, cite=cite, base_url=self.base_url
+                "changelog.html",
+                "changelog.html",
+                releases=shown,
+                cite=cite,
+                base_url=self.base_url,
+                retention=releases.RETENTION,
             ),
             "data/changelog.csv": releases.changelog_csv(self.history),
             "data/CITATION.cff": releases.citation_cff(cite, cite["author"]),

@@ -308,3 +308,24 @@ def test_throughput_layout_rules_name_row_column_and_rule(tmp_path) -> None:
         ],
         key=lambda r: (r[0], r[1]),
     )
+
+
+def test_the_bench_reports_the_issue_targets_on_the_out_of_sample_reading() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    try:
+        import time_accuracy as bench
+    finally:
+        sys.path.pop(0)
+    line = {"scope": "all", "value": "all", "rows": 19}
+    figs = {
+        "summary": [
+            {**line, "reading": "declared", "median_abs_error": 0.05, "within_25": 1.0},
+            {**line, "reading": "out_of_sample", "median_abs_error": 0.21, "within_25": 0.7},
+        ]
+    }
+    assert [(t["figure"], t["verdict"]) for t in bench.targets(figs)] == [
+        ("21.0% on 19 rows", "MISSED"),
+        ("70% of 19 rows", "met"),
+    ]

@@ -627,7 +627,7 @@ class TimeAccuracy:
                 gpus=run["gpus"],
                 gpu=r["gpu_id"],
                 link=L[f"time_link_{r['link'].replace('-', '_')}"],
-                method=run["method_id"],
+                method=run["method_id"] + (L["time_fp8"] if run["precision"] == "fp8" else ""),
             )
             rows.append(
                 [

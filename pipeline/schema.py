@@ -27,7 +27,7 @@ ID_PATTERN = r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$"
 RESERVED_NAMES = frozenset(
     {
         *("index", "404", "data", "search", "sources", "quality", "calculator", "accuracy", "pretraining"),
-        *("charts", "compare", "continued", "sitemap", "robots", "manifest", "pagefind", "style"),
+        *("charts", "compare", "continued", "sitemap", "robots", "manifest", "pagefind", "style", "changelog"),
     }
 )
 

@@ -161,7 +161,7 @@ def apply(spec: dict, args: list[str]) -> None:  # noqa: C901
                     f'TransactionContext Error: Failed to commit: Could not write file "{a[0]}": No space left on device'
                 )
 
-            Error, IOException = duckdb.Error, duckdb.IOException
+            Error, IOException, __version__ = duckdb.Error, duckdb.IOException, duckdb.__version__
 
         downloads.duckdb = FullDuckDB
 

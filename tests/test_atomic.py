@@ -138,7 +138,7 @@ def test_build_is_what_validating_first_gives(builds, tmp_path):
     catalog = combine(con)
     inputs = fingerprint.inputs(SOURCES, "/")
     memo = PageMemo(inputs)  # the pages' records (nothing to take from: a first build)
-    rendered = Renderer(catalog, validation, memo=memo).render()
+    rendered = Renderer(catalog, validation, memo=memo, sources=SOURCES).render()
     state = {"inputs": inputs, "validation": validation.to_dict(), "pages": memo.now}
     publish(tmp_path / "sequential", rendered, catalog, state)
     assert snapshot(tmp_path / "sequential") == snapshots["a"]

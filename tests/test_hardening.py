@@ -189,6 +189,9 @@ class FakeStorage:
     def upload_fileobj(self, f, bucket, key, ExtraArgs):  # noqa: N803
         self.uploads[key] = f.read()
 
+    def put_object(self, Bucket, Key, Body, **kwargs):  # noqa: N803 (the kept files' list)
+        self.uploads[Key] = Body
+
     def delete_objects(self, Bucket, Delete):  # noqa: N803
         pass
 

@@ -381,7 +381,11 @@ STEPS: tuple[Step, ...] = (
         ("throughput", "models", "gpus", "references", "constants"),
         lambda t, c: time_accuracy.time_calibration(t["throughput"], t["models"], t["gpus"], t["references"], c),
     ),
-    Step("time_summary", ("time_calibration",), lambda t, c: time_accuracy.time_summary(t["time_calibration"])),
+    Step(
+        "time_summary",
+        ("time_calibration",),
+        lambda t, c: time_accuracy.time_summary(t["time_calibration"], c["calibration_within"]),
+    ),
 )
 
 

@@ -16,7 +16,10 @@ CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 INPUT_MODULE = "pipeline/load.py"
 INPUT_TOKENS = {
     "pipeline/schema.py": ['allowed=("нет", "желательно", "обязательно"),'],
-    "pipeline/render/site.py": ['NAV_HIDDEN = ("false", "нет", "no")', 'NAV_WORDS = ("true", "да", "yes", *NAV_HIDDEN)'],  # front matter
+    "pipeline/render/site.py": [
+        'NAV_HIDDEN = ("false", "нет", "no")',
+        'NAV_WORDS = ("true", "да", "yes", *NAV_HIDDEN)',
+    ],  # front matter
 }
 # Russian grammar (noun forms by case and number, typography rules) is data of the language, not text.
 GRAMMAR_MODULE = "pipeline/render/russian.py"

@@ -169,7 +169,7 @@ def test_time_summary_counts_the_rows_in_the_accuracy_figures() -> None:
             "error_fitted_out_of_sample": [0.3, 0.0, -0.2, 4.0],
         }
     )
-    summary = time_accuracy.time_summary(calibration)
+    summary = time_accuracy.time_summary(calibration, 0.25)
     overall = summary.filter(pl.col("scope") == "all").sort("sort_order")
     assert overall.select("reading", "rows", "median_abs_error", "within_25", "median_error").rows() == [
         ("declared", 3, 0.2, 2 / 3, 0.1),

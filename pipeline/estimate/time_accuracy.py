@@ -5,7 +5,7 @@ the error of the hours it would give: predicted hours ÷ measured hours − 1 (p
 run takes longer than it did). Three readings: the model as declared in constants.csv; the same with one
 speed factor fitted on every row (median of measured ÷ predicted: in sample); and with that factor
 fitted on the other sources only (leave one source out: the error a reader should expect on a setup no
-source covers). `time_summary`: median |error|, share within ±25 % and the signed median, overall and per
+source covers). `time_summary`: median |error|, share within ±calibration_within and the signed median, overall and per
 GPU, method and link. A source is the publisher of the row's reference (two reports of one project are
 one source).
 """
@@ -20,8 +20,6 @@ import polars as pl
 
 from pipeline.estimate import first_principles, step_time
 from pipeline.schema import TIME_CALIBRATION, TIME_SUMMARY
-
-WITHIN = 0.25  # the accuracy page's band: within ±25 %
 
 
 def run_setup(row: Mapping[str, object]) -> first_principles.Setup:
@@ -107,9 +105,10 @@ def _median(values: list[float]) -> float | None:
 READINGS = {"declared": "error", "fitted": "error_fitted", "out_of_sample": "error_fitted_out_of_sample"}
 
 
-def time_summary(calibration: pl.DataFrame) -> pl.DataFrame:
+def time_summary(calibration: pl.DataFrame, within: float) -> pl.DataFrame:
     """The `time_summary` table: per reading and scope (all rows, a GPU, a method family, a link) the
-    rows, median |error|, share within ±25 % and signed median, over the rows in the accuracy figures."""
+    rows, median |error|, share within ±`within` (calibration_within, the memory figures' band) and signed
+    median, over the rows in the accuracy figures."""
     used = calibration.filter(pl.col("in_accuracy"))
     scopes = [("all", "all", used)]
     for column in ("gpu_id", "method_family", "link"):
@@ -127,7 +126,7 @@ def time_summary(calibration: pl.DataFrame) -> pl.DataFrame:
                     "sort_order": order,
                     "rows": len(errors),
                     "median_abs_error": _median([abs(e) for e in errors]),
-                    "within_25": sum(abs(e) <= WITHIN for e in errors) / len(errors) if errors else None,
+                    "within_25": sum(abs(e) <= within for e in errors) / len(errors) if errors else None,
                     "median_error": _median(errors),
                     **dict(zip(("hours_low_factor", "hours_high_factor"), hours_range(errors), strict=True)),
                 }

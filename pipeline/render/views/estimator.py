@@ -611,7 +611,7 @@ class TimeAccuracy:
             L["time_scope"],
             L["rows"],
             L["median_abs_error"],
-            L["within_25"].format(within="25"),
+            L["within_25"].format(within=percent(self.c.constants["calibration_within"])),
             L["median_error"],
         ]
         return TableView(headers, rows, self._refs(), ["time_summary", "time_calibration", "throughput"],

@@ -229,3 +229,21 @@ def test_a_memory_note_quotes_the_memory_of_its_row():
     assert memory_note({"memory_gb": 288.0, "memory_note_ru": note}).endswith("справочник считает по 288 ГБ.")
     assert memory_note({"memory_gb": 270.0, "memory_note_ru": note}).endswith("справочник считает по 270 ГБ.")
     assert memory_note({"memory_gb": 80.0, "memory_note_ru": None}) is None
+
+
+def test_a_tie_on_cost_is_decided_by_time_and_said(catalog):
+    """Two servers at the same monthly price for a job shorter than a month: the faster one ranks first, and
+    both rows say they tie on cost."""
+    box = {"gpu_count": 2, "interconnect": "pcie", "price_rub_month": 585_000}
+    rows = plan(
+        catalog,
+        "generic-7b",
+        "lora",
+        servers(
+            box | {"server_id": "a-pcie", "gpu_id": "h100-pcie"}, box | {"server_id": "b-sxm", "gpu_id": "h100-sxm"}
+        ),
+    )
+    got = [(r["rank"], r["server_id"], r["cost_rub"], r["tied_on_cost"]) for r in rows]
+    assert got == [(1, "b-sxm", 585_000.0, True), (2, "a-pcie", 585_000.0, True)]
+    assert rows[0]["hours"] < rows[1]["hours"]
+    assert labels()["entities"]["reco"]["tied"] == "при той же цене быстрее других"

@@ -192,7 +192,7 @@ def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommenda
         assert r["total_gb"] <= r["memory_gb"]
     page = (built / "site/models/llama-3-1-405b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     assert "карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP, контрольные точки" in page
-    assert '<td class="num">480</td>' in page and "63,5 ГБ</text>" in page
+    assert 'data-label="Карт">480</td>' in page and "63,5 ГБ</text>" in page
     small = (built / "site/models/llama-3-2-1b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     # every catalog server has two cards or more, and a plan takes them all: a 1B model too
     assert "2 048 токенов × 1, карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP" in small

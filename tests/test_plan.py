@@ -247,3 +247,28 @@ def test_a_tie_on_cost_is_decided_by_time_and_said(catalog):
     assert got == [(1, "b-sxm", 585_000.0, True), (2, "a-pcie", 585_000.0, True)]
     assert rows[0]["hours"] < rows[1]["hours"]
     assert labels()["entities"]["reco"]["tied"] == "при той же цене быстрее других"
+
+
+def test_diff_warns_of_a_new_price_without_a_new_check_date_and_names_plan_changes():
+    from pipeline.tools.diff import plan_changes, stale_prices
+
+    old = {("s",): {"price_rub_month": "100", "price_checked_on": "2026-10-12"}}
+    same_date = {("s",): {"price_rub_month": "200", "price_checked_on": "2026-10-12"}}
+    new_date = {("s",): {"price_rub_month": "200", "price_checked_on": "2026-12-01"}}
+    assert stale_prices(same_date, old) == [{"key": ["s"], "date": "2026-10-12"}]
+    assert stale_prices(new_date, old) == [] and stale_prices(old, old) == []
+
+    def reco(server, recommended="true"):
+        return {
+            ("m", "lora", server): {
+                "model_id": "m",
+                "method_id": "lora",
+                "rank": "1",
+                "server_id": server,
+                "recommended": recommended,
+            }
+        }
+
+    assert plan_changes(reco("b"), reco("a")) == [{"key": ["m", "lora"], "old": "a", "new": "b"}]
+    assert plan_changes(reco("a", "false"), reco("a")) == [{"key": ["m", "lora"], "old": "a", "new": ""}]
+    assert plan_changes(reco("a"), reco("a")) == []

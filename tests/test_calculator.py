@@ -389,7 +389,9 @@ def expected_time(catalog, text, figures, case):
         "cost": None,
         "time_servers": None,
     }
-    if server and server["price_rub_month"] is not None:
+    # several servers without a declared network: not recommended, no total price (issue 35)
+    unjoined = server is not None and math.ceil(cards / server["gpu_count"]) > 1 and not server["network"]
+    if server and server["price_rub_month"] is not None and not unjoined:
         count = math.ceil(cards / server["gpu_count"])
         cost = training.rental_cost(hours, count, server, catalog.constants)[0]
         out["cost"] = fmt.number(cost, 0)
@@ -609,20 +611,20 @@ def python_advanced(catalog, architectures, expected, case: dict) -> dict:
         }
         for g in gpus.values()
     }
-    servers = []
-    for s in estimate.server_memory(catalog["servers"], catalog["gpus"]).iter_rows(named=True):
-        gpu = gpus[s["gpu_id"]]
-        per_card = memory.estimate(arch, replace(setup, gpus=s["gpu_count"]), c)
-        if not no_fp8(gpu) and memory.fits(per_card, gpu["memory_gb"]):
-            servers.append((s, per_card.total))
-    servers.sort(
-        key=lambda r: (
-            r[0]["price_rub_month"] is None,
-            r[0]["price_rub_month"] or 0,
-            r[0]["server_memory_gb"],
-            r[0]["server_id"],
-        )
+    # The servers: the plan's (recommend.plan_job by the CLI's rules: headroom, whole servers, the request
+    # sharded as the recommendation shards it), the recommended ones and then the risks, best first.
+    from types import SimpleNamespace
+
+    from pipeline.tools.estimate_cli import _server_fits
+
+    typed = SimpleNamespace(
+        tokens=float(case["tokens"]) * 1e6 * float(case.get("epochs", "1")) if "tokens" in case else None,
+        utilization=float(case["util"]) / 100 if "util" in case else None,
     )
+    plan = _server_fits(catalog, arch, setup, typed)
+    servers = [
+        (r["server_id"], r["per_gpu_gb"] * memory.GB) for r in plan if r["recommended"] or r["reason"] == "tight"
+    ]
     out = {
         "_no_fp8": {g for g, row in gpus.items() if no_fp8(row)},
         "problems": [],
@@ -635,7 +637,7 @@ def python_advanced(catalog, architectures, expected, case: dict) -> dict:
             "total": breakdown.total,
         },
         "gpus": gpu_fit,
-        "servers": [[s["server_id"], total] for s, total in servers],
+        "servers": [[server_id, total] for server_id, total in servers],
         "table_memory": expected[(key, case["method"])]["_row"]["memory_gb"],
         "flops_per_token": memory.training_flops_per_token(parameter_counts(arch).active, setup, c),
         "layers": arch.layers,

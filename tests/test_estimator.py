@@ -159,7 +159,7 @@ def test_model_page_has_breakdown_bars(built):
     row = breakdown.filter((pl.col("model_id") == "llama-3-1-8b") & (pl.col("method_id") == "full_amp")).row(
         0, named=True
     )
-    assert row["gpus"] == 3  # on the cards its recommendation takes
+    assert row["gpus"] == 4  # on the cards its recommendation takes: all 4 of its server (issue 35)
     assert f"{fmt.gb(row['total_gb'])} ГБ</text>" in page
     assert page.count('class="part-optimizer"') == 6  # one optimizer segment per method
     assert "calculator.html?model=llama-3-1-8b&amp;advanced=1" in page
@@ -176,13 +176,15 @@ def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommenda
     joined = breakdown.join(reco, on=["model_id", "method_id"]).join(gpus, on="gpu_id")
     assert joined.height == 6
     got = {r["method_id"]: (r["gpus"], r["sharding"]) for r in joined.iter_rows(named=True)}
+    # all the cards of the servers the plan takes (issue 35); full fine-tuning's rank-1 row spans 30 and 60
+    # 8-card servers (not recommended: no network), and the breakdown is one card of that job
     assert got == {
-        "qlora_2bit": (3, "zero3"),
-        "qlora_4bit": (3, "zero3"),
-        "qlora_8bit": (5, "zero3"),
-        "lora": (6, "zero3"),
-        "full_bf16": (16, "zero3"),
-        "full_amp": (32, "zero3"),
+        "qlora_2bit": (4, "zero3"),
+        "qlora_4bit": (4, "zero3"),
+        "qlora_8bit": (8, "zero3"),
+        "lora": (8, "zero3"),
+        "full_bf16": (240, "zero3"),
+        "full_amp": (480, "zero3"),
     }
     for r in joined.iter_rows(named=True):
         assert r["gpus"] == r["gpus_per_job"]
@@ -190,9 +192,10 @@ def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommenda
         assert r["total_gb"] <= r["memory_gb"]
     page = (built / "site/models/llama-3-1-405b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     assert "карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP, контрольные точки" in page
-    assert '<td class="num">32</td>' in page and "267,4 ГБ</text>" in page
+    assert 'data-label="Карт">480</td>' in page and "63,5 ГБ</text>" in page
     small = (built / "site/models/llama-3-2-1b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
-    assert "2 048 токенов × 1, карт: 1, без шардирования, контрольные точки" in small
+    # every catalog server has two cards or more, and a plan takes them all: a 1B model too
+    assert "2 048 токенов × 1, карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP" in small
 
 
 # -- the command line --

@@ -229,3 +229,46 @@ def test_a_memory_note_quotes_the_memory_of_its_row():
     assert memory_note({"memory_gb": 288.0, "memory_note_ru": note}).endswith("справочник считает по 288 ГБ.")
     assert memory_note({"memory_gb": 270.0, "memory_note_ru": note}).endswith("справочник считает по 270 ГБ.")
     assert memory_note({"memory_gb": 80.0, "memory_note_ru": None}) is None
+
+
+def test_a_tie_on_cost_is_decided_by_time_and_said(catalog):
+    """Two servers at the same monthly price for a job shorter than a month: the faster one ranks first, and
+    both rows say they tie on cost."""
+    box = {"gpu_count": 2, "interconnect": "pcie", "price_rub_month": 585_000}
+    rows = plan(
+        catalog,
+        "generic-7b",
+        "lora",
+        servers(
+            box | {"server_id": "a-pcie", "gpu_id": "h100-pcie"}, box | {"server_id": "b-sxm", "gpu_id": "h100-sxm"}
+        ),
+    )
+    got = [(r["rank"], r["server_id"], r["cost_rub"], r["tied_on_cost"]) for r in rows]
+    assert got == [(1, "b-sxm", 585_000.0, True), (2, "a-pcie", 585_000.0, True)]
+    assert rows[0]["hours"] < rows[1]["hours"]
+    assert labels()["entities"]["reco"]["tied"] == "при той же цене быстрее других"
+
+
+def test_diff_warns_of_a_new_price_without_a_new_check_date_and_names_plan_changes():
+    from pipeline.tools.diff import plan_changes, stale_prices
+
+    old = {("s",): {"price_rub_month": "100", "price_checked_on": "2026-10-12"}}
+    same_date = {("s",): {"price_rub_month": "200", "price_checked_on": "2026-10-12"}}
+    new_date = {("s",): {"price_rub_month": "200", "price_checked_on": "2026-12-01"}}
+    assert stale_prices(same_date, old) == [{"key": ["s"], "date": "2026-10-12"}]
+    assert stale_prices(new_date, old) == [] and stale_prices(old, old) == []
+
+    def reco(server, recommended="true"):
+        return {
+            ("m", "lora", server): {
+                "model_id": "m",
+                "method_id": "lora",
+                "rank": "1",
+                "server_id": server,
+                "recommended": recommended,
+            }
+        }
+
+    assert plan_changes(reco("b"), reco("a")) == [{"key": ["m", "lora"], "old": "a", "new": "b"}]
+    assert plan_changes(reco("a", "false"), reco("a")) == [{"key": ["m", "lora"], "old": "a", "new": ""}]
+    assert plan_changes(reco("a"), reco("a")) == []

@@ -195,6 +195,40 @@ def compare_files(new_root: Path, old_root: Path) -> dict[str, list[str]]:
     }
 
 
+PRICE_FIELDS = ("price_rub_month", "price_rub_hour", "min_term_months")
+
+
+def stale_prices(new: dict[tuple, dict[str, str]], old: dict[tuple, dict[str, str]]) -> list[dict]:
+    """Servers (rows of servers.csv by key) whose rental terms changed while `price_checked_on` did not:
+    a new price must carry the date it was checked."""
+    out = []
+    for key, row in new.items():
+        before = old.get(key)
+        if before is None or all(row.get(f) == before.get(f) for f in PRICE_FIELDS):
+            continue
+        if row.get("price_checked_on") == before.get("price_checked_on"):
+            out.append({"key": list(key), "date": row.get("price_checked_on") or ""})
+    return out
+
+
+def plan_changes(new: dict[tuple, dict[str, str]], old: dict[tuple, dict[str, str]]) -> list[dict]:
+    """Jobs (model, method) whose recommended server (rank 1 of recommendations) changed between builds."""
+
+    def first(rows: dict) -> dict[tuple, str]:
+        return {
+            (r["model_id"], r["method_id"]): r["server_id"] if r["recommended"] == "true" else ""
+            for r in rows.values()
+            if r["rank"] == "1"
+        }
+
+    now, before = first(new), first(old)
+    return [
+        {"key": list(job), "old": before[job], "new": server}
+        for job, server in sorted(now.items())
+        if job in before and before[job] != server
+    ]
+
+
 def diff(new_out: Path, old_out: Path) -> dict:
     """Everything that differs between two output folders (new build, published build)."""
     new_tables = {t.name: read_table(new_out, t) for t in ALL_TABLES}
@@ -218,6 +252,31 @@ def diff(new_out: Path, old_out: Path) -> dict:
                     "columns": [f.name for f in table.fields if f.name in columns],
                 }
             )
+    # Warnings an editor must act on: a price changed without a newer check date; the plan of a job changed.
+    servers = (new_tables["servers"] or {}, old_tables["servers"] or {})
+    report["warnings"] = [
+        {
+            **w,
+            "text": message(
+                "diff.stale_price", server=names.entity(TABLES_BY_NAME["servers"], tuple(w["key"])), date=w["date"]
+            ),
+        }
+        for w in stale_prices(*servers)
+    ]
+    plans = plan_changes(new_tables["recommendations"] or {}, old_tables["recommendations"] or {})
+    report["plans"] = [
+        {
+            **p,
+            "text": message(
+                "diff.plan_changed",
+                model=names.names.get(("models", p["key"][0]), p["key"][0]),
+                method=p["key"][1],
+                old=p["old"] or "—",
+                new=p["new"] or "—",
+            ),
+        }
+        for p in plans
+    ]
     site = compare_files(new_out / "site", old_out / "site")
     report["markdown"] = compare_files(new_out / "markdown", old_out / "markdown")
     report["pages"] = {part: [p for p in paths if p.endswith(".html")] for part, paths in site.items()}
@@ -242,6 +301,9 @@ def format_text(report: dict) -> str:
             lines += ["", f"{message(PARTS[part])} ({len(report[part])}):"] + [
                 f"  {item['text']}" for item in report[part]
             ]
+    for part, title in (("warnings", message("diff.warnings")), ("plans", message("diff.plans"))):
+        if report.get(part):
+            lines += ["", f"{title} ({len(report[part])}):"] + [f"  {i['text']}" for i in report[part]]
     if report["derived"]:
         lines += ["", f"{message('diff.derived')}:"]
         for item in report["derived"]:

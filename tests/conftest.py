@@ -200,11 +200,19 @@ def serious_axe_violations(page) -> list[dict]:
 
 # -- the slow-test check -------------------------------------------------------------------------
 # A test may take at most TEST_LIMIT_S seconds (its call, not the shared fixtures it waits for): the
-# offenders are listed at the end of every run, and in CI (or with GPU_FINETUNE_TEST_LIMIT=strict)
-# they fail it. A speed target belongs in `just bench`, not in a test.
+# offenders are listed at the end of every run. A run fails on a test over TEST_CEILING_S (three times
+# the limit: a test that slow was added, not slowed by a busy machine) in CI, and on any offender with
+# GPU_FINETUNE_TEST_LIMIT=strict. A speed target belongs in `just bench`, not in a test.
 TEST_LIMIT_S = float(os.environ.get("GPU_FINETUNE_TEST_LIMIT_S", "10"))
-STRICT_LIMIT = IN_CI or os.environ.get("GPU_FINETUNE_TEST_LIMIT") == "strict"
+TEST_CEILING_S = 3 * TEST_LIMIT_S
+STRICT_LIMIT = os.environ.get("GPU_FINETUNE_TEST_LIMIT") == "strict"
 _SLOW: list[tuple[str, float]] = []
+
+
+def _failing(slow: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    if STRICT_LIMIT:
+        return slow
+    return [(nodeid, seconds) for nodeid, seconds in slow if IN_CI and seconds > TEST_CEILING_S]
 
 
 def pytest_runtest_logreport(report):
@@ -214,13 +222,14 @@ def pytest_runtest_logreport(report):
 
 def pytest_terminal_summary(terminalreporter):
     if _SLOW:
-        terminalreporter.section(f"tests over the {TEST_LIMIT_S:g} s limit", sep="=", red=STRICT_LIMIT)
+        failing = _failing(_SLOW)
+        terminalreporter.section(f"tests over the {TEST_LIMIT_S:g} s limit", sep="=", red=bool(failing))
         for nodeid, seconds in sorted(_SLOW, key=lambda item: -item[1]):
             terminalreporter.line(f"{seconds:7.2f}s  {nodeid}")
-        if STRICT_LIMIT:
+        if failing:
             terminalreporter.line("the run fails: make each test faster, or move a speed or size sweep to `just bench`")
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _SLOW and STRICT_LIMIT and exitstatus == 0 and not hasattr(session.config, "workerinput"):
+    if exitstatus == 0 and not hasattr(session.config, "workerinput") and _failing(_SLOW):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -82,6 +82,17 @@ def pytest_unconfigure(config):
         shutil.rmtree(RUN_FOLDER, ignore_errors=True)
 
 
+def _method_ids() -> list[str]:
+    import csv
+
+    with open(SOURCES / "methods.csv", encoding="utf-8") as methods:
+        return [row["method_id"] for row in sorted(csv.DictReader(methods), key=lambda r: float(r["sort_order"]))]
+
+
+# Every method of sources/methods.csv, in its order: a browser sweep over all models runs once per method.
+METHOD_IDS = _method_ids()
+
+
 def edit_csv(path: Path, old: str, new: str) -> None:
     """Replace one exact piece of a source file (fails loudly if it is not there)."""
     text = path.read_text(encoding="utf-8")

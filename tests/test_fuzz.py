@@ -30,7 +30,7 @@ from pipeline.publish import outdir
 BUDGET_SECONDS = float(os.environ.get("PIPELINE_FUZZ_SECONDS", "5"))
 CASES = int(os.environ.get("PIPELINE_FUZZ_CASES", "200"))
 FIRST_SEED = int(os.environ.get("PIPELINE_FUZZ_SEED", "20261012"))
-MIN_CASES = 3  # run at least this many, however slow the machine
+MIN_CASES = 3  # run at least this many (and at least one accepted and one refused), however slow the machine
 
 
 def tree(folder: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -73,7 +73,8 @@ def test_mutated_sources_are_accepted_or_refused_cleanly(tmp_path, built):
 
     started, seen = time.perf_counter(), {"accepted": 0, "refused": 0}
     for seed in range(FIRST_SEED, FIRST_SEED + CASES):
-        if seen["accepted"] + seen["refused"] >= MIN_CASES and time.perf_counter() - started > BUDGET_SECONDS:
+        enough = seen["accepted"] + seen["refused"] >= MIN_CASES and seen["accepted"] and seen["refused"]
+        if enough and time.perf_counter() - started > BUDGET_SECONDS:
             break
         restore(work)
         what = mutate(work, random.Random(seed))

@@ -199,6 +199,18 @@ def browser():
         chromium.close()
 
 
+@pytest.fixture
+def page(browser):
+    """A fresh Russian-locale page of the session's browser; fails the test on any error in the page's script."""
+    context = browser.new_context(locale="ru-RU")
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == []
+
+
 def serious_axe_violations(page) -> list[dict]:
     """axe-core's serious and critical violations on the page as it is now (id and a few targets)."""
     page.add_script_tag(path=str(AXE))

@@ -105,17 +105,6 @@ def method_order(catalog):
     return catalog["methods"].sort("sort_order")["method_id"].to_list()
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(locale="ru-RU")
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == []
-
-
 def open_model(page, site_server, model_id):
     page.goto(site_server + f"models/{model_id}.html")
     page.wait_for_selector("#bd-form[data-ready='true']")

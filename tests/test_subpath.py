@@ -20,17 +20,6 @@ def subpath_server(built, tmp_path_factory):
         yield url + BASE
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(locale="ru-RU")
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == []
-
-
 def hrefs(page, selector: str) -> list[str]:
     return page.eval_on_selector_all(selector, "els => els.map(e => e.href)")  # resolved, absolute
 

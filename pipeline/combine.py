@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import duckdb
 import polars as pl
 
+from pipeline import lookups
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.schema import (
@@ -294,7 +295,8 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
 # -- the steps --
 def _recommendations(t: Tables, c: Constants) -> pl.DataFrame:
     spreads = recommend.plan_spreads(t["estimator_range"])
-    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads)
+    band = lookups.time_band(t["time_summary"], t["time_calibration"])
+    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band)
 
 
 def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
@@ -345,10 +347,30 @@ STEPS: tuple[Step, ...] = (
         ("constants", "calibration", "measurements", "models"),
         lambda t, c: calibration.estimator_constants(t["calibration"], t["measurements"], t["models"], t["constants"]),
     ),
+    Step(
+        "time_calibration",
+        ("throughput", "models", "gpus", "references", "constants"),
+        lambda t, c: time_accuracy.time_calibration(t["throughput"], t["models"], t["gpus"], t["references"], c),
+    ),
+    Step(
+        "time_summary",
+        ("time_calibration",),
+        lambda t, c: time_accuracy.time_summary(t["time_calibration"], c["calibration_within"]),
+    ),
     Step("pretraining", ("models", "gpus", "servers", "legacy_gpu_counts", "constants"), _pretraining),
     Step(
         "recommendations",
-        ("models", "methods", "servers", "gpus", "constants", "typical_setup", "estimator_range"),
+        (
+            "models",
+            "methods",
+            "servers",
+            "gpus",
+            "constants",
+            "typical_setup",
+            "estimator_range",
+            "time_summary",
+            "time_calibration",
+        ),
         _recommendations,
     ),
     Step(
@@ -375,16 +397,6 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "comparison_advice", ("comparison_setups", "models", "servers", "constants", "typical_setup"), comparison_advice
-    ),
-    Step(
-        "time_calibration",
-        ("throughput", "models", "gpus", "references", "constants"),
-        lambda t, c: time_accuracy.time_calibration(t["throughput"], t["models"], t["gpus"], t["references"], c),
-    ),
-    Step(
-        "time_summary",
-        ("time_calibration",),
-        lambda t, c: time_accuracy.time_summary(t["time_calibration"], c["calibration_within"]),
     ),
 )
 

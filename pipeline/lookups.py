@@ -4,6 +4,8 @@ here, so that the filter behind "the recommendation" or "the measured range" is 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 
@@ -37,3 +39,28 @@ def plan_spreads(estimator_range: pl.DataFrame) -> dict[str, tuple[float, float]
         elif fallback is not None:
             out[kind] = fallback
     return out
+
+
+@dataclass(frozen=True)
+class TimeBand:
+    """What the published throughput says about a time figure: the (low, high) factors between which the
+    measured time of 80 % of the runs lies, out of sample (time_summary's out_of_sample reading over all
+    rows; None with too few rows), and the cards and links the runs in the accuracy figures cover."""
+
+    low: float | None = None
+    high: float | None = None
+    gpus: frozenset[str] = frozenset()
+    links: frozenset[str] = frozenset()
+
+    def measured(self, gpu_id: str, link: str) -> bool:
+        """Whether a run on this card and this link (step_time's: one_card, nvswitch, nvlink-bridge, pcie,
+        between_servers) is covered: some measured run used the card, and some the link."""
+        return gpu_id in self.gpus and link in self.links
+
+
+def time_band(time_summary: pl.DataFrame, time_calibration: pl.DataFrame) -> TimeBand:
+    """The TimeBand of the time model's figures (time_summary, time_calibration)."""
+    row = time_summary.filter((pl.col("reading") == "out_of_sample") & (pl.col("scope") == "all"))
+    low, high = (None, None) if row.is_empty() else row.select("hours_low_factor", "hours_high_factor").row(0)
+    used = time_calibration.filter(pl.col("in_accuracy"))
+    return TimeBand(low, high, frozenset(used["gpu_id"].to_list()), frozenset(used["link"].to_list()))

@@ -1143,7 +1143,7 @@ PRETRAINING = Table(
         Field("tokens", "float", unit="count"),
         Field("flops", "float", unit="flop"),
         Field("target_days", "float", unit="days"),
-        Field("utilization", "float", unit="share"),
+        Field("efficiency", "float", unit="share"),
         Field(
             "cards_for_memory",
             "int",
@@ -1159,6 +1159,8 @@ PRETRAINING = Table(
             required=False,
         ),
         Field("days", "float", unit="days", required=False),
+        Field("days_compute", "float", unit="days", required=False),
+        Field("days_communication", "float", unit="days", required=False),
         Field(
             "server_id",
             "id",
@@ -1209,19 +1211,24 @@ RECOMMENDATIONS = Table(
         ),
         Field("gpu_has_nvlink", "bool"),
         Field("tokens", "float", unit="count"),
-        Field("utilization", "float", unit="share"),
         Field(
             "hours",
             "float",
             unit="hours",
             required=False,
         ),
+        Field("hours_compute", "float", unit="hours", required=False),
+        Field("hours_communication", "float", unit="hours", required=False),
+        Field("hours_low", "float", unit="hours", required=False),
+        Field("hours_high", "float", unit="hours", required=False),
         Field(
-            "hours_all_cards",
-            "float",
-            unit="hours",
+            "time_link",
+            "str",
             required=False,
+            allowed=("one_card", "nvswitch", "nvlink-bridge", "pcie", "between_servers"),
         ),
+        Field("time_measured", "bool", required=False),
+        Field("efficiency", "float", unit="share", required=False),
         Field(
             "cost_basis",
             "id",
@@ -1456,7 +1463,6 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "checkpointing_slowdown_low": Bounds(ge=0, le=5),
     "checkpointing_slowdown_high": Bounds(ge=0, le=5),
     "stale_after_days": Bounds(ge=1, le=3650, integer=True, usual=(30, 730)),
-    "default_utilization": Bounds(gt=0, le=1, usual=(0.1, 0.8)),
     "hours_per_month": Bounds(ge=672, le=744),  # 28 to 31 days of 24 hours
     "activation_bytes": Bounds(gt=0, le=8),
     "norm_input_bytes": Bounds(gt=0, le=8),
@@ -1499,6 +1505,12 @@ CONSTANT_BOUNDS: dict[str, Bounds] = {
     "pcie_busbw_gbs": Bounds(gt=0, le=256),
     "network_busbw_share": Bounds(gt=0, le=1.2),
     "comm_overlap": Bounds(ge=0, le=1),
+    "network_port_gbps_infiniband_ndr": Bounds(gt=0, le=10_000),
+    "network_port_gbps_infiniband_hdr": Bounds(gt=0, le=10_000),
+    "network_port_gbps_roce_400": Bounds(gt=0, le=10_000),
+    "network_port_gbps_roce_200": Bounds(gt=0, le=10_000),
+    "network_port_gbps_ethernet_100": Bounds(gt=0, le=10_000),
+    "network_ports_per_gpu": Bounds(gt=0, le=16),
 }
 
 # Relations between constants: (left, operator, right), each must hold.
@@ -1567,12 +1579,11 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "range_low_factor",
     ),
     "pipeline.estimate.training": (
-        "default_utilization",
         "hours_per_month",
         "pretraining_target_days",
         "tokens_per_param",
     ),
-    "pipeline.estimate.recommend": ("default_utilization", "nccl_buffers_gb", "nccl_buffers_large_group_gb"),
+    "pipeline.estimate.recommend": ("nccl_buffers_gb", "nccl_buffers_large_group_gb"),
     "pipeline.estimate.step_time": (
         "achieved_efficiency",
         "achieved_efficiency_low",
@@ -1590,15 +1601,19 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "pcie_busbw_gbs",
         "qlora_efficiency_factor",
         "train_flops_per_param_token",
+        "network_port_gbps_infiniband_ndr",
+        "network_port_gbps_infiniband_hdr",
+        "network_port_gbps_roce_400",
+        "network_port_gbps_roce_200",
+        "network_port_gbps_ethernet_100",
+        "network_ports_per_gpu",
     ),
     "pipeline.words": ("calibration_within", "range_high_factor", "range_low_factor"),
-    "pipeline.render.site": ("default_utilization",),
     "pipeline.render.calculator_json": (
         "adamw_grad_bytes",
         "anchor_size_tolerance",
         "adamw_optimizer_bytes",
         "adamw_weight_bytes",
-        "default_utilization",
         "forward_flops_per_param_token",
         "hours_per_month",
         "nccl_buffers_large_group_gb",
@@ -1633,7 +1648,6 @@ CONSTANT_READS: dict[str, tuple[str, ...]] = {
         "quant_block_size",
         "zero3_gather_bytes_per_param",
     ),
-    "pipeline.tools.estimate_cli": ("default_utilization",),
     "pipeline.validate": ("stale_after_days",),
 }
 

@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
-os.environ["SOURCE_DATE_EPOCH"] = "1796256000"  # 2026-12-03
+os.environ["SOURCE_DATE_EPOCH"] = "1796428800"  # 2026-12-05
 # One folder of this test run, shared by every pytest-xdist worker (each inherits the variable from the
 # controller, which sets it first): the user cache (validated catalogs, validation outcomes, keyed by
 # content, so a worker reuses what another validated) and the shared builds; never ~/.cache.

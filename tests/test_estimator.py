@@ -16,7 +16,7 @@ from statistics import median
 import polars as pl
 import pytest
 
-from pipeline.estimate import calibration, training
+from pipeline.estimate import calibration, step_time, training
 from pipeline.estimate import first_principles as memory
 from pipeline.render import format as fmt
 from tests.test_memory import LLAMA3_8B, P
@@ -58,46 +58,49 @@ def test_summary_statistics():
     assert row["median_error"] == 0.1
 
 
-def test_training_time_and_cost():
-    flops = training.training_flops(LLAMA3_8B, memory.Setup(), 1e9, C)
-    assert flops == 6 * P * 1e9
-    server = {"gpu_count": 8, "price_rub_month": 2_373_300}
-    plan = training.plan(flops, H100, 16, 0.4, C, server=server)
-    hours = 6 * P * 1e9 / (16 * 989e12 * 0.4) / 3600
-    assert plan.hours == pytest.approx(hours, rel=1e-12)
-    assert plan.servers == 2
+def test_training_flops_and_the_rent_of_the_hours():
+    assert training.training_flops(LLAMA3_8B, memory.Setup(), 1e9, C) == 6 * P * 1e9
+    assert training.training_flops(LLAMA3_8B, memory.Setup(method="lora"), 1e9, C) == 4 * P * 1e9
+    server = {"gpu_count": 8, "price_rub_month": 2_373_300, "price_rub_hour": None, "min_term_months": None}
     # a job of a few hours on servers rented by the month costs a whole month of each, not hours / 720
-    assert hours < 720 and plan.cost_rub == 2_373_300 * 2
-    hourly = training.plan(flops, H100, 16, 0.4, C, server=server | {"price_rub_hour": 5000})
-    assert hourly.cost_rub == pytest.approx(hours * 5000 * 2, rel=1e-12)
+    assert training.rental_cost(30.0, 2, server, C) == (2_373_300 * 2, "month", 1)
+    assert training.rental_cost(30.0, 2, server | {"price_rub_hour": 5000}, C) == (30.0 * 5000 * 2, "hour", None)
     # 1 054 hours: two months by the clock, three by the minimum term; 4 215 hours: six months
-    term = training.plan(flops * 500, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
-    assert 720 < term.hours < 2 * 720 and term.cost_rub == 2_373_300 * 2 * 3
-    long = training.plan(flops * 2000, H100, 16, 0.4, C, server=server | {"min_term_months": 3})
-    assert 5 * 720 < long.hours < 6 * 720 and long.cost_rub == 2_373_300 * 2 * 6
-    fp8 = training.plan(flops, H100, 16, 0.4, C, fp8=True)
-    assert fp8.hours == pytest.approx(hours * 989 / 1979, rel=1e-12)
-    lora = training.training_flops(LLAMA3_8B, memory.Setup(method="lora"), 1e9, C)
-    assert lora == 4 * P * 1e9
+    assert training.rental_cost(1054.0, 2, server | {"min_term_months": 3}, C)[0] == 2_373_300 * 2 * 3
+    assert training.rental_cost(4215.0, 2, server | {"min_term_months": 3}, C)[0] == 2_373_300 * 2 * 6
+    no_price = server | {"price_rub_month": None}
+    assert training.rental_cost(30.0, 1, no_price, C) == (None, "on_request", None)
 
 
-def test_cards_for_duration_is_the_fewest_that_finish():
-    flops = 6 * P * 1e12
-    cards = memory.cards_for_duration(flops, 24 * 30, 989, 0.4)
-    assert cards == math.ceil(flops / (30 * 24 * 3600 * 989e12 * 0.4))
-    assert memory.training_hours(flops, cards, 989, 0.4) <= 24 * 30
-    assert memory.training_hours(flops, cards - 1, 989, 0.4) > 24 * 30
-
-
-def test_pretraining_plan_takes_the_larger_card_count(catalog_constants):
+def test_pretraining_plan_takes_whole_servers_and_the_time_model(catalog_constants):
     c = catalog_constants
-    p = training.pretraining(LLAMA3_8B, H100, c, days=30, utilization=0.4)
-    setup = memory.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
+    setup = training.PRETRAINING_SETUP
+    gpu = H100 | {"interconnect": "nvlink", "link_gbs": 900}
+    server = {"server_id": "s", "gpu_count": 8, "interconnect": "nvswitch", "network": None}
+    server |= {"price_rub_month": 2_000_000, "price_rub_hour": None, "min_term_months": None}
+    p = training.pretraining(LLAMA3_8B, gpu, c, days=30, server=server)
     assert p.tokens == 20 * P
-    assert p.flops == 8 * P * 20 * P  # checkpointing: forward twice
+    assert p.flops == step_time.flops_per_token(LLAMA3_8B, setup, c) * 20 * P  # checkpointing: forward twice
+    assert p.efficiency == step_time.efficiency(setup, c, 989)
     assert p.cards_for_memory == memory.min_gpus(LLAMA3_8B, setup, c, 80)
-    assert p.cards_for_time == memory.cards_for_duration(p.flops, 30 * 24, 989, 0.4)
-    assert p.cards == max(p.cards_for_memory, p.cards_for_time)
+    assert p.cards_for_time == math.ceil(p.flops / (30 * 24 * 3600 * 989e12 * p.efficiency))
+    # more cards than one server holds, and no network between servers: no time and no price (rule 11)
+    assert p.cards_for_time > 8
+    assert p.cards == 8 * p.servers and p.servers == math.ceil(p.cards_for_time / 8)
+    assert (p.hours, p.hours_communication, p.cost_rub) == (None, None, None)
+    assert p.hours_compute == pytest.approx(p.flops / (p.cards * 989e12 * p.efficiency) / 3600, rel=1e-12)
+    # with a declared network: whole servers that finish compute and exposed communication within 30 days
+    joined_server = server | {"network": "infiniband-ndr"}
+    joined = training.pretraining(LLAMA3_8B, gpu, c, days=30, server=joined_server)
+    assert joined.hours <= 30 * 24
+    on = replace(setup, gpus=joined.cards)
+    t = step_time.server_time(LLAMA3_8B, on, gpu, joined.tokens, c, joined_server, joined.servers)
+    assert (joined.hours, joined.hours_compute, joined.hours_communication) == (
+        t.hours,
+        t.hours_compute,
+        t.hours_communication,
+    )
+    assert joined.cost_rub == 2_000_000 * joined.servers * math.ceil(joined.hours / 720)
     expected = memory.estimate(LLAMA3_8B, replace(setup, gpus=p.cards), c).total / 1e9
     assert p.memory_per_card_gb == pytest.approx(expected, rel=1e-12)
 
@@ -327,7 +330,7 @@ def test_cli_text_report_and_draft_time():
     run = estimate_cli("--model", "llama-3-1-8b", "--method", "lora", "--tokens", "1e9", "--server", "xfusion-2x-h100")
     assert run.returncode == 0, run.stderr
     assert "optimizer states" in run.stdout and "Table rule" in run.stdout
-    assert "2 x h100-pcie" in run.stdout and "(a draft estimate)" in run.stdout
+    assert "2 x h100-pcie" in run.stdout and "h compute +" in run.stdout and "h communication over pcie" in run.stdout
 
 
 def test_cli_rejects_impossible_setups_and_unknown_models():

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from pipeline.estimate import first_principles as memory
-from pipeline.estimate import recommend, table_rule
+from pipeline.estimate import recommend, step_time, table_rule
 from pipeline.schema import ESTIMATOR_RANGE, SERVERS
 from pipeline.words import labels
 
@@ -130,9 +130,16 @@ def test_a_four_card_server_is_used_with_four_cards(catalog):
     assert row["per_gpu_memory_gb"] == pytest.approx(per_card_gb(catalog, "generic-7b", "lora", 4), rel=1e-12)
     arch = memory.model_architectures(catalog["models"])["generic-7b"]
     setup = memory.typical_setup("lora", catalog.constants, 4)
-    flops = memory.training_flops_per_token(memory.parameter_counts(arch).active, setup, catalog.constants) * 1e9
-    assert row["hours"] == pytest.approx(flops / (4 * 756e12 * 0.4) / 3600, rel=1e-12)
-    assert row["hours_all_cards"] == row["hours"]
+    gpu = catalog["gpus"].filter(pl.col("gpu_id") == "h100-pcie").row(0, named=True)
+    server = {"gpu_count": 4, "interconnect": "pcie", "network": None}
+    t = step_time.server_time(arch, setup, gpu, 1e9, catalog.constants, server)
+    assert (row["hours"], row["hours_compute"], row["hours_communication"]) == (
+        t.hours,
+        t.hours_compute,
+        t.hours_communication,
+    )
+    assert row["hours"] == pytest.approx(row["hours_compute"] + row["hours_communication"], rel=1e-12)
+    assert row["time_link"] == "pcie" and row["efficiency"] == t.efficiency
     assert row["cost_rub"] == pytest.approx(row["hours"] * 1000, rel=1e-12)
     assert row["link"] == "pcie"
 
@@ -240,7 +247,8 @@ def test_a_tie_on_cost_is_decided_by_time_and_said(catalog):
         "generic-7b",
         "lora",
         servers(
-            box | {"server_id": "a-pcie", "gpu_id": "h100-pcie"}, box | {"server_id": "b-sxm", "gpu_id": "h100-sxm"}
+            box | {"server_id": "a-pcie", "gpu_id": "h100-pcie"},
+            box | {"server_id": "b-sxm", "gpu_id": "h100-sxm", "interconnect": "nvswitch"},
         ),
     )
     got = [(r["rank"], r["server_id"], r["cost_rub"], r["tied_on_cost"]) for r in rows]

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.estimate import first_principles as memory
-from pipeline.estimate import recommend, training
+from pipeline.estimate import recommend, step_time
 from pipeline.schema import SERVERS
 
 
@@ -187,19 +187,13 @@ def test_time_uses_active_parameters_and_the_cheaper_lora_backward(catalog, mode
     # 2P forward + 4P backward (2P for a frozen base) + 2P recompute (checkpointing on in the typical setup)
     per_token = 2 + (4 if method_id.startswith("full") else 2) + 2
     b300 = catalog["gpus"].filter(pl.col("gpu_id") == "b300").row(0, named=True)
-    expected = per_token * active * 1e9 / (row["gpus_per_job"] * b300["bf16_dense_tflops"] * 1e12 * 0.4) / 3600
+    setup = memory.typical_setup(method_id, catalog.constants, row["gpus_per_job"])
+    share = step_time.efficiency(setup, catalog.constants, b300["bf16_dense_tflops"])
+    attention = step_time.attention_flops_per_token(arch, setup)
+    expected = (per_token * active + attention) * 1e9 / (row["gpus_per_job"] * b300["bf16_dense_tflops"] * 1e12 * share)
     assert row["tokens"] == 1e9
-    assert row["hours"] == pytest.approx(expected, rel=1e-12)
-    assert row["hours"] == pytest.approx(
-        memory.training_hours(
-            training.training_flops(
-                arch, memory.typical_setup(method_id, catalog.constants, row["gpus_per_job"]), 1e9, catalog.constants
-            ),
-            row["gpus_per_job"],
-            b300["bf16_dense_tflops"],
-            0.4,
-        )
-    )
+    assert row["hours_compute"] == pytest.approx(expected / 3600, rel=1e-12)
+    assert row["hours"] == pytest.approx(row["hours_compute"] + row["hours_communication"], rel=1e-12)
     if model_id == "qwen3-30b-a3b":
         assert active < memory.parameter_counts(arch).total / 5
 

@@ -265,12 +265,12 @@ def test_cli_two_servers_without_a_network_are_refused(catalog) -> None:
         _estimate(catalog, "--params-b", "8", "--gpus", "16", "--nodes", "2")
 
 
-def test_timed_plan_prices_the_hours_of_the_time_model() -> None:
+def test_plan_prices_the_hours_of_the_time_model() -> None:
     from pipeline.estimate import training
 
     server = {"price_rub_hour": 1000, "price_rub_month": None, "min_term_months": None}
     setup = replace(FULL_8, gpus=16)
-    p = training.timed_plan(DENSE, setup, GPU, 16 * 1024 * 3600, C | {"hours_per_month": 720}, "pcie", server, 2, 6400)
+    p = training.plan(DENSE, setup, GPU, 16 * 1024 * 3600, C | {"hours_per_month": 720}, "pcie", server, 2, 6400)
     t = step_time.training_time(DENSE, setup, GPU, 16 * 1024 * 3600, C, "pcie", 2, 6400)
     assert (p.hours, p.hours_compute, p.hours_communication, p.servers) == (
         t.hours, t.hours_compute, t.hours_communication, 2,

@@ -84,7 +84,7 @@ def test_unknown_gpu_in_server(sources):
             "servers.csv",
             ",585000,2026-10-12,",
             ",585000,2099-01-01,",
-            'servers.csv:2: price_checked_on = "2099-01-01": дата в будущем (дата сборки — 2026-12-03)',
+            'servers.csv:2: price_checked_on = "2099-01-01": дата в будущем (дата сборки — 2026-12-05)',
         ),
         (
             "servers.csv",
@@ -323,22 +323,22 @@ def test_a_table_with_only_its_header_is_refused(src, table):
         (
             "hours_per_month",
             0,
-            'constants.csv:17: value = "0": hours_per_month должно быть не меньше 672 и не больше 744',
+            'constants.csv:16: value = "0": hours_per_month должно быть не меньше 672 и не больше 744',
         ),
         (
-            "default_utilization",
+            "achieved_efficiency",
             0,
-            'constants.csv:16: value = "0": default_utilization должно быть больше 0 и не больше 1',
+            'constants.csv:49: value = "0": achieved_efficiency должно быть больше 0 и не больше 1',
         ),
         (
-            "default_utilization",
+            "achieved_efficiency",
             50,
-            'constants.csv:16: value = "50": default_utilization должно быть больше 0 и не больше 1',
+            'constants.csv:49: value = "50": achieved_efficiency должно быть больше 0 и не больше 1',
         ),
         (
             "quant_block_size",
             0.5,
-            'constants.csv:26: value = "0.5": quant_block_size должно быть целым числом от 1 до 4096',
+            'constants.csv:25: value = "0.5": quant_block_size должно быть целым числом от 1 до 4096',
         ),
         (
             "adamw_optimizer_bytes",
@@ -517,14 +517,14 @@ def test_ids_the_code_names_must_exist(src):
             'gpus.csv:5: bf16_dense_tflops = "100000": необычное значение: обычно от 10 до 5000 TFLOPS; проверьте число',
         ),
         (
-            lambda s: set_constant(s, "default_utilization", 0.9),
-            'constants.csv:16: value = "0.9": необычно для default_utilization: обычно от 0.1 до 0.8; проверьте число',
+            lambda s: set_constant(s, "achieved_efficiency", 0.9),
+            'constants.csv:49: value = "0.9": необычно для achieved_efficiency: обычно от 0.2 до 0.6; проверьте число',
         ),
         (
             lambda s: (
                 (s / "constants.csv").open("a", encoding="utf-8").write("range_hi_factor,1.5,,Опечатка.,site-rules\n")
             ),
-            'constants.csv:65: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
+            'constants.csv:70: constant_id = "range_hi_factor": эту константу не использует ни одно правило и ни одна страница; опечатка в id?',
         ),
         (
             lambda s: edit_csv(s / "memory_anchors.csv", "full_amp,70,1200,", "full_amp,70,1000000,"),

@@ -717,16 +717,6 @@ def training_flops_per_token(params_active: float, setup: Setup, c: Mapping[str,
     return params_active * (forward + backward + recompute)
 
 
-def training_hours(flops: float, cards: int, tflops: float, utilization: float) -> float:
-    """Wall-clock hours of `flops` on `cards` GPUs of `tflops` peak at `utilization` of the peak."""
-    return flops / (cards * tflops * 1e12 * utilization) / 3600
-
-
-def cards_for_duration(flops: float, hours: float, tflops: float, utilization: float) -> int:
-    """Fewest cards that finish `flops` within `hours`."""
-    return max(1, math.ceil(flops / (hours * 3600 * tflops * 1e12 * utilization) * (1 - 1e-9)))
-
-
 def fits(breakdown: Breakdown, gpu_memory_gb: float) -> bool:
     """Whether the peak (with context and allocator cache) fits one card of `gpu_memory_gb`."""
     return breakdown.total <= gpu_memory_gb * GB

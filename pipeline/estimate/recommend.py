@@ -7,9 +7,11 @@ within the card's memory). A job then takes whole servers: all the cards of as m
 cards need, with the typical multi-GPU sharding over all of them, and its memory per card, time and
 cost follow from that count. A job that fits one chassis only at the point estimate is a risk
 (`tight`), never the recommendation; a job split across chassis needs a declared inter-node network
-(servers.network), otherwise it is not recommended and has no total price. Time is the draft of
-rule 8 on the active parameters (MoE) with the cheaper LoRA backward pass, on the cards the job uses,
-for the reference dataset of the typical setup; cost is that time under the server's declared rental
+(servers.network), otherwise it is not recommended and has no total price. Time is the time model's
+(step_time: compute on the active parameters at the measured efficiency, plus the communication compute
+does not hide, over the server's interconnect and between servers its declared network), on the cards
+the job uses, for the reference dataset of the typical setup, with the out-of-sample range of the
+published runs (`lookups.time_band`); cost is that time under the server's declared rental
 terms: an hourly price where the catalog has one, otherwise whole months of the monthly price, at
 least the minimum term. Ranking: recommended first, then the cost, then the time.
 
@@ -27,7 +29,7 @@ import polars as pl
 
 from pipeline import lookups
 from pipeline.estimate import first_principles as memory
-from pipeline.estimate import training
+from pipeline.estimate import step_time, training
 from pipeline.schema import RECOMMENDATIONS
 
 # Why a row is or is not recommended (the `reason` column), in the order unrecommended rows rank.
@@ -118,18 +120,18 @@ def recommendations(  # noqa: PLR0913
     gpus: pl.DataFrame,
     c: Mapping[str, object],
     spread: tuple[float, float] | Spreads | None = None,
+    band: lookups.TimeBand | None = None,
 ) -> pl.DataFrame:
     """The `recommendations` table: one row per model x method x server, ranked within model x method.
     `spread`: the factors of the first-principles estimate's measured range per kind of setup
     (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range (the headroom is
-    then the reserve alone).
+    then the reserve alone). `band`: the time figures' measured range and coverage (`lookups.time_band`).
 
     The estimator runs once per model x method x card count (`jobs`); the rent is column arithmetic."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
-    utilization = float(c["default_utilization"])
-    job = jobs(models, methods, servers, gpus, c, tokens, utilization, spreads)
-    return ranked(job.with_columns(tokens=pl.lit(tokens), utilization=pl.lit(utilization)), servers, c)
+    job = jobs(models, methods, servers, gpus, c, tokens, spreads, band)
+    return ranked(job.with_columns(tokens=pl.lit(tokens)), servers, c)
 
 
 def _spreads(spread) -> dict[str, tuple[float, float]]:
@@ -174,8 +176,8 @@ def jobs(  # noqa: PLR0913
     gpus: pl.DataFrame,
     c: Mapping[str, object],
     tokens: float,
-    utilization: float,
     spreads: Spreads | None = None,
+    band: lookups.TimeBand | None = None,
 ) -> pl.DataFrame:
     """One row per model x method x catalog server (`plan_job`) in the typical setup."""
     archs = memory.model_architectures(models)
@@ -190,9 +192,7 @@ def jobs(  # noqa: PLR0913
     rows = []
     for model_id in sorted(archs):
         for method_id in method_ids:
-            plans = plan_job(
-                archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, utilization, spreads
-            )
+            plans = plan_job(archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, spreads, band)
             rows += [{"model_id": model_id, "method_id": method_id} | r for r in plans]
     return pl.DataFrame(rows, schema=JOB_SCHEMA)
 
@@ -204,14 +204,17 @@ def plan_job(  # noqa: PLR0913
     gpus: pl.DataFrame,
     c: Mapping[str, object],
     tokens: float,
-    utilization: float,
     spreads: Spreads | None = None,
+    band: lookups.TimeBand | None = None,
+    share: float | None = None,
 ) -> list[dict]:
     """One job (`setup(cards)` gives it on that many cards) on every catalog server: where it goes (`place`),
     the cards it takes (all the cards of its chassis), the first-principles memory per card with its
-    measured range, the headroom left, the link and the draft hours on those cards. An FP8 setup leaves
-    out the servers whose card has no FP8."""
+    measured range, the headroom left, the link and the hours on those cards (`_time`). An FP8 setup
+    leaves out the servers whose card has no FP8. `share`: the reader's share of the BF16 peak instead
+    of the measured efficiency."""
     spreads = spreads or {}
+    band = band or lookups.TimeBand()
     gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     estimate = _remembering(arch, c)
 
@@ -250,12 +253,28 @@ def plan_job(  # noqa: PLR0913
             "link": link_of(reason, cards, server),
         }
         if cards is not None:
-            on_cards = setup(cards)
-            flops = training.training_flops(arch, on_cards, tokens, c)
-            hours = memory.training_hours(flops, cards, training.peak_tflops(gpu, on_cards.fp8), utilization)
-            row |= _figures(per_gpu(cards), cards, size, spreads, c) | {"hours": hours, "hours_all_cards": hours}
+            row |= _figures(per_gpu(cards), cards, size, spreads, c)
+            if reason != "needs_network":  # no time across servers with no declared network
+                time = step_time.server_time(arch, setup(cards), gpu, tokens, c, server, chassis, share)
+                if time is not None:
+                    row |= _time(time, gpu["gpu_id"], band)
         rows.append(row)
     return rows
+
+
+def _time(t: step_time.TrainingTime, gpu_id: str, band: lookups.TimeBand) -> dict:
+    """A plan's hours split into compute and exposed communication, the range the published runs give
+    them, and whether runs on this card and link were measured (otherwise the time is a draft)."""
+    return {
+        "hours": t.hours,
+        "hours_compute": t.hours_compute,
+        "hours_communication": t.hours_communication,
+        "hours_low": None if band.low is None else t.hours * band.low,
+        "hours_high": None if band.high is None else t.hours * band.high,
+        "time_link": t.link,
+        "time_measured": band.measured(gpu_id, t.link),
+        "efficiency": t.efficiency,
+    }
 
 
 def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mapping[str, object]) -> dict:
@@ -271,7 +290,7 @@ def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mappin
 
 
 def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
-    """Rows of `plan_job` (with model_id, method_id, tokens, utilization) priced under the servers' rental
+    """Rows of `plan_job` (with model_id, method_id, tokens) priced under the servers' rental
     terms and ranked: the recommendations table's columns."""
     carried = servers.select("server_id", *training.PRICE_COLUMNS)
     frame = (
@@ -329,7 +348,13 @@ JOB_SCHEMA = {
     "link": pl.String,
     "gpu_has_nvlink": pl.Boolean,
     "hours": pl.Float64,
-    "hours_all_cards": pl.Float64,
+    "hours_compute": pl.Float64,
+    "hours_communication": pl.Float64,
+    "hours_low": pl.Float64,
+    "hours_high": pl.Float64,
+    "time_link": pl.String,
+    "time_measured": pl.Boolean,
+    "efficiency": pl.Float64,
 }
 
 

@@ -44,10 +44,24 @@ TIME_CONSTANTS = (
     "forward_flops_per_param_token",
     "train_flops_per_param_token",
 )
+
 # How the cards of one server talk: servers.csv's `interconnect`, and one card alone.
 LINKS = ("one_card", "nvswitch", "nvlink-bridge", "pcie")
 # A card's own link (gpus.csv `interconnect`) as the link of a server full of such cards.
 CARD_LINKS = {"nvlink": "nvswitch", "infinity-fabric": "nvswitch", "nvlink-bridge": "nvlink-bridge", "pcie": "pcie"}
+# A server's interconnect (servers.csv) as the link of the time model: Infinity Fabric joins every card to
+# every other at the card's link rate, as NVSwitch does.
+SERVER_LINKS = {"nvswitch": "nvswitch", "infinity-fabric": "nvswitch", "nvlink-bridge": "nvlink-bridge", "pcie": "pcie"}
+# The constants giving each declared inter-node network's line rate per port (servers.network).
+NETWORK_RATE_CONSTANTS = {
+    "infiniband-ndr": "network_port_gbps_infiniband_ndr",
+    "infiniband-hdr": "network_port_gbps_infiniband_hdr",
+    "roce-400": "network_port_gbps_roce_400",
+    "roce-200": "network_port_gbps_roce_200",
+    "ethernet-100": "network_port_gbps_ethernet_100",
+}
+# The constants of a plan between servers: each fabric's line rate and the ports a server has per card.
+NETWORK_CONSTANTS = (*NETWORK_RATE_CONSTANTS.values(), "network_ports_per_gpu")
 GRADIENT_BYTES = 2  # gradients are reduced in bf16 (mixed precision)
 STORED_WEIGHT_BYTES = 2  # ZeRO-3 gathers the bf16 compute copy of a weight
 
@@ -216,15 +230,17 @@ def training_time(  # noqa: PLR0913
     nodes: int = 1,
     network_gbps: float | None = None,
     active_params: float | None = None,
+    share: float | None = None,
 ) -> TrainingTime:
     """Hours of training `setup` (setup.gpus cards in all, on `nodes` servers) on `tokens` tokens; `link` is
     how the cards of one server are joined (LINKS), `network_gbps` the Gbit/s of each server's network.
-    `active_params` overrides the architecture's active parameters (a MoE given by its counts only)."""
+    `active_params` overrides the architecture's active parameters (a MoE given by its counts only);
+    `share` the share of the BF16 peak the compute reaches (a reader's own figure instead of `efficiency`)."""
     cards = setup.gpus
     link = "one_card" if cards == 1 else link
     per_token = flops_per_token(arch, setup, c, active_params)
     peak = float(gpu["bf16_dense_tflops"])
-    share = efficiency(setup, c, peak)
+    share = efficiency(setup, c, peak) if share is None else share
     rate = peak * 1e12 * share  # achieved FLOP/s of one card
     tokens_per_step = setup.micro_batch * setup.seq_len * setup.grad_accum * cards
     compute = per_token * tokens_per_step / cards / rate
@@ -248,3 +264,33 @@ def training_time(  # noqa: PLR0913
         link="between_servers" if nodes > 1 else link,
         constants=used,
     )
+
+
+def server_network_gbps(server: Mapping[str, object], c: Mapping[str, float]) -> float | None:
+    """Gbit/s of a server's declared inter-node network (servers.network), all its ports together: the
+    fabric's line rate per port times `network_ports_per_gpu` ports per card; None without a network."""
+    network = server.get("network")
+    if not network:
+        return None
+    return float(c[NETWORK_RATE_CONSTANTS[network]]) * float(c["network_ports_per_gpu"]) * int(server["gpu_count"])
+
+
+def server_time(  # noqa: PLR0913
+    arch: Architecture,
+    setup: first_principles.Setup,
+    gpu: Mapping[str, object],
+    tokens: float,
+    c: Mapping[str, float],
+    server: Mapping[str, object],
+    servers_count: int = 1,
+    share: float | None = None,
+) -> TrainingTime | None:
+    """`training_time` of `setup` on `servers_count` catalog servers: their interconnect inside each, their
+    declared network between them. None when the job spans servers with no declared network (no plan), or
+    when the time is not finite."""
+    network = server_network_gbps(server, c) if servers_count > 1 else None
+    if servers_count > 1 and network is None:
+        return None
+    link = SERVER_LINKS[str(server["interconnect"])]
+    t = training_time(arch, setup, gpu, tokens, c, link, servers_count, network, share=share)
+    return t if math.isfinite(t.hours) else None  # a constant at the edge of its bounds: no time, not infinity

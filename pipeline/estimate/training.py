@@ -1,8 +1,8 @@
-"""Draft training time and cost (docs/rules.md, rule 8) and pretraining plans.
+"""Training time and cost (docs/estimator.md, "Training time") and pretraining plans.
 
-Pure functions. Time = compute / (cards x peak dense TFLOP/s x utilisation); the
-utilisation is always the reader's input (default from constants.csv). Cost follows the
-server's rental terms (`rental_cost`): hours x the hourly price, or whole months of the monthly price.
+Pure functions. Time is the time model's (step_time: compute + the communication compute does not hide);
+cost follows the server's rental terms (`rental_cost`): hours x the hourly price, or whole months of the
+monthly price.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Plan:
     hours: float
     servers: int | None = None
     cost_rub: float | None = None
-    hours_compute: float | None = None  # with the time model (timed_plan): hours = compute + communication
+    hours_compute: float | None = None
     hours_communication: float | None = None
 
 
@@ -37,31 +37,7 @@ def training_flops(arch: Architecture, setup: first_principles.Setup, tokens: fl
     return first_principles.training_flops_per_token(active, setup, c) * tokens
 
 
-def peak_tflops(gpu: Mapping[str, object], fp8: bool) -> float:
-    """Dense peak of one card: FP8 when training in FP8 and the card has it, BF16 otherwise."""
-    if fp8 and gpu.get("fp8_dense_tflops"):
-        return float(gpu["fp8_dense_tflops"])
-    return float(gpu["bf16_dense_tflops"])
-
-
 def plan(  # noqa: PLR0913
-    flops: float,
-    gpu: Mapping[str, object],
-    cards: int,
-    utilization: float,
-    c: Mapping[str, float],
-    fp8: bool = False,
-    server: Mapping[str, object] | None = None,
-) -> Plan:
-    """Hours on `cards` cards of `gpu`; with a server, the servers needed and the rent for those hours."""
-    hours = first_principles.training_hours(flops, cards, peak_tflops(gpu, fp8), utilization)
-    if server is None:
-        return Plan(flops, cards, hours)
-    servers = math.ceil(cards / server["gpu_count"])
-    return Plan(flops, cards, hours, servers, rental_cost(hours, servers, server, c)[0])
-
-
-def timed_plan(  # noqa: PLR0913
     arch: Architecture,
     setup: first_principles.Setup,
     gpu: Mapping[str, object],
@@ -72,7 +48,7 @@ def timed_plan(  # noqa: PLR0913
     nodes: int = 1,
     network_gbps: float | None = None,
 ) -> Plan:
-    """`plan` with the time model (step_time.training_time: compute + exposed communication) on setup.gpus
+    """Hours of the time model (step_time.training_time: compute + exposed communication) on setup.gpus
     cards over `nodes` servers joined by `link`; with a server, the rent of those hours on `nodes` servers."""
     t = step_time.training_time(arch, setup, gpu, tokens, c, link, nodes, network_gbps)
     flops = t.flops_per_token * tokens
@@ -109,7 +85,8 @@ def rental_terms(hours: pl.Expr, servers_count: pl.Expr, c: Mapping[str, object]
     """
     hourly, monthly = pl.col("price_rub_hour"), pl.col("price_rub_month")
     term = pl.col("min_term_months").fill_null(1)
-    months = pl.max_horizontal(term, (hours / float(c["hours_per_month"]) - 1e-9).ceil().cast(pl.Int64))
+    # strict=False: an absurd time (a constant at the edge of its bounds) gives no month count, not an error
+    months = pl.max_horizontal(term, (hours / float(c["hours_per_month"]) - 1e-9).ceil().cast(pl.Int64, strict=False))
     by_month = monthly.is_null().not_() & hourly.is_null()
     return {
         "cost_rub": pl.when(hourly.is_not_null())
@@ -131,13 +108,19 @@ class Pretraining:
 
     tokens: float
     flops: float
+    efficiency: float  # share of the BF16 peak the compute reaches (step_time.efficiency)
     cards_for_memory: int | None  # fewest cards the model states fit on with ZeRO-3
-    cards_for_time: int  # fewest cards that finish within the target duration
-    cards: int | None  # the larger of the two
+    cards_for_time: int  # fewest cards whose compute alone finishes within the target duration
+    cards: int | None  # whole servers holding the larger of the two (and, with a network, finishing in time)
     memory_per_card_gb: float | None
-    hours: float | None
+    hours: float | None  # compute + exposed communication; None across servers with no declared network
+    hours_compute: float | None
+    hours_communication: float | None
     servers: int | None
     cost_rub: float | None
+
+
+PRETRAINING_SETUP = first_principles.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
 
 
 def pretraining(  # noqa: PLR0913
@@ -145,31 +128,71 @@ def pretraining(  # noqa: PLR0913
     gpu: Mapping[str, object],
     c: Mapping[str, float],
     days: float,
-    utilization: float,
     tokens_per_param: float | None = None,
     setup: first_principles.Setup | None = None,
     server: Mapping[str, object] | None = None,
 ) -> Pretraining:
     """Plan pretraining from scratch: tokens = tokens_per_param x parameters (20, Chinchilla, by default).
 
-    The memory side assumes full mixed-precision training sharded with ZeRO-3 and
-    checkpointing (the usual way to pretrain at scale); the time side needs the cards that
-    do the compute within `days`.
+    The memory side assumes full mixed-precision training sharded with ZeRO-3 and checkpointing (the usual
+    way to pretrain at scale). The time side: the fewest cards whose compute (at step_time's efficiency)
+    finishes within `days`; the job then takes whole servers (all the cards of each), and its time is the
+    time model's on them — raised, server by server, until compute and exposed communication together finish
+    in time. Across servers that declare no network there is no time and no price (rule 11).
     """
-    setup = setup or first_principles.Setup(method="full_amp", sharding="zero3", grad_checkpointing=True, seq_len=4096)
+    setup = setup or PRETRAINING_SETUP
     tokens = (tokens_per_param or c["tokens_per_param"]) * parameter_counts(arch).total
-    flops = training_flops(arch, setup, tokens, c)
-    tflops = peak_tflops(gpu, setup.fp8)
-    for_time = first_principles.cards_for_duration(flops, days * 24, tflops, utilization)
+    flops = step_time.flops_per_token(arch, setup, c) * tokens
+    peak = float(gpu["bf16_dense_tflops"])
+    share = step_time.efficiency(setup, c, peak)
+    target = days * 24 * 3600
+    for_time = max(1, math.ceil(flops / (target * peak * 1e12 * share) * (1 - 1e-9)))
     for_memory = first_principles.min_gpus(arch, setup, c, float(gpu["memory_gb"]))
     if for_memory is None:
-        return Pretraining(tokens, flops, None, for_time, None, None, None, None, None)
-    cards = max(for_memory, for_time)
+        return Pretraining(tokens, flops, share, None, for_time, None, None, None, None, None, None, None)
+    per_server = int(server["gpu_count"]) if server else 1
+    servers = math.ceil(max(for_memory, for_time) / per_server)
+    t = _pretraining_time(arch, setup, gpu, tokens, c, server, servers)
+    for _ in range(_GROW_STEPS):  # communication makes the first count too few: grow to finish in time
+        if t is None or t.hours * 3600 <= target * (1 + 1e-9):
+            break
+        servers = max(servers + 1, math.ceil(servers * t.hours * 3600 / target))
+        t = _pretraining_time(arch, setup, gpu, tokens, c, server, servers)
+    cards = servers * per_server
     per_card = first_principles.estimate(arch, replace(setup, gpus=cards), c).total / first_principles.GB
-    result = plan(flops, gpu, cards, utilization, c, setup.fp8, server)
+    hours_compute = flops / (cards * peak * 1e12 * share) / 3600
+    if t is None:
+        return Pretraining(
+            tokens, flops, share, for_memory, for_time, cards, per_card, None, hours_compute, None, servers, None
+        )
+    cost = None if server is None else rental_cost(t.hours, servers, server, c)[0]
     return Pretraining(
-        tokens, flops, for_memory, for_time, cards, per_card, result.hours, result.servers, result.cost_rub
+        tokens,
+        flops,
+        share,
+        for_memory,
+        for_time,
+        cards,
+        per_card,
+        t.hours,
+        t.hours_compute,
+        t.hours_communication,
+        servers if server else None,
+        cost,
     )
+
+
+_GROW_STEPS = 20
+
+
+def _pretraining_time(arch, setup, gpu, tokens, c, server, servers: int) -> step_time.TrainingTime | None:  # noqa: PLR0913
+    """The time model on `servers` servers (on `servers` cards of the card's own link without a server)."""
+    if server is None:
+        on = replace(setup, gpus=servers)
+        t = step_time.training_time(arch, on, gpu, tokens, c, step_time.CARD_LINKS.get(gpu["interconnect"], "pcie"))
+        return t if math.isfinite(t.hours) else None
+    on = replace(setup, gpus=servers * int(server["gpu_count"]))
+    return step_time.server_time(arch, on, gpu, tokens, c, server, servers)
 
 
 # Seed 000's pretraining rows: its "H100 80GB" and "H200 141GB" columns are the catalog's ESC8000A cards.
@@ -198,8 +221,8 @@ def pretraining_table(
                 if priced.height
                 else None
             )
-            days, utilization = c["pretraining_target_days"], c["default_utilization"]
-            p = pretraining(archs[row["model_id"]], gpu, c, days, utilization, server=server)
+            days = c["pretraining_target_days"]
+            p = pretraining(archs[row["model_id"]], gpu, c, days, server=server)
             rows.append(
                 {
                     "model_id": row["model_id"],
@@ -207,12 +230,14 @@ def pretraining_table(
                     "tokens": p.tokens,
                     "flops": p.flops,
                     "target_days": days,
-                    "utilization": utilization,
+                    "efficiency": p.efficiency,
                     "cards_for_memory": p.cards_for_memory,
                     "cards_for_time": p.cards_for_time,
                     "cards": p.cards,
                     "memory_per_card_gb": p.memory_per_card_gb,
                     "days": None if p.hours is None else p.hours / 24,
+                    "days_compute": None if p.hours_compute is None else p.hours_compute / 24,
+                    "days_communication": None if p.hours_communication is None else p.hours_communication / 24,
                     "server_id": None if server is None else server["server_id"],
                     "servers": p.servers,
                     "cost_rub": p.cost_rub,

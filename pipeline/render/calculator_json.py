@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 from pipeline import lookups
 from pipeline.combine import Catalog
-from pipeline.estimate import first_principles
+from pipeline.estimate import first_principles, step_time
 from pipeline.estimate.architecture import CONFIG_KEYS, PLAIN_MLP_TYPES, TIED_BY_DEFAULT, architecture_from_row
 from pipeline.estimate.table_rule import NVLINK_CARDS, RELATIVE_TOLERANCE
 from pipeline.render import russian
@@ -26,7 +26,6 @@ CONSTANTS = (
     "adamw_grad_bytes",
     "adamw_optimizer_bytes",
     "train_flops_per_param_token",
-    "default_utilization",
     "hours_per_month",
 )
 
@@ -36,8 +35,9 @@ ESTIMATOR_CONSTANTS = (
     "forward_flops_per_param_token",
     "train_flops_per_param_token",
     "hours_per_month",
-    "default_utilization",
     "nccl_buffers_large_group_gb",  # recommend.reserve_gb, the plan's headroom
+    *step_time.TIME_CONSTANTS,  # the time model
+    *step_time.NETWORK_CONSTANTS,
 )
 
 
@@ -111,7 +111,9 @@ def estimator_data(catalog: Catalog) -> dict:
             kind: {"low_factor": low, "high_factor": high}
             for kind, (low, high) in lookups.plan_spreads(catalog["estimator_range"]).items()
         },
-        "constants": {name: _number(catalog.constants[name]) for name in ESTIMATOR_CONSTANTS},
+        "constants": {name: _number(catalog.constants[name]) for name in dict.fromkeys(ESTIMATOR_CONSTANTS)},
+        # The time model's fixed parts (step_time.py) and what the published runs cover (lookups.time_band).
+        "time": time_data(catalog),
         # Byte widths of data types (units, not tunable constants) and GB, as first_principles.py has them.
         "units": {
             "fp32": first_principles.FP32,
@@ -120,6 +122,19 @@ def estimator_data(catalog: Catalog) -> dict:
             "gb": _number(first_principles.GB),
         },
         "min_gpus_limit": inspect.signature(first_principles.min_gpus).parameters["limit"].default,
+    }
+
+
+def time_data(catalog: Catalog) -> dict:
+    """step_time's links, network rates and byte widths, and the time figures' band and coverage."""
+    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    return {
+        "server_links": step_time.SERVER_LINKS,
+        "card_links": step_time.CARD_LINKS,
+        "network_rate_constants": step_time.NETWORK_RATE_CONSTANTS,
+        "gradient_bytes": step_time.GRADIENT_BYTES,
+        "stored_weight_bytes": step_time.STORED_WEIGHT_BYTES,
+        "band": {"low": band.low, "high": band.high, "gpus": sorted(band.gpus), "links": sorted(band.links)},
     }
 
 
@@ -177,6 +192,7 @@ def calculator_data(catalog: Catalog) -> dict:
             memory_gb="memory_gb",
             bf16_dense_tflops="bf16_dense_tflops",
             fp8_dense_tflops="fp8_dense_tflops",
+            link_gbs="link_gbs",
             has_nvlink=("interconnect", lambda interconnect: interconnect in NVLINK_CARDS),
             interconnect=("interconnect", str),
         ),

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from babel.dates import format_date
 from babel.lists import format_list
-from babel.numbers import format_decimal
+from babel.numbers import format_decimal, format_scientific
 
 LOCALE = "ru_RU"
 
@@ -32,7 +32,12 @@ def number(value: float | None, places: int = 1) -> str:
     """Any other figure, up to `places` decimals, trailing zeros dropped."""
     if value is None:
         return ""
+    if abs(value) >= HUGE:  # beyond what Babel's decimal pattern takes: an absurd input, shown as it is
+        return format_scientific(value, "0.###E0", locale=LOCALE)
     return format_decimal(_rounded(value, places), "#,##0." + "#" * places if places else "#,##0", locale=LOCALE)
+
+
+HUGE = 1e27
 
 
 @lru_cache(maxsize=65536)

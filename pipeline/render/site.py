@@ -1028,7 +1028,6 @@ class Renderer:
             quote_url=entities.quote_link(m),
             plan_with=entities.plan_with,
             quote_contacts=self.site_config["quote"],
-            utilization_pct=fmt.number(self.tables.c.constants["default_utilization"] * 100, 0),
             breakdown=self.estimator.bars(m),
             breakdown_view=self.estimator.breakdown_table(m),
         )

@@ -14,6 +14,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from pipeline import lookups
 from pipeline.estimate import first_principles, step_time, training
 from pipeline.estimate.architecture import architecture_from_config, parameter_counts
 from pipeline.problems import DataError, format_report
@@ -321,8 +322,8 @@ def _add_output_options(e) -> None:
     e.add_argument(
         "--utilization",
         type=_typed(_share),
-        help="share of the GPU's peak dense throughput the training reaches, above 0 and at most 1 "
-        "(default: default_utilization of constants.csv)",
+        help="share of the GPU's dense BF16 peak the compute reaches, above 0 and at most 1, instead of the "
+        "time model's measured efficiency (by card and method: constants.csv achieved_efficiency and its kin)",
     )
     e.add_argument(
         "--batch",
@@ -678,12 +679,13 @@ def _server_fits(catalog, arch, setup: first_principles.Setup, args=None) -> lis
     c = catalog.constants
     servers = catalog["servers"]
     tokens = getattr(args, "tokens", None) or float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
-    utilization = getattr(args, "utilization", None) or float(c["default_utilization"])
+    share = getattr(args, "utilization", None)
     spreads = recommend.plan_spreads(catalog["estimator_range"])
-    plans = recommend.plan_job(arch, _setup_on(setup, c), servers, catalog["gpus"], c, tokens, utilization, spreads)
+    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    plans = recommend.plan_job(arch, _setup_on(setup, c), servers, catalog["gpus"], c, tokens, spreads, band, share)
     frame = pl.DataFrame(
         [{"model_id": "request", "method_id": setup.method} | r for r in plans], schema=recommend.JOB_SCHEMA
-    ).with_columns(tokens=pl.lit(tokens), utilization=pl.lit(utilization))
+    ).with_columns(tokens=pl.lit(tokens))
     rows = recommend.ranked(frame, servers, c)
     names = dict(servers.select("server_id", "display_name").iter_rows())
     return [
@@ -702,6 +704,11 @@ def _server_fits(catalog, arch, setup: first_principles.Setup, args=None) -> lis
             "link": r["link"],
             "fits_one": r["reason"] == "one_chassis",
             "hours": r["hours"],
+            "hours_compute": r["hours_compute"],
+            "hours_communication": r["hours_communication"],
+            "hours_low": r["hours_low"],
+            "hours_high": r["hours_high"],
+            "time_measured": r["time_measured"],
             "cost_rub": r["cost_rub"],
             "price_rub_month": r["price_rub_month"],
         }
@@ -728,35 +735,6 @@ def _draft_hardware(catalog, args, fitting: list[dict], gpu_by_id: dict[str, dic
     return gpu, server
 
 
-def _draft_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -> dict | None:
-    """The draft time and cost of training on --tokens (None when no GPU fits); `out` holds the fits."""
-    c = catalog.constants
-    utilization = args.utilization if args.utilization is not None else c["default_utilization"]
-    gpu, server = _draft_hardware(catalog, args, out["gpus"], _gpus_by_id(catalog))
-    if gpu is None:
-        return None
-    flops = training.training_flops(arch, setup, args.tokens, c)
-    entry = None
-    if server:  # every card of the servers the job needs (see the servers list)
-        entry = next((e for e in out["servers"] if e["server_id"] == server["server_id"]), None)
-        cards = entry["gpus_in_job"] if entry and entry["servers_needed"] else server["gpu_count"]
-    else:
-        cards = setup.gpus
-    p = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
-    cost = p.cost_rub
-    if entry is not None and entry["reason"] in ("needs_network", "does_not_fit"):
-        cost = None  # several servers without a declared network: no total price (the list says why)
-    return {
-        "gpu_id": gpu["gpu_id"],
-        "cards": cards,
-        "utilization": utilization,
-        "flops": flops,
-        "hours": p.hours,
-        "servers": p.servers,
-        "cost_rub": cost,
-    }
-
-
 def result(catalog, args) -> dict:
     """Everything the command prints, as plain data (the --json output); UsageError for a wrong request."""
     _check_time_options(args)
@@ -773,11 +751,8 @@ def result(catalog, args) -> dict:
     out["gpus"] = _gpu_fits(catalog, arch, setup)
     out["servers"] = _server_fits(catalog, arch, setup, args)
     out["recommendation"] = recommendation(catalog, args, setup)
-    if args.tokens:
-        draft = _draft_time(catalog, args, arch, setup, out)
-        if draft is not None:
-            out["draft_time"] = draft
-            out["time"] = training_time(catalog, args, arch, setup, out)
+    if args.tokens and _draft_hardware(catalog, args, out["gpus"], _gpus_by_id(catalog))[0] is not None:
+        out["time"] = training_time(catalog, args, arch, setup, out)
     return out
 
 
@@ -808,7 +783,9 @@ def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict)
         on_cards = replace(on_cards, sharding=first_principles.typical_setup(setup.method, c, cards).sharding)
     active = args.active_params_b * 1e9 if getattr(args, "active_params_b", None) else None
     try:
-        t = step_time.training_time(arch, on_cards, gpu, args.tokens, c, link, nodes, args.network, active)
+        t = step_time.training_time(
+            arch, on_cards, gpu, args.tokens, c, link, nodes, args.network, active, args.utilization
+        )
     except ValueError as exc:
         raise UsageError(f"{exc}: give --network GBPS") from None
     result = {"gpu_id": gpu["gpu_id"], "cards": cards, "nodes": nodes, "sharding": on_cards.sharding, **t.as_dict()}
@@ -869,7 +846,10 @@ def _recommendation_line(r: dict | None) -> str:
     return (
         f"Recommendation (as data/recommendations.csv): {r['gpus_per_job']} x {r['gpu_id']} in {r['server_id']}"
         f" ({r['servers_count']} server(s), link {r['link']}), {_gb(r['per_gpu_memory_gb'])} GB per GPU{measured};"
-        f" {r['hours']:,.1f} h on {r['tokens'] / 1e9:g} B tokens, {cost} (a draft estimate)"
+        f" {r['hours']:,.1f} h on {r['tokens'] / 1e9:g} B tokens ({r['hours_compute']:,.1f} h compute +"
+        f" {r['hours_communication']:,.1f} h communication over {r['time_link']}"
+        + ("" if r["time_measured"] else "; no measured run on this card and link: a draft")
+        + f"), {cost}"
     )
 
 
@@ -970,15 +950,6 @@ def _verdict_slots(sv: dict) -> dict:
     }
 
 
-def _draft_time_line(t: dict) -> str:
-    """The draft time and cost of --tokens."""
-    cost = ", about " + f"{t['cost_rub']:,.0f} ₽".replace(",", " ") if t["cost_rub"] is not None else ""
-    return (
-        f"Draft time: {t['flops']:.3g} FLOP on {t['cards']} x {t['gpu_id']} at {t['utilization']:.0%} "
-        f"utilisation: {t['hours']:,.1f} h{cost} (a draft estimate)"
-    )
-
-
 def _time_line(t: dict) -> str:
     """Hours as compute + communication, naming what dominates."""
     where = "between servers" if t["nodes"] > 1 else f"over {t['link']}"
@@ -1013,8 +984,6 @@ def render(out: dict) -> str:
     lines += _fit_lines(out)
     if "recommendation" in out:
         lines.append(_recommendation_line(out["recommendation"]))
-    if "draft_time" in out:
-        lines.append(_draft_time_line(out["draft_time"]))
     if "time" in out:
         lines.append(_time_line(out["time"]))
     return "\n".join(lines)

@@ -154,12 +154,6 @@ function compareKeys(a, b) {
   return 0;
 }
 
-// Rule 8: hours = k x P x tokens x epochs / (cards x peak FLOP/s x utilization).
-export function trainingHours(data, paramsB, tokensM, epochs, cards, gpu, utilization) {
-  const flops = data.constants.train_flops_per_param_token * (paramsB * 1e9) * (tokensM * 1e6) * epochs;
-  return flops / (cards * gpu.bf16_dense_tflops * 1e12 * utilization) / 3600;
-}
-
 // recommend.rental_cost: an hourly price bills the hours; a monthly one whole months (of hours_per_month
 // hours), at least the row's minimum term (one month when none is stated). Never monthly price / 720.
 export function rentalCost(data, hours, server, servers) {
@@ -702,15 +696,115 @@ export function trainingFlopsPerToken(data, paramsActive, setup) {
   return paramsActive * (forward + backward + recompute);
 }
 
-// training.peak_tflops and training.plan.
-export const peakTflops = (gpu, fp8) => (fp8 && gpu.fp8_dense_tflops ? gpu.fp8_dense_tflops : gpu.bf16_dense_tflops);
+// ---- the time model (pipeline/estimate/step_time.py): compute + the communication compute does not hide ----
 
-export function draftPlan(data, flops, gpu, cards, utilization, fp8, server) {
-  const hours = flops / (cards * peakTflops(gpu, fp8) * 1e12 * utilization) / 3600;
-  if (!server) return { hours, servers: null, cost: null };
-  const servers = Math.ceil(cards / server.gpu_count);
-  const cost = rentalCost(data, hours, server, servers);
-  return { hours, servers, cost };
+// step_time.attention_flops_per_token: the scores and their weighted sum, 2·s·d per layer forward; backward
+// twice the forward, checkpointing one forward more.
+export function attentionFlopsPerToken(a, setup) {
+  const width = a.attention_kind === "mla" ? (a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)) / 2 : a.heads * a.head_dim;
+  const forward = 2 * setup.seq_len * width * a.layers;
+  return forward * (3 + (setup.grad_checkpointing ? 1 : 0));
+}
+
+// step_time.flops_per_token: the weights' matmuls on the active parameters, plus the attention.
+export function stepFlopsPerToken(data, a, setup, activeParams = null) {
+  const active = activeParams ?? parameterCounts(a).active;
+  return trainingFlopsPerToken(data, active, setup) + attentionFlopsPerToken(a, setup);
+}
+
+// step_time.peak_efficiency: full training's share of the BF16 peak, linear in log(peak) between two cards.
+export function peakEfficiency(data, peak) {
+  const c = data.estimator.constants;
+  const [low, lowPeak] = [c.achieved_efficiency_low, c.achieved_efficiency_low_peak_tflops];
+  const [high, highPeak] = [c.achieved_efficiency, c.achieved_efficiency_peak_tflops];
+  if (peak <= lowPeak) return low;
+  if (peak >= highPeak) return high;
+  return low + (high - low) * (Math.log(peak / lowPeak) / Math.log(highPeak / lowPeak));
+}
+
+// step_time.efficiency: times LoRA's and QLoRA's factors and FP8's speed-up.
+export function efficiency(data, setup, peak) {
+  const c = data.estimator.constants;
+  let share = peakEfficiency(data, peak);
+  if (!isFull(setup)) share *= c.lora_efficiency_factor;
+  if (setup.method.startsWith("qlora")) share *= c.qlora_efficiency_factor;
+  if (setup.fp8) share *= c.fp8_speedup;
+  return share;
+}
+
+// step_time.link_busbw_gbs: the effective bus bandwidth (GB/s) among `cards` cards of one server.
+export function linkBusbw(data, gpu, link, cards = 2) {
+  const c = data.estimator.constants;
+  if (link === "one_card") return null;
+  const oneWay = (gpu.link_gbs ?? 0) / 2;
+  if (link === "nvswitch" && oneWay) return oneWay * c.nvlink_busbw_share;
+  if (link === "nvlink-bridge" && oneWay && cards <= c.nvlink_bridge_max_gpus) return oneWay * c.nvlink_bridge_busbw_share;
+  return c.pcie_busbw_gbs;
+}
+
+// step_time.busbw_gbs: inside one server the link's; over `nodes` servers the lower of it and the network's.
+export function busbw(data, gpu, link, cards, nodes, networkGbps) {
+  if (cards <= 1) return null;
+  const inside = linkBusbw(data, gpu, link === "one_card" ? "pcie" : link, Math.floor(cards / nodes));
+  if (nodes <= 1) return inside;
+  const perGpu = networkGbps / 8 / (cards / nodes);
+  const across = ((perGpu * (cards - 1)) / (nodes - 1)) * data.estimator.constants.network_busbw_share;
+  return Math.min(inside, across);
+}
+
+// step_time.step_bytes: what the collectives of one optimizer step carry (an all-reduce counts twice).
+export function stepBytes(data, a, setup) {
+  const t = data.estimator.time;
+  const counts = parameterCounts(a);
+  const trainable = isFull(setup) ? counts.total : loraTrainableParams(a, setup.lora_rank, setup.lora_targets, setup.lora_lm_head);
+  const grads = t.gradient_bytes * trainable;
+  if (setup.sharding === "ddp" || setup.sharding === "zero1") return 2 * grads;
+  if (setup.sharding === "zero2") return setup.grad_accum * grads + grads;
+  const stored = (setup.method.startsWith("qlora") ? baseBits(setup) / 8 : t.stored_weight_bytes) * counts.total;
+  return setup.grad_accum * (2 * stored + grads);
+}
+
+// step_time.training_time: hours of `setup` (setup.gpus cards on `nodes` servers) on `tokens` tokens;
+// `share` replaces the measured efficiency when the reader gives one.
+export function trainingTime(data, a, setup, gpu, tokens, link, nodes = 1, networkGbps = null, share = null) {
+  const cards = setup.gpus;
+  const on = cards === 1 ? "one_card" : link;
+  const perToken = stepFlopsPerToken(data, a, setup);
+  const peak = gpu.bf16_dense_tflops;
+  const eff = share ?? efficiency(data, setup, peak);
+  const tokensPerStep = setup.micro_batch * setup.seq_len * setup.grad_accum * cards;
+  const compute = (perToken * tokensPerStep) / cards / (peak * 1e12 * eff);
+  const bw = busbw(data, gpu, on, cards, nodes, networkGbps);
+  const communication = bw === null ? 0 : (stepBytes(data, a, setup) * (cards - 1)) / cards / (bw * 1e9);
+  const exposed = Math.max(0, communication - data.estimator.constants.comm_overlap * compute);
+  const steps = tokens / tokensPerStep;
+  return {
+    hours: (steps * (compute + exposed)) / 3600,
+    hoursCompute: (steps * compute) / 3600,
+    hoursCommunication: (steps * exposed) / 3600,
+    efficiency: eff,
+    link: nodes > 1 ? "between_servers" : on,
+  };
+}
+
+// step_time.server_network_gbps: a server's declared network, all its ports; null without one.
+export function serverNetworkGbps(data, server) {
+  if (!server.network) return null;
+  const c = data.estimator.constants;
+  return c[data.estimator.time.network_rate_constants[server.network]] * c.network_ports_per_gpu * server.gpu_count;
+}
+
+// step_time.server_time: on `servers` catalog servers; null across servers with no declared network.
+export function serverTime(data, a, setup, gpu, tokens, server, servers = 1, share = null) {
+  const network = servers > 1 ? serverNetworkGbps(data, server) : null;
+  if (servers > 1 && network === null) return null;
+  return trainingTime(data, a, setup, gpu, tokens, data.estimator.time.server_links[server.interconnect], servers, network, share);
+}
+
+// lookups.TimeBand.measured: a measured run on this card and one on this link.
+export function timeMeasured(data, gpuId, link) {
+  const band = data.estimator.time.band;
+  return band.gpus.includes(gpuId) && band.links.includes(link);
 }
 
 // ---- the recommendation (pipeline/recommend.py): the same rules, for the shown inputs ----
@@ -788,7 +882,7 @@ const PRICED = new Set(["one_chassis", "several_chassis", "tight"]);
 
 // recommend.plan_job + recommend.ranked for one job: every server, best first.
 // `setupOn(cards)` gives the setup on that many cards (the typical one, or the reader's advanced one).
-export function recommendationRows(data, a, setupOn, tokens, utilization) {
+export function recommendationRows(data, a, setupOn, tokens, share = null) {
   const gpus = new Map(data.gpus.map((g) => [g.id, g]));
   const gb = data.estimator.units.gb;
   const searched = new Map();
@@ -797,7 +891,6 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
     if (!perGpu.has(cards)) perGpu.set(cards, estimateBreakdown(data, a, setupOn(cards)).total / gb);
     return perGpu.get(cards);
   };
-  const active = parameterCounts(a).active;
   const fp8 = Boolean(setupOn(1).fp8);
   const rows = [];
   for (const server of [...data.servers].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0))) {
@@ -816,6 +909,7 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
     let bytes = null;
     let high = null;
     let hours = null;
+    let time = null;
     let headroomGb = null;
     if (cards !== null) {
       const s = setupOn(cards);
@@ -824,8 +918,11 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
       const spread = planSpread(data, cards);
       high = spread === null ? null : figure * spread.high_factor;
       headroomGb = size - upperGb(data, figure, cards) - reserveGb(data, cards);
-      const flops = trainingFlopsPerToken(data, active, s) * tokens;
-      hours = flops / (cards * peakTflops(gpu, Boolean(s.fp8)) * 1e12 * utilization) / 3600;
+      if (reason !== "needs_network") {
+        time = serverTime(data, a, s, gpu, tokens, server, chassis, share);
+        time.measured = timeMeasured(data, gpu.id, time.link);
+        hours = time.hours;
+      }
     }
     let cost = null;
     let basis = null;
@@ -843,7 +940,7 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
     const link =
       cards === null || reason === "needs_network" ? null : cards === 1 ? "one_card" : chassis === 1 ? server.interconnect : server.network;
     const recommended = RECOMMENDED.has(reason);
-    rows.push({ server, gpu, cards, serversCount: chassis, perGpu: figure, perGpuBytes: bytes, perGpuHigh: high, headroomGb, hours, cost, basis, months, link, reason, recommended });
+    rows.push({ server, gpu, cards, serversCount: chassis, perGpu: figure, perGpuBytes: bytes, perGpuHigh: high, headroomGb, hours, time, cost, basis, months, link, reason, recommended });
   }
   const key = (r) => [
     r.recommended ? 0 : 1,
@@ -862,8 +959,8 @@ export function recommendationRows(data, a, setupOn, tokens, utilization) {
 }
 
 // The rank-1 row when it is recommended (recommend.best), else null.
-export function bestRecommendation(data, a, setupOn, tokens, utilization) {
-  const [first] = recommendationRows(data, a, setupOn, tokens, utilization);
+export function bestRecommendation(data, a, setupOn, tokens, share = null) {
+  const [first] = recommendationRows(data, a, setupOn, tokens, share);
   return first && first.recommended ? first : null;
 }
 
@@ -1081,8 +1178,7 @@ function setup(form, data, text) {
     if (!line) return;
     const changed = changedSettings();
     const config = field("advanced").checked ? pastedConfig() : null;
-    const util = parsePositive(field("util").value);
-    const typedTime = field("tokens").value.trim() !== "" || (util !== null && util / 100 !== data.constants.default_utilization);
+    const typedTime = field("tokens").value.trim() !== "" || parsePositive(field("util").value) !== null;
     const typical = Boolean(job) && changed.length === 0 && !(config && config.arch) && !typedTime;
     const method = data.methods.find((m) => m.id === field("method").value);
     if (typical) line.textContent = job.text;
@@ -1093,7 +1189,7 @@ function setup(form, data, text) {
     note.textContent = "";
     if (!note.hidden && reco && job && modelSelect.value !== "custom" && !(config && config.arch)) {
       const arch = est.architectures[modelSelect.value];
-      const usual = planFor(arch, (cards) => typicalSetup(data, method.id, cards), data.estimator.typical_tokens, data.constants.default_utilization);
+      const usual = planFor(arch, (cards) => typicalSetup(data, method.id, cards), data.estimator.typical_tokens, null);
       const mine = reco.best ?? reco.tight;
       const theirs = usual.best ?? usual.tight;
       const summary = (row) =>
@@ -1372,7 +1468,7 @@ function setup(form, data, text) {
       }),
     );
 
-    const flopsPerToken = trainingFlopsPerToken(data, parameterCounts(arch).active, setup);
+    const flopsPerToken = stepFlopsPerToken(data, arch, setup);
     const raw = {
       problems: [],
       breakdown,
@@ -1533,6 +1629,25 @@ function setup(form, data, text) {
           : text.price_on_request;
     return row.tiedOnCost ? `${cost} (${R.tied})` : cost;
   }
+  // articles.time_words: hours as compute + exposed communication, the measured range, what dominates.
+  function timeText(row, band = data.estimator.time.band) {
+    const t = row.time;
+    if (!t) return "—";
+    const over = R[`over_${row.link}`] ?? R.over_network;
+    let split;
+    if (t.link === "one_card") split = R.time_one_card;
+    else if (t.hoursCommunication <= 0) split = fill(R.time_hidden, { over });
+    else
+      split = fill(R.time_split, {
+        compute: formatNumber(t.hoursCompute, 1),
+        communication: formatNumber(t.hoursCommunication, 1),
+        over,
+        dominant: t.hoursCommunication > t.hoursCompute ? R.dominant_communication : R.dominant_compute,
+      });
+    const range = band.low === null ? "" : fill(R.time_range, { low: formatNumber(t.hours * band.low, 1), high: formatNumber(t.hours * band.high, 1) });
+    const line = fill(R.time, { hours: formatNumber(t.hours, 1), range, split });
+    return t.measured ? line : line + R.time_draft;
+  }
   // entities.plan_text: the recommendation's line; without one, a tight server as a risk; else none.
   function planLine(best, tight, tokens) {
     if (best)
@@ -1542,7 +1657,7 @@ function setup(form, data, text) {
         server: best.server.name,
         link: linkText(best),
         cost: costText(best),
-        hours: formatNumber(best.hours, 1),
+        time: timeText(best),
         tokens: formatNumber(tokens / 1e9, 2),
       });
     if (tight)
@@ -1555,8 +1670,8 @@ function setup(form, data, text) {
       });
     return R.none;
   }
-  function planFor(arch, on, tokens, utilization) {
-    const rows = recommendationRows(data, arch, on, tokens, utilization);
+  function planFor(arch, on, tokens, share) {
+    const rows = recommendationRows(data, arch, on, tokens, share);
     const best = rows[0] && rows[0].recommended ? rows[0] : null;
     const tight = best ? null : (rows.find((r) => r.reason === "tight") ?? null);
     return { rows, best, tight };
@@ -1599,8 +1714,8 @@ function setup(form, data, text) {
     const epochs = parsePositive(field("epochs").value);
     const utilPct = parsePositive(field("util").value);
     const tokens = tokensM === null ? data.estimator.typical_tokens : tokensM * 1e6 * (epochs ?? 1);
-    const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
-    const plan = planFor(arch, setupOn, tokens, utilization);
+    const share = utilPct === null ? null : utilPct / 100;
+    const plan = planFor(arch, setupOn, tokens, share);
     const { best, tight } = plan;
     // The per-card figure is the plan's: on its cards (the risk's, else the cards entered).
     const cards = best ? best.cards : tight ? tight.cards : advancedOn ? readSetup().setup.gpus : 1;
@@ -1618,7 +1733,7 @@ function setup(form, data, text) {
     $("out-fp-cards").textContent = formatInteger(cards);
     if (advancedOn) renderPlanServers(plan.rows, advanced);
     const line = planLine(best, tight, tokens);
-    shownReco = { fp, best, tight, tokens, utilization, setup: base, line, plan };
+    shownReco = { fp, best, tight, tokens, share, setup: base, line, plan };
     if (best === null) {
       $("out-reco-none").hidden = false;
       $("out-reco-none").textContent = fill(text.reco_none, { line });
@@ -1637,59 +1752,56 @@ function setup(form, data, text) {
     return unjoined;
   }
 
-  // Rule 8, a draft: on the chosen server's cards, or else on the chosen GPU.
+  // The time model (step_time.py): on the chosen server's cards (whole servers), or else on the chosen GPU.
   function renderTime(p, est, gpu, server, advanced) {
     const tokensM = parsePositive(field("tokens").value);
     const epochs = parsePositive(field("epochs").value);
     const utilPct = parsePositive(field("util").value);
-    const utilization = utilPct === null ? data.constants.default_utilization : utilPct / 100;
+    const share = utilPct === null ? null : utilPct / 100;
     const timeGpu = server ? gpuById.get(server.gpu_id) : gpu;
     const advancedOn = field("advanced").checked;
-    const ready = p !== null && tokensM !== null && epochs !== null && timeGpu && (!advancedOn || advanced !== null);
+    const arch = p === null ? null : architectureOf(p);
+    const ready = p !== null && arch && tokensM !== null && epochs !== null && timeGpu && (!advancedOn || advanced !== null);
     $("time-empty").hidden = Boolean(ready);
     $("time-output").hidden = !ready;
     if (!ready) return;
     const typedCards = parsePositive(field("cards").value);
     $("out-fp8-gpu").hidden = !(advancedOn && advanced.setup.fp8 && timeGpu.fp8_dense_tflops === null);
     $("out-fp8-gpu").textContent = fill(text.fp8_gpu_missing, { name: timeGpu.name });
+    let cards;
+    let setup;
     if (advancedOn) {
-      // training.plan with memory.training_flops_per_token, on the setup's cards unless typed.
-      const cards = typedCards === null ? advanced.setup.gpus : Math.ceil(typedCards);
-      const flops = advanced.flopsPerToken * (tokensM * 1e6 * epochs);
-      const plan = draftPlan(data, flops, timeGpu, cards, utilization, advanced.setup.fp8, server);
-      // Several servers without a declared network: not recommended, no total price (recommend.priced).
-      const unjoined = showNoNetwork(plan.servers, server);
-      if (unjoined) plan.cost = null;
-      $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
-      $("out-hours").textContent = formatNumber(plan.hours, 1);
-      $("out-cost-row").hidden = plan.cost === null;
-      $("out-cost-na").hidden = plan.cost !== null || unjoined;
-      if (plan.cost !== null) {
-        $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(plan.servers), name: server.name });
-        $("out-cost").textContent = formatNumber(plan.cost, 0);
-      }
-      const result = $("adv-result");
-      result.dataset.raw = JSON.stringify({ ...advanced.raw, cards, flops, hours: plan.hours, cost: plan.cost });
-      return;
+      cards = typedCards === null ? advanced.setup.gpus : Math.ceil(typedCards);
+      const sharding = cards > 1 && advanced.setup.gpus === 1 ? data.estimator.typical_multi_gpu_sharding : advanced.setup.sharding;
+      setup = { ...advanced.setup, gpus: cards, sharding };
+    } else {
+      const autoCards = server ? server.gpu_count * serverFit(server, est).count : gpuFit(timeGpu, est).cards;
+      cards = typedCards === null ? autoCards : Math.ceil(typedCards);
+      setup = typicalSetup(data, field("method").value, cards);
     }
-    const autoCards = server ? server.gpu_count * serverFit(server, est).count : gpuFit(timeGpu, est).cards;
-    const cards = typedCards === null ? autoCards : Math.ceil(typedCards);
-    // The same compute as the advanced mode and the recommendations table: active parameters (MoE) and
-    // the cheaper backward pass of LoRA/QLoRA, in the typical setup (memory.training_flops_per_token).
-    const arch = modelSelect.value === "custom" ? null : data.estimator.architectures[modelSelect.value];
-    const activeParams = arch ? parameterCounts(arch).active : p * 1e9;
-    const perToken = trainingFlopsPerToken(data, activeParams, { ...defaults, method: field("method").value });
-    const hours = draftPlan(data, perToken * tokensM * 1e6 * epochs, timeGpu, cards, utilization, false, null).hours;
+    const tokens = tokensM * 1e6 * epochs;
+    const servers = server ? Math.ceil(cards / server.gpu_count) : null;
+    const time = server
+      ? serverTime(data, arch, setup, timeGpu, tokens, server, servers, share)
+      : trainingTime(data, arch, setup, timeGpu, tokens, data.estimator.time.card_links[timeGpu.interconnect] ?? "pcie", 1, null, share);
+    // Several servers without a declared network: not recommended, no time and no total price (recommend.priced).
+    const unjoined = showNoNetwork(servers, server);
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });
-    $("out-hours").textContent = formatNumber(hours, 1);
-    const unjoined = showNoNetwork(server === null ? null : Math.ceil(cards / server.gpu_count), server);
-    const priced = server !== null && rentalCost(data, hours, server, 1) !== null && !unjoined;
-    $("out-cost-row").hidden = !priced;
-    $("out-cost-na").hidden = priced || unjoined;
-    if (priced) {
-      const servers = Math.ceil(cards / server.gpu_count);
+    $("out-hours").textContent = time === null ? "—" : formatNumber(time.hours, 1);
+    if (time !== null) time.measured = timeMeasured(data, timeGpu.id, time.link);
+    const row = { time, link: server ? (servers > 1 ? server.network : server.interconnect) : data.estimator.time.card_links[timeGpu.interconnect] };
+    $("out-time-split").textContent = time === null ? R.no_network : timeText(row);
+    const cost = time === null || server === null ? null : rentalCost(data, time.hours, server, servers);
+    $("out-cost-row").hidden = cost === null;
+    $("out-cost-na").hidden = cost !== null || unjoined;
+    if (cost !== null) {
       $("out-time-servers").textContent = fill(text.time_servers, { count: formatInteger(servers), name: server.name });
-      $("out-cost").textContent = formatNumber(trainingCost(data, hours, server, servers), 0);
+      $("out-cost").textContent = formatNumber(cost, 0);
+    }
+    if (advancedOn) {
+      const result = $("adv-result");
+      const hours = time === null ? null : time.hours;
+      result.dataset.raw = JSON.stringify({ ...advanced.raw, cards, flops: advanced.flopsPerToken * tokens, hours, cost });
     }
   }
 

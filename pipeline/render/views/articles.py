@@ -29,6 +29,33 @@ def link_words(reco: dict, row: dict) -> str:
     return reco.get(f"link_{link}", link or "")
 
 
+def time_words(reco: dict, row: dict) -> str:
+    """A plan's hours as compute + exposed communication (recommendations' hours_* columns), with the range
+    the published runs give, the link the exchange goes over and what dominates; a draft where no
+    published run covers the card and link (labels [entities.reco] time_*)."""
+    if row["hours"] is None:
+        return "—"
+    link = row["link"] or ""
+    over = reco.get(f"over_{link}", reco["over_network"])
+    if row["time_link"] == "one_card":
+        split = reco["time_one_card"]
+    elif row["hours_communication"] <= 0:
+        split = reco["time_hidden"].format(over=over)
+    else:
+        dominant = "communication" if row["hours_communication"] > row["hours_compute"] else "compute"
+        split = reco["time_split"].format(
+            compute=fmt.number(row["hours_compute"]),
+            communication=fmt.number(row["hours_communication"]),
+            over=over,
+            dominant=reco[f"dominant_{dominant}"],
+        )
+    spread = ""
+    if row["hours_low"] is not None:
+        spread = reco["time_range"].format(low=fmt.number(row["hours_low"]), high=fmt.number(row["hours_high"]))
+    text = reco["time"].format(hours=fmt.number(row["hours"]), range=spread, split=split)
+    return text if row["time_measured"] else text + reco["time_draft"]
+
+
 def memory_note(gpu: dict) -> str | None:
     """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
     data's, so an edit of memory_gb cannot leave the note quoting the old one."""

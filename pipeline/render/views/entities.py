@@ -15,7 +15,7 @@ from pipeline.problems import Problem
 from pipeline.render import format as fmt
 from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
-from pipeline.render.views.articles import Tables, _unique, link_words
+from pipeline.render.views.articles import Tables, _unique, link_words, time_words
 from pipeline.render.views.estimator import signed_percent
 
 
@@ -312,12 +312,15 @@ class EntityTables:
             server=server,
             link=self.link_text(row),
             cost=self.cost_text(row),
-            hours=fmt.number(row["hours"]),
+            time=self.time_text(row),
             tokens=fmt.number(row["tokens"] / 1e9, 2),
         )
 
     def link_text(self, row: dict) -> str:
         return link_words(self.L["reco"], row)
+
+    def time_text(self, row: dict) -> str:
+        return time_words(self.L["reco"], row)
 
     def cost_text(self, row: dict) -> str:
         """The cost under the rental terms; on a tie with another recommended server, that the time decided."""
@@ -422,7 +425,7 @@ class EntityTables:
                     ),
                     self.per_gpu_text(r),
                     self.link_text(r),
-                    fmt.number(r["hours"]),
+                    self.time_text(r),
                     self.cost_text(r),
                 ]
             )
@@ -431,7 +434,7 @@ class EntityTables:
             rows,
             _unique(self.c["servers"]["reference_id"].to_list() + self.c["typical_setup"]["reference_id"].to_list()),
             ["recommendations"],
-            [False, False, True, False, True, False],
+            [False, False, True, False, False, False],
         )
 
     def per_gpu_text(self, row: dict) -> str:

@@ -450,6 +450,18 @@ class EstimatorTables:
             return self.t.labels["entities"]["reco"]["no_network"]
         return "—"
 
+    def _pretraining_days(self, r: dict) -> str:
+        """Days as compute + exposed communication (pretraining's columns); compute alone without a network."""
+        if r["days"] is not None:
+            return self.L["pretrain_days_split"].format(
+                days=fmt.number(r["days"], 1),
+                compute=fmt.number(r["days_compute"], 1),
+                communication=fmt.number(r["days_communication"], 1),
+            )
+        if r["days_compute"] is not None:
+            return self.L["pretrain_days_no_network"].format(compute=fmt.number(r["days_compute"], 1))
+        return "—"
+
     def pretraining_table(self) -> TableView:
         L = self.L
         rows = []
@@ -461,8 +473,9 @@ class EstimatorTables:
                     fmt.number(r["tokens"] / 1e9, 0),
                     fmt.integer(r["cards_for_memory"]) if r["cards_for_memory"] is not None else "—",
                     fmt.integer(r["cards_for_time"]),
+                    fmt.integer(r["cards"]) if r["cards"] is not None else "—",
                     fmt.gb(r["memory_per_card_gb"]),
-                    fmt.number(r["days"], 1),
+                    self._pretraining_days(r),
                     fmt.integer(r["servers"]) if r["servers"] is not None else "—",
                     self._pretraining_cost(r),
                     r["seed_cards_text"],
@@ -475,6 +488,7 @@ class EstimatorTables:
             L["pretrain_tokens"],
             L["pretrain_cards_memory"],
             L["pretrain_cards_time"].format(days=russian.Shown(fmt.number(first["target_days"], 0))),
+            L["pretrain_cards"],
             L["pretrain_memory"],
             L["pretrain_days"],
             L["pretrain_servers"],
@@ -488,7 +502,7 @@ class EstimatorTables:
             rows,
             list(dict.fromkeys(refs)),
             ["pretraining", "constants", "legacy_gpu_counts"],
-            [False, False] + [True] * 7 + [False],
+            [False, False] + [True] * 5 + [False, True, True, False],
         )
 
     # -- the stacked bars of a model page --

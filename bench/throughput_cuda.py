@@ -12,7 +12,10 @@ It must finish within a few minutes: a few steps of a small or truncated model (
 layers of the config, the per-layer speed is what the time model needs).
 
 The module imports without torch (the imports are inside the functions), so the test suite can check the
-row it writes; torch, transformers and (for LoRA) peft are needed only to measure.
+row it writes; torch, transformers and (for LoRA) peft are needed only to measure. `--dry-run` needs none of
+them and no GPU: it reads the config, checks the ids against sources/ and prints the row the run would
+write (tokens_per_second empty) beside the time model's tokens/s for that setup (what the measurement
+will be compared with), so a setup can be checked on any machine before the GPU is rented.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ COLUMNS = (
     "per", "in_accuracy", "note_ru", "reference_id",
 )  # fmt: skip
 REFERENCE_ID = "bench-throughput-cuda"  # this script, as sources/references.csv names it
+REPO = Path(__file__).resolve().parent.parent
 
 
 def throughput_row(args: argparse.Namespace, tokens_per_second: float, gpus: int, device_name: str) -> dict:
@@ -119,6 +123,38 @@ def measure(args: argparse.Namespace) -> tuple[float, int, str]:
     return args.steps * args.micro_batch * args.seq_len * gpus / seconds, gpus, torch.cuda.get_device_name()
 
 
+def dry_run(args: argparse.Namespace, sources: Path = REPO / "sources") -> dict:
+    """The plan of a run without torch or a GPU: the row it would write (no tokens/s yet) and the time
+    model's tokens/s for the same setup on one card (step_time.training_time with sources/' constants)."""
+    sys.path[:0] = [str(REPO)]
+    from dataclasses import replace
+
+    from pipeline.estimate import first_principles, step_time
+    from pipeline.estimate.architecture import architecture_from_config
+
+    arch = architecture_from_config(json.loads(args.config.read_text(encoding="utf-8")))
+    if args.layers:
+        arch = replace(arch, layers=args.layers)
+    tables = {
+        name: list(csv.DictReader((sources / f"{name}.csv").read_text(encoding="utf-8").splitlines()))
+        for name in ("models", "gpus", "constants")
+    }
+    if args.model_id not in {r["model_id"] for r in tables["models"]}:
+        raise SystemExit(f"--model-id {args.model_id!r} is not a model_id of {sources / 'models.csv'}")
+    gpu = next((r for r in tables["gpus"] if r["gpu_id"] == args.gpu_id), None)
+    if gpu is None:
+        raise SystemExit(f"--gpu-id {args.gpu_id!r} is not a gpu_id of {sources / 'gpus.csv'}")
+    c = {r["constant_id"]: float(r["value"]) for r in tables["constants"]}
+    setup = first_principles.Setup(
+        method=args.method, seq_len=args.seq_len, micro_batch=args.micro_batch,
+        grad_checkpointing=args.checkpointing, sharding="zero3" if args.fsdp else "ddp",
+    )  # fmt: skip
+    card = {"bf16_dense_tflops": float(gpu["bf16_dense_tflops"]), "link_gbs": float(gpu["link_gbs"] or 0)}
+    predicted = step_time.training_time(arch, setup, card, 1e6, c, link="one_card")
+    row = throughput_row(args, 0.0, 1, "dry run") | {"tokens_per_second": "", "note_ru": ""}
+    return {"dry_run": True, "row": row, "predicted_tokens_per_second": predicted.tokens_per_second}
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Measure training tokens/s on a CUDA GPU (a row of throughput.csv).")
     p.add_argument("--config", type=Path, required=True, help="a Hugging Face config.json (read from disk)")
@@ -135,11 +171,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--link", default="nvswitch", choices=("nvswitch", "nvlink-bridge", "pcie"))
     p.add_argument("--vocab", type=int, default=32000, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help="append the row to this CSV (header written when new)")
+    p.add_argument("--dry-run", action="store_true", help="no torch, no GPU: the planned row and the model's tokens/s")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.dry_run:
+        print(json.dumps(dry_run(args), ensure_ascii=False))
+        return 0
     tokens_per_second, gpus, device = measure(args)
     if int(os.environ.get("RANK", "0")) != 0:
         return 0

@@ -421,8 +421,9 @@ def test_invalid_combinations_are_named():
     assert memory.Setup(sharding="zero2", offload="full").problems() == [
         "offloading the weights (offload = full) needs zero3"
     ]
-    assert memory.Setup(method="lora", fp8=True).problems() == [
-        "FP8 training applies to full fine-tuning; LoRA/QLoRA keep a 16-bit or quantised base"
+    assert memory.Setup(method="qlora_4bit", fp8=True).problems() == [
+        "FP8 training applies to full fine-tuning and LoRA on a 16-bit base; QLoRA's quantised base is "
+        "dequantised to bf16 for its matmuls"
     ]
     assert memory.Setup(seq_len=0, optimizer="adam").problems() == [
         "optimizer = 'adam': expected one of adamw, adamw_fused, adamw_8bit, paged_adamw, paged_adamw_8bit, sgd, "

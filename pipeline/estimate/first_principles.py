@@ -168,8 +168,11 @@ class Setup:
         for name in ("lora_dropout", "lora_lm_head", "frozen_fp32"):
             if getattr(self, name) and self.is_full:
                 found.append(f"{name} applies to LoRA/QLoRA only (full fine-tuning trains every weight)")
-        if self.fp8 and not self.is_full:
-            found.append("FP8 training applies to full fine-tuning; LoRA/QLoRA keep a 16-bit or quantised base")
+        if self.fp8 and self.is_quantised:
+            found.append(
+                "FP8 training applies to full fine-tuning and LoRA on a 16-bit base; QLoRA's quantised base is "
+                "dequantised to bf16 for its matmuls"
+            )
         if self.optimizer_in_backward and self.grad_accum > 1:
             found.append(
                 "the optimizer step inside the backward pass cannot accumulate gradients (grad_accum must be 1)"
@@ -328,8 +331,10 @@ def layer_activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, flo
         kept += per_input * adapted[setup.lora_targets]
     if moe_layer:
         kept += act * h * arch.experts_per_token  # each token copied to its experts and gathered back
-    if setup.fp8:
-        linear_inputs /= act / FP8  # Transformer Engine keeps the inputs of FP8 matmuls in FP8
+    if setup.fp8 and setup.is_full:
+        # Transformer Engine keeps the inputs of FP8 matmuls in FP8; under LoRA the frozen matmul needs no
+        # input for its backward and the bf16 adapter keeps its own bf16 copy, so nothing shrinks.
+        linear_inputs /= act / FP8
     total = kept + linear_inputs
     if not setup.flash_attention:
         # Eager attention keeps the softmax of every query-key pair: per token, heads x seq_len scores.
@@ -434,7 +439,8 @@ def _weight_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> t
         return per_param * total, per_param * layer, BF16 * root
     frozen = _frozen_bytes(setup)
     if not setup.is_quantised:
-        return frozen * total, frozen * layer, frozen * root
+        per_param = frozen + (FP8 * linear / total if setup.fp8 else 0)  # LoRA in FP8: an FP8 copy, as full's
+        return per_param * total, per_param * layer, frozen * root
     per_weight = setup.base_bits / 8 + quant_constant_bytes(setup, c)
     head = counts.lm_head if setup.quantized_lm_head else 0  # tied heads are the embedding: never quantised
     quantised = linear + head

@@ -301,7 +301,9 @@ def _add_step_options(e) -> None:
         help="refused with the reason: torch.compile's effect on memory is not predictable",
     )
     e.add_argument(
-        "--fp8", action="store_true", help="FP8 matmuls (Transformer Engine) in full fine-tuning (default: off)"
+        "--fp8",
+        action="store_true",
+        help="FP8 matmuls (Transformer Engine) in full fine-tuning and LoRA on a 16-bit base (default: off)",
     )
 
 

@@ -309,7 +309,8 @@ def _calibration(t: Tables, c: Constants) -> pl.DataFrame:
 
 
 def _pretraining(t: Tables, c: Constants) -> pl.DataFrame:
-    table = training.pretraining_table(t["models"], t["gpus"], t["servers"], t["legacy_gpu_counts"], c)
+    speed = lookups.time_band(t["time_summary"], t["time_calibration"]).speed
+    table = training.pretraining_table(t["models"], t["gpus"], t["servers"], t["legacy_gpu_counts"], c, speed)
     return recommend.without_network_price(table, t["servers"])
 
 
@@ -357,7 +358,11 @@ STEPS: tuple[Step, ...] = (
         ("time_calibration",),
         lambda t, c: time_accuracy.time_summary(t["time_calibration"], c["calibration_within"]),
     ),
-    Step("pretraining", ("models", "gpus", "servers", "legacy_gpu_counts", "constants"), _pretraining),
+    Step(
+        "pretraining",
+        ("models", "gpus", "servers", "legacy_gpu_counts", "constants", "time_summary", "time_calibration"),
+        _pretraining,
+    ),
     Step(
         "recommendations",
         (

@@ -43,14 +43,21 @@ def plan_spreads(estimator_range: pl.DataFrame) -> dict[str, tuple[float, float]
 
 @dataclass(frozen=True)
 class TimeBand:
-    """What the published throughput says about a time figure: the (low, high) factors between which the
-    measured time of 80 % of the runs lies, out of sample (time_summary's out_of_sample reading over all
-    rows; None with too few rows), and the cards and links the runs in the accuracy figures cover."""
+    """What the published throughput says about a time figure: the speed factor the site applies to the
+    model (measured ÷ predicted tokens/s, the median over the runs), the (low, high) factors between which
+    the measured time of 80 % of the runs lies when that factor is fitted on the other sources only
+    (time_summary's out_of_sample reading over all rows; None with too few rows), and the cards and links
+    the runs in the accuracy figures cover."""
 
     low: float | None = None
     high: float | None = None
     gpus: frozenset[str] = frozenset()
     links: frozenset[str] = frozenset()
+    speed: float = 1.0
+
+    def hours(self, model_hours: float) -> float:
+        """A time of the model as the site shows it: divided by the speed factor."""
+        return model_hours / self.speed
 
     def measured(self, gpu_id: str, link: str) -> bool:
         """Whether a run on this card and this link (step_time's: one_card, nvswitch, nvlink-bridge, pcie,
@@ -61,6 +68,11 @@ class TimeBand:
 def time_band(time_summary: pl.DataFrame, time_calibration: pl.DataFrame) -> TimeBand:
     """The TimeBand of the time model's figures (time_summary, time_calibration)."""
     row = time_summary.filter((pl.col("reading") == "out_of_sample") & (pl.col("scope") == "all"))
-    low, high = (None, None) if row.is_empty() else row.select("hours_low_factor", "hours_high_factor").row(0)
+    low, high, speed = (
+        (None, None, None)
+        if row.is_empty()
+        else row.select("hours_low_factor", "hours_high_factor", "speed_factor").row(0)
+    )
     used = time_calibration.filter(pl.col("in_accuracy"))
-    return TimeBand(low, high, frozenset(used["gpu_id"].to_list()), frozenset(used["link"].to_list()))
+    covered = frozenset(used["gpu_id"].to_list()), frozenset(used["link"].to_list())
+    return TimeBand(low, high, *covered, speed or 1.0)

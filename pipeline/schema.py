@@ -1370,6 +1370,7 @@ TIME_SUMMARY = Table(
         Field("median_error", "float", unit="share", required=False),
         Field("hours_low_factor", "float", unitless=True, required=False),
         Field("hours_high_factor", "float", unitless=True, required=False),
+        Field("speed_factor", "float", unitless=True, required=False),
     ),
     ("reading", "scope", "value"),
     kind="derived",

@@ -263,14 +263,16 @@ def plan_job(  # noqa: PLR0913
 
 
 def _time(t: step_time.TrainingTime, gpu_id: str, band: lookups.TimeBand) -> dict:
-    """A plan's hours split into compute and exposed communication, the range the published runs give
-    them, and whether runs on this card and link were measured (otherwise the time is a draft)."""
+    """A plan's hours (the model's, divided by the published runs' speed factor) split into compute and
+    exposed communication, the range the published runs give them out of sample, and whether runs on this
+    card and link were measured (otherwise the time is a draft)."""
+    hours = band.hours(t.hours)
     return {
-        "hours": t.hours,
-        "hours_compute": t.hours_compute,
-        "hours_communication": t.hours_communication,
-        "hours_low": None if band.low is None else t.hours * band.low,
-        "hours_high": None if band.high is None else t.hours * band.high,
+        "hours": hours,
+        "hours_compute": band.hours(t.hours_compute),
+        "hours_communication": band.hours(t.hours_communication),
+        "hours_low": None if band.low is None else hours * band.low,
+        "hours_high": None if band.high is None else hours * band.high,
         "time_link": t.link,
         "time_measured": band.measured(gpu_id, t.link),
         "efficiency": t.efficiency,

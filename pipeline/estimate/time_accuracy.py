@@ -105,11 +105,21 @@ def _median(values: list[float]) -> float | None:
 READINGS = {"declared": "error", "fitted": "error_fitted", "out_of_sample": "error_fitted_out_of_sample"}
 
 
+def speed_factor(calibration: pl.DataFrame) -> float | None:
+    """The one speed factor the site's times apply to the model: the median of measured ÷ predicted tokens
+    per second over the rows in the accuracy figures (the `fitted` reading's; its out-of-sample error is the
+    `out_of_sample` reading's). None without rows."""
+    used = calibration.filter(pl.col("in_accuracy"))
+    return _median([1 + e for e in used["error"].to_list() if e is not None])
+
+
 def time_summary(calibration: pl.DataFrame, within: float) -> pl.DataFrame:
     """The `time_summary` table: per reading and scope (all rows, a GPU, a method family, a link) the
-    rows, median |error|, share within ±`within` (calibration_within, the memory figures' band) and signed
-    median, over the rows in the accuracy figures."""
+    rows, median |error|, share within ±`within` (calibration_within, the memory figures' band), signed
+    median and the range factors, over the rows in the accuracy figures; `speed_factor` the factor that
+    reading applies to the model (1 as declared; fitted on every row for the other two)."""
     used = calibration.filter(pl.col("in_accuracy"))
+    fitted = speed_factor(calibration)
     scopes = [("all", "all", used)]
     for column in ("gpu_id", "method_family", "link"):
         for value in sorted(used[column].unique().to_list()):
@@ -129,6 +139,7 @@ def time_summary(calibration: pl.DataFrame, within: float) -> pl.DataFrame:
                     "within_25": sum(abs(e) <= within for e in errors) / len(errors) if errors else None,
                     "median_error": _median(errors),
                     **dict(zip(("hours_low_factor", "hours_high_factor"), hours_range(errors), strict=True)),
+                    "speed_factor": 1.0 if reading == "declared" else fitted,
                 }
             )
     return pl.DataFrame(rows, schema=TIME_SUMMARY.polars_schema)

@@ -131,6 +131,7 @@ def pretraining(  # noqa: PLR0913
     tokens_per_param: float | None = None,
     setup: first_principles.Setup | None = None,
     server: Mapping[str, object] | None = None,
+    speed: float = 1.0,
 ) -> Pretraining:
     """Plan pretraining from scratch: tokens = tokens_per_param x parameters (20, Chinchilla, by default).
 
@@ -138,7 +139,8 @@ def pretraining(  # noqa: PLR0913
     way to pretrain at scale). The time side: the fewest cards whose compute (at step_time's efficiency)
     finishes within `days`; the job then takes whole servers (all the cards of each), and its time is the
     time model's on them — raised, server by server, until compute and exposed communication together finish
-    in time. Across servers that declare no network there is no time and no price (rule 11).
+    in time. Across servers that declare no network there is no time and no price (rule 11). Times are the
+    model's divided by `speed`, the published runs' speed factor (lookups.TimeBand.speed).
     """
     setup = setup or PRETRAINING_SETUP
     tokens = (tokens_per_param or c["tokens_per_param"]) * parameter_counts(arch).total
@@ -146,7 +148,8 @@ def pretraining(  # noqa: PLR0913
     peak = float(gpu["bf16_dense_tflops"])
     share = step_time.efficiency(setup, c, peak)
     target = days * 24 * 3600
-    for_time = max(1, math.ceil(flops / (target * peak * 1e12 * share) * (1 - 1e-9)))
+    rate = peak * 1e12 * share * speed  # FLOP/s of one card, as the site's times count it
+    for_time = max(1, math.ceil(flops / (target * rate) * (1 - 1e-9)))
     for_memory = first_principles.min_gpus(arch, setup, c, float(gpu["memory_gb"]))
     if for_memory is None:
         return Pretraining(tokens, flops, share, None, for_time, None, None, None, None, None, None, None)
@@ -154,18 +157,19 @@ def pretraining(  # noqa: PLR0913
     servers = math.ceil(max(for_memory, for_time) / per_server)
     t = _pretraining_time(arch, setup, gpu, tokens, c, server, servers)
     for _ in range(_GROW_STEPS):  # communication makes the first count too few: grow to finish in time
-        if t is None or t.hours * 3600 <= target * (1 + 1e-9):
+        if t is None or t.hours / speed * 3600 <= target * (1 + 1e-9):
             break
-        servers = max(servers + 1, math.ceil(servers * t.hours * 3600 / target))
+        servers = max(servers + 1, math.ceil(servers * t.hours / speed * 3600 / target))
         t = _pretraining_time(arch, setup, gpu, tokens, c, server, servers)
     cards = servers * per_server
     per_card = first_principles.estimate(arch, replace(setup, gpus=cards), c).total / first_principles.GB
-    hours_compute = flops / (cards * peak * 1e12 * share) / 3600
+    hours_compute = flops / (cards * rate) / 3600
     if t is None:
         return Pretraining(
             tokens, flops, share, for_memory, for_time, cards, per_card, None, hours_compute, None, servers, None
         )
-    cost = None if server is None else rental_cost(t.hours, servers, server, c)[0]
+    hours = t.hours / speed
+    cost = None if server is None else rental_cost(hours, servers, server, c)[0]
     return Pretraining(
         tokens,
         flops,
@@ -174,9 +178,9 @@ def pretraining(  # noqa: PLR0913
         for_time,
         cards,
         per_card,
-        t.hours,
-        t.hours_compute,
-        t.hours_communication,
+        hours,
+        t.hours_compute / speed,
+        t.hours_communication / speed,
         servers if server else None,
         cost,
     )
@@ -205,6 +209,7 @@ def pretraining_table(
     servers: pl.DataFrame,
     legacy_gpu_counts: pl.DataFrame,
     c: Mapping[str, float],
+    speed: float = 1.0,
 ) -> pl.DataFrame:
     """The `pretraining` table: seed 000's pretraining rows (7B, 13B, 70B on H100 and H200) recomputed
     with the stated assumptions, costed on the largest priced catalog server with that card."""
@@ -222,7 +227,7 @@ def pretraining_table(
                 else None
             )
             days = c["pretraining_target_days"]
-            p = pretraining(archs[row["model_id"]], gpu, c, days, server=server)
+            p = pretraining(archs[row["model_id"]], gpu, c, days, server=server, speed=speed)
             rows.append(
                 {
                     "model_id": row["model_id"],

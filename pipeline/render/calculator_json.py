@@ -134,7 +134,13 @@ def time_data(catalog: Catalog) -> dict:
         "network_rate_constants": step_time.NETWORK_RATE_CONSTANTS,
         "gradient_bytes": step_time.GRADIENT_BYTES,
         "stored_weight_bytes": step_time.STORED_WEIGHT_BYTES,
-        "band": {"low": band.low, "high": band.high, "gpus": sorted(band.gpus), "links": sorted(band.links)},
+        "band": {
+            "low": band.low,
+            "high": band.high,
+            "gpus": sorted(band.gpus),
+            "links": sorted(band.links),
+            "speed": band.speed,
+        },
     }
 
 

@@ -683,7 +683,7 @@ def _server_fits(catalog, arch, setup: first_principles.Setup, args=None) -> lis
     tokens = getattr(args, "tokens", None) or float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     share = getattr(args, "utilization", None)
     spreads = recommend.plan_spreads(catalog["estimator_range"])
-    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    band = _time_band(catalog, args)
     plans = recommend.plan_job(arch, _setup_on(setup, c), servers, catalog["gpus"], c, tokens, spreads, band, share)
     frame = pl.DataFrame(
         [{"model_id": "request", "method_id": setup.method} | r for r in plans], schema=recommend.JOB_SCHEMA
@@ -790,11 +790,28 @@ def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict)
         )
     except ValueError as exc:
         raise UsageError(f"{exc}: give --network GBPS") from None
+    band = _time_band(catalog, args)
     result = {"gpu_id": gpu["gpu_id"], "cards": cards, "nodes": nodes, "sharding": on_cards.sharding, **t.as_dict()}
+    result |= {  # the model's time as the site shows it: divided by the published runs' speed factor
+        "hours": band.hours(t.hours),
+        "hours_compute": band.hours(t.hours_compute),
+        "hours_communication": band.hours(t.hours_communication),
+        "tokens_per_second": t.tokens_per_second * band.speed,
+        "speed_factor": band.speed,
+        "hours_low": None if band.low is None else band.hours(t.hours) * band.low,
+        "hours_high": None if band.high is None else band.hours(t.hours) * band.high,
+        "measured": band.measured(gpu["gpu_id"], t.link),
+    }
     if server is not None:
         result["server_id"] = server["server_id"]
-        result["cost_rub"] = training.rental_cost(t.hours, nodes, server, c)[0]
+        result["cost_rub"] = training.rental_cost(result["hours"], nodes, server, c)[0]
     return result
+
+
+def _time_band(catalog, args) -> lookups.TimeBand:
+    """The time figures' band; with the reader's own --utilization, no speed factor (their share is theirs)."""
+    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    return band if getattr(args, "utilization", None) is None else replace(band, speed=1.0)
 
 
 # What the card shows, as --json names it: first_principles.Breakdown's readings.

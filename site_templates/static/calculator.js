@@ -413,7 +413,7 @@ export function setupProblems(data, setup) {
   if (setup.lora_dropout && isFull(setup)) found.push("dropout_full");
   if (setup.lora_lm_head && isFull(setup)) found.push("head_full");
   if (setup.frozen_fp32 && isFull(setup)) found.push("frozen_full");
-  if (setup.fp8 && !isFull(setup)) found.push("fp8_full");
+  if (setup.fp8 && setup.method.startsWith("qlora")) found.push("fp8_full");
   if (setup.optimizer_in_backward && setup.grad_accum > 1) found.push("in_backward_accum");
   if (setup.optimizer_in_backward && setup.offload !== "none") found.push("in_backward_offload");
   if (o.paged.includes(setup.optimizer) && setup.offload !== "none") found.push("paged_offload");
@@ -449,7 +449,7 @@ export function layerActivationBytes(a, setup, c, units, moeLayer) {
     kept += perInput * adapted[setup.lora_targets];
   }
   if (moeLayer) kept += act * h * a.experts_per_token;
-  if (setup.fp8) linearInputs /= act / units.fp8;
+  if (setup.fp8 && isFull(setup)) linearInputs /= act / units.fp8; // LoRA's bf16 adapters keep their own inputs
   let total = kept + linearInputs;
   if (!setup.flash_attention) total += c.eager_attention_score_bytes * a.heads * setup.seq_len;
   return total;
@@ -516,7 +516,10 @@ function weightBytes(a, setup, c, units) {
     return [perParam * total, perParam * layer, units.bf16 * root];
   }
   const frozen = setup.frozen_fp32 ? units.fp32 : units.bf16;
-  if (!setup.method.startsWith("qlora")) return [frozen * total, frozen * layer, frozen * root];
+  if (!setup.method.startsWith("qlora")) {
+    const perParam = frozen + (setup.fp8 ? (units.fp8 * linear) / total : 0); // LoRA in FP8: an FP8 copy, as full's
+    return [perParam * total, perParam * layer, frozen * root];
+  }
   const perWeight = baseBits(setup) / 8 + quantConstantBytes(setup, c);
   const head = setup.quantized_lm_head ? counts.lmHead : 0;
   const quantised = linear + head;
@@ -798,7 +801,16 @@ export function serverNetworkGbps(data, server) {
 export function serverTime(data, a, setup, gpu, tokens, server, servers = 1, share = null) {
   const network = servers > 1 ? serverNetworkGbps(data, server) : null;
   if (servers > 1 && network === null) return null;
-  return trainingTime(data, a, setup, gpu, tokens, data.estimator.time.server_links[server.interconnect], servers, network, share);
+  const t = trainingTime(data, a, setup, gpu, tokens, data.estimator.time.server_links[server.interconnect], servers, network, share);
+  return Number.isFinite(t.hours) ? t : null;
+}
+
+// lookups.TimeBand.hours: the model's time as the site shows it, divided by the published runs' speed
+// factor (none with the reader's own share of the peak, which is theirs).
+export function siteTime(data, t, share = null) {
+  if (t === null) return null;
+  const speed = share === null ? data.estimator.time.band.speed : 1;
+  return { ...t, hours: t.hours / speed, hoursCompute: t.hoursCompute / speed, hoursCommunication: t.hoursCommunication / speed };
 }
 
 // lookups.TimeBand.measured: a measured run on this card and one on this link.
@@ -919,9 +931,11 @@ export function recommendationRows(data, a, setupOn, tokens, share = null) {
       high = spread === null ? null : figure * spread.high_factor;
       headroomGb = size - upperGb(data, figure, cards) - reserveGb(data, cards);
       if (reason !== "needs_network") {
-        time = serverTime(data, a, s, gpu, tokens, server, chassis, share);
-        time.measured = timeMeasured(data, gpu.id, time.link);
-        hours = time.hours;
+        time = siteTime(data, serverTime(data, a, s, gpu, tokens, server, chassis, share), share);
+        if (time !== null) {
+          time.measured = timeMeasured(data, gpu.id, time.link);
+          hours = time.hours;
+        }
       }
     }
     let cost = null;
@@ -1249,7 +1263,7 @@ function setup(form, data, text) {
   // Fields that do not apply to the chosen method are hidden, keep the defaults and stay out of the URL.
   const isQloraMethod = () => field("method").value.startsWith("qlora");
   const applies = (name) =>
-    LORA_FIELDS.includes(name) ? !isFullMethod() : name === "fp8" ? isFullMethod() : QLORA_FIELDS.includes(name) ? isQloraMethod() : true;
+    LORA_FIELDS.includes(name) ? !isFullMethod() : name === "fp8" ? !isQloraMethod() : QLORA_FIELDS.includes(name) ? isQloraMethod() : true;
 
   function saveState() {
     const state = new URLSearchParams();
@@ -1364,7 +1378,7 @@ function setup(form, data, text) {
     $("time-advanced-help").hidden = !on;
     $("calc-cards-help").textContent = on ? text.time_cards_advanced : text.time_cards_auto;
     for (const node of form.querySelectorAll(".calc-lora")) node.hidden = isFullMethod();
-    $("calc-fp8").closest(".calc-field").hidden = !isFullMethod();
+    $("calc-fp8").closest(".calc-field").hidden = isQloraMethod();
     $("calc-double-quant").closest(".calc-field").hidden = !isQloraMethod();
     $("calc-quantized-lm-head").closest(".calc-field").hidden = !isQloraMethod();
     const result = $("adv-result");
@@ -1781,9 +1795,13 @@ function setup(form, data, text) {
     }
     const tokens = tokensM * 1e6 * epochs;
     const servers = server ? Math.ceil(cards / server.gpu_count) : null;
-    const time = server
-      ? serverTime(data, arch, setup, timeGpu, tokens, server, servers, share)
-      : trainingTime(data, arch, setup, timeGpu, tokens, data.estimator.time.card_links[timeGpu.interconnect] ?? "pcie", 1, null, share);
+    const time = siteTime(
+      data,
+      server
+        ? serverTime(data, arch, setup, timeGpu, tokens, server, servers, share)
+        : trainingTime(data, arch, setup, timeGpu, tokens, data.estimator.time.card_links[timeGpu.interconnect] ?? "pcie", 1, null, share),
+      share,
+    );
     // Several servers without a declared network: not recommended, no time and no total price (recommend.priced).
     const unjoined = showNoNetwork(servers, server);
     $("out-time-gpu").textContent = fill(text.time_gpu, { name: timeGpu.name, cards: formatInteger(cards) });

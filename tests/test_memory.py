@@ -24,7 +24,7 @@ C = {
     "norm_input_bytes": 4,
     "eager_attention_score_bytes": 6,
     "logits_bytes": 12,
-    "logits_chunked_bytes": 2,
+    "logits_chunked_bytes": 4,
     "logits_inplace_bytes": 2,
     "logits_legacy_bytes": 16,
     "loss_chunks": 8,
@@ -144,7 +144,9 @@ def test_eager_attention_adds_the_score_matrix():
     [
         ("hf", 2048 * 128256 * 12),
         ("hf_legacy", 2048 * 128256 * 16),  # + the shifted fp32 copy
-        ("chunked", 2048 * 128256 * (2 + 10 / 8)),  # whole bf16 logits, fp32 buffers one chunk in eight
+        # every chunk's log-probabilities kept for the backward pass (log_softmax saves its result), the other fp32
+        # buffers one chunk in eight
+        ("chunked", 2048 * 128256 * (4 + 8 / 8)),
         ("fused", 2048 * 4096 * 6),  # no tokens x vocabulary tensor: a chunk about tokens x hidden
         ("unsloth", 2048 * 128256 * 2),  # Unsloth's kernel: the bf16 logits only, the gradient written into them
     ],
@@ -161,7 +163,7 @@ GEMMA2_9B = Architecture(42, 3584, 14336, 16, 8, 256, 256000, True, True, logit_
     [
         ("hf", 12 + 2),  # + the bf16 output of tanh(logits / cap), kept for the backward pass
         ("hf_legacy", 16 + 2),
-        ("chunked", 2 + 2 + 10 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
+        ("chunked", 4 + 2 + 8 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
         ("unsloth", 2),  # capped inside Unsloth's kernel
     ],
 )

@@ -374,7 +374,9 @@ def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> fl
 
     hf: Hugging Face's ForCausalLMLoss, bf16 logits upcast to fp32, log-softmax, its gradient;
     hf_legacy: transformers before 4.49 also copied the shifted fp32 logits (PR #35646 removed the
-    copy); chunked: the bf16 logits whole, the fp32 buffers one chunk at a time (torchtune); fused: the output layer and
+    copy); chunked: what every chunk keeps for the backward pass (log_softmax saves its result: torchtune's fp32
+    log-probabilities, LitGPT's bf16 logits and log-probabilities; `logits_chunked_bytes`), the other fp32 buffers
+    one chunk at a time; fused: the output layer and
     the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all; unsloth:
     Unsloth's Triton cross-entropy keeps only the bf16 logits, computes the per-row logsumexp in the
     kernel (with Gemma's soft-capping inside it) and writes the gradient into the logits in place.

@@ -70,4 +70,19 @@ def test_the_calibration_rows_carry_their_loss_path(catalog):
     measured = dict(catalog["measurements"].select("measurement_id", "loss").iter_rows())
     assert cal["loss"].to_list() == [measured[i] or "hf" for i in cal["measurement_id"]]
     groups = catalog["calibration_out_of_sample"].filter(pl.col("dimension") == "loss")["group_id"].to_list()
-    assert groups == ["hf", "hf_legacy", "chunked"]  # no summary row runs Liger's or Unsloth's kernel yet
+    assert groups == ["hf", "hf_legacy", "chunked", "fused"]  # no summary row runs Unsloth's kernel yet
+
+
+def test_fused_loss_against_ms_swifts_liger_pair(catalog):
+    # ms-swift's liger example: Qwen2.5-7B, full, ZeRO-3 on 4 cards, 8192 packed tokens, the same command with and
+    # without use_liger_kernel: 42 and 54 GB a card. Liger's fused output layer and loss keep no tokens x vocabulary
+    # tensor: the run with it is met with `fused` only, the run without it with `hf`.
+    with_liger, m = _row(catalog, "swift-liger-qwen2-5-7b-full-8k-liger")
+    without, m_hf = _row(catalog, "swift-liger-qwen2-5-7b-full-8k-hf")
+    assert (with_liger["loss"], without["loss"]) == ("fused", "hf")
+    assert abs(with_liger["first_principles_loso_error"]) < 0.05
+    assert abs(without["first_principles_loso_error"]) < 0.10
+    # The whole fp32 logits of hf would miss it by far (chunked keeps 5 bytes per token x vocabulary: +9 %).
+    for other in ("hf", "hf_legacy"):
+        assert _error_with(catalog, m, with_liger["measured_gb"], other) > 0.25
+    assert _error_with(catalog, m_hf, without["measured_gb"], "fused") < -0.2

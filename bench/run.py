@@ -785,6 +785,11 @@ def print_table(results: dict) -> None:  # noqa: C901
 
         print()
         time_accuracy.print_figures(results["time_accuracy"])
+    if "memory_accuracy" in results:
+        import memory_accuracy
+
+        print()
+        memory_accuracy.print_figures(results["memory_accuracy"])
     print("\nTargets (reported, not asserted)")
     width = max((len(t["target"]) for t in results["targets"]), default=0)
     for t in results["targets"]:
@@ -835,10 +840,16 @@ def main(argv: list[str] | None = None) -> int:
             "real": real_catalog(work),
             "synthetic": [synthetic(work, rows, sample) for rows in sizes],
         }
+        import memory_accuracy  # bench/memory_accuracy.py: the memory estimator in sample and leave one source out
         import time_accuracy  # bench/time_accuracy.py: the time model against published throughput
 
         results["time_accuracy"] = time_accuracy.figures()
-        results["targets"] = targets(results) + time_accuracy.targets(results["time_accuracy"])
+        results["memory_accuracy"] = memory_accuracy.figures()
+        results["targets"] = (
+            targets(results)
+            + time_accuracy.targets(results["time_accuracy"])
+            + memory_accuracy.targets(results["memory_accuracy"])
+        )
         results["total_s"] = time.perf_counter() - started
     finally:
         if args.keep:

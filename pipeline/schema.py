@@ -538,7 +538,17 @@ OPTIMIZERS = (
 )
 # Loss implementations a measurement may name (memory.LOSSES) and the libraries it may come from.
 MEASUREMENT_LOSSES = ("hf", "hf_legacy", "chunked", "fused", "unsloth")
-FRAMEWORKS = ("transformers", "litgpt", "torchtune", "llama_factory", "unsloth", "axolotl", "deepspeed", "other")
+FRAMEWORKS = (
+    "transformers",
+    "litgpt",
+    "torchtune",
+    "llama_factory",
+    "unsloth",
+    "axolotl",
+    "deepspeed",
+    "ms_swift",
+    "other",
+)
 # Adapters without a rank: their rows leave lora_rank and lora_targets empty although the method is lora.
 RANKLESS_ADAPTERS = ("ia3", "prompt_tuning")
 _TECHNIQUE = f"(?:{'|'.join(EXTRA_TECHNIQUES)})"

@@ -24,7 +24,7 @@ C = {
     "norm_input_bytes": 4,
     "eager_attention_score_bytes": 6,
     "logits_bytes": 12,
-    "logits_chunked_bytes": 2,
+    "logits_chunked_bytes": 4,
     "logits_inplace_bytes": 2,
     "logits_legacy_bytes": 16,
     "loss_chunks": 8,
@@ -144,7 +144,9 @@ def test_eager_attention_adds_the_score_matrix():
     [
         ("hf", 2048 * 128256 * 12),
         ("hf_legacy", 2048 * 128256 * 16),  # + the shifted fp32 copy
-        ("chunked", 2048 * 128256 * (2 + 10 / 8)),  # whole bf16 logits, fp32 buffers one chunk in eight
+        # every chunk's log-probabilities kept for the backward pass (log_softmax saves its result), the other fp32
+        # buffers one chunk in eight
+        ("chunked", 2048 * 128256 * (4 + 8 / 8)),
         ("fused", 2048 * 4096 * 6),  # no tokens x vocabulary tensor: a chunk about tokens x hidden
         ("unsloth", 2048 * 128256 * 2),  # Unsloth's kernel: the bf16 logits only, the gradient written into them
     ],
@@ -161,7 +163,7 @@ GEMMA2_9B = Architecture(42, 3584, 14336, 16, 8, 256, 256000, True, True, logit_
     [
         ("hf", 12 + 2),  # + the bf16 output of tanh(logits / cap), kept for the backward pass
         ("hf_legacy", 16 + 2),
-        ("chunked", 2 + 2 + 10 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
+        ("chunked", 4 + 2 + 8 / 8),  # LitGPT and torchtune cap every chunk: all the tanh outputs are kept
         ("unsloth", 2),  # capped inside Unsloth's kernel
     ],
 )
@@ -281,13 +283,34 @@ def test_lora_targets_and_head_adapter():
     assert memory.estimate(LLAMA3_8B, qkv, C).trainable_params == 32 * 8 * (8192 + 2 * 5120) == 4_718_592
     # No MLP input nor down input: 184 320 - 2(4096 + 14336) = 147 456.
     assert memory.activation_bytes(LLAMA3_8B, qv, C) == 147_456 * 32 * 2048
-    # Dropout keeps a bf16 copy and a 1-byte mask of the input of q and of v: 2 x 3 x 4096.
+    # Dropout keeps a bf16 copy and a 1-byte mask of the input of q and of v: 2 x 3 x 4096; the adapters read those
+    # copies and the frozen matmuls keep no input, so the attention input itself (2 x 4096) is no longer kept.
     dropped = replace(qv, lora_dropout=True)
-    assert memory.activation_bytes(LLAMA3_8B, dropped, C) == (147_456 + 24_576) * 32 * 2048
+    assert memory.activation_bytes(LLAMA3_8B, dropped, C) == (147_456 - 8_192 + 24_576) * 32 * 2048
     head = replace(qv, lora_lm_head=True)
     assert memory.estimate(LLAMA3_8B, head, C).trainable_params == 3_407_872 + 8 * (4096 + 128256)
     # The head's adapter reads the final norm's output: 2 x 4096 bytes per token more.
     assert memory.activation_bytes(LLAMA3_8B, head, C) == (147_456 * 32 + 8192) * 2048
+
+
+def test_adapters_behind_dropout_keep_their_copies_not_the_inputs():
+    # LoRA on every linear layer without dropout keeps the inputs the adapters read: the attention input, the MLP
+    # input and the down projection's input (2 x (4096 + 4096 + 14336) bytes per token and layer).
+    plain = replace(BASE, method="lora")
+    assert memory.layer_activation_bytes(LLAMA3_8B, plain, C, moe_layer=False) == LAYER == 184_320
+    # With dropout each adapter reads its own dropped copy (bf16 + a 1-byte mask) of q, k, v, o, gate, up and down's
+    # inputs: 3 x (3 x 4096 + 4096 + 2 x 4096 + 14336); the frozen matmuls keep no input, the attention kernel
+    # still keeps its output (o's input).
+    dropped = replace(plain, lora_dropout=True)
+    copies = 3 * (3 * 4096 + 4096 + 2 * 4096 + 14336)
+    assert (
+        memory.layer_activation_bytes(LLAMA3_8B, dropped, C, moe_layer=False)
+        == 184_320 - 2 * (4096 + 4096 + 14336) + copies
+        == 256_000
+    )
+    # bitsandbytes' 4-bit matmul keeps the input of every quantised layer whatever the adapter reads.
+    qlora = replace(dropped, method="qlora_4bit")
+    assert memory.layer_activation_bytes(LLAMA3_8B, qlora, C, moe_layer=False) == 184_320 + copies
 
 
 LINEAR = 6_979_321_856  # projections only: P - 2 x embedding - (32 x 2 + 1) x 4096 norms

@@ -305,17 +305,23 @@ def layer_activation_bytes(arch: Architecture, setup: Setup, c: Mapping[str, flo
     Tensor by tensor (Korthikanti et al. 2022 count the same way for a GPT block):
     RMSNorm upcasts its input to fp32 and keeps it; attention keeps q, k, v and its
     output; the gated MLP keeps the gate and up projections and the activation; a linear
-    layer keeps its input only when its weight is trained (full) or an adapter reads it, and
-    bitsandbytes' 4-/8-bit matmul keeps the input of every quantised layer, frozen or not
-    (MatMul4Bit saves (A, B) whenever its input needs a gradient).
+    layer keeps its input only when its weight is trained (full) or an adapter reads it (autograd saves a
+    matmul's input only for its weight's gradient), and bitsandbytes' 4-/8-bit matmul keeps the input of
+    every quantised layer, frozen or not (MatMul4Bit saves (A, B) whenever its input needs a gradient).
+    An adapter behind dropout reads its dropped copy, not the input: with LoRA dropout the frozen layers'
+    inputs are not kept, the copies and their masks are (issue 36).
     """
     act, h = c["activation_bytes"], arch.hidden
     q, k, v, o_in = _widths(arch)
     mlp = _mlp_width(arch, moe_layer)
-    linear_inputs = act * (h + o_in)  # attention input after the norm, attention output
+    linear_inputs = act * o_in  # the attention output, which the attention kernel keeps for its own backward pass
     kept = 2 * c["norm_input_bytes"] * h + act * (q + k + v)
     kept += act * (3 if arch.gated_mlp else 1) * mlp  # gate, up, activation (plain MLP: fc1 output)
-    if setup.is_full or setup.lora_targets == "all" or setup.is_quantised:
+    # A frozen layer's matmul keeps no input; an adapter behind dropout keeps its dropped copy instead (below).
+    reads_inputs = setup.is_full or setup.is_quantised or not setup.lora_dropout
+    if reads_inputs:
+        linear_inputs += act * h  # attention input after the norm
+    if reads_inputs and (setup.is_full or setup.lora_targets == "all" or setup.is_quantised):
         linear_inputs += act * (h + mlp)  # MLP input after the norm, input of the down projection
     if not setup.is_full and setup.lora_dropout:
         # Dropout on the adapter's input (LitGPT's default 0.05; PEFT's default is none) keeps a
@@ -379,7 +385,9 @@ def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> fl
 
     hf: Hugging Face's ForCausalLMLoss, bf16 logits upcast to fp32, log-softmax, its gradient;
     hf_legacy: transformers before 4.49 also copied the shifted fp32 logits (PR #35646 removed the
-    copy); chunked: the bf16 logits whole, the fp32 buffers one chunk at a time (torchtune); fused: the output layer and
+    copy); chunked: what every chunk keeps for the backward pass (log_softmax saves its result: torchtune's fp32
+    log-probabilities, LitGPT's bf16 logits and log-probabilities; `logits_chunked_bytes`), the other fp32 buffers
+    one chunk at a time; fused: the output layer and
     the loss in one kernel chunk by chunk (Liger), no tokens x vocabulary tensor at all; unsloth:
     Unsloth's Triton cross-entropy keeps only the bf16 logits, computes the per-row logsumexp in the
     kernel (with Gemma's soft-capping inside it) and writes the gradient into the logits in place.

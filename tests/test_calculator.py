@@ -15,9 +15,10 @@ import polars as pl
 import pytest
 
 from conftest import METHOD_IDS
+from pipeline import lookups
 from pipeline.estimate import first_principles as memory
+from pipeline.estimate import step_time, training
 from pipeline.estimate import table_rule as estimate
-from pipeline.estimate import training
 from pipeline.estimate.architecture import architecture_from_config, parameter_counts
 from pipeline.render import format as fmt
 from pipeline.render.calculator_json import CONSTANTS, ESTIMATOR_CONSTANTS, calculator_data, calculator_json
@@ -101,8 +102,12 @@ def test_page_has_labels_noscript_and_the_time_block(built):
     assert 'aria-live="polite"' in page
     start = page.index('<details id="calc-time"')
     details = page[start : page.index("</details>", start)]
-    assert "черновая оценка" in details
-    assert 'value="40"' in details  # default_utilization 0.4, as a percentage
+    assert "счёт и обмен между картами" in details
+    assert (
+        '<input id="calc-util" name="util" type="text" inputmode="decimal" autocomplete="off" aria-describedby'
+        in details
+    )
+    assert "33 % на картах уровня H100" in details  # achieved_efficiency, from constants.csv
     assert "целые месяцы по 720 ч" in details  # hours_per_month, never price / 720
     assert "Transformer Math 101" in details
     assert re.search(r'<script type="module" src="calculator\.[0-9a-f]{10}\.js">', page)
@@ -355,8 +360,27 @@ def model_key(case: dict) -> str:
     return f"custom:{float(case['params']):g}" if case["model"] == "custom" else case["model"]
 
 
+def site_time(catalog, arch, setup, gpu, server, tokens, share):
+    """(hours as the site shows them, cost) of `setup` on `gpu` or on whole `server`s, as calculator.js's
+    renderTime computes them: the time model ÷ the published runs' speed factor (none with the reader's
+    own share of the peak); no time across servers without a declared network."""
+    c = catalog.constants
+    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    band = band if share is None else replace(band, speed=1.0)
+    if server is None:
+        link = step_time.CARD_LINKS.get(gpu["interconnect"], "pcie")
+        t = step_time.training_time(arch, setup, gpu, tokens, c, link, share=share)
+    else:
+        servers = math.ceil(setup.gpus / server["gpu_count"])
+        t = step_time.server_time(arch, setup, gpu, tokens, c, server, servers, share)
+    if t is None:
+        return None, None
+    hours = band.hours(t.hours)
+    return hours, None if server is None else training.rental_cost(hours, servers, server, c)[0]
+
+
 def expected_time(catalog, text, figures, case):
-    """Rule 8 and the cost, in the order calculator.js computes them."""
+    """The time model and the cost, in the order calculator.js computes them."""
     if "tokens" not in case or ("gpu" not in case and "server" not in case):
         return None
     gpus = {r["gpu_id"]: r for r in catalog["gpus"].iter_rows(named=True)}
@@ -370,23 +394,22 @@ def expected_time(catalog, text, figures, case):
         cards = server["gpu_count"] * figures["_fits"][server["server_id"]]["servers_needed"]
     else:
         cards = int(figures["cards"][gpu["gpu_id"]][0])
-    utilization = float(case["util"]) / 100 if "util" in case else catalog.constants["default_utilization"]
-    # The same compute as the advanced mode: active parameters, the cheaper LoRA backward, the typical setup.
     c = catalog.constants
     archs = memory.model_architectures(catalog["models"])
-    active = parameter_counts(archs[case["model"]]).active if case["model"] in archs else row["params_b"] * 1e9
-    per_token = memory.training_flops_per_token(active, memory.typical_setup(case["method"], c), c)
-    flops = per_token * (float(case["tokens"]) * 1e6) * float(case.get("epochs", "1"))
-    hours = flops / (cards * gpu["bf16_dense_tflops"] * 1e12 * utilization) / 3600
+    arch = archs[case["model"]] if case["model"] in archs else memory.architecture_for_size(row["params_b"], archs)
+    setup = memory.typical_setup(case["method"], c, cards)
+    tokens = float(case["tokens"]) * 1e6 * float(case.get("epochs", "1"))
+    share = float(case["util"]) / 100 if "util" in case else None
+    hours, _ = site_time(catalog, arch, setup, gpu, server, tokens, share)
     out = {
         "time_gpu": text["time_gpu"].format(name=gpu["short_name"], cards=fmt.integer(cards)),
-        "hours": fmt.number(hours, 1),
+        "hours": "—" if hours is None else fmt.number(hours, 1),
         "cost": None,
         "time_servers": None,
     }
     # several servers without a declared network: not recommended, no total price (issue 35)
     unjoined = server is not None and math.ceil(cards / server["gpu_count"]) > 1 and not server["network"]
-    if server and server["price_rub_month"] is not None and not unjoined:
+    if server and server["price_rub_month"] is not None and not unjoined and hours is not None:
         count = math.ceil(cards / server["gpu_count"])
         cost = training.rental_cost(hours, count, server, catalog.constants)[0]
         out["cost"] = fmt.number(cost, 0)
@@ -510,6 +533,8 @@ def test_keyboard_only(page, site_server, expected):
             break
     page.keyboard.press("Enter")
     assert page.evaluate("document.getElementById('calc-time').open")
+    page.keyboard.press("Tab")  # the link to the accuracy page in the time block's explanation
+    assert page.evaluate("document.activeElement.getAttribute('href')").endswith("accuracy.html")
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "calc-tokens"
 
@@ -644,9 +669,11 @@ def python_advanced(catalog, architectures, expected, case: dict) -> dict:
         cards = math.ceil(float(case["cards"])) if "cards" in case else setup.gpus
         tokens = float(case["tokens"]) * 1e6 * float(case.get("epochs", "1"))
         flops = training.training_flops(arch, setup, tokens, c)
-        utilization = float(case["util"]) / 100 if "util" in case else c["default_utilization"]
-        plan = training.plan(flops, gpu, cards, utilization, c, setup.fp8, server)
-        out |= {"cards": cards, "flops": flops, "hours": plan.hours, "cost": plan.cost_rub}
+        sharding = c["typical_multi_gpu_sharding"] if cards > 1 and setup.gpus == 1 else setup.sharding
+        on = replace(setup, gpus=cards, sharding=sharding)
+        share = float(case["util"]) / 100 if "util" in case else None
+        hours, cost = site_time(catalog, arch, on, gpu, server, tokens, share)
+        out |= {"cards": cards, "flops": flops, "hours": hours, "cost": cost}
     return out
 
 
@@ -1117,7 +1144,6 @@ def test_advanced_inputs_live_in_the_url(page, site_server):
         "flash_attention": "0",
         "fp8": "1",
         "epochs": "1",
-        "util": "40",
     }
     before = read_advanced(page)
     page.goto("about:blank")

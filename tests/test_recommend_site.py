@@ -16,6 +16,7 @@ from conftest import METHOD_IDS
 from pipeline.estimate import recommend
 from pipeline.render import format as fmt
 from pipeline.render import quote
+from pipeline.render.views.articles import time_words
 from pipeline.words import labels
 
 
@@ -43,8 +44,10 @@ def test_model_page_shows_the_recommendation_of_every_method(built, catalog):
         r = best[("llama-3-1-70b", method_id)]
         assert cell_text(catalog, r).replace("\xa0", " ") in section
         # The table has a row per method: short and wide, it stacks on a phone (each value labelled).
-        hours = f'<td class="num" data-label="{labels()["entities"]["reco"]["hours"]}">{fmt.number(r["hours"])}</td>'
-        assert hours.replace("\xa0", " ") in section
+        reco = labels()["entities"]["reco"]
+        time = f'<td data-label="{reco["hours"]}">{html.escape(time_words(reco, r), quote=False)}</td>'
+        assert time.replace("\xa0", " ") in section
+        assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in time.replace("\xa0", " ")
     lora = best[("llama-3-1-70b", "lora")]
     assert (lora["server_id"], lora["gpus_per_job"], lora["cost_rub"]) == (
         "esc8000a-4x-h100",

@@ -186,7 +186,7 @@ def test_quality_page_lists_every_check_and_warning(built):
     assert len(validation.warnings) == 5
     assert html.count("нет цены; на сайте будет «по запросу»") == 1
     assert "нет цены; на сайте будет «по запросу» (строки 7, 8, 9, 10, 11; всего 5)</li>" in html
-    assert "Дата сборки: 03.12.2026" in html
+    assert "Дата сборки: 05.12.2026" in html
     data = (built / "site" / "data.html").read_text(encoding="utf-8")
     assert 'href="quality.html">«Качество данных»</a> (замечаний: 5)' in data
 

@@ -210,11 +210,9 @@ def plan_job(  # noqa: PLR0913
 ) -> list[dict]:
     """One job (`setup(cards)` gives it on that many cards) on every catalog server: where it goes (`place`),
     the cards it takes (all the cards of its chassis), the first-principles memory per card with its
-    measured range, the headroom left, the link and the hours on those cards (`_time`). An FP8 setup
-    leaves out the servers whose card has no FP8. `share`: the reader's share of the BF16 peak instead
-    of the measured efficiency."""
+    measured range, the headroom left, the link and the hours on those cards (`_time`); no FP8 setup on a
+    card without FP8. `share`: the reader's share of the BF16 peak instead of the measured efficiency."""
     spreads = spreads or {}
-    band = band or lookups.TimeBand()
     gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     estimate = _remembering(arch, c)
 
@@ -256,16 +254,17 @@ def plan_job(  # noqa: PLR0913
             row |= _figures(per_gpu(cards), cards, size, spreads, c)
             if reason != "needs_network":  # no time across servers with no declared network
                 time = step_time.server_time(arch, setup(cards), gpu, tokens, c, server, chassis, share)
-                if time is not None:
-                    row |= _time(time, gpu["gpu_id"], band)
+                row |= _time(time, gpu["gpu_id"], band or lookups.TimeBand())
         rows.append(row)
     return rows
 
 
-def _time(t: step_time.TrainingTime, gpu_id: str, band: lookups.TimeBand) -> dict:
+def _time(t: step_time.TrainingTime | None, gpu_id: str, band: lookups.TimeBand) -> dict:
     """A plan's hours (the model's, divided by the published runs' speed factor) split into compute and
     exposed communication, the range the published runs give them out of sample, and whether runs on this
-    card and link were measured (otherwise the time is a draft)."""
+    card and link were measured (otherwise the time is a draft); nothing for no time."""
+    if t is None:
+        return {}
     hours = band.hours(t.hours)
     return {
         "hours": hours,

@@ -438,10 +438,14 @@ export function layerActivationBytes(a, setup, c, units, moeLayer) {
   const h = a.hidden;
   const [q, k, v, oIn] = widths(a);
   const mlp = mlpWidth(a, moeLayer);
-  let linearInputs = act * (h + oIn);
+  let linearInputs = act * oIn; // the attention output, kept by the attention kernel
   let kept = 2 * c.norm_input_bytes * h + act * (q + k + v);
   kept += act * (a.gated_mlp ? 3 : 1) * mlp;
-  if (isFull(setup) || setup.lora_targets === "all" || setup.method.startsWith("qlora")) linearInputs += act * (h + mlp);
+  // A frozen layer's matmul keeps no input; an adapter behind dropout keeps its dropped copy instead (below).
+  const readsInputs = isFull(setup) || setup.method.startsWith("qlora") || !setup.lora_dropout;
+  if (readsInputs) linearInputs += act * h;
+  if (readsInputs && (isFull(setup) || setup.lora_targets === "all" || setup.method.startsWith("qlora")))
+    linearInputs += act * (h + mlp);
   if (!isFull(setup) && setup.lora_dropout) {
     const perInput = act + c.dropout_mask_bytes;
     const up = (a.gated_mlp ? 2 : 1) * h;
@@ -1482,7 +1486,7 @@ function setup(form, data, text) {
       }),
     );
 
-    const flopsPerToken = stepFlopsPerToken(data, arch, setup);
+    const flopsPerToken = trainingFlopsPerToken(data, parameterCounts(arch).active, setup);
     const raw = {
       problems: [],
       breakdown,

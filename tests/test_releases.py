@@ -158,7 +158,8 @@ def test_release_records_a_one_price_edit_and_then_a_removed_column(tmp_path):
         ("1.0.1", "2026-12-05", "patch"),
         ("2.0.0", "2026-12-09", "major"),
     ]
-    assert history.kept() == ["2.0.0", "1.0.1", "1.0.0"]
+    assert history.kept(releases.Retention(12, 366)) == ["2.0.0", "1.0.1", "1.0.0"]
+    assert history.kept(releases.Retention(2, 366)) == ["2.0.0", "1.0.1"]
     assert releases.changelog_csv(history).decode("utf-8-sig").splitlines() == [
         "version,released_on,table_name,change,row_key,column_name,old_value,new_value,rows",
         "2.0.0,2026-12-09,servers,column_removed,,gpu_id,,,2",
@@ -220,13 +221,82 @@ def test_the_build_publishes_the_current_release(built):
 # --- release files on object storage -------------------------------------------------------------------
 
 
-def test_snapshot_plan_copies_each_release_once_and_keeps_the_declared_number():
+DAY = 86400.0
+
+
+def test_snapshot_plan_copies_each_release_once_and_keeps_the_declared_number_and_time():
     local = {"data/a.csv": "x", "data/datapackage.json": "y", "index.html": "z"}
-    assert publish_s3.snapshot_plan(local, "1.0.0", []) == (["data/a.csv", "data/datapackage.json"], [])
-    assert publish_s3.snapshot_plan(local, "1.0.0", ["data/releases/1.0.0/a.csv"]) == (["data/datapackage.json"], [])
-    stored = [f"data/releases/1.{n}.0/a.csv" for n in range(releases.RETENTION)]
-    copy, drop = publish_s3.snapshot_plan(local, "2.0.0", stored)
-    assert copy == ["data/a.csv", "data/datapackage.json"] and drop == ["data/releases/1.0.0/a.csv"]
+    keep = releases.Retention(releases=2, days=30)
+    now = 1000 * DAY
+    assert publish_s3.snapshot_plan(local, "1.0.0", {}, keep, now) == (["data/a.csv", "data/datapackage.json"], [])
+    stored = {"data/releases/1.0.0/a.csv": now}
+    assert publish_s3.snapshot_plan(local, "1.0.0", stored, keep, now) == (["data/datapackage.json"], [])
+    # Four stored releases: 1.0.0 and 1.1.0 are past the newest two (with 2.0.0 published now), but 1.1.0
+    # was stored 30 days ago (kept), 1.0.0 31 days ago (deleted, every file of it).
+    stored = {
+        "data/releases/1.0.0/a.csv": now - 31 * DAY,
+        "data/releases/1.0.0/gpu-finetune-data-1.0.0.zip": now - 31 * DAY,
+        "data/releases/1.1.0/a.csv": now - 30 * DAY,
+        "data/releases/1.2.0/a.csv": now - 40 * DAY,
+    }
+    copy, drop = publish_s3.snapshot_plan(local, "2.0.0", stored, keep, now)
+    assert copy == ["data/a.csv", "data/datapackage.json"]
+    assert drop == ["data/releases/1.0.0/a.csv", "data/releases/1.0.0/gpu-finetune-data-1.0.0.zip"]
+
+
+def test_the_retention_is_declared_in_site_toml():
+    import tomllib
+
+    from pipeline import TEMPLATES
+    from pipeline.render.views.entities import config_problems
+
+    config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    assert releases.retention(config) == releases.Retention(releases=12, days=366) == releases.retention()
+    for bad in (
+        {},
+        {"kept_releases": 12},
+        {"kept_releases": 0, "kept_days": 366},
+        {"kept_releases": 12, "kept_days": True},
+    ):
+        with pytest.raises(ValueError):
+            releases.retention({"releases": bad})
+    problems = [p for p in config_problems_of(config_problems, {**config, "releases": {"kept_releases": "12"}})]
+    assert [(p.file, p.column) for p in problems] == [("site_templates/site.toml", "releases")]
+
+
+def config_problems_of(check, config):
+    """site.toml's problems with the real catalog's ids (only [releases] is wrong in the configs above)."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    ids = {
+        "methods": pl.DataFrame(
+            {"method_id": [m for m in config["index_methods"]] + [t[1] for t in config["compare_tasks"]]}
+        ),
+        "models": pl.DataFrame({"model_id": [t[0] for t in config["compare_tasks"]]}),
+    }
+    return check(SimpleNamespace(c=ids), config)
+
+
+def test_a_release_zip_is_the_same_bytes_every_time_and_holds_every_file():
+    import io
+    import zipfile
+
+    files = {"servers.csv": b"server_id\na\n", "servers.parquet": b"PAR1", "datapackage.json": b"{}"}
+    made = releases.zip_bytes(files, "1.2.0", "2026-12-05")
+    assert made == releases.zip_bytes(dict(reversed(files.items())), "1.2.0", "2026-12-05")
+    assert releases.zip_path("1.2.0") == "data/releases/1.2.0/gpu-finetune-data-1.2.0.zip"
+    with zipfile.ZipFile(io.BytesIO(made)) as archive:
+        infos = archive.infolist()
+        assert [i.filename for i in infos] == [
+            "gpu-finetune-data-1.2.0/datapackage.json",
+            "gpu-finetune-data-1.2.0/servers.csv",
+            "gpu-finetune-data-1.2.0/servers.parquet",
+        ]
+        assert {i.date_time for i in infos} == {(2026, 12, 5, 0, 0, 0)}
+        assert [i.compress_type for i in infos] == [zipfile.ZIP_DEFLATED, zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED]
+        assert archive.read("gpu-finetune-data-1.2.0/servers.csv") == b"server_id\na\n"
 
 
 def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_server):  # noqa: F811
@@ -236,7 +306,7 @@ def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_s
     def publish(version: str, price: str) -> None:
         files = {
             "data/servers.csv": f"server_id,price_rub_month\na,{price}\n".encode(),
-            "data/datapackage.json": json.dumps({"version": version}).encode(),
+            "data/datapackage.json": json.dumps({"version": version, "x_released_on": "2026-12-05"}).encode(),
             "data.html": f"<p>{version}</p>".encode(),
         }
         for name, content in files.items():
@@ -252,9 +322,18 @@ def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_s
     stored = objects(s3, "releases/data/")
     assert stored["releases/1.0.0/servers.csv"] == b"server_id,price_rub_month\na,1000000\n"
     assert stored["releases/1.0.1/servers.csv"] == b"server_id,price_rub_month\na,1100000\n"
-    assert json.loads(stored["releases/1.0.0/datapackage.json"]) == {"version": "1.0.0"}
+    assert json.loads(stored["releases/1.0.0/datapackage.json"])["version"] == "1.0.0"
     head = s3.head_object(Bucket="site", Key="releases/data/releases/1.0.0/servers.csv")
     assert (head["ContentType"], head["CacheControl"]) == ("text/csv; charset=utf-8", publish_s3.IMMUTABLE)
+    # Each release also as one zip of all its data files, at its stable URL.
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(stored["releases/1.0.0/gpu-finetune-data-1.0.0.zip"])) as archive:
+        assert archive.namelist() == ["gpu-finetune-data-1.0.0/datapackage.json", "gpu-finetune-data-1.0.0/servers.csv"]
+        assert archive.read("gpu-finetune-data-1.0.0/servers.csv") == b"server_id,price_rub_month\na,1000000\n"
+    head = s3.head_object(Bucket="site", Key="releases/data/releases/1.0.1/gpu-finetune-data-1.0.1.zip")
+    assert (head["ContentType"], head["CacheControl"]) == ("application/zip", publish_s3.IMMUTABLE)
 
 
 @pytest.mark.parametrize("path", ["changelog.html", "data.html"])
@@ -275,12 +354,14 @@ def test_release_command_exit_codes(tmp_path, capsys):
     from pipeline.__main__ import main
 
     sources = tmp_path / "sources"
-    args = ["release", "--sources", str(sources), "--date", "2026-12-05"]
+    citation = tmp_path / "CITATION.cff"
+    args = ["release", "--sources", str(sources), "--date", "2026-12-05", "--citation", str(citation)]
     assert main([*args, "--out", str(tmp_path / "no-build"), "--against", str(tmp_path / "none")]) == 3
     assert "build first" in capsys.readouterr().err
     write_build(tmp_path / "v1", BEFORE, None)
     assert main([*args, "--out", str(tmp_path / "v1"), "--against", str(tmp_path / "none")]) == 0
     assert capsys.readouterr().out.startswith("release 1.0.0 (first) of 2026-12-05: 2 change(s) recorded in ")
+    assert 'version: "1.0.0"' in citation.read_text(encoding="utf-8").splitlines()
     write_build(tmp_path / "old", BEFORE, None)  # published before any release: 1.0.0 is not published yet
     write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
     assert main([*args, "--out", str(tmp_path / "v2"), "--against", str(tmp_path / "old")]) == 2
@@ -288,3 +369,81 @@ def test_release_command_exit_codes(tmp_path, capsys):
     (sources / "releases" / "releases.csv").write_text("version,released_on,change\nv1,2026-12-05,first\n")
     assert main([*args, "--out", str(tmp_path / "v2"), "--against", str(tmp_path / "old")]) == 2
     assert "releases/releases.csv:2" in capsys.readouterr().err
+
+
+# --- publish warns when the data changed but no release was made ----------------------------------------
+
+
+def small_build(out, version: str | None, price: str) -> None:
+    """A small site as `publish` reads it: one table's CSV, the data package naming it, one page."""
+    package = {"resources": [{"name": "servers", "path": "servers.csv"}]}
+    package |= {"version": version, "x_released_on": "2026-12-05"} if version else {}
+    files = {
+        "data/servers.csv": f"server_id,price_rub_month\na,{price}\n".encode(),
+        "data/datapackage.json": json.dumps(package).encode(),
+        "index.html": b"<p>x</p>",
+    }
+    for name, content in files.items():
+        (out / "site" / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / "site" / name).write_bytes(content)
+    manifest = {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
+    (out / "site" / "manifest.json").write_text(json.dumps({"files": manifest}))
+
+
+def test_unreleased_tables_are_the_changed_ones_under_the_published_version(tmp_path):
+    small_build(tmp_path, "1.0.0", "1100000")
+    local = json.loads((tmp_path / "site" / "manifest.json").read_text())["files"]
+    remote = local | {"data/servers.csv": "0" * 64}
+    site = tmp_path / "site"
+    assert publish_s3.unreleased_tables(site, local, remote, "1.0.0") == ["servers"]
+    assert publish_s3.unreleased_tables(site, local, local, "1.0.0") == []  # nothing changed
+    assert publish_s3.unreleased_tables(site, local, remote, "0.9.0") == []  # a new release
+    assert publish_s3.unreleased_tables(site, local, None, None) == []  # the first publish
+
+
+def test_publish_warns_when_the_data_changed_since_the_release(tmp_path, s3_server, capsys):  # noqa: F811
+    from pipeline.__main__ import main
+
+    endpoint, s3 = s3_server
+    args = ["publish", "--to", "s3://site/unreleased", "--endpoint-url", endpoint, "--out", str(tmp_path)]
+    small_build(tmp_path, "1.0.0", "1000000")
+    assert main(args) == 0
+    assert "publish:" not in capsys.readouterr().err
+    small_build(tmp_path, "1.0.0", "1100000")  # a price edited, built, but not released
+    assert main([*args, "--dry-run"]) == 0
+    assert capsys.readouterr().err == (
+        "publish: предупреждение: данные изменились с выпуска 1.0.0 (таблицы: servers), а нового выпуска нет — "
+        "на сайте выйдут другие данные под тем же номером версии, и ссылки на выпуск 1.0.0 в цитатах перестанут "
+        "соответствовать данным на страницах (архив выпуска в data/releases/1.0.0/ остаётся прежним). Запишите "
+        "выпуск (python -m pipeline release), соберите заново (just build) и опубликуйте снова.\n"
+    )
+    assert main(args) == 0  # a warning: published all the same
+    assert "данные изменились с выпуска 1.0.0" in capsys.readouterr().err
+    release_copy = objects(s3, "unreleased/data/releases/1.0.0/")
+    assert release_copy["servers.csv"] == b"server_id,price_rub_month\na,1000000\n"  # the release stays as it was
+    small_build(tmp_path, "1.0.1", "1100000")  # released: no warning
+    assert main(args) == 0
+    assert "publish:" not in capsys.readouterr().err
+
+
+# --- the repository's CITATION.cff ------------------------------------------------------------------------
+
+
+def test_the_repository_citation_is_the_latest_release():
+    """CITATION.cff at the repository's root (GitHub's «Cite this repository») names the current release;
+    `python -m pipeline release` rewrites it, and this fails when a release was recorded without it."""
+    import tomllib
+
+    from pipeline import ROOT, TEMPLATES
+
+    config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    expected = releases.repository_citation(releases.read_history(SOURCES), config)
+    assert (ROOT / "CITATION.cff").read_text(encoding="utf-8") == expected
+    assert f'version: "{releases.read_history(SOURCES).current["version"]}"' in expected.splitlines()
+
+
+def test_the_data_and_changelog_pages_link_the_release_zip(built):
+    current = releases.read_history(SOURCES).current["version"]
+    link = f'href="data/releases/{current}/gpu-finetune-data-{current}.zip" download'
+    assert link in (built / "site" / "data.html").read_text(encoding="utf-8")
+    assert link in (built / "site" / "changelog.html").read_text(encoding="utf-8")

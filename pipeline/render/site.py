@@ -775,6 +775,7 @@ class Renderer:
         problems = config_problems(self.tables, self.site_config)
         if problems:
             raise TemplateError(problems)
+        self.retention = releases.retention(self.site_config)  # checked by config_problems
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
         self.page_rows = self.site_config["table_page_rows"]
         self.estimator = EstimatorTables(catalog, self.labels, self.tables)
@@ -1188,6 +1189,8 @@ class Renderer:
             duckdb_writer=duckdb_version(),
             duckdb_oldest=DATABASE_OLDEST_READER,
             cite=self.citation(),
+            releases=self.shown_releases(),
+            retention=self.retention,
         )
         site.update(self.release_files())
         site["search.html"] = self.page("search.html", "search.html")
@@ -1238,32 +1241,38 @@ class Renderer:
             return None
         return cite | {"author": package["author"], "date": dt.date.fromisoformat(cite["released_on"])}
 
+    def shown_releases(self) -> list[dict]:
+        """Every release, newest first, with its date, changes and, while publish surely keeps its files
+        (site.toml `[releases]`), the zip of them all (`zip`: its path under the site, else None)."""
+        titles = {t.name: t.title_ru for t in ALL_TABLES}
+        changes: dict[str, list[dict]] = {}
+        for row in self.history.changes:
+            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
+        kept = self.history.kept(self.retention)
+        return [
+            r
+            | {
+                "date": dt.date.fromisoformat(r["released_on"]),
+                "changes": changes.get(r["version"], []),
+                "zip": releases.zip_path(r["version"]) if r["version"] in kept else None,
+                "zip_name": releases.zip_path(r["version"]).rsplit("/", 1)[1],
+            }
+            for r in reversed(self.history.releases)
+        ]
+
     def release_files(self) -> dict[str, str | bytes]:
         """The changelog page, data/changelog.csv and data/CITATION.cff (none before the first release)."""
         cite = self.citation()
         if cite is None:
             return {}
-        titles = {t.name: t.title_ru for t in ALL_TABLES}
-        changes: dict[str, list[dict]] = {}
-        for row in self.history.changes:
-            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
-        shown = [
-            r
-            | {
-                "date": dt.date.fromisoformat(r["released_on"]),
-                "changes": changes.get(r["version"], []),
-                "kept": r["version"] in self.history.kept(),
-            }
-            for r in reversed(self.history.releases)
-        ]
         return {
             "changelog.html": self.page(
                 "changelog.html",
                 "changelog.html",
-                releases=shown,
+                releases=self.shown_releases(),
                 cite=cite,
                 base_url=self.base_url,
-                retention=releases.RETENTION,
+                retention=self.retention,
             ),
             "data/changelog.csv": releases.changelog_csv(self.history),
             "data/CITATION.cff": releases.citation_cff(cite, cite["author"]),

@@ -50,6 +50,7 @@ TYPES = {
     ".parquet": "application/vnd.apache.parquet",
     ".duckdb": "application/octet-stream",
     ".wasm": "application/wasm",
+    ".zip": "application/zip",
 }
 
 EXIT_CODES = """exit codes:
@@ -152,6 +153,7 @@ class Plan:
     purge: list[str] = field(default_factory=list)  # changed and deleted (new files are not cached yet)
     kept: list[str] = field(default_factory=list)  # gone from this release, kept for cached pages (retain)
     snapshot: tuple[int, int] = (0, 0)  # release files copied to data/releases/<version>/, and deleted
+    unreleased: list[str] = field(default_factory=list)  # tables changed since the published release, same version
 
 
 def order_key(name: str) -> tuple[int, str]:
@@ -242,41 +244,99 @@ def release_version(site: Path) -> str | None:
         return None
 
 
-def snapshot_plan(local: dict[str, str], version: str, stored: list[str]) -> tuple[list[str], list[str]]:
-    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
-    files to delete (those of versions older than the newest releases.RETENTION); `stored` lists the
-    names under data/releases/ the bucket holds."""
-    from pipeline.publish.releases import RETENTION, SEMVER
+def unreleased_tables(site: Path, local: dict[str, str], remote: dict[str, str] | None, published: str | None):
+    """The tables whose CSV this build changes while it carries the same release as the published site
+    (`published`: its datapackage.json `version`): data changed since the last release, but no new release
+    was made, so a citation of that version would now fetch other data. [] before the first release."""
+    version = release_version(site)
+    if remote is None or version is None or version != published:
+        return []
+    package = json.loads((site / "data" / "datapackage.json").read_text(encoding="utf-8"))
+    return sorted(
+        r["name"]
+        for r in package.get("resources", [])
+        if remote.get(f"data/{r['path']}") != local.get(f"data/{r['path']}")
+    )
 
-    have = set(stored)
+
+def read_remote_version(s3, bucket: str, prefix: str) -> str | None:
+    """The release the published site carries (its data/datapackage.json `version`); None if there is none."""
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3.get_object(Bucket=bucket, Key=prefix + "data/datapackage.json")["Body"].read()
+        version = json.loads(body).get("version")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    except (ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+def snapshot_plan(  # noqa: PLR0913
+    local: dict[str, str], version: str, stored: dict[str, float], retention, now: float
+) -> tuple[list[str], list[str]]:
+    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
+    files to delete: those of a version past the newest `retention.releases` whose files were first stored
+    more than `retention.days` ago (releases.Retention). `stored` maps the names under data/releases/ the
+    bucket holds to when each was stored (seconds since the epoch)."""
+    from pipeline.publish.releases import SEMVER
+
     copy = sorted(
         name
         for name in local
         if name.startswith("data/")
         and not name.startswith(RELEASES_PREFIX)
-        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in have
+        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in stored
     )
-    versions = {name.removeprefix(RELEASES_PREFIX).split("/", 1)[0] for name in stored} | {version}
-    numbered = sorted((v for v in versions if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split(".")))
-    kept = set(numbered[-RETENTION:])
+
+    def version_of(name: str) -> str:
+        return name.removeprefix(RELEASES_PREFIX).split("/", 1)[0]
+
+    first_stored: dict[str, float] = {}
+    for name, when in stored.items():
+        first_stored[version_of(name)] = min(when, first_stored.get(version_of(name), when))
+    numbered = sorted(
+        (v for v in {*first_stored, version} if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split("."))
+    )
+    newest = set(numbered[-retention.releases :])
+    young = {v for v, when in first_stored.items() if now - when <= retention.days * 86400}
     drop = sorted(
-        n for n in stored if SEMVER.match(v := n.removeprefix(RELEASES_PREFIX).split("/", 1)[0]) and v not in kept
+        n for n in stored if SEMVER.match(v := version_of(n)) and v not in newest and v not in young and v != version
     )
     return copy, drop
 
 
+def release_zip(site: Path, local: dict[str, str], version: str) -> bytes:
+    """The zip of this release's data files (releases.zip_bytes), read from the build like every upload."""
+    from pipeline.publish.releases import zip_bytes
+
+    files = {}
+    for name in local:
+        if name.startswith("data/") and not name.startswith(RELEASES_PREFIX):
+            with open_built(site, name) as f:
+                files[name.removeprefix("data/")] = f.read()
+    package = json.loads(files["datapackage.json"])
+    return zip_bytes(files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
+
+
 def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, str]) -> tuple[int, int]:
-    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, and drop
-    the releases past the retention; (copied, deleted). Nothing before the first release."""
+    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, upload
+    their zip there (releases.zip_path) once, and drop the releases past the retention (site.toml
+    `[releases]`); (files copied or uploaded, files deleted). Nothing before the first release."""
+    from pipeline.publish.releases import retention, zip_path
+
     version = release_version(site)
     if version is None:
         return 0, 0
-    stored = [
-        o["Key"].removeprefix(prefix)
+    stored = {
+        o["Key"].removeprefix(prefix): o["LastModified"].timestamp()
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + RELEASES_PREFIX)
         for o in page.get("Contents", [])
-    ]
-    copy, drop = snapshot_plan(local, version, stored)
+    }
+    copy, drop = snapshot_plan(local, version, stored, retention(), time.time())
     for name in copy:
         s3.copy_object(
             Bucket=bucket,
@@ -289,10 +349,20 @@ def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, 
             # composite one, which a reader that validates checksums (boto3) refuses.
             ChecksumAlgorithm="CRC32",
         )
+    archive = zip_path(version)
+    zipped = archive not in stored
+    if zipped:
+        s3.put_object(
+            Bucket=bucket,
+            Key=prefix + archive,
+            Body=release_zip(site, local, version),
+            ContentType="application/zip",
+            CacheControl=IMMUTABLE,
+        )
     for start in range(0, len(drop), 1000):
         chunk = drop[start : start + 1000]
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
-    return len(copy), len(drop)
+    return len(copy) + zipped, len(drop)
 
 
 def purge_urls(names: list[str], base_url: str) -> list[str]:
@@ -356,7 +426,9 @@ def publish(  # noqa: PLR0913
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        todo = plan(local, read_remote_manifest(s3, bucket, prefix))
+        remote = read_remote_manifest(s3, bucket, prefix)
+        todo = plan(local, remote)
+        todo.unreleased = unreleased_tables(site, local, remote, read_remote_version(s3, bucket, prefix))
         kept = retain(todo, local, read_retained(s3, bucket, prefix), time.time())
         say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
         if dry_run:
@@ -440,6 +512,14 @@ def run(args) -> int:
     except PublishError as exc:
         print(f"publish: {exc}", file=sys.stderr)
         return exc.code
+    if todo.unreleased:
+        from pipeline.messages import message
+
+        version = release_version(Path(args.out) / "site")
+        print(
+            "publish: " + message("publish.unreleased", version=version, tables=", ".join(todo.unreleased)),
+            file=sys.stderr,
+        )
     if args.dry_run:
         for name in todo.upload:
             print(f"upload {name}")

@@ -6,7 +6,8 @@ columns, primary keys) and the CSV downloads. The version follows semantic versi
 (`bump`): major when a table or a column was removed or renamed (a reader's query breaks), minor when
 tables or columns were added, patch when only rows and values changed; nothing changed, no release.
 The release and its changes are appended to `<sources>/releases/` (releases.csv, changes.csv), which
-the next build publishes (pipeline/publish/releases.py): rebuild, then publish.
+the next build publishes (pipeline/publish/releases.py): rebuild, then publish. The repository's
+`CITATION.cff` (`--citation`) is rewritten for the new release.
 
 Changes of a source table are listed row by row and value by value; a derived table, whose rows follow
 from the sources, is summed up in one line per kind of change (with the columns that changed).
@@ -209,6 +210,12 @@ def add_parser(commands, formatter, help_text: str) -> None:
     )
     p.add_argument("--sources", type=Path, default=Path("sources"), help="whose releases/ to append to")
     p.add_argument("--date", type=dt.date.fromisoformat, help="the release date YYYY-MM-DD (default: the build date)")
+    p.add_argument(
+        "--citation",
+        type=Path,
+        default=Path("CITATION.cff"),
+        help="the repository's citation file, rewritten for the new release (default: CITATION.cff)",
+    )
 
 
 def run(args) -> int:
@@ -230,8 +237,22 @@ def run(args) -> int:
     if made is None:
         print(f"release: nothing changed since {args.against}: no new release")
         return 0
+    write_citation(args.sources, args.citation)
     print(
         f"release {made['version']} ({made['change']}) of {made['released_on']}: {len(made['changes'])} change(s) "
-        f"recorded in {args.sources / FOLDER}; build again, then publish"
+        f"recorded in {args.sources / FOLDER} and {args.citation}; build again, then publish"
     )
     return 0
+
+
+def write_citation(sources: Path, path: Path) -> None:
+    """The repository's CITATION.cff for the history's current release (releases.repository_citation)."""
+    import tomllib
+
+    from pipeline import TEMPLATES
+    from pipeline.publish.releases import repository_citation
+
+    config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    text = repository_citation(read_history(sources), config)
+    if text is not None:
+        path.write_text(text, encoding="utf-8")

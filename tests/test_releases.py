@@ -447,3 +447,23 @@ def test_the_data_and_changelog_pages_link_the_release_zip(built):
     link = f'href="data/releases/{current}/gpu-finetune-data-{current}.zip" download'
     assert link in (built / "site" / "data.html").read_text(encoding="utf-8")
     assert link in (built / "site" / "changelog.html").read_text(encoding="utf-8")
+
+
+def test_every_table_links_to_its_citation(built):
+    """Under every table of every page, after its downloads: «Как цитировать», the table's section of the
+    data page, which holds its citation (the version and the date)."""
+    import re
+
+    site = built / "site"
+    data_page = (site / "data.html").read_text(encoding="utf-8")
+    captions = 0
+    for page in site.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        for figure in re.findall(r'<figure class="data-table">.*?</figure>', html, flags=re.S):
+            caption = re.search(r'<p class="source">.*?</p>', figure, flags=re.S).group(0)
+            captions += 1
+            first = re.search(r'data/([a-z_0-9]+)\.csv"', caption).group(1)
+            assert re.search(rf'href="(\.\./)*data\.html#{first}">Как\s+цитировать</a>\.</p>$', caption), page
+            section = data_page.split(f'<section id="{first}">', 1)[1].split("</section>", 1)[0]
+            assert "Как цитировать" in section
+    assert captions > 300

@@ -673,6 +673,8 @@ def _table_tail(view: TableView, refs: list[dict], root_: str, C: dict, date: Ca
     ]
     parts.append("; ".join(shown) + f".\n{escape(C['download'])}: ")
     parts.append(", ".join(f'<a href="{root_}data/{escape(n)}.csv">{escape(n)}.csv</a>' for n in view.downloads))
+    if view.downloads:  # the table's section of the data page, with its citation
+        parts.append(f'. <a href="{root_}data.html#{escape(view.downloads[0])}">{escape(C["cite"])}</a>')
     parts.append(".</p>\n</figcaption>\n</figure>")
     return "".join(parts)
 

@@ -445,8 +445,12 @@ def test_the_repository_citation_is_the_latest_release():
 def test_the_data_and_changelog_pages_link_the_release_zip(built):
     current = releases.read_history(SOURCES).current["version"]
     link = f'href="data/releases/{current}/gpu-finetune-data-{current}.zip" download'
-    assert link in (built / "site" / "data.html").read_text(encoding="utf-8")
-    assert link in (built / "site" / "changelog.html").read_text(encoding="utf-8")
+    keep = releases.retention()
+    for page in ("data.html", "changelog.html"):
+        html = (built / "site" / page).read_text(encoding="utf-8")
+        assert link in html
+        said = f"из последних {keep.releases} и каждый выпуск — не меньше {keep.days} дней после публикации"
+        assert said in html.replace("\u00a0", " "), page  # the retention site.toml declares
 
 
 def test_every_table_links_to_its_citation(built):

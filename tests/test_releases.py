@@ -399,6 +399,11 @@ def test_unreleased_tables_are_the_changed_ones_under_the_published_version(tmp_
     assert publish_s3.unreleased_tables(site, local, local, "1.0.0") == []  # nothing changed
     assert publish_s3.unreleased_tables(site, local, remote, "0.9.0") == []  # a new release
     assert publish_s3.unreleased_tables(site, local, None, None) == []  # the first publish
+    # The release's own record wins over the published site: the site already has the edit, the release not.
+    released = {"servers.csv": "0" * 64, "datapackage.json": "1" * 64}
+    assert publish_s3.unreleased_tables(site, local, local, "1.0.0", released) == ["servers"]
+    released = {"servers.csv": local["data/servers.csv"]}
+    assert publish_s3.unreleased_tables(site, local, remote, "1.0.0", released) == []
 
 
 def test_publish_warns_when_the_data_changed_since_the_release(tmp_path, s3_server, capsys):  # noqa: F811
@@ -421,6 +426,18 @@ def test_publish_warns_when_the_data_changed_since_the_release(tmp_path, s3_serv
     assert "данные изменились с выпуска 1.0.0" in capsys.readouterr().err
     release_copy = objects(s3, "unreleased/data/releases/1.0.0/")
     assert release_copy["servers.csv"] == b"server_id,price_rub_month\na,1000000\n"  # the release stays as it was
+    # Its record: each file's SHA-256 as first published, which every later publish of 1.0.0 is compared with.
+    first = hashlib.sha256(b"server_id,price_rub_month\na,1000000\n").hexdigest()
+    record = json.loads(release_copy["manifest.json"])
+    assert (record["version"], record["files"]["servers.csv"]) == ("1.0.0", first)
+    assert sorted(record["files"]) == ["datapackage.json", "servers.csv"]
+    assert main(args) == 0  # the site has the edit already, the release not: it still warns
+    assert "данные изменились с выпуска 1.0.0 (таблицы: servers)" in capsys.readouterr().err
+    # A release's zip lost (an interrupted first publish): never made again from data that are not the release's.
+    s3.delete_object(Bucket="site", Key="unreleased/data/releases/1.0.0/gpu-finetune-data-1.0.0.zip")
+    assert main(args) == 0
+    assert "gpu-finetune-data-1.0.0.zip" not in objects(s3, "unreleased/data/releases/1.0.0/")
+    capsys.readouterr()
     small_build(tmp_path, "1.0.1", "1100000")  # released: no warning
     assert main(args) == 0
     assert "publish:" not in capsys.readouterr().err

@@ -234,6 +234,9 @@ def write_retained(s3, bucket: str, prefix: str, kept: dict[str, dict]) -> None:
 # --- releases of the data at stable URLs -----------------------------------------------------------------
 
 RELEASES_PREFIX = "data/releases/"
+# In data/releases/<version>/, beside the copies: the SHA-256 of each file of the release as first
+# published, written before the first copy; the unreleased-changes warning compares every later build with it.
+RELEASE_RECORD = "manifest.json"
 
 
 def release_version(site: Path) -> str | None:
@@ -244,19 +247,56 @@ def release_version(site: Path) -> str | None:
         return None
 
 
-def unreleased_tables(site: Path, local: dict[str, str], remote: dict[str, str] | None, published: str | None):
-    """The tables whose CSV this build changes while it carries the same release as the published site
-    (`published`: its datapackage.json `version`): data changed since the last release, but no new release
-    was made, so a citation of that version would now fetch other data. [] before the first release."""
+def unreleased_tables(  # noqa: PLR0913
+    site: Path,
+    local: dict[str, str],
+    remote: dict[str, str] | None,
+    published: str | None,
+    released: dict[str, str] | None = None,
+) -> list[str]:
+    """The tables whose CSV in this build is not the one of the release it carries: data changed since
+    the last release, but no new release was made, so a citation of that version would now fetch other
+    data. Compared with the release's own record (`released`: data/releases/<version>/manifest.json, name
+    under data/ -> sha256) where there is one, so every later publish of the same version warns too; else
+    with the published site (`remote`, its manifest), when that carries the same version (`published`:
+    its datapackage.json `version`). [] before the first release."""
     version = release_version(site)
-    if remote is None or version is None or version != published:
+    if version is None:
+        return []
+    if released is not None:
+        against = {f"data/{name}": digest for name, digest in released.items()}
+    elif remote is not None and version == published:
+        against = remote
+    else:
         return []
     package = json.loads((site / "data" / "datapackage.json").read_text(encoding="utf-8"))
     return sorted(
         r["name"]
         for r in package.get("resources", [])
-        if remote.get(f"data/{r['path']}") != local.get(f"data/{r['path']}")
+        if against.get(f"data/{r['path']}") != local.get(f"data/{r['path']}")
     )
+
+
+def read_release_record(s3, bucket: str, prefix: str, version: str | None) -> dict[str, str] | None:
+    """What the files of release `version` were when it was first published (RELEASE_RECORD: name under
+    data/ -> sha256); None when there is no release, no record (a release stored before records were
+    kept) or an unreadable one."""
+    from botocore.exceptions import ClientError
+
+    if version is None:
+        return None
+    try:
+        body = s3.get_object(Bucket=bucket, Key=f"{prefix}{RELEASES_PREFIX}{version}/{RELEASE_RECORD}")["Body"].read()
+        files = json.loads(body)["files"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(files, dict):
+        return None
+    return {str(name): str(digest) for name, digest in files.items()}
 
 
 def read_remote_version(s3, bucket: str, prefix: str) -> str | None:
@@ -309,23 +349,30 @@ def snapshot_plan(  # noqa: PLR0913
     return copy, drop
 
 
-def release_zip(site: Path, local: dict[str, str], version: str) -> bytes:
-    """The zip of this release's data files (releases.zip_bytes), read from the build like every upload."""
+def release_zip(site: Path, local: dict[str, str], version: str, released: dict[str, str] | None = None) -> bytes:
+    """The zip of this release's data files (releases.zip_bytes), read from the build like every upload;
+    only those its record lists (`released`), if it has one."""
     from pipeline.publish.releases import zip_bytes
 
     files = {}
     for name in local:
         if name.startswith("data/") and not name.startswith(RELEASES_PREFIX):
+            if released is not None and name.removeprefix("data/") not in released:
+                continue
             with open_built(site, name) as f:
                 files[name.removeprefix("data/")] = f.read()
     package = json.loads(files["datapackage.json"])
     return zip_bytes(files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
 
 
-def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, str]) -> tuple[int, int]:
+def snapshot_release(  # noqa: PLR0913
+    s3, bucket: str, prefix: str, site: Path, local: dict[str, str], released: dict[str, str] | None = None
+) -> tuple[int, int]:
     """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, upload
     their zip there (releases.zip_path) once, and drop the releases past the retention (site.toml
-    `[releases]`); (files copied or uploaded, files deleted). Nothing before the first release."""
+    `[releases]`); (files copied or uploaded, files deleted). Nothing before the first release. The first
+    snapshot of a version writes its record (RELEASE_RECORD) first; once there is one (`released`), only
+    the files it lists are copied (an interrupted snapshot completed), never a file added since."""
     from pipeline.publish.releases import retention, zip_path
 
     version = release_version(site)
@@ -337,6 +384,19 @@ def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, 
         for o in page.get("Contents", [])
     }
     copy, drop = snapshot_plan(local, version, stored, retention(), time.time())
+    folder = f"{RELEASES_PREFIX}{version}/"
+    if released is not None:
+        copy = [name for name in copy if name.removeprefix("data/") in released]
+    recorded = released is None and not any(name.startswith(folder) for name in stored)  # the first snapshot
+    if recorded:
+        files = {name.removeprefix("data/"): local[name] for name in copy}
+        s3.put_object(
+            Bucket=bucket,
+            Key=prefix + folder + RELEASE_RECORD,
+            Body=(json.dumps({"version": version, "files": files}, indent=1, sort_keys=True) + "\n").encode(),
+            ContentType="application/json",
+            CacheControl=IMMUTABLE,
+        )
     for name in copy:
         s3.copy_object(
             Bucket=bucket,
@@ -350,19 +410,21 @@ def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, 
             ChecksumAlgorithm="CRC32",
         )
     archive = zip_path(version)
-    zipped = archive not in stored
+    # The zip holds the release as recorded: none from a build whose data are no longer the release's.
+    unchanged = released is None or all(local.get(f"data/{n}") == digest for n, digest in released.items())
+    zipped = archive not in stored and unchanged
     if zipped:
         s3.put_object(
             Bucket=bucket,
             Key=prefix + archive,
-            Body=release_zip(site, local, version),
+            Body=release_zip(site, local, version, released),
             ContentType="application/zip",
             CacheControl=IMMUTABLE,
         )
     for start in range(0, len(drop), 1000):
         chunk = drop[start : start + 1000]
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
-    return len(copy) + zipped, len(drop)
+    return len(copy) + zipped + recorded, len(drop)
 
 
 def purge_urls(names: list[str], base_url: str) -> list[str]:
@@ -428,7 +490,8 @@ def publish(  # noqa: PLR0913
     try:
         remote = read_remote_manifest(s3, bucket, prefix)
         todo = plan(local, remote)
-        todo.unreleased = unreleased_tables(site, local, remote, read_remote_version(s3, bucket, prefix))
+        released = read_release_record(s3, bucket, prefix, release_version(site))
+        todo.unreleased = unreleased_tables(site, local, remote, read_remote_version(s3, bucket, prefix), released)
         kept = retain(todo, local, read_retained(s3, bucket, prefix), time.time())
         say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
         if dry_run:
@@ -448,7 +511,7 @@ def publish(  # noqa: PLR0913
             chunk = todo.delete[start : start + 1000]
             s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
         write_retained(s3, bucket, prefix, kept)
-        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local)
+        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local, released)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc

@@ -218,6 +218,26 @@ def test_the_build_publishes_the_current_release(built):
     assert f"<h2>Версия {current['version']} от {shown}</h2>" in changelog
 
 
+def test_every_comparison_page_cites_its_table(built):
+    """A comparison page is one table's page: its «Как цитировать» names that table, the version and the date."""
+    current = releases.read_history(SOURCES).current
+    shown = dt.date.fromisoformat(current["released_on"]).strftime("%d.%m.%Y")
+    pages = sorted(p for p in (built / "site" / "compare").glob("*.html") if p.name != "index.html")
+    cited = {}
+    for page in pages:
+        html = page.read_text(encoding="utf-8").replace("\u00a0", " ")
+        assert html.count("<h2>Как цитировать</h2>") == 1, page.name
+        assert f"Версия {current['version']} от {shown}." in html, page.name
+        cited[page.name] = next(name for name in ("server_fit", "gpu_fit") if f"(<code>{name}</code>)" in html)
+    assert cited == {"server-fit.html": "server_fit"} | {
+        f"gpu-cards-{m}.html": "gpu_fit"
+        for m in ("full_amp", "full_bf16", "lora", "qlora_2bit", "qlora_4bit", "qlora_8bit")
+    }
+    html = (built / "site" / "compare" / "server-fit.html").read_text(encoding="utf-8")
+    assert f"Таблица «{TABLES_BY_NAME['server_fit'].title_ru}» (<code>server_fit</code>)" in html
+    assert f"/data/releases/{current['version']}/server_fit.csv." in html
+
+
 # --- release files on object storage -------------------------------------------------------------------
 
 
@@ -336,7 +356,7 @@ def test_two_releases_on_object_storage_keep_the_first_at_its_url(tmp_path, s3_s
     assert (head["ContentType"], head["CacheControl"]) == ("application/zip", publish_s3.IMMUTABLE)
 
 
-@pytest.mark.parametrize("path", ["changelog.html", "data.html"])
+@pytest.mark.parametrize("path", ["changelog.html", "data.html", "compare/server-fit.html"])
 def test_the_changelog_and_the_citations_pass_axe(browser, site_server, path):
     from conftest import serious_axe_violations
 

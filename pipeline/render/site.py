@@ -41,7 +41,7 @@ from pipeline.render.views.articles import Tables
 from pipeline.render.views.comparison import Comparison, UndeclaredSetup
 from pipeline.render.views.entities import EntityTables, config_problems
 from pipeline.render.views.estimator import EstimatorTables
-from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
+from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, TYPE_NAMES_RU
 from pipeline.warm import Warm
 
 TOKEN = "TABLEPLACEHOLDER{}X"
@@ -1073,6 +1073,8 @@ class Renderer:
         comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
         out["compare/index.html"] = self.page("compare_index.html", "compare/index.html", methods=methods)
+        cite = self.citation()
+        view = E.compare_server_fit()
         self.paged(
             out,
             "compare.html",
@@ -1080,11 +1082,14 @@ class Renderer:
             comparisons,
             heading=compare["server_fit_title"],
             description=compare["server_fit_description"],
-            view=E.compare_server_fit(),
+            view=view,
             others=[],
+            cite=cite,
+            cite_table=self.cited_table(view),
         )
         for href, name in methods:
             me = href.removeprefix("compare/gpu-cards-").removesuffix(".html")
+            view = E.compare_gpu_cards(me)
             self.paged(
                 out,
                 "compare.html",
@@ -1092,9 +1097,17 @@ class Renderer:
                 comparisons,
                 heading=compare["gpu_cards_title"].format(method=name),
                 description=compare["gpu_cards_description"].format(method=name),
-                view=E.compare_gpu_cards(me),
+                view=view,
                 others=[(h, n) for h, n in methods if h != href],
+                cite=cite,
+                cite_table=self.cited_table(view),
             )
+
+    @staticmethod
+    def cited_table(view: TableView) -> dict:
+        """The table a comparison page's «Как цитировать» names: the first download of its view."""
+        table = TABLES_BY_NAME[view.downloads[0]]
+        return {"name": table.name, "title_ru": table.title_ru}
 
     def model_facts(self, model: dict) -> list:
         F = self.labels["entity_pages"]["models"]

@@ -382,6 +382,11 @@ def test_release_command_exit_codes(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "v1"), "--against", str(tmp_path / "none")]) == 0
     assert capsys.readouterr().out.startswith("release 1.0.0 (first) of 2026-12-05: 2 change(s) recorded in ")
     assert 'version: "1.0.0"' in citation.read_text(encoding="utf-8").splitlines()
+    citation.write_text("stale\n", encoding="utf-8")  # nothing changed since the published 1.0.0: no release,
+    write_build(tmp_path / "published", BEFORE, "1.0.0")  # but the citation is written again
+    assert main([*args, "--out", str(tmp_path / "v1"), "--against", str(tmp_path / "published")]) == 0
+    assert capsys.readouterr().out.startswith("release: nothing changed since ")
+    assert 'version: "1.0.0"' in citation.read_text(encoding="utf-8").splitlines()
     write_build(tmp_path / "old", BEFORE, None)  # published before any release: 1.0.0 is not published yet
     write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
     assert main([*args, "--out", str(tmp_path / "v2"), "--against", str(tmp_path / "old")]) == 2
@@ -475,7 +480,9 @@ def test_the_repository_citation_is_the_latest_release():
 
     config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
     expected = releases.repository_citation(releases.read_history(SOURCES), config)
-    assert (ROOT / "CITATION.cff").read_text(encoding="utf-8") == expected
+    assert (ROOT / "CITATION.cff").read_text(encoding="utf-8") == expected, (
+        "CITATION.cff is not the latest release's: python -m pipeline release rewrites it"
+    )
     assert f'version: "{releases.read_history(SOURCES).current["version"]}"' in expected.splitlines()
 
 

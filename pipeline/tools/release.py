@@ -7,7 +7,8 @@ columns, primary keys) and the CSV downloads. The version follows semantic versi
 tables or columns were added, patch when only rows and values changed; nothing changed, no release.
 The release and its changes are appended to `<sources>/releases/` (releases.csv, changes.csv), which
 the next build publishes (pipeline/publish/releases.py): rebuild, then publish. The repository's
-`CITATION.cff` (`--citation`) is rewritten for the new release.
+`CITATION.cff` (`--citation`) is rewritten for the latest release (also when nothing changed, so a new
+title or author in site.toml reaches it).
 
 Changes of a source table are listed row by row and value by value; a derived table, whose rows follow
 from the sources, is summed up in one line per kind of change (with the columns that changed).
@@ -234,10 +235,10 @@ def run(args) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"release: cannot read the builds: {exc} (build first: python -m pipeline build)", file=sys.stderr)
         return 3
+    write_citation(args.sources, args.citation)  # with or without a new release: never behind site.toml
     if made is None:
-        print(f"release: nothing changed since {args.against}: no new release")
+        print(f"release: nothing changed since {args.against}: no new release; {args.citation} names the latest")
         return 0
-    write_citation(args.sources, args.citation)
     print(
         f"release {made['version']} ({made['change']}) of {made['released_on']}: {len(made['changes'])} change(s) "
         f"recorded in {args.sources / FOLDER} and {args.citation}; build again, then publish"

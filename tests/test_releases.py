@@ -468,6 +468,45 @@ def test_publish_warns_when_the_data_changed_since_the_release(tmp_path, s3_serv
     assert "publish:" not in capsys.readouterr().err
 
 
+def test_the_release_zip_is_there_before_the_pages_that_link_it(tmp_path, s3_server, monkeypatch):  # noqa: F811
+    endpoint, _ = s3_server
+    real_client, written = publish_s3.client, []
+
+    class Recording:
+        def __init__(self, s3):
+            self.s3 = s3
+
+        def __getattr__(self, name):
+            return getattr(self.s3, name)
+
+        def upload_fileobj(self, f, bucket, key, **kwargs):
+            written.append(key)
+            return self.s3.upload_fileobj(f, bucket, key, **kwargs)
+
+        def put_object(self, **kwargs):
+            written.append(kwargs["Key"])
+            return self.s3.put_object(**kwargs)
+
+        def copy_object(self, **kwargs):
+            written.append(kwargs["Key"])
+            return self.s3.copy_object(**kwargs)
+
+    monkeypatch.setattr(publish_s3, "client", lambda url: Recording(real_client(url)))
+    small_build(tmp_path, "1.0.0", "1000000")
+    publish_s3.publish(tmp_path, "s3://site/order", endpoint_url=endpoint, say=lambda _: None)
+    order = [k.removeprefix("order/") for k in written if k != "order/manifest.retained.json"]
+    assert order == [
+        "data/datapackage.json",
+        "data/servers.csv",
+        "data/releases/1.0.0/manifest.json",
+        "data/releases/1.0.0/datapackage.json",
+        "data/releases/1.0.0/servers.csv",
+        "data/releases/1.0.0/gpu-finetune-data-1.0.0.zip",
+        "index.html",
+        "manifest.json",
+    ]
+
+
 # --- the repository's CITATION.cff ------------------------------------------------------------------------
 
 

@@ -4,7 +4,8 @@ What changed is read from the manifests: `site/manifest.json` of this build agai
 `manifest.json` published under the prefix by the previous run (none: everything is new). Only
 new and changed files are uploaded, and only files the previous manifest listed are deleted (never
 an object this tool did not publish). The order keeps every published page whole: assets and data
-first, then the pages (so no page links to an asset not yet there), then the deletions, and the
+first, then the release's copies under data/releases/<version>/ (with their zip and record), then the
+pages (so no page links to an asset or a release zip not yet there), then the deletions, and the
 manifest last (an interrupted run is simply run again). A file the previous release had and this one
 has not is deleted at once only if it is a page: an asset, a search index part or a data file stays
 for one more release and at least KEEP_SECONDS (a page a CDN still serves from its cache may load
@@ -498,7 +499,12 @@ def publish(  # noqa: PLR0913
             return todo
         # Every name this publish may leave behind is listed before the manifest moves on (run again: deleted).
         write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
-        for name in todo.upload:
+        # The release's copies, zip and record go up after the data they copy and before the first page (the
+        # manifest at least) that links its zip.
+        first_page = next(i for i, name in enumerate(todo.upload) if order_key(name)[0] > 1)
+        for i, name in enumerate(todo.upload):
+            if i == first_page:
+                todo.snapshot = snapshot_release(s3, bucket, prefix, site, local, released)
             with open_built(site, name) as f:
                 s3.upload_fileobj(
                     f,
@@ -511,7 +517,6 @@ def publish(  # noqa: PLR0913
             chunk = todo.delete[start : start + 1000]
             s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
         write_retained(s3, bucket, prefix, kept)
-        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local, released)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc

@@ -174,6 +174,33 @@ def test_release_records_a_one_price_edit_and_then_a_removed_column(tmp_path):
     assert release(sources, tmp_path / "v3", tmp_path / "published3", dt.date(2026, 12, 10)) is None
 
 
+def test_release_against_the_last_releases_zip_when_the_published_folder_has_unreleased_data(tmp_path):
+    """Published without `release`: the published folder already has the edit, so compared with it nothing
+    changed; compared with the release itself (its zip as publish stores it, or unpacked) the edit is found."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    write_build(tmp_path / "v1", BEFORE, None)
+    release(sources, tmp_path / "v1", None, dt.date(2026, 12, 1))
+    write_build(tmp_path / "published", ONE_PRICE, "1.0.0")  # the edit, published under 1.0.0
+    write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
+    assert release(sources, tmp_path / "v2", tmp_path / "published", dt.date(2026, 12, 5)) is None
+
+    write_build(tmp_path / "r1", BEFORE, "1.0.0")  # release 1.0.0 as publish zipped it
+    data = tmp_path / "r1" / "site" / "data"
+    files = {p.name: p.read_bytes() for p in data.iterdir()}
+    archive = tmp_path / "gpu-finetune-data-1.0.0.zip"
+    archive.write_bytes(releases.zip_bytes(files, "1.0.0", "2026-12-01"))
+    from pipeline.tools.release import read_build
+
+    assert read_build(archive) == read_build(data) == read_build(tmp_path / "r1")  # zip, unpacked, build
+    made = release(sources, tmp_path / "v2", archive, dt.date(2026, 12, 5))
+    assert (made["version"], made["change"]) == ("1.0.1", "patch")
+    assert [(c["table_name"], c["change"], c["row_key"], c["old_value"], c["new_value"]) for c in made["changes"]] == [
+        ("servers", "value_changed", "a", "1000000", "1100000"),
+        ("server_fit", "rows_changed", "", "", ""),
+    ]
+
+
 def test_a_malformed_history_is_reported_by_file_line_and_column(tmp_path):
     folder = tmp_path / "releases"
     folder.mkdir()

@@ -201,6 +201,32 @@ def test_release_against_the_last_releases_zip_when_the_published_folder_has_unr
     ]
 
 
+def test_the_local_publish_warns_about_unreleased_data(tmp_path, capsys):
+    """`just publish` (the folder copy) runs `release --check-unreleased` first: the same warning as publish
+    to object storage, before the folder that `release` compares with takes the unreleased data."""
+    from pipeline import ROOT
+    from pipeline.__main__ import main
+
+    args = ["release", "--check-unreleased", "--sources", str(tmp_path / "sources")]
+    args += ["--citation", str(tmp_path / "CITATION.cff"), "--out", str(tmp_path / "v2")]
+    args += ["--against", str(tmp_path / "published")]
+    write_build(tmp_path / "v2", ONE_PRICE, "1.0.0")
+    assert main(args) == 0  # nothing published yet: nothing to say
+    write_build(tmp_path / "published", BEFORE, "1.0.0")
+    assert main(args) == 0
+    assert capsys.readouterr().err.startswith(
+        "publish: предупреждение: данные изменились с выпуска 1.0.0 (таблицы: server_fit, servers), а нового выпуска нет"
+    )
+    write_build(tmp_path / "released", BEFORE, "1.0.1")  # another version: a release was made
+    assert main([*args[:-1], str(tmp_path / "released")]) == 0
+    write_build(tmp_path / "same", ONE_PRICE, "1.0.0")  # the same data: nothing changed
+    assert main([*args[:-1], str(tmp_path / "same")]) == 0
+    assert capsys.readouterr().err == ""
+    assert not (tmp_path / "sources").exists() and not (tmp_path / "CITATION.cff").exists()  # records nothing
+    recipe = (ROOT / "justfile").read_text(encoding="utf-8").split("\npublish *ARGS:", 1)[1].split("\n\n", 1)[0]
+    assert 'release --check-unreleased --out output --against "$dest" || true' in recipe
+
+
 def test_a_malformed_history_is_reported_by_file_line_and_column(tmp_path):
     folder = tmp_path / "releases"
     folder.mkdir()

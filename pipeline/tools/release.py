@@ -249,6 +249,26 @@ def add_parser(commands, formatter, help_text: str) -> None:
         default=Path("CITATION.cff"),
         help="the repository's citation file, rewritten for the new release (default: CITATION.cff)",
     )
+    p.add_argument(
+        "--check-unreleased",
+        action="store_true",
+        help="record nothing; warn on stderr when --out carries the same version as --against but other data "
+        "(changed without a release); `just publish` runs it before it copies the build",
+    )
+
+
+def unreleased(out: Path, against: Path) -> tuple[str | None, list[str]]:
+    """(the version, the tables whose data differ) when the build in `out` carries the same release as the
+    one in `against` but other data: changed since that release without a new one; (None, []) otherwise,
+    also when either cannot be read (nothing published yet)."""
+    try:
+        version = published_version(out)
+        if version is None or data_reader(against) is None or published_version(against) != version:
+            return None, []
+        changes = compare(read_build(against), read_build(out))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    return version, sorted({c["table_name"] for c in changes})
 
 
 def run(args) -> int:
@@ -256,6 +276,15 @@ def run(args) -> int:
     from pipeline.fingerprint import build_date
     from pipeline.problems import DataError, format_report
 
+    if args.check_unreleased:
+        from pipeline.messages import message
+
+        version, tables = unreleased(args.out, args.against)
+        if tables:
+            print(
+                "publish: " + message("publish.unreleased", version=version, tables=", ".join(tables)), file=sys.stderr
+            )
+        return 0
     try:
         made = release(args.sources, args.out, args.against, args.date or build_date())
     except DataError as exc:

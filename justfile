@@ -100,6 +100,7 @@ publish *ARGS:
     if [ -n "{{ARGS}}" ]; then exec {{python}} -m pipeline publish {{ARGS}}; fi
     dest="${PUBLISHED_DIR:-published}"
     [ -d output/site ] || { echo "output/site is missing: run just build first" >&2; exit 2; }
+    {{python}} -m pipeline release --check-unreleased --out output --against "$dest" || true  # a warning, never a stop
     rm -rf "$dest.new" "$dest.old"
     cp -a output/. "$dest.new"  # the contents: output/ may be a link to the build folder
     if [ -d "$dest" ]; then mv -T "$dest" "$dest.old"; fi

@@ -5,8 +5,9 @@ appends the release to `<sources>/releases/`: `releases.csv` (version, released_
 major, minor or patch) and `changes.csv` (what changed, table by table). A build reads that history
 (read_history) and publishes it: the version and release date in `datapackage.json`, `data/changelog.csv`
 and `data/CITATION.cff`, the changelog page and the citation blocks ("how to cite") of the data page. Publishing
-to object storage copies the release's data files to `data/releases/<version>/` (kept for RETENTION
-releases). A catalog without a history (a test's small catalog) has no version and no citation.
+to object storage copies the release's data files to `data/releases/<version>/`, with one zip of them all
+(zip_path), and keeps them as site.toml `[releases]` declares (retention). A catalog without a history (a
+test's small catalog) has no version and no citation.
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ CHANGE_KINDS = (
     "value_changed",
     "rows_changed",
 )
-# How many releases (the newest) keep their files at data/releases/<version>/: a year of monthly price updates.
-RETENTION = 12
+RELEASES_DIR = "data/releases/"  # on the published site: data/releases/<version>/<file>
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
 
 
@@ -54,9 +54,63 @@ class History:
     def current(self) -> dict | None:
         return self.releases[-1] if self.releases else None
 
-    def kept(self) -> list[str]:
-        """The versions whose files stay at data/releases/<version>/, newest first."""
-        return [r["version"] for r in reversed(self.releases)][:RETENTION]
+    def kept(self, retention: Retention) -> list[str]:
+        """The versions whose files surely stay at data/releases/<version>/ (the newest `retention.releases`),
+        newest first; an older one may stay too (`retention.days`), but a page does not promise it."""
+        return [r["version"] for r in reversed(self.releases)][: retention.releases]
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long a release's files stay at data/releases/<version>/ (site.toml `[releases]`): a release is
+    deleted only once it is past the newest `releases` releases and was published more than `days` ago."""
+
+    releases: int
+    days: int
+
+
+def retention(config: dict | None = None) -> Retention:
+    """The retention a site config (site_templates/site.toml, parsed; None: read it) declares in `[releases]`;
+    ValueError for a missing or bad value (the build reports it as a problem of site.toml)."""
+    if config is None:
+        import tomllib
+
+        from pipeline import TEMPLATES
+
+        config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    section = config.get("releases")
+    section = section if isinstance(section, dict) else {}
+    values = [section.get("kept_releases"), section.get("kept_days")]
+    if not all(type(v) is int and v >= 1 for v in values):
+        raise ValueError(f"[releases] kept_releases, kept_days: {values}")
+    return Retention(*values)
+
+
+def zip_path(version: str) -> str:
+    """Where a release's files are, zipped, on the published site (a stable URL, the version in its name)."""
+    return f"{RELEASES_DIR}{version}/gpu-finetune-data-{version}.zip"
+
+
+# Already compressed: stored as they are (deflating them again costs time and saves nothing).
+STORED_SUFFIXES = (".parquet", ".xlsx", ".zip")
+
+
+def zip_bytes(files: dict[str, bytes], version: str, released_on: str) -> bytes:
+    """The release's zip: `files` (name under data/ -> content) in a folder named as the zip, sorted, every
+    entry dated on the release date, so the same release always gives the same bytes."""
+    import zipfile
+
+    folder = Path(zip_path(version)).stem
+    stamp = dt.date.fromisoformat(released_on).timetuple()[:3] + (0, 0, 0)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(f"{folder}/{name}", date_time=stamp)
+            info.external_attr = 0o644 << 16
+            stored = name.endswith(STORED_SUFFIXES)
+            info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
+            archive.writestr(info, files[name])
+    return out.getvalue()
 
 
 def _read(path: Path, columns: tuple[str, ...]) -> list[dict]:
@@ -157,3 +211,12 @@ def citation_cff(cite: dict, authors: str) -> str:
             "",
         ]
     )
+
+
+def repository_citation(history: History, config: dict) -> str | None:
+    """The repository's own CITATION.cff (its root, where GitHub and Zenodo read it): the current release as
+    `config` (site_templates/site.toml, parsed) names the data, without URLs (the site's address is the
+    build's --base-url, not the repository's); None without a release. `release` writes it, a test checks it."""
+    package = config["data_package"]
+    cite = citation(history, package["title"], "/", config["data_licence"]["id"])
+    return None if cite is None else citation_cff(cite, package["author"])

@@ -41,7 +41,7 @@ from pipeline.render.views.articles import Tables
 from pipeline.render.views.comparison import Comparison, UndeclaredSetup
 from pipeline.render.views.entities import EntityTables, config_problems
 from pipeline.render.views.estimator import EstimatorTables
-from pipeline.schema import ALL_TABLES, TYPE_NAMES_RU
+from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, TYPE_NAMES_RU
 from pipeline.warm import Warm
 
 TOKEN = "TABLEPLACEHOLDER{}X"
@@ -673,6 +673,8 @@ def _table_tail(view: TableView, refs: list[dict], root_: str, C: dict, date: Ca
     ]
     parts.append("; ".join(shown) + f".\n{escape(C['download'])}: ")
     parts.append(", ".join(f'<a href="{root_}data/{escape(n)}.csv">{escape(n)}.csv</a>' for n in view.downloads))
+    if view.downloads:  # the table's section of the data page, with its citation
+        parts.append(f'. <a href="{root_}data.html#{escape(view.downloads[0])}">{escape(C["cite"])}</a>')
     parts.append(".</p>\n</figcaption>\n</figure>")
     return "".join(parts)
 
@@ -775,6 +777,7 @@ class Renderer:
         problems = config_problems(self.tables, self.site_config)
         if problems:
             raise TemplateError(problems)
+        self.retention = releases.retention(self.site_config)  # checked by config_problems
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
         self.page_rows = self.site_config["table_page_rows"]
         self.estimator = EstimatorTables(catalog, self.labels, self.tables)
@@ -1069,6 +1072,8 @@ class Renderer:
         comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
         out["compare/index.html"] = self.page("compare_index.html", "compare/index.html", methods=methods)
+        cite = self.citation()
+        view = E.compare_server_fit()
         self.paged(
             out,
             "compare.html",
@@ -1076,11 +1081,14 @@ class Renderer:
             comparisons,
             heading=compare["server_fit_title"],
             description=compare["server_fit_description"],
-            view=E.compare_server_fit(),
+            view=view,
             others=[],
+            cite=cite,
+            cite_table=self.cited_table(view),
         )
         for href, name in methods:
             me = href.removeprefix("compare/gpu-cards-").removesuffix(".html")
+            view = E.compare_gpu_cards(me)
             self.paged(
                 out,
                 "compare.html",
@@ -1088,9 +1096,17 @@ class Renderer:
                 comparisons,
                 heading=compare["gpu_cards_title"].format(method=name),
                 description=compare["gpu_cards_description"].format(method=name),
-                view=E.compare_gpu_cards(me),
+                view=view,
                 others=[(h, n) for h, n in methods if h != href],
+                cite=cite,
+                cite_table=self.cited_table(view),
             )
+
+    @staticmethod
+    def cited_table(view: TableView) -> dict:
+        """The table a comparison page's «Как цитировать» names: the first download of its view."""
+        table = TABLES_BY_NAME[view.downloads[0]]
+        return {"name": table.name, "title_ru": table.title_ru}
 
     def model_facts(self, model: dict) -> list:
         F = self.labels["entity_pages"]["models"]
@@ -1187,6 +1203,8 @@ class Renderer:
             duckdb_writer=duckdb_version(),
             duckdb_oldest=DATABASE_OLDEST_READER,
             cite=self.citation(),
+            releases=self.shown_releases(),
+            retention=self.retention,
         )
         site.update(self.release_files())
         site["search.html"] = self.page("search.html", "search.html")
@@ -1237,32 +1255,38 @@ class Renderer:
             return None
         return cite | {"author": package["author"], "date": dt.date.fromisoformat(cite["released_on"])}
 
+    def shown_releases(self) -> list[dict]:
+        """Every release, newest first, with its date, changes and, while publish surely keeps its files
+        (site.toml `[releases]`), the zip of them all (`zip`: its path under the site, else None)."""
+        titles = {t.name: t.title_ru for t in ALL_TABLES}
+        changes: dict[str, list[dict]] = {}
+        for row in self.history.changes:
+            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
+        kept = self.history.kept(self.retention)
+        return [
+            r
+            | {
+                "date": dt.date.fromisoformat(r["released_on"]),
+                "changes": changes.get(r["version"], []),
+                "zip": releases.zip_path(r["version"]) if r["version"] in kept else None,
+                "zip_name": releases.zip_path(r["version"]).rsplit("/", 1)[1],
+            }
+            for r in reversed(self.history.releases)
+        ]
+
     def release_files(self) -> dict[str, str | bytes]:
         """The changelog page, data/changelog.csv and data/CITATION.cff (none before the first release)."""
         cite = self.citation()
         if cite is None:
             return {}
-        titles = {t.name: t.title_ru for t in ALL_TABLES}
-        changes: dict[str, list[dict]] = {}
-        for row in self.history.changes:
-            changes.setdefault(row["version"], []).append(row | {"title": titles.get(row["table_name"], "")})
-        shown = [
-            r
-            | {
-                "date": dt.date.fromisoformat(r["released_on"]),
-                "changes": changes.get(r["version"], []),
-                "kept": r["version"] in self.history.kept(),
-            }
-            for r in reversed(self.history.releases)
-        ]
         return {
             "changelog.html": self.page(
                 "changelog.html",
                 "changelog.html",
-                releases=shown,
+                releases=self.shown_releases(),
                 cite=cite,
                 base_url=self.base_url,
-                retention=releases.RETENTION,
+                retention=self.retention,
             ),
             "data/changelog.csv": releases.changelog_csv(self.history),
             "data/CITATION.cff": releases.citation_cff(cite, cite["author"]),

@@ -4,7 +4,8 @@ What changed is read from the manifests: `site/manifest.json` of this build agai
 `manifest.json` published under the prefix by the previous run (none: everything is new). Only
 new and changed files are uploaded, and only files the previous manifest listed are deleted (never
 an object this tool did not publish). The order keeps every published page whole: assets and data
-first, then the pages (so no page links to an asset not yet there), then the deletions, and the
+first, then the release's copies under data/releases/<version>/ (with their zip and record), then the
+pages (so no page links to an asset or a release zip not yet there), then the deletions, and the
 manifest last (an interrupted run is simply run again). A file the previous release had and this one
 has not is deleted at once only if it is a page: an asset, a search index part or a data file stays
 for one more release and at least KEEP_SECONDS (a page a CDN still serves from its cache may load
@@ -50,6 +51,7 @@ TYPES = {
     ".parquet": "application/vnd.apache.parquet",
     ".duckdb": "application/octet-stream",
     ".wasm": "application/wasm",
+    ".zip": "application/zip",
 }
 
 EXIT_CODES = """exit codes:
@@ -152,6 +154,7 @@ class Plan:
     purge: list[str] = field(default_factory=list)  # changed and deleted (new files are not cached yet)
     kept: list[str] = field(default_factory=list)  # gone from this release, kept for cached pages (retain)
     snapshot: tuple[int, int] = (0, 0)  # release files copied to data/releases/<version>/, and deleted
+    unreleased: list[str] = field(default_factory=list)  # tables changed since the published release, same version
 
 
 def order_key(name: str) -> tuple[int, str]:
@@ -232,6 +235,9 @@ def write_retained(s3, bucket: str, prefix: str, kept: dict[str, dict]) -> None:
 # --- releases of the data at stable URLs -----------------------------------------------------------------
 
 RELEASES_PREFIX = "data/releases/"
+# In data/releases/<version>/, beside the copies: the SHA-256 of each file of the release as first
+# published, written before the first copy; the unreleased-changes warning compares every later build with it.
+RELEASE_RECORD = "manifest.json"
 
 
 def release_version(site: Path) -> str | None:
@@ -242,41 +248,156 @@ def release_version(site: Path) -> str | None:
         return None
 
 
-def snapshot_plan(local: dict[str, str], version: str, stored: list[str]) -> tuple[list[str], list[str]]:
-    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
-    files to delete (those of versions older than the newest releases.RETENTION); `stored` lists the
-    names under data/releases/ the bucket holds."""
-    from pipeline.publish.releases import RETENTION, SEMVER
+def unreleased_tables(  # noqa: PLR0913
+    site: Path,
+    local: dict[str, str],
+    remote: dict[str, str] | None,
+    published: str | None,
+    released: dict[str, str] | None = None,
+) -> list[str]:
+    """The tables whose CSV in this build is not the one of the release it carries: data changed since
+    the last release, but no new release was made, so a citation of that version would now fetch other
+    data. Compared with the release's own record (`released`: data/releases/<version>/manifest.json, name
+    under data/ -> sha256) where there is one, so every later publish of the same version warns too; else
+    with the published site (`remote`, its manifest), when that carries the same version (`published`:
+    its datapackage.json `version`). [] before the first release."""
+    version = release_version(site)
+    if version is None:
+        return []
+    if released is not None:
+        against = {f"data/{name}": digest for name, digest in released.items()}
+    elif remote is not None and version == published:
+        against = remote
+    else:
+        return []
+    package = json.loads((site / "data" / "datapackage.json").read_text(encoding="utf-8"))
+    return sorted(
+        r["name"]
+        for r in package.get("resources", [])
+        if against.get(f"data/{r['path']}") != local.get(f"data/{r['path']}")
+    )
 
-    have = set(stored)
+
+def read_release_record(s3, bucket: str, prefix: str, version: str | None) -> dict[str, str] | None:
+    """What the files of release `version` were when it was first published (RELEASE_RECORD: name under
+    data/ -> sha256); None when there is no release, no record (a release stored before records were
+    kept) or an unreadable one."""
+    from botocore.exceptions import ClientError
+
+    if version is None:
+        return None
+    try:
+        body = s3.get_object(Bucket=bucket, Key=f"{prefix}{RELEASES_PREFIX}{version}/{RELEASE_RECORD}")["Body"].read()
+        files = json.loads(body)["files"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(files, dict):
+        return None
+    return {str(name): str(digest) for name, digest in files.items()}
+
+
+def read_remote_version(s3, bucket: str, prefix: str) -> str | None:
+    """The release the published site carries (its data/datapackage.json `version`); None if there is none."""
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3.get_object(Bucket=bucket, Key=prefix + "data/datapackage.json")["Body"].read()
+        version = json.loads(body).get("version")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise
+    except (ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+def snapshot_plan(  # noqa: PLR0913
+    local: dict[str, str], version: str, stored: dict[str, float], retention, now: float
+) -> tuple[list[str], list[str]]:
+    """What to copy to data/releases/<version>/ (this release's data files, once) and which stored release
+    files to delete: those of a version past the newest `retention.releases` whose files were first stored
+    more than `retention.days` ago (releases.Retention). `stored` maps the names under data/releases/ the
+    bucket holds to when each was stored (seconds since the epoch)."""
+    from pipeline.publish.releases import SEMVER
+
     copy = sorted(
         name
         for name in local
         if name.startswith("data/")
         and not name.startswith(RELEASES_PREFIX)
-        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in have
+        and f"{RELEASES_PREFIX}{version}/{name.removeprefix('data/')}" not in stored
     )
-    versions = {name.removeprefix(RELEASES_PREFIX).split("/", 1)[0] for name in stored} | {version}
-    numbered = sorted((v for v in versions if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split(".")))
-    kept = set(numbered[-RETENTION:])
+
+    def version_of(name: str) -> str:
+        return name.removeprefix(RELEASES_PREFIX).split("/", 1)[0]
+
+    first_stored: dict[str, float] = {}
+    for name, when in stored.items():
+        first_stored[version_of(name)] = min(when, first_stored.get(version_of(name), when))
+    numbered = sorted(
+        (v for v in {*first_stored, version} if SEMVER.match(v)), key=lambda v: tuple(int(n) for n in v.split("."))
+    )
+    newest = set(numbered[-retention.releases :])
+    young = {v for v, when in first_stored.items() if now - when <= retention.days * 86400}
     drop = sorted(
-        n for n in stored if SEMVER.match(v := n.removeprefix(RELEASES_PREFIX).split("/", 1)[0]) and v not in kept
+        n for n in stored if SEMVER.match(v := version_of(n)) and v not in newest and v not in young and v != version
     )
     return copy, drop
 
 
-def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, str]) -> tuple[int, int]:
-    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, and drop
-    the releases past the retention; (copied, deleted). Nothing before the first release."""
+def release_zip(site: Path, local: dict[str, str], version: str, released: dict[str, str] | None = None) -> bytes:
+    """The zip of this release's data files (releases.zip_bytes), read from the build like every upload;
+    only those its record lists (`released`), if it has one."""
+    from pipeline.publish.releases import zip_bytes
+
+    files = {}
+    for name in local:
+        if name.startswith("data/") and not name.startswith(RELEASES_PREFIX):
+            if released is not None and name.removeprefix("data/") not in released:
+                continue
+            with open_built(site, name) as f:
+                files[name.removeprefix("data/")] = f.read()
+    package = json.loads(files["datapackage.json"])
+    return zip_bytes(files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
+
+
+def snapshot_release(  # noqa: PLR0913
+    s3, bucket: str, prefix: str, site: Path, local: dict[str, str], released: dict[str, str] | None = None
+) -> tuple[int, int]:
+    """Copy this release's data files (already uploaded) to data/releases/<version>/, server-side, upload
+    their zip there (releases.zip_path) once, and drop the releases past the retention (site.toml
+    `[releases]`); (files copied or uploaded, files deleted). Nothing before the first release. The first
+    snapshot of a version writes its record (RELEASE_RECORD) first; once there is one (`released`), only
+    the files it lists are copied (an interrupted snapshot completed), never a file added since."""
+    from pipeline.publish.releases import retention, zip_path
+
     version = release_version(site)
     if version is None:
         return 0, 0
-    stored = [
-        o["Key"].removeprefix(prefix)
+    stored = {
+        o["Key"].removeprefix(prefix): o["LastModified"].timestamp()
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + RELEASES_PREFIX)
         for o in page.get("Contents", [])
-    ]
-    copy, drop = snapshot_plan(local, version, stored)
+    }
+    copy, drop = snapshot_plan(local, version, stored, retention(), time.time())
+    folder = f"{RELEASES_PREFIX}{version}/"
+    if released is not None:
+        copy = [name for name in copy if name.removeprefix("data/") in released]
+    recorded = released is None and not any(name.startswith(folder) for name in stored)  # the first snapshot
+    if recorded:
+        files = {name.removeprefix("data/"): local[name] for name in copy}
+        s3.put_object(
+            Bucket=bucket,
+            Key=prefix + folder + RELEASE_RECORD,
+            Body=(json.dumps({"version": version, "files": files}, indent=1, sort_keys=True) + "\n").encode(),
+            ContentType="application/json",
+            CacheControl=IMMUTABLE,
+        )
     for name in copy:
         s3.copy_object(
             Bucket=bucket,
@@ -289,10 +410,22 @@ def snapshot_release(s3, bucket: str, prefix: str, site: Path, local: dict[str, 
             # composite one, which a reader that validates checksums (boto3) refuses.
             ChecksumAlgorithm="CRC32",
         )
+    archive = zip_path(version)
+    # The zip holds the release as recorded: none from a build whose data are no longer the release's.
+    unchanged = released is None or all(local.get(f"data/{n}") == digest for n, digest in released.items())
+    zipped = archive not in stored and unchanged
+    if zipped:
+        s3.put_object(
+            Bucket=bucket,
+            Key=prefix + archive,
+            Body=release_zip(site, local, version, released),
+            ContentType="application/zip",
+            CacheControl=IMMUTABLE,
+        )
     for start in range(0, len(drop), 1000):
         chunk = drop[start : start + 1000]
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
-    return len(copy), len(drop)
+    return len(copy) + zipped + recorded, len(drop)
 
 
 def purge_urls(names: list[str], base_url: str) -> list[str]:
@@ -356,14 +489,22 @@ def publish(  # noqa: PLR0913
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        todo = plan(local, read_remote_manifest(s3, bucket, prefix))
+        remote = read_remote_manifest(s3, bucket, prefix)
+        todo = plan(local, remote)
+        released = read_release_record(s3, bucket, prefix, release_version(site))
+        todo.unreleased = unreleased_tables(site, local, remote, read_remote_version(s3, bucket, prefix), released)
         kept = retain(todo, local, read_retained(s3, bucket, prefix), time.time())
         say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
         if dry_run:
             return todo
         # Every name this publish may leave behind is listed before the manifest moves on (run again: deleted).
         write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
-        for name in todo.upload:
+        # The release's copies, zip and record go up after the data they copy and before the first page (the
+        # manifest at least) that links its zip.
+        first_page = next(i for i, name in enumerate(todo.upload) if order_key(name)[0] > 1)
+        for i, name in enumerate(todo.upload):
+            if i == first_page:
+                todo.snapshot = snapshot_release(s3, bucket, prefix, site, local, released)
             with open_built(site, name) as f:
                 s3.upload_fileobj(
                     f,
@@ -376,7 +517,6 @@ def publish(  # noqa: PLR0913
             chunk = todo.delete[start : start + 1000]
             s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})
         write_retained(s3, bucket, prefix, kept)
-        todo.snapshot = snapshot_release(s3, bucket, prefix, site, local)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise PublishError(f"{target}: the storage refused: {error.get('Code')}: {error.get('Message')}", 3) from exc
@@ -440,6 +580,14 @@ def run(args) -> int:
     except PublishError as exc:
         print(f"publish: {exc}", file=sys.stderr)
         return exc.code
+    if todo.unreleased:
+        from pipeline.messages import message
+
+        version = release_version(Path(args.out) / "site")
+        print(
+            "publish: " + message("publish.unreleased", version=version, tables=", ".join(todo.unreleased)),
+            file=sys.stderr,
+        )
     if args.dry_run:
         for name in todo.upload:
             print(f"upload {name}")

@@ -6,7 +6,14 @@ columns, primary keys) and the CSV downloads. The version follows semantic versi
 (`bump`): major when a table or a column was removed or renamed (a reader's query breaks), minor when
 tables or columns were added, patch when only rows and values changed; nothing changed, no release.
 The release and its changes are appended to `<sources>/releases/` (releases.csv, changes.csv), which
-the next build publishes (pipeline/publish/releases.py): rebuild, then publish.
+the next build publishes (pipeline/publish/releases.py): rebuild, then publish. The repository's
+`CITATION.cff` (`--citation`) is rewritten for the latest release (also when nothing changed, so a new
+title or author in site.toml reaches it).
+
+`--against` may also be the last release itself, as publish stores it: its zip
+(`data/releases/<version>/gpu-finetune-data-<version>.zip`) or that zip unpacked. That is the way out
+when the published folder already holds data that were never released (published without `release`):
+compared with it, nothing would have changed.
 
 Changes of a source table are listed row by row and value by value; a derived table, whose rows follow
 from the sources, is summed up in one line per kind of change (with the columns that changed).
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 import sys
 from dataclasses import dataclass
@@ -43,16 +51,42 @@ class Snapshot:
     rows: dict[tuple, dict[str, str]]
 
 
+def data_reader(out: Path):
+    """A reader of the data files of a build (name under site/data/ -> bytes), or None when `out` holds none:
+    a build folder (`out`/site/data/), a data folder itself (with datapackage.json: a release unpacked), or a
+    release's zip as publish stores it (data/releases/<version>/gpu-finetune-data-<version>.zip)."""
+    out = Path(out)
+    if out.is_file() and out.suffix == ".zip":
+        import zipfile
+
+        with zipfile.ZipFile(out) as archive:
+            names = archive.namelist()
+            top = next(
+                (n.removesuffix("datapackage.json") for n in names if n.rsplit("/", 1)[-1] == "datapackage.json"), None
+            )
+            if top is None:
+                return None
+            files = {n.removeprefix(top): archive.read(n) for n in names if n.startswith(top) and not n.endswith("/")}
+        return lambda name: files[name]
+    for data in (out / "site" / "data", out):
+        if (data / "datapackage.json").is_file():
+            return lambda name, data=data: (data / name).read_bytes()
+    return None
+
+
 def read_build(out: Path) -> dict[str, Snapshot]:
-    """Every table of the build in `out` (its datapackage.json and CSV files); OSError/ValueError if unreadable."""
-    data = Path(out) / "site" / "data"
-    package = json.loads((data / "datapackage.json").read_text(encoding="utf-8"))
+    """Every table of the build in `out` (its datapackage.json and CSV files; data_reader says where from);
+    OSError/ValueError if unreadable."""
+    read = data_reader(out)
+    if read is None:
+        raise FileNotFoundError(f"{out}: no site/data/datapackage.json, no datapackage.json, not a release zip")
+    package = json.loads(read("datapackage.json").decode("utf-8"))
     tables = {}
     for resource in package["resources"]:
         columns = [f["name"] for f in resource["schema"]["fields"]]
         key = list(resource["schema"].get("primaryKey") or columns)
-        with (data / resource["path"]).open(encoding="utf-8-sig", newline="") as f:
-            rows = {tuple(row[k] for k in key): row for row in csv.DictReader(f)}
+        text = read(resource["path"]).decode("utf-8-sig")
+        rows = {tuple(row[k] for k in key): row for row in csv.DictReader(io.StringIO(text, newline=""))}
         tables[resource["name"]] = Snapshot(columns, key, rows)
     return tables
 
@@ -149,8 +183,7 @@ class Unpublished(Exception):
 
 def published_version(out: Path) -> str | None:
     """The release a build carries (its datapackage.json `version`), None for a build before releases."""
-    package = json.loads((Path(out) / "site" / "data" / "datapackage.json").read_text(encoding="utf-8"))
-    return package.get("version")
+    return json.loads(data_reader(out)("datapackage.json").decode("utf-8")).get("version")
 
 
 def _append(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:
@@ -170,7 +203,7 @@ def release(sources: Path, out: Path, against: Path | None, released_on: dt.date
     history = read_history(sources)
     after = read_build(out)
     first = history.current is None
-    published = against is not None and (Path(against) / "site" / "data" / "datapackage.json").is_file()
+    published = against is not None and data_reader(against) is not None
     if published and not first:
         version = published_version(against)
         if version != history.current["version"]:
@@ -205,10 +238,37 @@ def add_parser(commands, formatter, help_text: str) -> None:
         "--against",
         type=Path,
         default=Path(os.environ.get("PUBLISHED_DIR", "published")),
-        help="the published build (default: $PUBLISHED_DIR or published, made by `just publish`)",
+        help="the published build (default: $PUBLISHED_DIR or published, made by `just publish`), or the "
+        "last release's zip (data/releases/<version>/gpu-finetune-data-<version>.zip) or its unpacked folder",
     )
     p.add_argument("--sources", type=Path, default=Path("sources"), help="whose releases/ to append to")
     p.add_argument("--date", type=dt.date.fromisoformat, help="the release date YYYY-MM-DD (default: the build date)")
+    p.add_argument(
+        "--citation",
+        type=Path,
+        default=Path("CITATION.cff"),
+        help="the repository's citation file, rewritten for the new release (default: CITATION.cff)",
+    )
+    p.add_argument(
+        "--check-unreleased",
+        action="store_true",
+        help="record nothing; warn on stderr when --out carries the same version as --against but other data "
+        "(changed without a release); `just publish` runs it before it copies the build",
+    )
+
+
+def unreleased(out: Path, against: Path) -> tuple[str | None, list[str]]:
+    """(the version, the tables whose data differ) when the build in `out` carries the same release as the
+    one in `against` but other data: changed since that release without a new one; (None, []) otherwise,
+    also when either cannot be read (nothing published yet)."""
+    try:
+        version = published_version(out)
+        if version is None or data_reader(against) is None or published_version(against) != version:
+            return None, []
+        changes = compare(read_build(against), read_build(out))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    return version, sorted({c["table_name"] for c in changes})
 
 
 def run(args) -> int:
@@ -216,6 +276,15 @@ def run(args) -> int:
     from pipeline.fingerprint import build_date
     from pipeline.problems import DataError, format_report
 
+    if args.check_unreleased:
+        from pipeline.messages import message
+
+        version, tables = unreleased(args.out, args.against)
+        if tables:
+            print(
+                "publish: " + message("publish.unreleased", version=version, tables=", ".join(tables)), file=sys.stderr
+            )
+        return 0
     try:
         made = release(args.sources, args.out, args.against, args.date or build_date())
     except DataError as exc:
@@ -227,11 +296,25 @@ def run(args) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"release: cannot read the builds: {exc} (build first: python -m pipeline build)", file=sys.stderr)
         return 3
+    write_citation(args.sources, args.citation)  # with or without a new release: never behind site.toml
     if made is None:
-        print(f"release: nothing changed since {args.against}: no new release")
+        print(f"release: nothing changed since {args.against}: no new release; {args.citation} names the latest")
         return 0
     print(
         f"release {made['version']} ({made['change']}) of {made['released_on']}: {len(made['changes'])} change(s) "
-        f"recorded in {args.sources / FOLDER}; build again, then publish"
+        f"recorded in {args.sources / FOLDER} and {args.citation}; build again, then publish"
     )
     return 0
+
+
+def write_citation(sources: Path, path: Path) -> None:
+    """The repository's CITATION.cff for the history's current release (releases.repository_citation)."""
+    import tomllib
+
+    from pipeline import TEMPLATES
+    from pipeline.publish.releases import repository_citation
+
+    config = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    text = repository_citation(read_history(sources), config)
+    if text is not None:
+        path.write_text(text, encoding="utf-8")

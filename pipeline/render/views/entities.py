@@ -12,6 +12,7 @@ import polars as pl
 from pipeline import lookups
 from pipeline.messages import message
 from pipeline.problems import Problem
+from pipeline.publish import releases
 from pipeline.render import format as fmt
 from pipeline.render import quote, russian
 from pipeline.render.view import Link, TableView
@@ -47,6 +48,10 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
         value = package.get(key) if isinstance(package, dict) else None
         if not isinstance(value, str) or not value.strip():
             out.append(Problem(shown, 0, f"data_package.{key}", value, message("rules.config_package")))
+    try:
+        releases.retention(site)
+    except ValueError:
+        out.append(Problem(shown, 0, "releases", site.get("releases"), message("rules.config_releases")))
     return out
 
 

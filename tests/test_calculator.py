@@ -107,7 +107,7 @@ def test_page_has_labels_noscript_and_the_time_block(built):
         '<input id="calc-util" name="util" type="text" inputmode="decimal" autocomplete="off" aria-describedby'
         in details
     )
-    assert "33 % на картах уровня H100" in details  # achieved_efficiency, from constants.csv
+    assert "33\xa0% на картах уровня H100" in details  # achieved_efficiency, from constants.csv
     assert "целые месяцы по 720 ч" in details  # hours_per_month, never price / 720
     assert "Transformer Math 101" in details
     assert re.search(r'<script type="module" src="calculator\.[0-9a-f]{10}\.js">', page)

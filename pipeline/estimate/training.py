@@ -163,13 +163,8 @@ def pretraining(  # noqa: PLR0913
         t = _pretraining_time(arch, setup, gpu, tokens, c, server, servers)
     cards = servers * per_server
     per_card = first_principles.estimate(arch, replace(setup, gpus=cards), c).total / first_principles.GB
-    hours_compute = flops / (cards * rate) / 3600
-    if t is None:
-        return Pretraining(
-            tokens, flops, share, for_memory, for_time, cards, per_card, None, hours_compute, None, servers, None
-        )
-    hours = t.hours / speed
-    cost = None if server is None else rental_cost(hours, servers, server, c)[0]
+    hours = None if t is None else t.hours / speed
+    cost = None if server is None or hours is None else rental_cost(hours, servers, server, c)[0]
     return Pretraining(
         tokens,
         flops,
@@ -179,8 +174,8 @@ def pretraining(  # noqa: PLR0913
         cards,
         per_card,
         hours,
-        t.hours_compute / speed,
-        t.hours_communication / speed,
+        flops / (cards * rate) / 3600 if t is None else t.hours_compute / speed,
+        None if t is None else t.hours_communication / speed,
         servers if server else None,
         cost,
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline import lookups
 from pipeline.estimate import step_time, time_accuracy
 from pipeline.estimate.architecture import Architecture, lora_trainable_params, parameter_counts
 from pipeline.estimate.first_principles import Setup

@@ -32,8 +32,7 @@ def link_words(reco: dict, row: dict) -> str:
 def memory_note(gpu: dict) -> str | None:
     """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
     data's, so an edit of memory_gb cannot leave the note quoting the old one."""
-    note = gpu.get("memory_note_ru")
-    return note.replace("{memory_gb}", fmt.gb(gpu["memory_gb"])) if note else note
+    return fmt.memory_note(gpu.get("memory_note_ru"), gpu["memory_gb"])
 
 
 class Tables:

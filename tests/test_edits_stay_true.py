@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from conftest import SOURCES
+from pipeline import verdicts
+from pipeline.build import verdict_warnings
 from pipeline.combine import filled_memory_notes
-from pipeline.schema import GPUS
+from pipeline.load import display_path
+from pipeline.publish.downloads import csv_text
+from pipeline.schema import GPUS, TABLES_BY_NAME
+from pipeline.tools import diff
 
 
 def gpus(*rows: dict) -> pl.DataFrame:
@@ -17,7 +23,11 @@ def gpus(*rows: dict) -> pl.DataFrame:
 
 def test_memory_notes_are_filled_in_before_any_download():
     table = gpus(
-        {"gpu_id": "b300", "memory_gb": 288.0, "memory_note_ru": "У NVIDIA — 270 ГБ; справочник считает по {memory_gb} ГБ."},
+        {
+            "gpu_id": "b300",
+            "memory_gb": 288.0,
+            "memory_note_ru": "У NVIDIA — 270 ГБ; справочник считает по {memory_gb} ГБ.",
+        },
         {"gpu_id": "x", "memory_gb": 1200.5, "memory_note_ru": "{memory_gb} и ещё раз {memory_gb}"},
         {"gpu_id": "y", "memory_gb": 80.0, "memory_note_ru": None},
     )
@@ -32,3 +42,77 @@ def test_the_catalog_and_its_csv_carry_no_placeholder(catalog, built):
     assert not catalog["gpus"]["memory_note_ru"].str.contains("{memory_gb}", literal=True).any()
     text = (built / "site" / "data" / "gpus.csv").read_text(encoding="utf-8-sig")
     assert "{memory_gb}" not in text and "справочник считает по 270 ГБ" in text
+
+
+# -- item 9: a seed-000 verdict that an edit flips is reported by build and diff --
+OFFERS = pl.DataFrame(
+    {"offer_id": ["small", "big", "pre"], "task_ru": ["7B LoRA", "70B full", "70B pretraining"]}
+    | {"server_id": ["two", "four", "eight"]}
+)
+JOBS = pl.DataFrame(
+    {
+        "offer_id": ["small", "small", "big", "pre"],
+        "model_id": ["m7", "m13", "m70", "m70"],
+        "method_id": ["lora", "lora", "full_amp", None],
+    }
+)
+
+
+def reco(*rows: tuple) -> pl.DataFrame:
+    """(model, method, rank, recommended, server, cards, per-card GB) rows of `recommendations`."""
+    names = ("model_id", "method_id", "rank", "recommended", "server_id", "gpus_per_job", "per_gpu_memory_gb")
+    return pl.DataFrame([dict(zip(names, r, strict=True)) for r in rows], orient="row")
+
+
+def test_an_offer_takes_the_plan_of_its_most_demanding_job():
+    plans = reco(
+        ("m7", "lora", 1, True, "two", 2, 20.0),
+        ("m13", "lora", 1, True, "four", 4, 30.0),  # 120 GB in all: the offer's answer
+        ("m13", "lora", 2, True, "two", 2, 55.0),
+        ("m70", "full_amp", 1, False, "four", 4, 300.0),  # rank 1 but not recommended: no plan
+    )
+    assert verdicts.verdicts(OFFERS, JOBS, plans) == {
+        "small": {"task": "7B LoRA", "server": "two", "plan": "four", "same": False},
+        "big": {"task": "70B full", "server": "four", "plan": None, "same": False},
+    }
+
+
+def test_a_flipped_verdict_is_a_build_warning_naming_the_task_and_both_plans(catalog):
+    now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"])
+    assert verdicts.flipped(now, now) == [] and verdict_warnings(None, catalog, SOURCES) == []
+    before = {k: v | {"plan": "xfusion-2x-h100", "same": v["server"] == "xfusion-2x-h100"} for k, v in now.items()}
+    before["7b-13b-lora"] = now["7b-13b-lora"] | {"plan": "esc8000a-4x-h100", "same": False}
+    flips = verdict_warnings(before, catalog, SOURCES)
+    changed = [k for k in now if before[k]["same"] != now[k]["same"]]
+    assert changed == ["7b-13b-lora"]  # the others stayed «отличается»
+    assert [str(p) for p in flips] == [
+        f"{display_path(SOURCES, TABLES_BY_NAME['legacy_offers'])}: "
+        "статья gpu-count, конфигурация исходной статьи для задачи «7B–13B LoRA» (сервер «2 × H100 80GB (XFUSION)»): "
+        "вывод был «отличается», стал «совпадает»; план сайта был «4 × H100 80GB (ESC8000A)», "
+        "стал «2 × H100 80GB (XFUSION)» — проверьте текст статьи рядом с таблицей"
+    ]
+
+
+def test_diff_reports_a_flipped_verdict_from_the_downloads(tmp_path, catalog):
+    """Two output folders holding only the tables the verdicts are made of: the published one with the
+    plan of 7B–13B LoRA on another server, the new one as built."""
+    tables = ("legacy_offers", "legacy_offer_jobs", "recommendations", "servers")
+    for name in ("new", "old"):
+        data = tmp_path / name / "site" / "data"
+        data.mkdir(parents=True)
+        for table in tables:
+            frame = catalog[table]
+            if name == "old" and table == "recommendations":
+                first = (pl.col("model_id") == "generic-13b") & (pl.col("method_id") == "lora") & (pl.col("rank") == 1)
+                frame = frame.with_columns(
+                    pl.when(first).then(pl.lit("hgx-b300-8x")).otherwise("server_id").alias("server_id")
+                )
+            (data / f"{table}.csv").write_text(csv_text(TABLES_BY_NAME[table], frame), encoding="utf-8")
+    assert verdicts.read_verdicts(tmp_path / "new" / "site" / "data") == verdicts.verdicts(
+        catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"]
+    )
+    report = diff.diff(tmp_path / "new", tmp_path / "old")
+    assert [(v["offer_id"], v["old"], v["new"]) for v in report["verdicts"]] == [("7b-13b-lora", False, True)]
+    text = diff.format_text(report)
+    assert "Изменился вывод статьи gpu-count о конфигурациях исходной статьи" in text
+    assert "вывод был «отличается», стал «совпадает»; план сайта был «8 × B300»" in text

@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline import verdicts
 from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
@@ -277,6 +278,15 @@ def diff(new_out: Path, old_out: Path) -> dict:
         }
         for p in plans
     ]
+    # Seed 000's offers whose verdict («совпадает / отличается») the edits flipped (pipeline/verdicts.py).
+    names = {row["server_id"]: row["display_name"] for row in (new_tables["servers"] or {}).values()}
+    flips = verdicts.flipped(
+        verdicts.read_verdicts(old_out / "site" / "data"), verdicts.read_verdicts(new_out / "site" / "data") or {}
+    )
+    report["verdicts"] = [
+        {"offer_id": f["offer_id"], "old": f["was"]["same"], "new": f["same"], "text": verdicts.flip_text(f, names)}
+        for f in flips
+    ]
     site = compare_files(new_out / "site", old_out / "site")
     report["markdown"] = compare_files(new_out / "markdown", old_out / "markdown")
     report["pages"] = {part: [p for p in paths if p.endswith(".html")] for part, paths in site.items()}
@@ -301,7 +311,11 @@ def format_text(report: dict) -> str:
             lines += ["", f"{message(PARTS[part])} ({len(report[part])}):"] + [
                 f"  {item['text']}" for item in report[part]
             ]
-    for part, title in (("warnings", message("diff.warnings")), ("plans", message("diff.plans"))):
+    for part, title in (
+        ("warnings", message("diff.warnings")),
+        ("verdicts", message("verdicts.diff_title")),
+        ("plans", message("diff.plans")),
+    ):
         if report.get(part):
             lines += ["", f"{title} ({len(report[part])}):"] + [f"  {i['text']}" for i in report[part]]
     if report["derived"]:

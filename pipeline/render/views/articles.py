@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from pipeline import lookups
+from pipeline import verdicts
 from pipeline.combine import Catalog
 from pipeline.render import format as fmt
 from pipeline.render import russian
@@ -392,6 +392,7 @@ class Tables:
         """Seed 000's task -> server -> price rows, recomputed by the rules."""
         out = []
         jobs = self.c["legacy_offer_jobs"]
+        plans = verdicts.offer_plans(self.c["legacy_offers"], jobs, self.c["recommendations"])
         for offer in self.c["legacy_offers"].sort("sort_order").iter_rows(named=True):
             own = jobs.filter(pl.col("offer_id") == offer["offer_id"])
             row = {"offer": offer, "covered": own["method_id"].null_count() == 0}
@@ -400,13 +401,8 @@ class Tables:
                 need = max(ests, key=lambda e: e["memory_gb"])
                 row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
-                # The site's answer for the offer: the recommendation (table recommendations) of its most
-                # demanding job by the first-principles total, which then holds the smaller ones too.
-                best = lookups.best(self.c["recommendations"]).join(
-                    own.select("model_id", "method_id"), on=["model_id", "method_id"]
-                )
-                best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
-                row["recommended"] = best.row(0, named=True) if best.height else None
+                # The site's answer for the offer (pipeline/verdicts.py: what build and diff compare too).
+                row["recommended"] = plans[offer["offer_id"]]
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
                 # The plan's row of that job on the offer's own server: why the plan differs, from the data.
                 job = row["recommended"] or need

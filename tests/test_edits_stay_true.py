@@ -4,14 +4,19 @@ materials) on every article and comparison page, and the plan beside the table r
 
 from __future__ import annotations
 
+import html
+import re
+import tomllib
+
 import polars as pl
 
-from conftest import SOURCES
+from conftest import ROOT, SOURCES
 from pipeline import verdicts
 from pipeline.build import verdict_warnings
 from pipeline.combine import filled_memory_notes
 from pipeline.load import display_path
 from pipeline.publish.downloads import csv_text
+from pipeline.render.views.entities import related_problems
 from pipeline.schema import GPUS, TABLES_BY_NAME
 from pipeline.tools import diff
 
@@ -116,3 +121,50 @@ def test_diff_reports_a_flipped_verdict_from_the_downloads(tmp_path, catalog):
     text = diff.format_text(report)
     assert "Изменился вывод статьи gpu-count о конфигурациях исходной статьи" in text
     assert "вывод был «отличается», стал «совпадает»; план сайта был «8 × B300»" in text
+
+
+# -- item 6: the quote action, the contacts and the related materials under every article and comparison --
+OWN = [
+    "finetune-memory.html",
+    "gpu-count.html",
+    "method-comparison.html",
+    "calculator.html",
+    "compare/index.html",
+    "pretraining.html",
+]  # the articles by their order, then the calculator, the comparisons and pretraining
+
+
+def closing_pages(built) -> list[str]:
+    site = built / "site"
+    articles = [p.name for p in (ROOT / "site_templates" / "articles").glob("*.md")]
+    compare = [p.relative_to(site).as_posix() for p in (site / "compare").glob("*.html") if "-p" not in p.stem]
+    return sorted([a.removesuffix(".md") + ".html" for a in articles] + ["pretraining.html"] + compare)
+
+
+def test_every_article_and_comparison_closes_with_quote_contacts_and_related(built):
+    site = tomllib.loads((ROOT / "site_templates" / "site.toml").read_text(encoding="utf-8"))
+    pages = closing_pages(built)
+    assert {"gpu-count.html", "pretraining.html", "compare/index.html", "compare/server-fit.html"} <= set(pages)
+    for name in pages:
+        text = html.unescape((built / "site" / name).read_text(encoding="utf-8")).replace("\xa0", " ")
+        closing = text.split('<section class="closing"', 1)[1].split("</section>", 1)[0]
+        assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in closing, name
+        assert f"Телефон: {site['quote']['phone']}, почта: {site['quote']['email']}" in closing, name
+        assert "Связанные материалы" in closing, name
+        for item in site["related"]:
+            assert f"<li>«{item['title']}» — {item['note']}</li>" in closing, (name, item["title"])
+        own = re.findall(r'<li><a href="(?:\.\./)*([^"]+)">', closing)
+        assert own == [p for p in OWN if p != name], name
+
+
+def test_a_related_material_with_a_bad_address_stops_the_build():
+    related = [
+        {"title": "Как выбрать GPU-сервер", "note": "порядок выбора", "url": "javascript:alert(1)"},
+        {"title": " ", "url": "https://example.org/a"},
+        {"title": "Что такое GPU-сервер", "url": "", "link": "x"},
+    ]
+    assert [(p.column, p.value) for p in related_problems(related, "site.toml")] == [
+        ("related[1].url", "javascript:alert(1)"),
+        ("related[2].title", " "),
+        ("related[3]", "link"),
+    ]

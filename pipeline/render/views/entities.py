@@ -5,6 +5,7 @@ of the comparison) from site_templates/site.toml."""
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 
 import polars as pl
@@ -47,6 +48,25 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
         value = package.get(key) if isinstance(package, dict) else None
         if not isinstance(value, str) or not value.strip():
             out.append(Problem(shown, 0, f"data_package.{key}", value, message("rules.config_package")))
+    return out + related_problems(site.get("related", []), shown)
+
+
+def related_problems(related, shown: str) -> list[Problem]:
+    """site.toml [[related]]: each a non-empty title, a note, and an empty url or an http(s) address (a
+    javascript: or relative link never reaches a page)."""
+    out = []
+    for i, item in enumerate(related if isinstance(related, list) else [None], 1):
+        item = item if isinstance(item, dict) else {}
+        title, note, url = item.get("title"), item.get("note", ""), item.get("url", "")
+        if not isinstance(title, str) or not title.strip():
+            out.append(Problem(shown, 0, f"related[{i}].title", title, message("closing.config_title")))
+        if not isinstance(note, str):
+            out.append(Problem(shown, 0, f"related[{i}].note", note, message("closing.config_note")))
+        if not isinstance(url, str) or (url and not re.match(r"https?://[^\s/]+\.[^\s]*$", url)):
+            out.append(Problem(shown, 0, f"related[{i}].url", url, message("closing.config_url")))
+        extra = sorted(set(item) - {"title", "note", "url"})
+        if extra:
+            out.append(Problem(shown, 0, f"related[{i}]", ", ".join(extra), message("closing.config_keys")))
     return out
 
 

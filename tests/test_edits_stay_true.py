@@ -168,3 +168,50 @@ def test_a_related_material_with_a_bad_address_stops_the_build():
         ("related[2].title", " "),
         ("related[3]", "link"),
     ]
+
+
+# -- item 7: a model page opens with the plan; its table-rule server verdicts have the plan beside them --
+def plan_cells(catalog, model_id: str) -> list[str]:
+    """The plan of every method of a model, as the site writes it in one cell, in the methods' order."""
+    gpus = dict(catalog["gpus"].select("gpu_id", "short_name").iter_rows())
+    servers = dict(catalog["servers"].select("server_id", "display_name").iter_rows())
+    best = catalog["recommendations"].filter((pl.col("rank") == 1) & pl.col("recommended"))
+    rows = {r["method_id"]: r for r in best.filter(pl.col("model_id") == model_id).iter_rows(named=True)}
+    return [
+        f"{rows[me]['gpus_per_job']} × {gpus[rows[me]['gpu_id']]} в сервере «{servers[rows[me]['server_id']]}»"
+        for me in catalog["methods"].sort("sort_order")["method_id"]
+    ]
+
+
+def test_a_model_page_opens_with_the_plan_then_says_what_the_table_rule_is(built, catalog):
+    text = html.unescape((built / "site" / "models" / "qwen2-5-14b.html").read_text(encoding="utf-8"))
+    text = re.sub(r"<[^>]+>", "", text).replace("\xa0", " ")
+    opening = text.split("Модель на 14,7 млрд параметров.", 1)[1].split("Память по способам", 1)[0]
+    cells = plan_cells(catalog, "qwen2-5-14b")
+    assert cells[3:] == [
+        "2 × H100 PCIe в сервере «2 × H100 80GB (XFUSION)»",
+        "4 × H100 PCIe в сервере «4 × H100 80GB (ESC8000A)»",
+        "4 × H200 NVL в сервере «4 × H200 141GB (ESC8000A)»",
+    ]
+    assert "LoRA: 2 × H100 PCIe в сервере «2 × H100 80GB (XFUSION)», 585 000 ₽ — аренда на 1 мес." in opening
+    assert "Полное, bf16/fp16 (смешанная точность): " + cells[5] + ", 1 627 200 ₽ — аренда на 1 мес." in opening
+    assert "(медианная ошибка — 51 % против 8 % у оценки из первых принципов)" in opening
+    assert opening.index("Что взять") < opening.index("опорной таблице LLaMA-Factory")
+
+
+def test_the_servers_table_of_a_model_page_has_the_plan_first(catalog):
+    from pipeline.render.site import load_labels
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.entities import EntityTables
+
+    site = tomllib.loads((ROOT / "site_templates" / "site.toml").read_text(encoding="utf-8"))
+    words = load_labels(constants=catalog.constants)
+    view = EntityTables(Tables(catalog, words), words, site).model_servers("llama-3-1-70b")
+    first = [str(cell) for cell in view.rows[0]]
+    assert first == [words["entities"]["reco"]["plan_row"], "—", "—", *plan_cells(catalog, "llama-3-1-70b")]
+    assert (
+        view.rows[0][3].href
+        == f"servers/{catalog['recommendations'].filter((pl.col('model_id') == 'llama-3-1-70b') & (pl.col('method_id') == 'qlora_2bit') & (pl.col('rank') == 1))['server_id'][0]}.html"
+    )
+    assert view.notes == [words["plan_beside"]["first_row"]] and view.downloads == ["server_fit", "recommendations"]
+    assert len(view.rows) == catalog["servers"].height + 1  # every server's table-rule row kept, below it

@@ -1019,6 +1019,8 @@ class Renderer:
             cards=entities.model_cards(m),
             servers=entities.model_servers(m),
             cheapest=entities.model_cheapest(m),
+            plan_lead=entities.model_plan_lead(m),
+            errors_pct=entities.errors_pct,
             quote_url=entities.quote_link(m),
             plan_with=entities.plan_with,
             quote_contacts=self.site_config["quote"],

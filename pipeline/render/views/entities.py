@@ -75,6 +75,7 @@ class EntityTables:
         self.t = tables
         self.c = tables.c
         self.L = labels["entities"]
+        self.labels_plan = labels["plan_beside"]
         self.basis_labels = labels["basis"]
         self.site = site
         self.anchor_refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()
@@ -274,16 +275,55 @@ class EntityTables:
         )
 
     def model_servers(self, model_id: str) -> TableView:
+        """The table rule's server fits for every method, and above them the plan (the `recommendations`
+        row of each method) with one sentence on why the two may differ."""
         L = self.L
         fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
         rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
+        plan = [L["reco"]["plan_row"], "—", "—"] + [self.plan_cell(model_id, me) for me in self._methods]
         return TableView(
             [L["server"], L["total_memory"], L["price"]] + self.method_headers,
-            rows,
+            [plan, *rows],  # first: a long table goes on over continuation pages, the plan stays on top
             _unique(self.c["servers"]["reference_id"].to_list() + self.anchor_refs),
-            ["server_fit"],
+            ["server_fit", "recommendations"],
             [False, True, True] + [False] * len(self._methods),
+            notes=[self.labels_plan["first_row"]],
         )
+
+    def plan_cell(self, model_id: str, method_id: str):
+        """The plan for a job in one cell (cards, card, server; a link to the server), or that there is none."""
+        R = self.L["reco"]
+        r = self.recommended.get((model_id, method_id))
+        if r is None:
+            return R["none_short"]
+        text = R["cell"].format(
+            cards=fmt.integer(r["gpus_per_job"]),
+            gpu=self.t.gpu(r["gpu_id"])["short_name"],
+            server=self.t.server(r["server_id"])["display_name"],
+        )
+        return Link(text, f"servers/{r['server_id']}.html")
+
+    def model_plan_lead(self, model_id: str) -> list[tuple]:
+        """(method link, the plan in one cell, its cost or the risk) per method: the model page opens with it."""
+        out = []
+        for me in self._methods:
+            r = self.recommended.get((model_id, me))
+            if r is not None:
+                out.append((self.t.method_link(me), self.plan_cell(model_id, me), self.cost_text(r)))
+            elif (model_id, me) in self.tight:
+                out.append((self.t.method_link(me), self.tight_text(self.tight[(model_id, me)]), ""))
+            else:
+                out.append((self.t.method_link(me), self.L["reco"]["none"], ""))
+        return out
+
+    @cached_property
+    def errors_pct(self) -> dict[str, str] | None:
+        """The measured median errors of both estimators (calibration_summary), in %, None unmeasured."""
+        summary = {r["estimator"]: r for r in self.c["calibration_summary"].iter_rows(named=True)}
+        fp, table = summary["first_principles"]["median_abs_error"], summary["table_rule"]["median_abs_error"]
+        if fp is None or table is None:
+            return None
+        return {"fp": fmt.number(fp * 100, 0), "table": fmt.number(table * 100, 0)}
 
     @cached_property
     def recommended(self) -> dict[tuple[str, str], dict]:
@@ -556,18 +596,7 @@ class EntityTables:
         R = self.L["reco"]
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
         view = self.t.server_fit_table(self.server_ids(), tasks)
-        plan = []
-        for model_id, method_id in tasks:
-            r = self.recommended.get((model_id, method_id))
-            plan.append(
-                R["none_short"]
-                if r is None
-                else R["cell"].format(
-                    cards=fmt.integer(r["gpus_per_job"]),
-                    gpu=self.t.gpu(r["gpu_id"])["short_name"],
-                    server=self.t.server(r["server_id"])["display_name"],
-                )
-            )
+        plan = [self.plan_cell(model_id, method_id) for model_id, method_id in tasks]
         view.rows.append([R["plan_row"], "—", *plan])
         view.notes.append(R["plan_vs_table"])
         view.downloads.append("recommendations")

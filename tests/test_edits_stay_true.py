@@ -215,3 +215,28 @@ def test_the_servers_table_of_a_model_page_has_the_plan_first(catalog):
     )
     assert view.notes == [words["plan_beside"]["first_row"]] and view.downloads == ["server_fit", "recommendations"]
     assert len(view.rows) == catalog["servers"].height + 1  # every server's table-rule row kept, below it
+
+
+def test_every_table_rule_server_fit_table_ends_with_the_plan(built, catalog):
+    """The articles' server_fit tables (finetune-memory) and the comparison: the plan under the verdicts."""
+    from pipeline.render.site import load_labels
+    from pipeline.render.views.articles import Tables
+
+    words = load_labels(constants=catalog.constants)
+    tasks = [("generic-70b", "lora"), ("generic-8b", "full_amp")]
+    view = Tables(catalog, words).server_fit_table(["xfusion-2x-h100", "esc8000a-4x-h100"], tasks)
+    assert [str(c) for c in view.rows[-1]] == [
+        words["entities"]["reco"]["plan_row"],
+        "—",
+        plan_cells(catalog, "generic-70b")[3],
+        plan_cells(catalog, "generic-8b")[5],
+    ]
+    # the table rule's own verdicts stay: 160 GB (up to 240) and 137,1 (up to 205,7) against 160 GB
+    assert [str(c) for c in view.rows[0]][2:] == ["по оценке да, при +50 % нет"] * 2
+    assert [str(c) for c in view.rows[1]][2:] == ["да", "да"]
+    assert view.notes == [words["entities"]["reco"]["plan_vs_table"]]
+    text = html.unescape((built / "site" / "finetune-memory.html").read_text(encoding="utf-8")).replace("\xa0", " ")
+    section = text.split("Что помещается в сервер каталога", 1)[1].split("Источники:", 1)[0]
+    assert words["entities"]["reco"]["plan_row"] in section and words["entities"]["reco"]["plan_vs_table"] in section
+    markdown = (built / "markdown" / "finetune-memory.md").read_text(encoding="utf-8").replace("\xa0", " ")
+    assert "| План сайта (оценка из первых принципов) | — |" in markdown

@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from pipeline import verdicts
+from pipeline import lookups, verdicts
 from pipeline.combine import Catalog
 from pipeline.render import format as fmt
 from pipeline.render import russian
@@ -281,6 +281,9 @@ class Tables:
             cells = [self.server_link(s), L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
             cells += [self.fit_label(self.server_fit_row(mo, me, s)) for mo, me in tasks]
             rows.append(cells)
+        # The table rule's verdicts, and below them the plan of each task with one sentence on why they differ.
+        R = self.labels["entities"]["reco"]
+        rows.append([R["plan_row"], "—", *[self.plan_cell(mo, me) for mo, me in tasks]])
         gpu_ids = [self.server(s)["gpu_id"] for s in servers]
         return TableView(
             headers,
@@ -290,9 +293,29 @@ class Tables:
                 + self._refs("gpus", gpu_ids)
                 + self.c["memory_anchors"]["reference_id"].to_list()
             ),
-            ["server_fit"],
+            ["server_fit", "recommendations"],
             [False, True] + [False] * len(tasks),
+            notes=[R["plan_vs_table"]],
         )
+
+    @cached_property
+    def recommended(self) -> dict[tuple[str, str], dict]:
+        """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/estimate/recommend.py)."""
+        best = lookups.best(self.c["recommendations"])
+        return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
+
+    def plan_cell(self, model_id: str, method_id: str):
+        """The plan for a job in one cell (cards, card, server; a link to the server), or that there is none."""
+        R = self.labels["entities"]["reco"]
+        r = self.recommended.get((model_id, method_id))
+        if r is None:
+            return R["none_short"]
+        text = R["cell"].format(
+            cards=fmt.integer(r["gpus_per_job"]),
+            gpu=self.gpu(r["gpu_id"])["short_name"],
+            server=self.server(r["server_id"])["display_name"],
+        )
+        return Link(text, f"servers/{r['server_id']}.html")
 
     def rule_of_thumb_table(self, models: list[str], method: str = "full_amp") -> TableView:
         L = self.labels["rule_of_thumb_table"]

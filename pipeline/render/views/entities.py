@@ -291,17 +291,8 @@ class EntityTables:
         )
 
     def plan_cell(self, model_id: str, method_id: str):
-        """The plan for a job in one cell (cards, card, server; a link to the server), or that there is none."""
-        R = self.L["reco"]
-        r = self.recommended.get((model_id, method_id))
-        if r is None:
-            return R["none_short"]
-        text = R["cell"].format(
-            cards=fmt.integer(r["gpus_per_job"]),
-            gpu=self.t.gpu(r["gpu_id"])["short_name"],
-            server=self.t.server(r["server_id"])["display_name"],
-        )
-        return Link(text, f"servers/{r['server_id']}.html")
+        """The plan for a job in one cell (pipeline/render/views/articles.py Tables.plan_cell)."""
+        return self.t.plan_cell(model_id, method_id)
 
     def model_plan_lead(self, model_id: str) -> list[tuple]:
         """(method link, the plan in one cell, its cost or the risk) per method: the model page opens with it."""
@@ -325,11 +316,10 @@ class EntityTables:
             return None
         return {"fp": fmt.number(fp * 100, 0), "table": fmt.number(table * 100, 0)}
 
-    @cached_property
+    @property
     def recommended(self) -> dict[tuple[str, str], dict]:
-        """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/recommend.py)."""
-        best = lookups.best(self.c["recommendations"])
-        return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
+        """(model, method) -> the rank-1 row of the `recommendations` table (Tables.recommended)."""
+        return self.t.recommended
 
     @cached_property
     def tight(self) -> dict[tuple[str, str], dict]:
@@ -592,14 +582,9 @@ class EntityTables:
     # -- comparison pages --
     def compare_server_fit(self) -> TableView:
         """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
-        with one sentence on why the two may differ."""
-        R = self.L["reco"]
+        with one sentence on why the two may differ (both made by Tables.server_fit_table)."""
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
         view = self.t.server_fit_table(self.server_ids(), tasks)
-        plan = [self.plan_cell(model_id, method_id) for model_id, method_id in tasks]
-        view.rows.append([R["plan_row"], "—", *plan])
-        view.notes.append(R["plan_vs_table"])
-        view.downloads.append("recommendations")
         view.sortable = True
         return view
 

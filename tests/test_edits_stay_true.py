@@ -240,3 +240,30 @@ def test_every_table_rule_server_fit_table_ends_with_the_plan(built, catalog):
     assert words["entities"]["reco"]["plan_row"] in section and words["entities"]["reco"]["plan_vs_table"] in section
     markdown = (built / "markdown" / "finetune-memory.md").read_text(encoding="utf-8").replace("\xa0", " ")
     assert "| План сайта (оценка из первых принципов) | — |" in markdown
+
+
+def test_a_server_page_says_beside_the_table_rule_which_jobs_the_plan_puts_on_it(catalog):
+    from pipeline.render.site import load_labels
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.entities import EntityTables
+
+    site = tomllib.loads((ROOT / "site_templates" / "site.toml").read_text(encoding="utf-8"))
+    words = load_labels(constants=catalog.constants)
+    entities = EntityTables(Tables(catalog, words), words, site)
+    view = entities.server_jobs("esc8000a-4x-h100")
+    assert view.headers[-1] == words["plan_beside"]["server_column"]
+    assert view.notes == [words["plan_beside"]["server_note"]]
+    best = catalog["recommendations"].filter((pl.col("rank") == 1) & pl.col("recommended"))
+    short = dict(catalog["methods"].select("method_id", "short_name_ru").iter_rows())
+    order = catalog["methods"].sort("sort_order")["method_id"].to_list()
+    expected = {}
+    for r in best.filter(pl.col("server_id") == "esc8000a-4x-h100").iter_rows(named=True):
+        expected.setdefault(r["model_id"], []).append(r["method_id"])
+    models = catalog["models"].sort("params_b", "model_id")["model_id"].to_list()
+    assert [row[-1] for row in view.rows] == [
+        "; ".join(short[me] for me in order if me in expected.get(m, [])) or "—" for m in models
+    ]
+    # exact cells where the two disagree: Llama 3.1 70B LoRA is planned here though its full runs need 4 servers
+    row = view.rows[models.index("llama-3-1-70b")]
+    assert row[-1] == "LoRA" and row[2 + order.index("full_amp")] == "нет: 4 шт., при +50 % — 6 шт."
+    assert entities.plan_methods("qwen2-5-14b", "esc8000a-4x-h100") == "полное, чистый bf16"

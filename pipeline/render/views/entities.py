@@ -567,17 +567,34 @@ class EntityTables:
 
     # -- server page --
     def server_jobs(self, server_id: str) -> TableView:
-        L = self.L
+        """The table rule's fits of every model x method on the server, and beside them, per model, the
+        methods the plan (rank 1 of `recommendations`) puts on this very server, with one sentence on
+        why the two differ."""
+        L, words = self.L, self.labels_plan
         fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
-        rows = [first + row for first, row in zip(self.model_cells, fits, strict=True)]
+        rows = [
+            first + row + [self.plan_methods(m, server_id)]
+            for m, first, row in zip(self._models, self.model_cells, fits, strict=True)
+        ]
         return TableView(
-            [L["model"], L["params"]] + self.method_headers,
+            [L["model"], L["params"]] + self.method_headers + [words["server_column"]],
             rows,
             _unique(self.anchor_refs + [self.t.server(server_id)["reference_id"]]),
-            ["server_fit"],
-            [False, True] + [False] * len(self._methods),
+            ["server_fit", "recommendations"],
+            [False, True] + [False] * len(self._methods) + [False],
+            notes=[words["server_note"]],
             sortable=True,
         )
+
+    def plan_methods(self, model_id: str, server_id: str) -> str:
+        """The methods of a model whose plan is this server (short names, "; " apart: a name may hold a
+        comma), or a dash."""
+        names = [
+            self.t.method(me)["short_name_ru"]
+            for me in self._methods
+            if self.recommended.get((model_id, me), {}).get("server_id") == server_id
+        ]
+        return "; ".join(names) if names else "—"
 
     # -- comparison pages --
     def compare_server_fit(self) -> TableView:

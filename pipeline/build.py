@@ -133,7 +133,7 @@ def read_verdicts(out: Path) -> dict | None:
 
 
 def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Problem]:
-    """A warning for each offer of seed 000 whose verdict («совпадает / отличается») this build flipped."""
+    """A warning for each offer of seed 000 whose verdict (same server or not) this build flipped."""
     from pipeline import verdicts
     from pipeline.load import display_path
     from pipeline.schema import TABLES_BY_NAME

@@ -1,5 +1,5 @@
 """Seed 000's offers against the plan: the server the plan takes for each offer's task, and whether it
-is the offer's own (the «совпадает / отличается» verdict of gpu-count's offers table).
+is the offer's own (the same / differs verdict of gpu-count's offers table).
 
 Made from three tables every build publishes (legacy_offers, legacy_offer_jobs, recommendations), so
 that `build` and `diff` can set a new build beside an earlier one from its downloads and report an

@@ -278,7 +278,7 @@ def diff(new_out: Path, old_out: Path) -> dict:
         }
         for p in plans
     ]
-    # Seed 000's offers whose verdict («совпадает / отличается») the edits flipped (pipeline/verdicts.py).
+    # Seed 000's offers whose verdict (same server or not) the edits flipped (pipeline/verdicts.py).
     names = {row["server_id"]: row["display_name"] for row in (new_tables["servers"] or {}).values()}
     flips = verdicts.flipped(
         verdicts.read_verdicts(old_out / "site" / "data"), verdicts.read_verdicts(new_out / "site" / "data") or {}

@@ -77,8 +77,7 @@ def run(  # noqa: PLR0913
 
     warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
-    previous = fingerprint.read_state(out)
-    verdicts_before = read_verdicts(out)  # the seed-000 verdicts of the build about to be replaced
+    previous, before = fingerprint.read_state(out), read_verdicts(out)  # of the build this one replaces
 
     #
     # Load inputs.
@@ -118,8 +117,7 @@ def run(  # noqa: PLR0913
         staging.discard()
         raise
     extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds, "rendered": sorted(memo.rendered)}
-    flips = verdict_warnings(verdicts_before, catalog, sources)
-    return summary(sources, validation, rendered, catalog, base_url, flips) | extra
+    return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
 
 
 def read_verdicts(out: Path) -> dict | None:

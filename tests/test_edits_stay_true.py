@@ -117,9 +117,10 @@ def test_diff_reports_a_flipped_verdict_from_the_downloads(tmp_path, catalog):
         catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"]
     )
     report = diff.diff(tmp_path / "new", tmp_path / "old")
-    assert [(v["offer_id"], v["old"], v["new"]) for v in report["verdicts"]] == [("7b-13b-lora", False, True)]
+    flips = [(w["offer_id"], w["old"], w["new"]) for w in report["warnings"] if "offer_id" in w]
+    assert flips == [("7b-13b-lora", False, True)]
     text = diff.format_text(report)
-    assert "Изменился вывод статьи gpu-count о конфигурациях исходной статьи" in text
+    assert "Проверьте (1):\n  статья gpu-count, конфигурация исходной статьи для задачи «7B–13B LoRA»" in text
     assert "вывод был «отличается», стал «совпадает»; план сайта был «8 × B300»" in text
 
 

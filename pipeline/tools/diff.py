@@ -230,6 +230,17 @@ def plan_changes(new: dict[tuple, dict[str, str]], old: dict[tuple, dict[str, st
     ]
 
 
+def flipped_verdicts(new_out: Path, old_out: Path, servers: dict[tuple, dict[str, str]]) -> list[dict]:
+    """Seed 000's offers whose verdict (same server or not) the edits flipped (pipeline/verdicts.py);
+    `servers`: the new build's servers.csv rows, for the servers' names."""
+    names = {row["server_id"]: row["display_name"] for row in servers.values()}
+    before, now = (verdicts.read_verdicts(out / "site" / "data") for out in (old_out, new_out))
+    return [
+        {"offer_id": f["offer_id"], "old": f["was"]["same"], "new": f["same"], "text": verdicts.flip_text(f, names)}
+        for f in verdicts.flipped(before, now or {})
+    ]
+
+
 def diff(new_out: Path, old_out: Path) -> dict:
     """Everything that differs between two output folders (new build, published build)."""
     new_tables = {t.name: read_table(new_out, t) for t in ALL_TABLES}
@@ -263,7 +274,7 @@ def diff(new_out: Path, old_out: Path) -> dict:
             ),
         }
         for w in stale_prices(*servers)
-    ]
+    ] + flipped_verdicts(new_out, old_out, servers[0])  # and the seed-000 verdicts the edits flipped
     plans = plan_changes(new_tables["recommendations"] or {}, old_tables["recommendations"] or {})
     report["plans"] = [
         {
@@ -277,15 +288,6 @@ def diff(new_out: Path, old_out: Path) -> dict:
             ),
         }
         for p in plans
-    ]
-    # Seed 000's offers whose verdict (same server or not) the edits flipped (pipeline/verdicts.py).
-    names = {row["server_id"]: row["display_name"] for row in (new_tables["servers"] or {}).values()}
-    flips = verdicts.flipped(
-        verdicts.read_verdicts(old_out / "site" / "data"), verdicts.read_verdicts(new_out / "site" / "data") or {}
-    )
-    report["verdicts"] = [
-        {"offer_id": f["offer_id"], "old": f["was"]["same"], "new": f["same"], "text": verdicts.flip_text(f, names)}
-        for f in flips
     ]
     site = compare_files(new_out / "site", old_out / "site")
     report["markdown"] = compare_files(new_out / "markdown", old_out / "markdown")
@@ -311,11 +313,7 @@ def format_text(report: dict) -> str:
             lines += ["", f"{message(PARTS[part])} ({len(report[part])}):"] + [
                 f"  {item['text']}" for item in report[part]
             ]
-    for part, title in (
-        ("warnings", message("diff.warnings")),
-        ("verdicts", message("verdicts.diff_title")),
-        ("plans", message("diff.plans")),
-    ):
+    for part, title in (("warnings", message("diff.warnings")), ("plans", message("diff.plans"))):
         if report.get(part):
             lines += ["", f"{title} ({len(report[part])}):"] + [f"  {i['text']}" for i in report[part]]
     if report["derived"]:

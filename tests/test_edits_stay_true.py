@@ -149,6 +149,7 @@ def test_every_article_and_comparison_closes_with_quote_contacts_and_related(bui
     for name in pages:
         text = html.unescape((built / "site" / name).read_text(encoding="utf-8")).replace("\xa0", " ")
         closing = text.split('<section class="closing"', 1)[1].split("</section>", 1)[0]
+        assert closing.startswith(' aria-labelledby="closing-related" data-pagefind-ignore>'), name  # not indexed
         assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in closing, name
         assert f"Телефон: {site['quote']['phone']}, почта: {site['quote']['email']}" in closing, name
         assert "Связанные материалы" in closing, name

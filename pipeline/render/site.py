@@ -175,7 +175,8 @@ def _front_matter(text: str) -> tuple[str, dict[str, tuple[int, str]], str]:
 
 
 def markdown_table(view: TableView, sources: str) -> str:
-    """A table as Markdown for the CMS: a pipe table (numeric columns right-aligned), its notes, then its sources line."""
+    """A table as Markdown for the CMS: a pipe table (numeric columns right-aligned), its notes in italics
+    (set apart from the article's own text), then its sources line."""
     align = ["---:" if n else "---" for n in view.numeric] or ["---"] * len(view.headers)
     lines = [
         "| " + " | ".join(fmt.md_cell(h) for h in view.headers) + " |",
@@ -184,7 +185,7 @@ def markdown_table(view: TableView, sources: str) -> str:
     lines += ["| " + " | ".join(fmt.md_cell(c) for c in row) + " |" for row in view.rows]
     out = "\n".join(lines)
     for note in view.notes:
-        out += "\n\n" + fmt.md_cell(note)
+        out += "\n\n*" + fmt.md_cell(note) + "*"
     return out + "\n\n" + sources
 
 

@@ -77,7 +77,7 @@ def run(  # noqa: PLR0913
 
     warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
-    previous = fingerprint.read_state(out)
+    previous, before = fingerprint.read_state(out), read_verdicts(out)  # of the build this one replaces
 
     #
     # Load inputs.
@@ -117,7 +117,29 @@ def run(  # noqa: PLR0913
         staging.discard()
         raise
     extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds, "rendered": sorted(memo.rendered)}
-    return summary(sources, validation, rendered, catalog, base_url) | extra
+    return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
+
+
+def read_verdicts(out: Path) -> dict | None:
+    """The seed-000 verdicts of the build in `out` (from its downloads), None without one."""
+    from pipeline import verdicts
+
+    try:
+        return verdicts.read_verdicts(out / "site" / "data")
+    except Exception:  # a previous build this one cannot read is no reason to stop: nothing to compare
+        return None
+
+
+def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Problem]:
+    """A warning for each offer of seed 000 whose verdict (same server or not) this build flipped."""
+    from pipeline import verdicts
+    from pipeline.load import display_path
+    from pipeline.schema import TABLES_BY_NAME
+
+    now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"])
+    names = dict(catalog["servers"].select("server_id", "display_name").iter_rows())
+    file = display_path(sources, TABLES_BY_NAME["legacy_offers"])
+    return [Problem(file, 0, "", None, verdicts.flip_text(v, names)) for v in verdicts.flipped(before, now)]
 
 
 def abandon(workbooks: Callable | None, pending: Callable | None) -> None:
@@ -130,15 +152,19 @@ def abandon(workbooks: Callable | None, pending: Callable | None) -> None:
         pending()
 
 
-def summary(sources: Path, validation: Validation, rendered, catalog, base_url: str) -> dict:
-    """What the summary line reports of a build that was written (with its files and stage times)."""
+def summary(  # noqa: PLR0913
+    sources: Path, validation: Validation, rendered, catalog, base_url: str, flips: list[Problem] = ()
+) -> dict:
+    """What the summary line reports of a build that was written (with its files and stage times);
+    `flips`: the seed-000 verdicts this build changed (verdict_warnings)."""
     from pipeline.render import site_links
 
     return {
         "unchanged": False,
         "warnings": shown(validation.warnings, sources)
         + rendered.warnings  # + the articles' removed markup
-        + site_links.base_url_warning(base_url),
+        + site_links.base_url_warning(base_url)
+        + list(flips),
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
         "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},

@@ -19,6 +19,7 @@ import polars as pl
 from pipeline import lookups
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
+from pipeline.render import format as fmt
 from pipeline.schema import (
     ADVICE,
     COMPARISON,
@@ -411,9 +412,17 @@ def lineage() -> dict[str, tuple[str, ...]]:
     return {step.name: step.inputs for step in STEPS}
 
 
+def filled_memory_notes(gpus: pl.DataFrame) -> pl.DataFrame:
+    """gpus with `{memory_gb}` in memory_note_ru replaced by the row's memory (Russian format): the
+    downloads, the pages and the CLI all carry the text a reader sees, never the placeholder."""
+    notes = [fmt.memory_note(n, m) for n, m in gpus.select("memory_note_ru", "memory_gb").iter_rows()]
+    return gpus.with_columns(pl.Series("memory_note_ru", notes, dtype=gpus.schema["memory_note_ru"]))
+
+
 def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
     """Read the typed tables and make every derived table, step by step (`STEPS`)."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
+    tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     for step in STEPS:

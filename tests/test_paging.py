@@ -126,9 +126,10 @@ def test_continuation_pages_hold_the_rest_of_the_rows(paged_site, built):
     assert [len(p) for p in parts] == [10, 10, 10, 10, 5]
     assert [head for part in parts for head in part] == whole
     assert not (paged_site / "servers" / "hgx-b200-8x" / "jobs-6.html").exists()
-    # 15 GPUs on a model page: 10 + 5; ten servers fit on one page and are not split.
+    # 15 GPUs on a model page: 10 + 5; ten servers below the plan's row: 10 + 1, the plan on the first page.
     assert (paged_site / "models" / "llama-3-1-8b" / "cards-2.html").exists()
-    assert not (paged_site / "models" / "llama-3-1-8b" / "servers-2.html").exists()
+    servers = row_heads((paged_site / "models" / "llama-3-1-8b" / "servers-2.html").read_text(encoding="utf-8"))
+    assert len(servers) == 1 and not (paged_site / "models" / "llama-3-1-8b" / "servers-3.html").exists()
     assert sorted(p.name for p in (paged_site / "models" / "index").iterdir()) == [
         "page-2.html",
         "page-3.html",

@@ -46,6 +46,14 @@ def integer(value: int | None) -> str:
     return "" if value is None else format_decimal(int(value), "#,##0", locale=LOCALE)
 
 
+MEMORY_PLACEHOLDER = "{memory_gb}"  # in gpus.memory_note_ru: the card's memory as the row gives it
+
+
+def memory_note(note: str | None, memory_gb: float) -> str | None:
+    """A GPU's memory note with `{memory_gb}` filled in: the figure the site counts by is the row's."""
+    return note.replace(MEMORY_PLACEHOLDER, gb(memory_gb)) if note else note
+
+
 def listed(items: list[str]) -> str:
     """Items joined as Russian lists them (commas, then the conjunction before the last: CLDR's list pattern)."""
     return format_list(list(items), locale=LOCALE)

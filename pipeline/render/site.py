@@ -175,7 +175,8 @@ def _front_matter(text: str) -> tuple[str, dict[str, tuple[int, str]], str]:
 
 
 def markdown_table(view: TableView, sources: str) -> str:
-    """A table as Markdown for the CMS: a pipe table (numeric columns right-aligned), its notes, then its sources line."""
+    """A table as Markdown for the CMS: a pipe table (numeric columns right-aligned), its notes in italics
+    (set apart from the article's own text), then its sources line."""
     align = ["---:" if n else "---" for n in view.numeric] or ["---"] * len(view.headers)
     lines = [
         "| " + " | ".join(fmt.md_cell(h) for h in view.headers) + " |",
@@ -184,7 +185,7 @@ def markdown_table(view: TableView, sources: str) -> str:
     lines += ["| " + " | ".join(fmt.md_cell(c) for c in row) + " |" for row in view.rows]
     out = "\n".join(lines)
     for note in view.notes:
-        out += "\n\n" + fmt.md_cell(note)
+        out += "\n\n*" + fmt.md_cell(note) + "*"
     return out + "\n\n" + sources
 
 
@@ -946,12 +947,6 @@ class Renderer:
             figures=self.figures,
             path=path,
             canonical=self.base_url + path.removesuffix("index.html"),
-            # The quote request for a page without one job (the comparisons): the page's subject and address.
-            quote_page=lambda heading: quote.quote_url(
-                self.site_config["quote"],
-                self.labels["entities"]["reco"]["q_subject"].format(what=heading),
-                [(self.labels["entities"]["reco"]["q_page"], self.base_url + path)],
-            ),
             **context,
         )
         if self.memo is not None:
@@ -1028,6 +1023,8 @@ class Renderer:
             cards=entities.model_cards(m),
             servers=entities.model_servers(m),
             cheapest=entities.model_cheapest(m),
+            plan_lead=entities.model_plan_lead(m),
+            errors_pct=entities.errors_pct,
             quote_url=entities.quote_link(m),
             plan_with=entities.plan_with,
             quote_contacts=self.site_config["quote"],
@@ -1071,9 +1068,14 @@ class Renderer:
         compare = self.labels["compare"]
         comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
-        out["compare/index.html"] = self.page("compare_index.html", "compare/index.html", methods=methods)
         cite = self.citation()
         view = E.compare_server_fit()
+        out["compare/index.html"] = self.page(
+            "compare_index.html",
+            "compare/index.html",
+            methods=methods,
+            closing=self.closing("compare/index.html", compare["section_title"], "quote_compare_note"),
+        )
         self.paged(
             out,
             "compare.html",
@@ -1085,21 +1087,24 @@ class Renderer:
             others=[],
             cite=cite,
             cite_table=self.cited_table(view),
+            closing=self.closing("compare/server-fit.html", compare["server_fit_title"], "quote_compare_note"),
         )
         for href, name in methods:
             me = href.removeprefix("compare/gpu-cards-").removesuffix(".html")
             view = E.compare_gpu_cards(me)
+            heading = compare["gpu_cards_title"].format(method=name)
             self.paged(
                 out,
                 "compare.html",
                 href,
                 comparisons,
-                heading=compare["gpu_cards_title"].format(method=name),
+                heading=heading,
                 description=compare["gpu_cards_description"].format(method=name),
                 view=view,
                 others=[(h, n) for h, n in methods if h != href],
                 cite=cite,
                 cite_table=self.cited_table(view),
+                closing=self.closing(href, heading, "quote_compare_note"),
             )
 
     @staticmethod
@@ -1107,6 +1112,28 @@ class Renderer:
         """The table a comparison page's «Как цитировать» names: the first download of its view."""
         table = TABLES_BY_NAME[view.downloads[0]]
         return {"name": table.name, "title_ru": table.title_ru}
+
+    def closing(self, path: str, subject: str, note: str = "quote_article_note") -> dict:
+        """The block under an article or a comparison (partials/closing.html): the quote request with the
+        page's subject and address and the contacts (`note`: a key of labels [closing] or [entities.reco]),
+        and the related materials: the site's other articles, the calculator, the comparisons and
+        pretraining, then the company's own (site.toml [[related]])."""
+        labels, contacts = self.labels, self.site_config["quote"]
+        C, R = labels["closing"], labels["entities"]["reco"]
+        own = [(f"{a.slug}.html", a.title, "") for a in sorted(self.articles, key=lambda a: a.order)] + [
+            ("calculator.html", C["calculator"], C["calculator_note"]),
+            ("compare/index.html", C["compare"], C["compare_note"]),
+            ("pretraining.html", C["pretraining"], C["pretraining_note"]),
+        ]
+        related = [{"path": p, "title": t, "note": n} for p, t, n in own if p != path]
+        related += [{"path": "", **r} for r in self.site_config.get("related", [])]
+        return {
+            "quote_url": quote.quote_url(
+                contacts, R["q_subject"].format(what=subject), [(R["q_page"], self.base_url + path)]
+            ),
+            "note": (C.get(note) or R[note]).format(phone=contacts["phone"], email=contacts["email"]),
+            "related": related,
+        }
 
     def model_facts(self, model: dict) -> list:
         F = self.labels["entity_pages"]["models"]
@@ -1187,7 +1214,7 @@ class Renderer:
                 f"{article.slug}.html",
                 article=article,
                 body=body,
-                quote_contacts=self.site_config["quote"],
+                closing=self.closing(f"{article.slug}.html", article.title),
             )
         if problems:
             raise TemplateError(problems)

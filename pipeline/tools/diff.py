@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline import verdicts
 from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
@@ -229,6 +230,17 @@ def plan_changes(new: dict[tuple, dict[str, str]], old: dict[tuple, dict[str, st
     ]
 
 
+def flipped_verdicts(new_out: Path, old_out: Path, servers: dict[tuple, dict[str, str]]) -> list[dict]:
+    """Seed 000's offers whose verdict (same server or not) the edits flipped (pipeline/verdicts.py);
+    `servers`: the new build's servers.csv rows, for the servers' names."""
+    names = {row["server_id"]: row["display_name"] for row in servers.values()}
+    before, now = (verdicts.read_verdicts(out / "site" / "data") for out in (old_out, new_out))
+    return [
+        {"offer_id": f["offer_id"], "old": f["was"]["same"], "new": f["same"], "text": verdicts.flip_text(f, names)}
+        for f in verdicts.flipped(before, now or {})
+    ]
+
+
 def diff(new_out: Path, old_out: Path) -> dict:
     """Everything that differs between two output folders (new build, published build)."""
     new_tables = {t.name: read_table(new_out, t) for t in ALL_TABLES}
@@ -262,7 +274,7 @@ def diff(new_out: Path, old_out: Path) -> dict:
             ),
         }
         for w in stale_prices(*servers)
-    ]
+    ] + flipped_verdicts(new_out, old_out, servers[0])  # and the seed-000 verdicts the edits flipped
     plans = plan_changes(new_tables["recommendations"] or {}, old_tables["recommendations"] or {})
     report["plans"] = [
         {

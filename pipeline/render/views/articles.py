@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from pipeline import lookups
+from pipeline import lookups, verdicts
 from pipeline.combine import Catalog
 from pipeline.render import format as fmt
 from pipeline.render import russian
@@ -59,8 +59,7 @@ def time_words(reco: dict, row: dict) -> str:
 def memory_note(gpu: dict) -> str | None:
     """A GPU's memory note with `{memory_gb}` filled in from the row: the figure the site counts by is the
     data's, so an edit of memory_gb cannot leave the note quoting the old one."""
-    note = gpu.get("memory_note_ru")
-    return note.replace("{memory_gb}", fmt.gb(gpu["memory_gb"])) if note else note
+    return fmt.memory_note(gpu.get("memory_note_ru"), gpu["memory_gb"])
 
 
 class Tables:
@@ -309,6 +308,9 @@ class Tables:
             cells = [self.server_link(s), L["memory_value"].format(gb=fmt.gb(self.server_memory_gb(s)))]
             cells += [self.fit_label(self.server_fit_row(mo, me, s)) for mo, me in tasks]
             rows.append(cells)
+        # The table rule's verdicts, and below them the plan of each task with one sentence on why they differ.
+        R = self.labels["entities"]["reco"]
+        rows.append([R["plan_row"], "—", *[self.plan_cell(mo, me) for mo, me in tasks]])
         gpu_ids = [self.server(s)["gpu_id"] for s in servers]
         return TableView(
             headers,
@@ -318,9 +320,29 @@ class Tables:
                 + self._refs("gpus", gpu_ids)
                 + self.c["memory_anchors"]["reference_id"].to_list()
             ),
-            ["server_fit"],
+            ["server_fit", "recommendations"],
             [False, True] + [False] * len(tasks),
+            notes=[R["plan_vs_table"]],
         )
+
+    @cached_property
+    def recommended(self) -> dict[tuple[str, str], dict]:
+        """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/estimate/recommend.py)."""
+        best = lookups.best(self.c["recommendations"])
+        return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
+
+    def plan_cell(self, model_id: str, method_id: str):
+        """The plan for a job in one cell (cards, card, server; a link to the server), or that there is none."""
+        R = self.labels["entities"]["reco"]
+        r = self.recommended.get((model_id, method_id))
+        if r is None:
+            return R["none_short"]
+        text = R["cell"].format(
+            cards=fmt.integer(r["gpus_per_job"]),
+            gpu=self.gpu(r["gpu_id"])["short_name"],
+            server=self.server(r["server_id"])["display_name"],
+        )
+        return Link(text, f"servers/{r['server_id']}.html")
 
     def rule_of_thumb_table(self, models: list[str], method: str = "full_amp") -> TableView:
         L = self.labels["rule_of_thumb_table"]
@@ -420,6 +442,7 @@ class Tables:
         """Seed 000's task -> server -> price rows, recomputed by the rules."""
         out = []
         jobs = self.c["legacy_offer_jobs"]
+        plans = verdicts.offer_plans(self.c["legacy_offers"], jobs, self.c["recommendations"])
         for offer in self.c["legacy_offers"].sort("sort_order").iter_rows(named=True):
             own = jobs.filter(pl.col("offer_id") == offer["offer_id"])
             row = {"offer": offer, "covered": own["method_id"].null_count() == 0}
@@ -428,13 +451,8 @@ class Tables:
                 need = max(ests, key=lambda e: e["memory_gb"])
                 row["memory_gb"], row["memory_high_gb"] = need["memory_gb"], need["memory_high_gb"]
                 row["article_fit"] = self.server_fit_row(need["model_id"], need["method_id"], offer["server_id"])
-                # The site's answer for the offer: the recommendation (table recommendations) of its most
-                # demanding job by the first-principles total, which then holds the smaller ones too.
-                best = lookups.best(self.c["recommendations"]).join(
-                    own.select("model_id", "method_id"), on=["model_id", "method_id"]
-                )
-                best = best.sort(pl.col("per_gpu_memory_gb") * pl.col("gpus_per_job"), descending=True)
-                row["recommended"] = best.row(0, named=True) if best.height else None
+                # The site's answer for the offer (pipeline/verdicts.py: what build and diff compare too).
+                row["recommended"] = plans[offer["offer_id"]]
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
                 # The plan's row of that job on the offer's own server: why the plan differs, from the data.
                 job = row["recommended"] or need

@@ -5,6 +5,7 @@ of the comparison) from site_templates/site.toml."""
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 
 import polars as pl
@@ -52,6 +53,25 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
         releases.retention(site)
     except ValueError:
         out.append(Problem(shown, 0, "releases", site.get("releases"), message("rules.config_releases")))
+    return out + related_problems(site.get("related", []), shown)
+
+
+def related_problems(related, shown: str) -> list[Problem]:
+    """site.toml [[related]]: each a non-empty title, a note, and an empty url or an http(s) address (a
+    javascript: or relative link never reaches a page)."""
+    out = []
+    for i, item in enumerate(related if isinstance(related, list) else [None], 1):
+        item = item if isinstance(item, dict) else {}
+        title, note, url = item.get("title"), item.get("note", ""), item.get("url", "")
+        if not isinstance(title, str) or not title.strip():
+            out.append(Problem(shown, 0, f"related[{i}].title", title, message("closing.config_title")))
+        if not isinstance(note, str):
+            out.append(Problem(shown, 0, f"related[{i}].note", note, message("closing.config_note")))
+        if not isinstance(url, str) or (url and not re.match(r"https?://[^\s/]+\.[^\s]*$", url)):
+            out.append(Problem(shown, 0, f"related[{i}].url", url, message("closing.config_url")))
+        extra = sorted(set(item) - {"title", "note", "url"})
+        if extra:
+            out.append(Problem(shown, 0, f"related[{i}]", ", ".join(extra), message("closing.config_keys")))
     return out
 
 
@@ -60,6 +80,7 @@ class EntityTables:
         self.t = tables
         self.c = tables.c
         self.L = labels["entities"]
+        self.labels_plan = labels["plan_beside"]
         self.basis_labels = labels["basis"]
         self.site = site
         self.anchor_refs = self.c["memory_anchors"]["reference_id"].unique(maintain_order=True).to_list()
@@ -259,22 +280,51 @@ class EntityTables:
         )
 
     def model_servers(self, model_id: str) -> TableView:
+        """The table rule's server fits for every method, and above them the plan (the `recommendations`
+        row of each method) with one sentence on why the two may differ."""
         L = self.L
         fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
         rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
+        plan = [L["reco"]["plan_row"], "—", "—"] + [self.plan_cell(model_id, me) for me in self._methods]
         return TableView(
             [L["server"], L["total_memory"], L["price"]] + self.method_headers,
-            rows,
+            [plan, *rows],  # first: a long table goes on over continuation pages, the plan stays on top
             _unique(self.c["servers"]["reference_id"].to_list() + self.anchor_refs),
-            ["server_fit"],
+            ["server_fit", "recommendations"],
             [False, True, True] + [False] * len(self._methods),
+            notes=[self.labels_plan["first_row"]],
         )
 
+    def plan_cell(self, model_id: str, method_id: str):
+        """The plan for a job in one cell (pipeline/render/views/articles.py Tables.plan_cell)."""
+        return self.t.plan_cell(model_id, method_id)
+
+    def model_plan_lead(self, model_id: str) -> list[tuple]:
+        """(method link, the plan in one cell, its cost or the risk) per method: the model page opens with it."""
+        out = []
+        for me in self._methods:
+            r = self.recommended.get((model_id, me))
+            if r is not None:
+                out.append((self.t.method_link(me), self.plan_cell(model_id, me), self.cost_text(r)))
+            elif (model_id, me) in self.tight:
+                out.append((self.t.method_link(me), self.tight_text(self.tight[(model_id, me)]), ""))
+            else:
+                out.append((self.t.method_link(me), self.L["reco"]["none"], ""))
+        return out
+
     @cached_property
+    def errors_pct(self) -> dict[str, str] | None:
+        """The measured median errors of both estimators (calibration_summary), in %, None unmeasured."""
+        summary = {r["estimator"]: r for r in self.c["calibration_summary"].iter_rows(named=True)}
+        fp, table = summary["first_principles"]["median_abs_error"], summary["table_rule"]["median_abs_error"]
+        if fp is None or table is None:
+            return None
+        return {"fp": fmt.number(fp * 100, 0), "table": fmt.number(table * 100, 0)}
+
+    @property
     def recommended(self) -> dict[tuple[str, str], dict]:
-        """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/recommend.py)."""
-        best = lookups.best(self.c["recommendations"])
-        return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
+        """(model, method) -> the rank-1 row of the `recommendations` table (Tables.recommended)."""
+        return self.t.recommended
 
     @cached_property
     def tight(self) -> dict[tuple[str, str], dict]:
@@ -525,40 +575,41 @@ class EntityTables:
 
     # -- server page --
     def server_jobs(self, server_id: str) -> TableView:
-        L = self.L
+        """The table rule's fits of every model x method on the server, and beside them, per model, the
+        methods the plan (rank 1 of `recommendations`) puts on this very server, with one sentence on
+        why the two differ."""
+        L, words = self.L, self.labels_plan
         fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
-        rows = [first + row for first, row in zip(self.model_cells, fits, strict=True)]
+        rows = [
+            first + row + [self.plan_methods(m, server_id)]
+            for m, first, row in zip(self._models, self.model_cells, fits, strict=True)
+        ]
         return TableView(
-            [L["model"], L["params"]] + self.method_headers,
+            [L["model"], L["params"]] + self.method_headers + [words["server_column"]],
             rows,
             _unique(self.anchor_refs + [self.t.server(server_id)["reference_id"]]),
-            ["server_fit"],
-            [False, True] + [False] * len(self._methods),
+            ["server_fit", "recommendations"],
+            [False, True] + [False] * len(self._methods) + [False],
+            notes=[words["server_note"]],
             sortable=True,
         )
+
+    def plan_methods(self, model_id: str, server_id: str) -> str:
+        """The methods of a model whose plan is this server (short names, "; " apart: a name may hold a
+        comma), or a dash."""
+        names = [
+            self.t.method(me)["short_name_ru"]
+            for me in self._methods
+            if self.recommended.get((model_id, me), {}).get("server_id") == server_id
+        ]
+        return "; ".join(names) if names else "—"
 
     # -- comparison pages --
     def compare_server_fit(self) -> TableView:
         """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
-        with one sentence on why the two may differ."""
-        R = self.L["reco"]
+        with one sentence on why the two may differ (both made by Tables.server_fit_table)."""
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
         view = self.t.server_fit_table(self.server_ids(), tasks)
-        plan = []
-        for model_id, method_id in tasks:
-            r = self.recommended.get((model_id, method_id))
-            plan.append(
-                R["none_short"]
-                if r is None
-                else R["cell"].format(
-                    cards=fmt.integer(r["gpus_per_job"]),
-                    gpu=self.t.gpu(r["gpu_id"])["short_name"],
-                    server=self.t.server(r["server_id"])["display_name"],
-                )
-            )
-        view.rows.append([R["plan_row"], "—", *plan])
-        view.notes.append(R["plan_vs_table"])
-        view.downloads.append("recommendations")
         view.sortable = True
         return view
 

@@ -693,5 +693,11 @@ def pages(renderer) -> dict[str, str]:
             time_summary=time.summary_table(),
             time_rows=time.rows_table(),
         ),
-        "pretraining.html": renderer.page("pretraining.html", "pretraining.html", e=e, view=e.pretraining_table()),
+        "pretraining.html": renderer.page(
+            "pretraining.html",
+            "pretraining.html",
+            e=e,
+            view=e.pretraining_table(),
+            closing=renderer.closing("pretraining.html", renderer.labels["closing"]["pretraining"]),
+        ),
     }

@@ -85,11 +85,11 @@ def test_an_offer_takes_the_plan_of_its_most_demanding_job():
 def test_a_flipped_verdict_is_a_build_warning_naming_the_task_and_both_plans(catalog):
     now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"])
     assert verdicts.flipped(now, now) == [] and verdict_warnings(None, catalog, SOURCES) == []
-    before = {k: v | {"plan": "xfusion-2x-h100", "same": v["server"] == "xfusion-2x-h100"} for k, v in now.items()}
+    before = dict(now)  # the build before: only the 7B-13B LoRA plan elsewhere
     before["7b-13b-lora"] = now["7b-13b-lora"] | {"plan": "esc8000a-4x-h100", "same": False}
     flips = verdict_warnings(before, catalog, SOURCES)
     changed = [k for k in now if before[k]["same"] != now[k]["same"]]
-    assert changed == ["7b-13b-lora"]  # the others stayed «отличается»
+    assert changed == ["7b-13b-lora"]  # the others kept their verdicts
     assert [str(p) for p in flips] == [
         f"{display_path(SOURCES, TABLES_BY_NAME['legacy_offers'])}: "
         "статья gpu-count, конфигурация исходной статьи для задачи «7B–13B LoRA» (сервер «2 × H100 80GB (XFUSION)»): "
@@ -197,7 +197,10 @@ def test_a_model_page_opens_with_the_plan_then_says_what_the_table_rule_is(built
     ]
     assert "LoRA: 2 × H100 PCIe в сервере «2 × H100 80GB (XFUSION)», 585 000 ₽ — аренда на 1 мес." in opening
     assert "Полное, bf16/fp16 (смешанная точность): " + cells[5] + ", 1 627 200 ₽ — аренда на 1 мес." in opening
-    assert "(медианная ошибка — 51 % против 8 % у оценки из первых принципов)" in opening
+    summary = {r["estimator"]: r for r in catalog["calibration_summary"].iter_rows(named=True)}
+    table, fp = (round(summary[e]["median_abs_error"] * 100) for e in ("table_rule", "first_principles"))
+    assert (table, fp) == (52, 7)  # the calibration set as it stands
+    assert f"(медианная ошибка — {table} % против {fp} % у оценки из первых принципов)" in opening
     assert opening.index("Что взять") < opening.index("опорной таблице LLaMA-Factory")
 
 

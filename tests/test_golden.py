@@ -89,8 +89,8 @@ def test_seed_000_recomputed(built):
     )
     offer = next(line for line in lines if line.startswith("| 70B full | "))
     assert "| 8 × H100 80GB (ESC8000A) | 2 373 300 | 1 200, до 1 800 | нет: 2 шт., при +50 % — 3 шт. |" in offer
-    # then the verdict and why (issue 35): the plan would need 4 such servers, with no network between them
-    assert "| отличается | на «8 × H100 80GB (ESC8000A)» нужно 4 сервера, а сети между ними в каталоге нет." in offer
+    # then the verdict and why (issue 35): the plan would need 3 such servers, with no network between them
+    assert "| отличается | на «8 × H100 80GB (ESC8000A)» нужно 3 сервера, а сети между ними в каталоге нет." in offer
     lora = next(line for line in lines if line.startswith("| 7B–13B LoRA | "))
     # beside the seed's offer, the site's recommendation (table recommendations): all the server's cards
     assert "| 2 × H100 PCIe в сервере «2 × H100 80GB (XFUSION)» | совпадает | тот же сервер: все 2 карты," in lora

@@ -214,6 +214,7 @@ def test_a_table_typeset_cell_by_cell_is_what_the_page_pass_makes_of_it():
             "source": "Источник",
             "checked": "проверено",
             "download": "Скачать",
+            "cite": "Как цитировать",
         }
     }
     typograph, may_change = russian.typograph, russian.may_change

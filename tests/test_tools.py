@@ -189,6 +189,7 @@ def test_a_licence_without_its_fields_stops_the_build_with_a_report(tmp_path):
 
     site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100, "data_licence": {"id": "CC0-1.0"}}
     site["data_package"] = {"title": "Данные", "description": "  "}
+    site["releases"] = {"kept_releases": 12, "kept_days": 366}
     problems = config_problems(Tables(), site)
     assert [(p.column, p.value) for p in problems] == [
         ("data_licence.title", None),

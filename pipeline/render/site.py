@@ -1109,7 +1109,7 @@ class Renderer:
 
     @staticmethod
     def cited_table(view: TableView) -> dict:
-        """The table a comparison page's «Как цитировать» names: the first download of its view."""
+        """The table a comparison page's citation block names: the first download of its view."""
         table = TABLES_BY_NAME[view.downloads[0]]
         return {"name": table.name, "title_ru": table.title_ru}
 

@@ -530,12 +530,24 @@ class EntityTables:
         )
 
     # -- comparison pages --
+    def leading(self, ids: list[str], kind: str) -> tuple[list[str], list[str]]:
+        """The rows a comparison shows: its first `table_page_rows` ids (site.toml) in the table's own
+        order, and the note that says so (none when every row is shown). An entity is never left
+        without a page: entity and index pages show every row; the whole table is a download."""
+        shown = self.site["table_page_rows"]
+        if len(ids) <= shown:
+            return ids, []
+        L = self.L["leading"]
+        return ids[:shown], [L["shown"].format(shown=fmt.integer(shown), total=fmt.integer(len(ids)), order=L[kind])]
+
     def compare_server_fit(self) -> TableView:
         """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
         with one sentence on why the two may differ."""
         R = self.L["reco"]
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
-        view = self.t.server_fit_table(self.server_ids(), tasks)
+        servers, note = self.leading(self.server_ids(), "servers")
+        view = self.t.server_fit_table(servers, tasks)
+        view.notes += note
         plan = []
         for model_id, method_id in tasks:
             r = self.recommended.get((model_id, method_id))
@@ -556,13 +568,15 @@ class EntityTables:
 
     def compare_gpu_cards(self, method_id: str) -> TableView:
         gpus = self.gpu_ids()
-        cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, method_id, gpus))
-        rows = [[self.t.model_link(m, "short_name")] + row for m, row in zip(self._models, cards, strict=True)]
+        models, note = self.leading(self._models, "models")
+        cards = self.t.cards_cells.table(self.t.gpu_grid.block(models, method_id, gpus))
+        rows = [[self.t.model_link(m, "short_name")] + row for m, row in zip(models, cards, strict=True)]
         return TableView(
             [self.L["model"]] + [self.t.gpu(g)["short_name"] for g in gpus],
             rows,
             _unique(self.anchor_refs + self.c["gpus"]["reference_id"].to_list()),
             ["gpu_fit"],
             [False] + [True] * len(gpus),
+            notes=note,
             sortable=True,
         )

@@ -217,7 +217,7 @@ def child_stages(sources: str, out: str) -> dict:
         (pipeline.render.site.Renderer, "render", "render"),
         (pipeline.publish.staging, "stage", "write"),
         (pipeline.publish.staging.Staging, "swap", "write"),
-        (pipeline.publish.downloads, "csv_text", "write: of which downloads"),
+        (pipeline.publish.downloads, "csv_bytes", "write: of which downloads"),
         (pipeline.publish.staging, "write_database", "write: of which downloads"),
     ):
         timed(owner, name, stage)

@@ -442,3 +442,63 @@ def test_the_row_writer_refuses_nan_as_xlsxwriter_does(tmp_path):
 
     with pytest.raises(TypeError, match="NAN/INF not supported"):
         _sheet_xml(xlsx_rows.write_rows, [(1.0,), (float("nan"),)], ["number"], tmp_path, "nan")
+
+
+def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
+    """xlsx_rows.prepare (whole columns with polars) writes the sheet write_rows writes: numbers of every
+    kind, dates, booleans, escaped text and text with spaces at an edge, empty cells and rows."""
+    import polars as pl
+
+    from pipeline.publish import xlsx_rows
+
+    texts = ["plain", 'a & b <c> "d"', " lead", "trail ", "tab\there", "новая\nстрока", "", "ё" * 300, "x\u00a0"]
+    numbers = [0.0, 1.0, -7.5, 2.0**53, 1e-300, 1e20, 123456789.123456789, 3.0]
+    rows = []
+    for i in range(300):
+        rows.append(
+            (
+                texts[i % len(texts)] if i % 7 else None,
+                numbers[i % len(numbers)],
+                dt.date(2020, 1, 1) + dt.timedelta(days=i) if i % 5 else None,
+                bool(i % 2) if i % 3 else None,
+                f"id-{i}",
+                i * 10**15 if i % 4 else None,
+            )
+        )
+    rows[17] = (None,) * 6  # an empty row
+    rows.append((None,) * 6)  # and an empty last row
+    kinds = ["text", "number", "date", "bool", "text", "number"]
+    schema = {"t": pl.Utf8, "n": pl.Float64, "d": pl.Date, "b": pl.Boolean, "i": pl.Utf8, "k": pl.Int64}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    prepared = xlsx_rows.prepare(frame, kinds)
+    assert isinstance(prepared, xlsx_rows.Prepared) and len(prepared) == 301 and prepared.last == 300
+
+    def from_prepared(ws, rows, kinds, formats):
+        xlsx_rows.write_prepared(ws, prepared, formats)
+
+    expected = _sheet_xml(xlsx_rows.write_rows, rows, kinds, tmp_path, "rows")
+    assert _sheet_xml(from_prepared, rows, kinds, tmp_path, "prepared") == expected
+
+
+@pytest.mark.parametrize(
+    "value, dtype, kind",
+    [
+        ("ctl\x01", "str", "text"),
+        ("_x0041_", "str", "text"),
+        ("<r>rich</r>", "str", "text"),
+        (float("nan"), "float", "number"),
+        (-0.0, "float", "number"),
+        ("7", "str", "number"),
+    ],
+)
+def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, kind):
+    import polars as pl
+
+    from pipeline.publish import xlsx_rows
+
+    types = {"str": pl.Utf8, "float": pl.Float64}
+    plain = "x" if dtype == "str" else 1.0
+    frame = pl.DataFrame({"c": [plain, value, None]}, schema={"c": types[dtype]})
+    assert xlsx_rows.prepare(frame, [kind]) is None
+    if kind == "text" or dtype == "float":  # the plain cell alone is prepared
+        assert xlsx_rows.prepare(frame.head(1), [kind]) is not None

@@ -67,9 +67,9 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
 
 def start_workbooks(
     catalog: Catalog, kept: dict[tuple, bytes] | None = None, made_with: str = "", read: bool = True
-) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
+) -> Callable[[], tuple[dict[str, bytes], dict[str, bytes]]]:
     """Start making the workbooks in a forked child while this process goes on (a build renders
-    meanwhile); the returned function gives every table's CSV text and XLSX bytes.
+    meanwhile); the returned function gives every table's CSV and XLSX bytes.
 
     The workbooks are the slow part of writing, so each is made only when its table's cells changed:
     a warm process (`just serve`) keeps each in `kept` (pipeline.warm: the last build's, by table and
@@ -85,7 +85,7 @@ def start_workbooks(
         frame = catalog[table.name].select(table.columns)
         if frame.height > EXCEL_MAX_ROWS:
             continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
-        texts[table.name] = csv = csv_text(table, frame)
+        texts[table.name] = csv = csv_bytes(table, frame)
         # The workbook holds the text as it is (a string cell is never a formula): keyed on the
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
         typed = _typed_apostrophes(frame, table)
@@ -97,7 +97,7 @@ def start_workbooks(
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
-    def finish() -> tuple[dict[str, str], dict[str, bytes]]:
+    def finish() -> tuple[dict[str, bytes], dict[str, bytes]]:
         made = dict(zip(missing, making(), strict=True))
         if made_with:
             for key, book in made.items():
@@ -147,13 +147,21 @@ def _store_workbook(key: tuple, book: bytes) -> None:
         store.prune(WORKBOOK_NAMESPACE, WORKBOOKS_KEPT)
 
 
+def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
+    """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells.
+    Written as bytes: polars' text result is its bytes decoded, which the file would encode again."""
+    buffer = io.BytesIO()
+    spreadsheet_safe_frame(frame, table).write_csv(buffer, include_bom=True, date_format="%Y-%m-%d")
+    return buffer.getvalue()
+
+
 def csv_text(table: Table, frame: pl.DataFrame) -> str:
-    """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells."""
-    return spreadsheet_safe_frame(frame, table).write_csv(include_bom=True, date_format="%Y-%m-%d")
+    """csv_bytes as text."""
+    return csv_bytes(table, frame).decode("utf-8")
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
 def download_paths(catalog: Catalog) -> list[str]:
@@ -178,7 +186,7 @@ def iter_downloads(
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         text = texts.pop(table.name, None)
-        yield f"{table.name}.csv", (text if text is not None else csv_text(table, frame)).encode("utf-8")
+        yield f"{table.name}.csv", text if text is not None else csv_bytes(table, frame)
         del text
         if table.name in books:
             yield f"{table.name}.xlsx", books.pop(table.name)
@@ -320,16 +328,22 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
     return min(max(header, longest) + 2, MAX_WIDTH)
 
 
-def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], list[tuple]]:
-    """What a workbook needs from the frame: column widths and the rows (so no polars runs in a worker)."""
-    return [column_width(f, frame) for f in table.fields], frame.rows()
+def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_rows.Prepared | list[tuple]]:
+    """What a workbook needs from the frame: column widths and the data rows (so no polars runs in a
+    worker), made as sheet XML a column at a time (xlsx_rows.prepare), or as tuples where a cell
+    needs XlsxWriter's own handling."""
+    kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
+    prepared = xlsx_rows.prepare(frame.select(table.columns), kinds)
+    return [column_width(f, frame) for f in table.fields], frame.rows() if prepared is None else prepared
 
 
 def _xlsx_job(job: tuple) -> bytes:
     return workbook_bytes(*job)
 
 
-def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
+def workbook_bytes(
+    table: Table, widths: list[float], rows: xlsx_rows.Prepared | list[tuple], stamp: dt.datetime
+) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
     wb, contents = _workbook()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
@@ -346,7 +360,11 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     # The data rows a row at a time, as XlsxWriter writes them cell by cell (xlsx_rows): text is always
     # a string cell (never a formula or a URL), written as it is, without the CSV's "'".
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-    xlsx_rows.write_rows(ws, rows, kinds, [formats.get(number_format(f)) for f in table.fields])
+    column_formats = [formats.get(number_format(f)) for f in table.fields]
+    if isinstance(rows, xlsx_rows.Prepared):
+        xlsx_rows.write_prepared(ws, rows, column_formats)
+    else:
+        xlsx_rows.write_rows(ws, rows, kinds, column_formats)
 
     xlsx = labels()["xlsx"]
     words = wb.add_worksheet(xlsx["sheet"])

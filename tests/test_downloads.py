@@ -470,14 +470,17 @@ def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
     kinds = ["text", "number", "date", "bool", "text", "number"]
     schema = {"t": pl.Utf8, "n": pl.Float64, "d": pl.Date, "b": pl.Boolean, "i": pl.Utf8, "k": pl.Int64}
     frame = pl.DataFrame(rows, schema=schema, orient="row")
-    prepared = xlsx_rows.prepare(frame, kinds)
-    assert isinstance(prepared, xlsx_rows.Prepared) and len(prepared) == 301 and prepared.last == 300
+    made = []
 
     def from_prepared(ws, rows, kinds, formats):
-        xlsx_rows.write_prepared(ws, prepared, formats)
+        for cell in ws.table[0].values():  # the header's Format is asked for its index first, as it is written first
+            cell.format._get_xf_index()
+        made.append(xlsx_rows.prepare(frame, kinds, xlsx_rows.styles(kinds, formats)))
+        xlsx_rows.write_prepared(ws, made[0], formats)
 
     expected = _sheet_xml(xlsx_rows.write_rows, rows, kinds, tmp_path, "rows")
     assert _sheet_xml(from_prepared, rows, kinds, tmp_path, "prepared") == expected
+    assert isinstance(made[0], xlsx_rows.Prepared) and len(made[0]) == 301 and made[0].last == 300
 
 
 @pytest.mark.parametrize(
@@ -499,6 +502,6 @@ def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, 
     types = {"str": pl.Utf8, "float": pl.Float64}
     plain = "x" if dtype == "str" else 1.0
     frame = pl.DataFrame({"c": [plain, value, None]}, schema={"c": types[dtype]})
-    assert xlsx_rows.prepare(frame, [kind]) is None
+    assert xlsx_rows.prepare(frame, [kind], [""]) is None
     if kind == "text" or dtype == "float":  # the plain cell alone is prepared
-        assert xlsx_rows.prepare(frame.head(1), [kind]) is not None
+        assert xlsx_rows.prepare(frame.head(1), [kind], [""]) is not None

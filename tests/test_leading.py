@@ -5,7 +5,6 @@ The real catalog rendered with `table_page_rows = 10`, so that its 45-model comp
 
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -333,8 +333,20 @@ def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_r
     worker), made as sheet XML a column at a time (xlsx_rows.prepare), or as tuples where a cell
     needs XlsxWriter's own handling."""
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-    prepared = xlsx_rows.prepare(frame.select(table.columns), kinds)
+    probe = xlsxwriter.Workbook(os.devnull)  # never closed: only its formats' indexes are asked for
+    bold, column_formats = _formats(probe, table)
+    bold._get_xf_index()  # first, as the header row is written before the data rows
+    styles = xlsx_rows.styles(kinds, column_formats)
+    prepared = xlsx_rows.prepare(frame.select(table.columns), kinds, styles)
     return [column_width(f, frame) for f in table.fields], frame.rows() if prepared is None else prepared
+
+
+def _formats(wb: xlsxwriter.Workbook, table: Table) -> tuple:
+    """The header's bold Format and each column's number Format (None: General), added to `wb` in
+    the order workbook_bytes adds them (their indexes in the file follow that order)."""
+    bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
+    formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
+    return bold, [formats.get(number_format(f)) for f in table.fields]
 
 
 def _xlsx_job(job: tuple) -> bytes:
@@ -348,7 +360,7 @@ def workbook_bytes(
     wb, contents = _workbook()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
-    bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
+    bold, column_formats = _formats(wb, table)
     ws = wb.add_worksheet(table.name)
     ws.freeze_panes(1, 0)
     for i, width in enumerate(widths):
@@ -356,11 +368,9 @@ def workbook_bytes(
     ws.autofilter(0, 0, len(rows), len(table.fields) - 1)
     for i, f in enumerate(table.fields):
         ws.write_string(0, i, f.label_ru or f.name, bold)
-    formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
     # The data rows a row at a time, as XlsxWriter writes them cell by cell (xlsx_rows): text is always
     # a string cell (never a formula or a URL), written as it is, without the CSV's "'".
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-    column_formats = [formats.get(number_format(f)) for f in table.fields]
     if isinstance(rows, xlsx_rows.Prepared):
         xlsx_rows.write_prepared(ws, rows, column_formats)
     else:

@@ -106,31 +106,46 @@ def _through_xlsxwriter(ws, write: Callable, r: int, c: int, *value_and_format) 
 
 # --- the same rows made as whole columns (polars), for a large table -------------------------------
 
-_PLACEHOLDER = "\x00{}\x00"  # a column's style attribute, known only in the workbook (no cell holds \x00)
 _CHUNK_ROWS = 20_000  # rows joined into one string: the prepared sheet is a few such strings
 
 
 class Prepared:
     """A sheet's data rows made in advance, as write_rows would write them (prepare): the row XML in
-    chunks, with each numeric column's style left as a placeholder (its index is the workbook's)."""
+    chunks, and the column styles it was made with (checked against the workbook's)."""
 
-    def __init__(self, chunks: list[str], rows: int, last: int | None, kinds: Sequence[str]):
-        self.chunks, self.rows, self.last, self.kinds = chunks, rows, last, list(kinds)
+    def __init__(self, chunks: list[str], rows: int, last: int | None, kinds: Sequence[str], styles: Sequence[str]):
+        self.chunks, self.rows, self.last, self.kinds, self.styles = chunks, rows, last, list(kinds), list(styles)
 
     def __len__(self) -> int:
         return self.rows
 
 
-def prepare(frame, kinds: Sequence[str]) -> Prepared | None:
+def styles(kinds: Sequence[str], formats: Sequence) -> list[str]:
+    """Each column's style attribute (' s="3"', or "") as write_rows writes it, asking the Formats for
+    their indexes in the order write_rows asks (the index of a Format is given on first asking).
+    A date column always has its Format here (downloads.number_format)."""
+    out = []
+    for kind, fmt in zip(kinds, formats, strict=True):
+        style = "" if fmt is None else f' s="{fmt._get_xf_index()}"'
+        if kind == DATE:
+            if fmt is None:
+                raise ValueError("a date column without its number format")
+            style = f' s="{fmt._get_xf_index()}"'
+        out.append(style if kind in (NUMBER, DATE) else "")
+    return out
+
+
+def prepare(frame, kinds: Sequence[str], styles: Sequence[str]) -> Prepared | None:
     """The data rows of `frame` (columns in sheet order) as write_rows writes them, made a column at a
     time with polars instead of a cell at a time in Python; None when a cell needs XlsxWriter's own
     handling (text that is long, "<r>…</r>", holds a control character or "_x"; a number that is not
     finite, or -0.0; a column of another type than its kind), and then the rows go to write_rows.
-    Made in the build process: polars never runs in the forked workbook child."""
+    `styles`: each column's style attribute (styles()). Made in the build process: polars never runs
+    in the forked workbook child."""
     import polars as pl
 
     if frame.height == 0:
-        return Prepared([], 0, None, kinds)
+        return Prepared([], 0, None, kinds, styles)
     number = pl.int_range(2, frame.height + 2, eager=False).cast(pl.Utf8)  # the sheet's row number
     cells, present = [], []
     for c, (name, kind) in enumerate(zip(frame.columns, kinds, strict=True)):
@@ -145,20 +160,24 @@ def prepare(frame, kinds: Sequence[str]) -> Prepared | None:
         elif kind == BOOL:
             cell = pl.concat_str([pl.lit(f'<c r="{ref}'), number, pl.lit('" t="b"><v>'), value, pl.lit("</v></c>")])
         else:
-            style = _PLACEHOLDER.format(c)
+            style = styles[c]
             cell = pl.concat_str([pl.lit(f'<c r="{ref}'), number, pl.lit(f'"{style}><v>'), value, pl.lit("</v></c>")])
         cells.append(pl.when(pl.col(name).is_not_null()).then(cell).otherwise(pl.lit("")))
         present.append(pl.col(name).is_not_null())
     row = pl.concat_str([pl.lit('<row r="'), number, pl.lit('">'), *cells, pl.lit("</row>")])
-    made = frame.lazy().select(
-        pl.when(pl.any_horizontal(present)).then(row).otherwise(pl.lit("")).alias("xml"),
-        pl.any_horizontal(present).alias("any"),
-    ).collect()
+    made = (
+        frame.lazy()
+        .select(
+            pl.when(pl.any_horizontal(present)).then(row).otherwise(pl.lit("")).alias("xml"),
+            pl.any_horizontal(present).alias("any"),
+        )
+        .collect()
+    )
     filled = made["any"].arg_true()
     last = int(filled[-1]) + 1 if len(filled) else None
     xml = made["xml"]
     chunks = ["".join(xml.slice(start, _CHUNK_ROWS).to_list()) for start in range(0, frame.height, _CHUNK_ROWS)]
-    return Prepared(chunks, frame.height, last, kinds)
+    return Prepared(chunks, frame.height, last, kinds, styles)
 
 
 def _column_text(column, dtype, kind: str):
@@ -212,23 +231,16 @@ def _text_tail(value: str) -> str | None:
 
 
 def write_prepared(ws, prepared: Prepared, formats: Sequence) -> None:
-    """write_rows for rows made by prepare: the same sheet, each numeric column's placeholder replaced
-    by its style (the Formats' indexes asked for in the order write_rows asks)."""
+    """write_rows for rows made by prepare: the same sheet, provided the workbook gives the columns'
+    Formats the indexes the rows were made with (a ValueError, a bug, if not)."""
     if not ws.constant_memory or ws.previous_row != 0 or any(r for r in ws.table if r):
         raise ValueError("write_prepared needs a constant_memory sheet holding only its header row")
     if ws.date_1904 or ws.remove_timezone:
         raise ValueError("prepare converted the dates with XlsxWriter's default settings")
-    ws._write_single_row(1)
-    styles = {}
-    for c, (kind, fmt) in enumerate(zip(prepared.kinds, formats, strict=True)):
-        style = "" if fmt is None else f' s="{fmt._get_xf_index()}"'
-        if kind == DATE:
-            style = f' s="{(fmt or ws.default_date_format)._get_xf_index()}"'
-        if kind in (NUMBER, DATE):
-            styles[_PLACEHOLDER.format(c)] = style
+    ws._write_single_row(1)  # the header row, as writing the first cell of row 1 does
+    if styles(prepared.kinds, formats) != prepared.styles:
+        raise ValueError("the rows were prepared with other styles than the workbook's")
     for chunk in prepared.chunks:
-        for placeholder, style in styles.items():
-            chunk = chunk.replace(placeholder, style)
         ws.fh.write(chunk)
     if prepared.last is not None:
         ws._check_dimensions(prepared.last, len(prepared.kinds) - 1)

@@ -229,11 +229,19 @@ class EntityTables:
             view.notes.append(self._below_range_note(model_id))
         return self.t._note_extrapolation(view, [model_id])
 
+    @cached_property
+    def _most_table_rule(self) -> dict[str, dict]:
+        """model_id -> its memory_breakdown row of the method the table rule gives most memory (the
+        last after a stable sort by it): found for every model at once, not filtered per page."""
+        ordered = self.c["memory_breakdown"].sort("model_id", "table_rule_gb", maintain_order=True)
+        return {
+            r["model_id"]: r for r in ordered.group_by("model_id", maintain_order=True).last().iter_rows(named=True)
+        }
+
     def _below_range_note(self, model_id: str) -> str:
         """Below the smallest anchor the table rule scales down and falls far short: the note says so
         with the two estimates of the method the table gives most memory (memory_breakdown)."""
-        rows = self.c["memory_breakdown"].filter(pl.col("model_id") == model_id).sort("table_rule_gb")
-        r = rows.row(rows.height - 1, named=True)
+        r = self._most_table_rule[model_id]
         return self.t.labels["common"]["below_range_note"].format(
             min_anchor=fmt.number(self.c["memory_anchors"]["params_b"].min()),
             method=self.t.method(r["method_id"])["name_ru"],

@@ -6,7 +6,9 @@ of the functions that do it, summed from the profile, so the parts may overlap (
 of rendering). cProfile's clock is the wall clock (a CPU-time clock costs a system call per function
 call, which makes the run several times slower): run it on an otherwise idle machine, and read the
 parts beside the whole process's CPU, printed first. Memory: the process's resident set and its peak so far (VmRSS, VmHWM of /proc/self/status)
-as each stage of the build ends. Pagefind runs in a child process: its CPU is the children's CPU
+as each stage of the build ends, with the CPU time this process spent since the previous one (the
+stages as the build reports them; "write" is reported last but its first part, the pages and
+downloads, runs before "validation (rest)"). Pagefind runs in a child process: its CPU is the children's CPU
 (getrusage). `--rows N` first makes a synthetic catalog of about N server_fit rows (bench/synth.py)
 in SOURCES; `--profile FILE` keeps the raw profile (read it with `python -m pstats FILE`).
 
@@ -88,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["GPU_FINETUNE_CACHE_DIR"] = str(work / "cache")
     from pipeline.build import build
 
-    memory: list[tuple[str, float, int, int]] = []
+    memory: list[tuple[str, float, float, int, int]] = []
+    cpu_at = [time.process_time()]
 
     def progress(stage: str, seconds: float) -> None:
-        m = _status()
-        memory.append((stage, seconds, m["VmRSS"], m["VmHWM"]))
+        m, now = _status(), time.process_time()
+        memory.append((stage, seconds, now - cpu_at[0], m["VmRSS"], m["VmHWM"]))
+        cpu_at[0] = now
 
     profile = cProfile.Profile()  # wall clock: a CPU-time timer costs a system call per function call
     started, cpu = time.perf_counter(), time.process_time()
@@ -116,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     for what, functions in PARTS:
         seconds = cumulative(stats, functions)
         print(f"{what:<42} {seconds:>7.2f} {seconds / total:>6.0%}")
-    print(f"\n{'stage ended':<34} {'s':>6} {'RSS MiB':>8} {'peak MiB':>9}")
-    for stage, seconds, rss, hwm in memory:
-        print(f"{stage:<34} {seconds:>6.2f} {rss / 2**20:>8.0f} {hwm / 2**20:>9.0f}")
+    print(f"\n{'stage ended':<34} {'s':>6} {'CPU s':>6} {'RSS MiB':>8} {'peak MiB':>9}")
+    for stage, seconds, cpu_s, rss, hwm in memory:
+        print(f"{stage:<34} {seconds:>6.2f} {cpu_s:>6.2f} {rss / 2**20:>8.0f} {hwm / 2**20:>9.0f}")
     return 0
 
 

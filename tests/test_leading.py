@@ -122,3 +122,18 @@ def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
     assert len(row_heads(compare)) == 10
     assert "Показаны строки 1–10 из 45 (модели по размеру)" in compare.replace("\xa0", " ")
     assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
+
+
+def test_search_reads_pages_without_their_table_rows():
+    """An entity is found by its own page: Pagefind reads a page's tables without their rows."""
+    from pipeline.publish.search import indexed_text
+
+    html = (
+        '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
+        '<tbody>\n<tr><th scope="row">A</th></tr>\n<tr><th scope="row">B</th></tr>\n</tbody>\n</table>'
+        "<p>Текст</p><table><tbody><tr><td>C</td></tr></tbody></table></main>"
+    )
+    assert indexed_text(html) == (
+        '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
+        "\n</table><p>Текст</p><table></table></main>"
+    )

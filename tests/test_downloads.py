@@ -505,3 +505,40 @@ def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, 
     assert xlsx_rows.prepare(frame, [kind], [""]) is None
     if kind == "text" or dtype == "float":  # the plain cell alone is prepared
         assert xlsx_rows.prepare(frame.head(1), [kind], [""]) is not None
+
+
+def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
+    """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr."""
+    import io
+
+    date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            info = zipfile.ZipInfo(name, date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            dst.writestr(info, src.read(name))
+    return out.getvalue()
+
+
+def test_pinning_the_dates_copies_the_deflated_bytes_of_the_same_archive(catalog, tmp_path):
+    """_pinned_zip copies each entry's deflated bytes: the archive is byte for byte the one deflating
+    again gives, for every table's workbook (small and large sheets, the dictionary, styles)."""
+    from pipeline.publish import downloads
+
+    stamp = downloads.data_date(catalog)
+    for table in ALL_TABLES:
+        frame = catalog[table.name].select(table.columns)
+        widths, rows = downloads.sheet_inputs(table, frame)
+        wb, contents = downloads._workbook()
+        wb.set_properties({"created": stamp})
+        ws = wb.add_worksheet(table.name)
+        ws.write_string(0, 0, "h")
+        for r in range(1, 2000):  # a part big enough to be deflated in several blocks
+            ws.write_string(r, 0, f"строка {r * 7919 % 1000}")
+        wb.close()
+        raw = contents()
+        assert downloads._pinned_zip(raw, stamp) == _pinned_zip_by_deflating_again(raw, stamp), table.name
+        book = downloads.workbook_bytes(table, widths, rows, stamp)
+        assert _pinned_zip_by_deflating_again(book, stamp) == book, table.name

@@ -217,7 +217,7 @@ def child_stages(sources: str, out: str) -> dict:
         (pipeline.render.site.Renderer, "render", "render"),
         (pipeline.publish.staging, "stage", "write"),
         (pipeline.publish.staging.Staging, "swap", "write"),
-        (pipeline.publish.downloads, "csv_text", "write: of which downloads"),
+        (pipeline.publish.downloads, "csv_bytes", "write: of which downloads"),
         (pipeline.publish.staging, "write_database", "write: of which downloads"),
     ):
         timed(owner, name, stage)
@@ -413,7 +413,7 @@ def child_render(sources: str, sample: str) -> dict:
     costs_b, setup_b, _ = _entity_pages(_subset(catalog, "server_id", sample_servers), validation)
 
     def of(costs: dict[str, float], kind: str, entity: str) -> list[float]:
-        """An entity's page and the continuation pages of its split tables."""
+        """An entity's page (and any page under its folder)."""
         return [c for p, c in costs.items() if p == f"{kind}/{entity}.html" or p.startswith(f"{kind}/{entity}/")]
 
     model_pages = [of(costs_a, "models", m) for m in sample_models]

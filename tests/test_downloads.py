@@ -442,3 +442,103 @@ def test_the_row_writer_refuses_nan_as_xlsxwriter_does(tmp_path):
 
     with pytest.raises(TypeError, match="NAN/INF not supported"):
         _sheet_xml(xlsx_rows.write_rows, [(1.0,), (float("nan"),)], ["number"], tmp_path, "nan")
+
+
+def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
+    """xlsx_rows.prepare (whole columns with polars) writes the sheet write_rows writes: numbers of every
+    kind, dates, booleans, escaped text and text with spaces at an edge, empty cells and rows."""
+    import polars as pl
+
+    from pipeline.publish import xlsx_rows
+
+    texts = ["plain", 'a & b <c> "d"', " lead", "trail ", "tab\there", "новая\nстрока", "", "ё" * 300, "x\u00a0"]
+    numbers = [0.0, 1.0, -7.5, 2.0**53, 1e-300, 1e20, 123456789.123456789, 3.0]
+    rows = []
+    for i in range(300):
+        rows.append(
+            (
+                texts[i % len(texts)] if i % 7 else None,
+                numbers[i % len(numbers)],
+                dt.date(2020, 1, 1) + dt.timedelta(days=i) if i % 5 else None,
+                bool(i % 2) if i % 3 else None,
+                f"id-{i}",
+                i * 10**15 if i % 4 else None,
+            )
+        )
+    rows[17] = (None,) * 6  # an empty row
+    rows.append((None,) * 6)  # and an empty last row
+    kinds = ["text", "number", "date", "bool", "text", "number"]
+    schema = {"t": pl.Utf8, "n": pl.Float64, "d": pl.Date, "b": pl.Boolean, "i": pl.Utf8, "k": pl.Int64}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    made = []
+
+    def from_prepared(ws, rows, kinds, formats):
+        for cell in ws.table[0].values():  # the header's Format is asked for its index first, as it is written first
+            cell.format._get_xf_index()
+        made.append(xlsx_rows.prepare(frame, kinds, xlsx_rows.styles(kinds, formats)))
+        xlsx_rows.write_prepared(ws, made[0], formats)
+
+    expected = _sheet_xml(xlsx_rows.write_rows, rows, kinds, tmp_path, "rows")
+    assert _sheet_xml(from_prepared, rows, kinds, tmp_path, "prepared") == expected
+    assert isinstance(made[0], xlsx_rows.Prepared) and len(made[0]) == 301 and made[0].last == 300
+
+
+@pytest.mark.parametrize(
+    "value, dtype, kind",
+    [
+        ("ctl\x01", "str", "text"),
+        ("_x0041_", "str", "text"),
+        ("<r>rich</r>", "str", "text"),
+        (float("nan"), "float", "number"),
+        (-0.0, "float", "number"),
+        ("7", "str", "number"),
+    ],
+)
+def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, kind):
+    import polars as pl
+
+    from pipeline.publish import xlsx_rows
+
+    types = {"str": pl.Utf8, "float": pl.Float64}
+    plain = "x" if dtype == "str" else 1.0
+    frame = pl.DataFrame({"c": [plain, value, None]}, schema={"c": types[dtype]})
+    assert xlsx_rows.prepare(frame, [kind], [""]) is None
+    if kind == "text" or dtype == "float":  # the plain cell alone is prepared
+        assert xlsx_rows.prepare(frame.head(1), [kind], [""]) is not None
+
+
+def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
+    """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr."""
+    import io
+
+    date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for name in src.namelist():
+            info = zipfile.ZipInfo(name, date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            dst.writestr(info, src.read(name))
+    return out.getvalue()
+
+
+def test_pinning_the_dates_copies_the_deflated_bytes_of_the_same_archive(catalog, tmp_path):
+    """_pinned_zip copies each entry's deflated bytes: the archive is byte for byte the one deflating
+    again gives, for every table's workbook (small and large sheets, the dictionary, styles)."""
+    from pipeline.publish import downloads
+
+    stamp = downloads.data_date(catalog)
+    for table in ALL_TABLES:
+        frame = catalog[table.name].select(table.columns)
+        widths, rows = downloads.sheet_inputs(table, frame)
+        wb, contents = downloads._workbook()
+        wb.set_properties({"created": stamp})
+        ws = wb.add_worksheet(table.name)
+        ws.write_string(0, 0, "h")
+        for r in range(1, 2000):  # a part big enough to be deflated in several blocks
+            ws.write_string(r, 0, f"строка {r * 7919 % 1000}")
+        wb.close()
+        raw = contents()
+        assert downloads._pinned_zip(raw, stamp) == _pinned_zip_by_deflating_again(raw, stamp), table.name
+        book = downloads.workbook_bytes(table, widths, rows, stamp)
+        assert _pinned_zip_by_deflating_again(book, stamp) == book, table.name

@@ -195,7 +195,7 @@ def small_render():
     "kind, bad",
     [
         ("page", "gpus/../../../escaped.html"),
-        ("continuation page", "models/x/../../../../escaped/servers-2.html"),
+        ("page in a folder", "models/x/../../../../escaped/servers-2.html"),
         ("chart", "charts/../../../escaped.svg"),
         ("CDN file", "{root}/escaped-robots.txt"),
         ("Markdown", "../../escaped.md"),

@@ -58,10 +58,9 @@ def test_rows_option_aims_at_the_server_fit_size(tmp_path):
 def test_the_benchmark_counts_every_page_when_it_samples(tmp_path, monkeypatch):
     """`just bench` renders big catalogs from samples: its page count is that of a whole render.
 
-    120 models and 110 servers, 100 rows a page: a model page goes on to servers-2 (2 pages × 120),
-    a server page to jobs-2 (2 × 110), method and GPU pages to models-2 (2 × 6, 2 × 15); the models
-    and servers indexes take 2 pages, the methods and GPUs indexes 1; the comparisons: the index,
-    the server comparison (2) and a GPU comparison per method (2 × 6)."""
+    120 models and 110 servers: one page per model, server, method (6) and GPU (15) whatever their
+    tables' lengths (no continuation pages), an index of each kind (4); the comparisons: the index,
+    the server comparison and a GPU comparison per method (6)."""
     import run
 
     synth.generate(tmp_path, models=120, servers=110)
@@ -70,7 +69,7 @@ def test_the_benchmark_counts_every_page_when_it_samples(tmp_path, monkeypatch):
     sampled = run.child_render(str(tmp_path), "5")
     assert whole["mode"] == "all pages"
     assert sampled["mode"] == "sampled: 5 models' and 5 servers' pages, total extrapolated"
-    expected = 2 * 120 + 2 * 110 + 2 * 6 + 2 * 15 + 2 + 2 + 1 + 1 + 1 + 2 + 2 * 6
+    expected = 120 + 110 + 6 + 15 + 4 + 1 + 1 + 6
     assert whole["pages"] == sampled["pages"] == expected
 
 

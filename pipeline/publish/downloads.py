@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import struct
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -67,9 +68,9 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
 
 def start_workbooks(
     catalog: Catalog, kept: dict[tuple, bytes] | None = None, made_with: str = "", read: bool = True
-) -> Callable[[], tuple[dict[str, str], dict[str, bytes]]]:
+) -> Callable[[], tuple[dict[str, bytes], dict[str, bytes]]]:
     """Start making the workbooks in a forked child while this process goes on (a build renders
-    meanwhile); the returned function gives every table's CSV text and XLSX bytes.
+    meanwhile); the returned function gives every table's CSV and XLSX bytes.
 
     The workbooks are the slow part of writing, so each is made only when its table's cells changed:
     a warm process (`just serve`) keeps each in `kept` (pipeline.warm: the last build's, by table and
@@ -85,7 +86,7 @@ def start_workbooks(
         frame = catalog[table.name].select(table.columns)
         if frame.height > EXCEL_MAX_ROWS:
             continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
-        texts[table.name] = csv = csv_text(table, frame)
+        texts[table.name] = csv = csv_bytes(table, frame)
         # The workbook holds the text as it is (a string cell is never a formula): keyed on the
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
         typed = _typed_apostrophes(frame, table)
@@ -97,7 +98,7 @@ def start_workbooks(
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
-    def finish() -> tuple[dict[str, str], dict[str, bytes]]:
+    def finish() -> tuple[dict[str, bytes], dict[str, bytes]]:
         made = dict(zip(missing, making(), strict=True))
         if made_with:
             for key, book in made.items():
@@ -147,13 +148,21 @@ def _store_workbook(key: tuple, book: bytes) -> None:
         store.prune(WORKBOOK_NAMESPACE, WORKBOOKS_KEPT)
 
 
+def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
+    """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells.
+    Written as bytes: polars' text result is its bytes decoded, which the file would encode again."""
+    buffer = io.BytesIO()
+    spreadsheet_safe_frame(frame, table).write_csv(buffer, include_bom=True, date_format="%Y-%m-%d")
+    return buffer.getvalue()
+
+
 def csv_text(table: Table, frame: pl.DataFrame) -> str:
-    """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells."""
-    return spreadsheet_safe_frame(frame, table).write_csv(include_bom=True, date_format="%Y-%m-%d")
+    """csv_bytes as text."""
+    return csv_bytes(table, frame).decode("utf-8")
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _digest(text: str | bytes) -> str:
+    return hashlib.sha256(text.encode("utf-8") if isinstance(text, str) else text).hexdigest()
 
 
 def download_paths(catalog: Catalog) -> list[str]:
@@ -178,7 +187,7 @@ def iter_downloads(
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         text = texts.pop(table.name, None)
-        yield f"{table.name}.csv", (text if text is not None else csv_text(table, frame)).encode("utf-8")
+        yield f"{table.name}.csv", text if text is not None else csv_bytes(table, frame)
         del text
         if table.name in books:
             yield f"{table.name}.xlsx", books.pop(table.name)
@@ -320,21 +329,39 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
     return min(max(header, longest) + 2, MAX_WIDTH)
 
 
-def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], list[tuple]]:
-    """What a workbook needs from the frame: column widths and the rows (so no polars runs in a worker)."""
-    return [column_width(f, frame) for f in table.fields], frame.rows()
+def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_rows.Prepared | list[tuple]]:
+    """What a workbook needs from the frame: column widths and the data rows (so no polars runs in a
+    worker), made as sheet XML a column at a time (xlsx_rows.prepare), or as tuples where a cell
+    needs XlsxWriter's own handling."""
+    kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
+    probe = xlsxwriter.Workbook(os.devnull)  # never closed: only its formats' indexes are asked for
+    bold, column_formats = _formats(probe, table)
+    bold._get_xf_index()  # first, as the header row is written before the data rows
+    styles = xlsx_rows.styles(kinds, column_formats)
+    prepared = xlsx_rows.prepare(frame.select(table.columns), kinds, styles)
+    return [column_width(f, frame) for f in table.fields], frame.rows() if prepared is None else prepared
+
+
+def _formats(wb: xlsxwriter.Workbook, table: Table) -> tuple:
+    """The header's bold Format and each column's number Format (None: General), added to `wb` in
+    the order workbook_bytes adds them (their indexes in the file follow that order)."""
+    bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
+    formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
+    return bold, [formats.get(number_format(f)) for f in table.fields]
 
 
 def _xlsx_job(job: tuple) -> bytes:
     return workbook_bytes(*job)
 
 
-def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: dt.datetime) -> bytes:
+def workbook_bytes(
+    table: Table, widths: list[float], rows: xlsx_rows.Prepared | list[tuple], stamp: dt.datetime
+) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
     wb, contents = _workbook()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
-    bold = wb.add_format({"bold": True, "font_name": "Calibri", "font_size": 11})
+    bold, column_formats = _formats(wb, table)
     ws = wb.add_worksheet(table.name)
     ws.freeze_panes(1, 0)
     for i, width in enumerate(widths):
@@ -342,11 +369,13 @@ def workbook_bytes(table: Table, widths: list[float], rows: list[tuple], stamp: 
     ws.autofilter(0, 0, len(rows), len(table.fields) - 1)
     for i, f in enumerate(table.fields):
         ws.write_string(0, i, f.label_ru or f.name, bold)
-    formats = {fmt: wb.add_format({"num_format": fmt}) for fmt in map(number_format, table.fields) if fmt}
     # The data rows a row at a time, as XlsxWriter writes them cell by cell (xlsx_rows): text is always
     # a string cell (never a formula or a URL), written as it is, without the CSV's "'".
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-    xlsx_rows.write_rows(ws, rows, kinds, [formats.get(number_format(f)) for f in table.fields])
+    if isinstance(rows, xlsx_rows.Prepared):
+        xlsx_rows.write_prepared(ws, rows, column_formats)
+    else:
+        xlsx_rows.write_rows(ws, rows, kinds, column_formats)
 
     xlsx = labels()["xlsx"]
     words = wb.add_worksheet(xlsx["sheet"])
@@ -398,15 +427,36 @@ def describe(field: Field, xlsx: dict | None = None) -> str:
 
 
 def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
-    """The same archive with every entry dated `stamp` (XlsxWriter dates them 1980-01-01)."""
+    """The same archive with every entry dated `stamp` (XlsxWriter dates them 1980-01-01).
+
+    Each entry's deflated bytes are copied as they are: they are what deflating its content again
+    would give (the same zlib, level and method), so the archive is the one ZipFile.writestr would
+    write for that content, at half the cost (tests/test_downloads.py compares the two)."""
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for name in src.namelist():
-            info = zipfile.ZipInfo(name, date_time=date_time)
+        for entry in src.infolist():
+            if entry.compress_type != zipfile.ZIP_DEFLATED or entry.file_size * 1.05 > zipfile.ZIP64_LIMIT:
+                info = zipfile.ZipInfo(entry.filename, date_time=date_time)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                dst.writestr(info, src.read(entry.filename))
+                continue
+            # The entry's local header: 30 bytes, then its name and extra field, then the data.
+            name_length, extra_length = struct.unpack_from("<HH", data, entry.header_offset + 26)
+            start = entry.header_offset + 30 + name_length + extra_length
+            info = zipfile.ZipInfo(entry.filename, date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            dst.writestr(info, src.read(name))
+            info.flag_bits = 0
+            info.file_size, info.compress_size, info.CRC = entry.file_size, entry.compress_size, entry.CRC
+            info.header_offset = dst.fp.tell()
+            dst.fp.write(info.FileHeader(False))
+            dst.fp.write(data[start : start + entry.compress_size])
+            dst.filelist.append(info)
+            dst.NameToInfo[info.filename] = info
+            dst.start_dir = dst.fp.tell()
+            dst._didModify = True
     return out.getvalue()
 
 

@@ -3,14 +3,18 @@
 Pagefind (PyPI `pagefind[extended]`, which ships its binary: nothing is downloaded) indexes the
 HTML this build writes, in Russian (stemming included), as files a CDN serves like any other;
 site/search.html (site_templates/search.html, static/search.js) queries them in the browser. Only
-each page's `<main data-pagefind-body>` is indexed, so the header and footer never match. The
-index runs in a child process while the build writes its downloads.
+each page's `<main data-pagefind-body>` is indexed, so the header and footer never match, and
+without the rows of its tables (`<tbody>`; their headers stay): the rows of an entity page name
+every entity on the other side, so a search for a GPU would match every model page, and at 10^6
+server_fit rows the rows were two thirds of Pagefind's work. An entity is found by its own page.
+The index runs in a child process while the build writes its downloads.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,6 +27,16 @@ FOLDER = "pagefind"
 # The search page itself, the error page, and the quality page: it is written last, once validation
 # has finished (Staging.swap), after the index is made, so the index never depends on its timing.
 NOT_INDEXED = ("search.html", "404.html", "quality.html")
+# A table's rows, left out of what Pagefind reads (the pages are the build's own HTML: no <tbody>
+# nests in another, and article markup is sanitised).
+TABLE_ROWS = re.compile(r"<tbody>.*?</tbody>", re.S)
+
+
+def indexed_text(html: str) -> str:
+    """The page as Pagefind reads it: its tables without their rows."""
+    return TABLE_ROWS.sub("", html)
+
+
 # The parts of Pagefind's output that site/search.html uses (its ready-made UIs are left out).
 UNUSED = ("pagefind-ui.", "pagefind-modular-ui.", "pagefind-component-ui.", "pagefind-highlight.")
 
@@ -56,7 +70,8 @@ def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/
                 continue
             path = pages / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+            text = content.decode("utf-8") if isinstance(content, bytes) else content
+            path.write_text(indexed_text(text), encoding="utf-8")
         if not pages.is_dir():  # no page to index (a site of downloads only): no index, no search files
             shutil.rmtree(work, ignore_errors=True)
             return dict

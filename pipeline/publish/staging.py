@@ -245,10 +245,7 @@ def stage(  # noqa: PLR0913
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
-        indexed = {
-            rel: content for rel, content in files.items() if rel.removeprefix("site/") not in rendered.continuations
-        }
-        searching = search.start_index(indexed, staging)  # made while the downloads are written
+        searching = search.start_index(files, staging)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         # Each download is written as it is made (one table's files in memory at a time), each to a

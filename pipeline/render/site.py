@@ -32,7 +32,7 @@ from pipeline.problems import Problem, TemplateError, Validation
 from pipeline.publish import releases
 from pipeline.publish.downloads import DATABASE_OLDEST_READER, EXCEL_MAX_ROWS, duckdb_version
 from pipeline.render import calculator_json as calculator
-from pipeline.render import charts, paging, quote, registry, russian, sanitize, site_links, template_errors
+from pipeline.render import charts, quote, registry, russian, sanitize, site_links, template_errors
 from pipeline.render import format as fmt
 from pipeline.render.page_memo import PageMemo
 from pipeline.render.view import TALL_MIN_ROWS, Link, TableView
@@ -70,9 +70,6 @@ class Rendered:
     site: dict[str, str | bytes]
     markdown: dict[str, str]
     warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
-    # Continuation pages of split tables (pipeline.render.paging): left out of the search index, where
-    # each entity is found by its own page (hundreds of "servers-7.html" would bury it at scale).
-    continuations: frozenset[str] = frozenset()
     release: dict | None = None  # the current release of the data (datapackage.json's version and date)
 
 
@@ -780,7 +777,6 @@ class Renderer:
             raise TemplateError(problems)
         self.retention = releases.retention(self.site_config)  # checked by config_problems
         self.entities = EntityTables(self.tables, self.labels, self.site_config)
-        self.page_rows = self.site_config["table_page_rows"]
         self.estimator = EstimatorTables(catalog, self.labels, self.tables)
         self.comparison = Comparison(catalog, self.labels, self.tables, self.estimator)
         self.html_env = html_environment(templates, self.warm)
@@ -790,7 +786,6 @@ class Renderer:
         self.asset_names: dict[str, str] = {}
         self.article_warnings: set[Problem] = set()
         self.pages: list[str] = []  # every page rendered (the sitemap lists them)
-        self.continuations: set[str] = set()  # the continuation pages of split tables (Rendered.continuations)
         self.article_helpers: dict[str, Helpers] = {}
         # Where a typeset table goes (Renderer.page): a comment no template or data can hold.
         self.table_mark = f"<!--table-{os.urandom(8).hex()}-"
@@ -880,12 +875,8 @@ class Renderer:
         return macro.render_table(view=view, refs=refs, labels=self.labels, root=root)
 
     def table_html(self, view: TableView, root: str) -> Markup:
-        """A table (partials/table.html) and, when it is one page of a split table, its pager."""
-        html = self._table_html(view, root)
-        if view.pager is None:
-            return html
-        pager = self.html_env.get_template("partials/pager.html").module
-        return html + pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root)
+        """A table (partials/table.html)."""
+        return self._table_html(view, root)
 
     def typeset_table(self, view: TableView, root: str) -> tuple[str, str, str] | None:
         """table_html(view, root) with the page's typography applied, as (the text before its first tag,
@@ -899,11 +890,6 @@ class Renderer:
             html = html_table(view, refs, root, self.table_text, russian.typograph)
         except NotPlain:
             return None
-        if view.pager is not None:
-            pager = self.html_env.get_template("partials/pager.html").module
-            html += russian.typograph(
-                str(pager.render_pager(pager=view.pager, sortable=view.sortable, labels=self.labels, root=root))
-            )
         first, last = html.find("<"), html.rfind(">") + 1
         lead, trail = html[: max(first, 0)], html[last:]
         if first < 0 or lead.strip() or trail.strip():  # text outside the tags meets the page's text
@@ -956,23 +942,6 @@ class Renderer:
             html = html.replace(f"{self.table_mark}{i}-->", typeset, 1)
         return html
 
-    def paged(self, out: dict[str, str], template: str, path: str, crumbs: list[tuple[str, str]], **context) -> None:
-        """One page into `out`; a table of the context longer than `table_page_rows` shows its first
-        rows there and the rest on continuation pages (pipeline.render.paging), also put into `out`."""
-        titles = self.labels["paging"]["tables"].get(template.removesuffix(".html"), {})
-        first, rest = dict(context), []
-        for key, view in context.items():
-            if isinstance(view, TableView) and len(view.rows) > self.page_rows:
-                parts = paging.split(view, self.page_rows, path, key, titles.get(key, context["heading"]))
-                first[key] = parts[0]
-                rest += parts[1:]
-        out[path] = self.page(template, path, **first)
-        parents = crumbs + [(path, context["heading"])]
-        for view in rest:
-            href = view.pager.hrefs[view.pager.current - 1]
-            out[href] = self.page("continued.html", href, heading=context["heading"], crumbs=parents, view=view)
-            self.continuations.add(href)
-
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
         entities, out = self.entities, {}
@@ -983,11 +952,9 @@ class Renderer:
             ("gpus", entities.gpus_index()),
             ("servers", entities.servers_index()),
         ):
-            self.paged(
-                out,
+            out[f"{kind}/index.html"] = self.page(
                 "list.html",
                 f"{kind}/index.html",
-                [],
                 heading=kinds[kind]["title"],
                 description=kinds[kind]["description"],
                 view=view,
@@ -1000,11 +967,9 @@ class Renderer:
         ):
             section = (f"{kind}/index.html", kinds[kind]["title"])
             for entity_id in ids():
-                self.paged(
-                    out,
+                out[f"{kind}/{entity_id}.html"] = self.page(
                     template,
                     f"{kind}/{entity_id}.html",
-                    [section],
                     section_href=section[0],
                     section_title=section[1],
                     **context(entity_id),
@@ -1066,7 +1031,6 @@ class Renderer:
         """The comparisons into `out`: their index, the servers × main tasks, and a GPU × model page per method."""
         E, t = self.entities, self.tables
         compare = self.labels["compare"]
-        comparisons = [("compare/index.html", compare["section_title"])]
         methods = [(f"compare/gpu-cards-{me}.html", t.method(me)["name_ru"]) for me in E.method_ids()]
         cite = self.citation()
         view = E.compare_server_fit()
@@ -1076,11 +1040,9 @@ class Renderer:
             methods=methods,
             closing=self.closing("compare/index.html", compare["section_title"], "quote_compare_note"),
         )
-        self.paged(
-            out,
+        out["compare/server-fit.html"] = self.page(
             "compare.html",
             "compare/server-fit.html",
-            comparisons,
             heading=compare["server_fit_title"],
             description=compare["server_fit_description"],
             view=view,
@@ -1093,11 +1055,9 @@ class Renderer:
             me = href.removeprefix("compare/gpu-cards-").removesuffix(".html")
             view = E.compare_gpu_cards(me)
             heading = compare["gpu_cards_title"].format(method=name)
-            self.paged(
-                out,
+            out[href] = self.page(
                 "compare.html",
                 href,
-                comparisons,
                 heading=heading,
                 description=compare["gpu_cards_description"].format(method=name),
                 view=view,
@@ -1196,7 +1156,7 @@ class Renderer:
             references = self.catalog["references"].sort("reference_id").rows()
             self.memo.share(self.labels, self.figures, self.site_config, self.articles, references, self.fast_tables)
         self.article_warnings.clear()
-        self.pages, self.continuations = [], set()
+        self.pages = []
         site: dict[str, str | bytes] = {}
         md: dict[str, str] = {}
         problems: list[Problem] = []
@@ -1247,7 +1207,7 @@ class Renderer:
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)
         site.update(self.cdn_files())  # after every page: the sitemap lists them all
         site.update(self.assets)
-        return Rendered(site, md, sorted(self.article_warnings), frozenset(self.continuations), self.history.current)
+        return Rendered(site, md, sorted(self.article_warnings), self.history.current)
 
     def calculator_page(self) -> str:
         """The calculator: its one-line answers, constants and sources (the figures are data/calculator.json's)."""

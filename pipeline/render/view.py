@@ -1,4 +1,4 @@
-"""What a page shows of a table: headers, formatted cells, its sources and downloads, and its pager."""
+"""What a page shows of a table: headers, formatted cells, its sources and downloads."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ class TableView:
     numeric: list[bool] = field(default_factory=list)  # right-align these columns
     notes: list[str] = field(default_factory=list)
     sortable: bool = False
-    pager: Pager | None = None  # set on the pages of a table split by pipeline.render.paging
 
     @property
     def layout(self) -> str:
@@ -39,38 +38,3 @@ class TableView:
         if len(self.rows) <= STACK_MAX_ROWS and len(self.headers) >= STACK_MIN_COLUMNS:
             return "stack"
         return "tall" if len(self.rows) >= TALL_MIN_ROWS else ""
-
-
-@dataclass(frozen=True)
-class Pager:
-    """Where one page of a split table sits: page `current` (1-based) of `hrefs` (root-relative)."""
-
-    hrefs: list[str]
-    current: int
-    first_row: int  # 1-based numbers of the rows on this page
-    last_row: int
-    total_rows: int
-    label: str  # the table's title, for the pager's accessible name
-
-    @property
-    def total(self) -> int:
-        return len(self.hrefs)
-
-    def items(self, around: int = 2) -> list[int | None]:
-        """Page numbers to link: the first, the last and `around` either side of the current one;
-        None where numbers are left out."""
-        return page_items(self.current, self.total, around)
-
-
-def page_items(current: int, total: int, around: int = 2) -> list[int | None]:
-    """Page numbers to link: the first, the last and `around` either side of the current one;
-    None where numbers are left out."""
-    shown = sorted({1, total} | set(range(max(current - around, 1), min(current + around, total) + 1)))
-    out: list[int | None] = []
-    for n in shown:
-        if out and n - out[-1] > 2:
-            out.append(None)
-        elif out and n - out[-1] == 2:
-            out.append(n - 1)  # a gap of one page: show its number rather than an ellipsis
-        out.append(n)
-    return out

@@ -255,11 +255,19 @@ class EntityTables:
             view.notes.append(self._below_range_note(model_id))
         return self.t._note_extrapolation(view, [model_id])
 
+    @cached_property
+    def _most_table_rule(self) -> dict[str, dict]:
+        """model_id -> its memory_breakdown row of the method the table rule gives most memory (the
+        last after a stable sort by it): found for every model at once, not filtered per page."""
+        ordered = self.c["memory_breakdown"].sort("model_id", "table_rule_gb", maintain_order=True)
+        return {
+            r["model_id"]: r for r in ordered.group_by("model_id", maintain_order=True).last().iter_rows(named=True)
+        }
+
     def _below_range_note(self, model_id: str) -> str:
         """Below the smallest anchor the table rule scales down and falls far short: the note says so
         with the two estimates of the method the table gives most memory (memory_breakdown)."""
-        rows = self.c["memory_breakdown"].filter(pl.col("model_id") == model_id).sort("table_rule_gb")
-        r = rows.row(rows.height - 1, named=True)
+        r = self._most_table_rule[model_id]
         return self.t.labels["common"]["below_range_note"].format(
             min_anchor=fmt.number(self.c["memory_anchors"]["params_b"].min()),
             method=self.t.method(r["method_id"])["name_ru"],
@@ -605,23 +613,37 @@ class EntityTables:
         return "; ".join(names) if names else "—"
 
     # -- comparison pages --
+    def leading(self, ids: list[str], kind: str) -> tuple[list[str], list[str]]:
+        """The rows a comparison shows: its first `table_page_rows` ids (site.toml) in the table's own
+        order, and the note that says so (none when every row is shown). An entity is never left
+        without a page: entity and index pages show every row; the whole table is a download."""
+        shown = self.site["table_page_rows"]
+        if len(ids) <= shown:
+            return ids, []
+        L = self.L["leading"]
+        return ids[:shown], [L["shown"].format(shown=fmt.integer(shown), total=fmt.integer(len(ids)), order=L[kind])]
+
     def compare_server_fit(self) -> TableView:
         """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)
         with one sentence on why the two may differ (both made by Tables.server_fit_table)."""
         tasks = [tuple(task) for task in self.site["compare_tasks"]]
-        view = self.t.server_fit_table(self.server_ids(), tasks)
+        servers, note = self.leading(self.server_ids(), "servers")
+        view = self.t.server_fit_table(servers, tasks)
+        view.notes += note
         view.sortable = True
         return view
 
     def compare_gpu_cards(self, method_id: str) -> TableView:
         gpus = self.gpu_ids()
-        cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, method_id, gpus))
-        rows = [[self.t.model_link(m, "short_name")] + row for m, row in zip(self._models, cards, strict=True)]
+        models, note = self.leading(self._models, "models")
+        cards = self.t.cards_cells.table(self.t.gpu_grid.block(models, method_id, gpus))
+        rows = [[self.t.model_link(m, "short_name")] + row for m, row in zip(models, cards, strict=True)]
         return TableView(
             [self.L["model"]] + [self.t.gpu(g)["short_name"] for g in gpus],
             rows,
             _unique(self.anchor_refs + self.c["gpus"]["reference_id"].to_list()),
             ["gpu_fit"],
             [False] + [True] * len(gpus),
+            notes=note,
             sortable=True,
         )

@@ -1,0 +1,139 @@
+"""The page model at scale (docs/architecture.md, "Pages"): pages grow with entities, not rows. Entity and
+index pages show every row of their own slice; a comparison longer than `table_page_rows` shows its
+leading rows, says so and links the whole table's download; no continuation pages.
+The real catalog rendered with `table_page_rows = 10`, so that its 45-model comparisons are cut."""
+
+import re
+import shutil
+
+import pytest
+
+from conftest import SOURCES
+
+
+def test_the_real_catalog_has_no_continuation_pages(built):
+    site = built / "site"
+    assert [p for p in site.rglob("*.html") if p.parent != site and p.parent.parent != site] == []
+    assert "Показаны строки" not in (site / "compare" / "gpu-cards-lora.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("rows", [0, 9, "10", 2.5])
+def test_a_bad_page_size_is_named(catalog, rows):
+    import tomllib
+
+    from pipeline.render.site import TEMPLATES, load_labels
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.entities import config_problems
+
+    site = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    assert config_problems(Tables(catalog, load_labels()), site) == []
+    site["table_page_rows"] = rows
+    [problem] = config_problems(Tables(catalog, load_labels()), site)
+    assert (problem.file, problem.column, problem.value) == ("site_templates/site.toml", "table_page_rows", rows)
+    assert problem.rule == "нужно целое число строк таблицы на странице, не меньше 10"
+
+
+def _entities(catalog, rows: int):
+    import tomllib
+
+    from pipeline import words
+    from pipeline.render.site import TEMPLATES
+    from pipeline.render.views.articles import Tables
+    from pipeline.render.views.entities import EntityTables
+
+    site = tomllib.loads((TEMPLATES / "site.toml").read_text(encoding="utf-8"))
+    site["table_page_rows"] = rows
+    labels = words.with_data_words(words.labels(TEMPLATES), words.data_words(catalog.constants))
+    return EntityTables(Tables(catalog, labels), labels, site)
+
+
+def test_a_long_comparison_shows_its_leading_rows_and_says_so(catalog):
+    whole = _entities(catalog, 100).compare_gpu_cards("lora")
+    cut = _entities(catalog, 10).compare_gpu_cards("lora")
+    assert len(whole.rows) == catalog["models"].height == 45
+    assert whole.notes == []
+    assert cut.rows == whole.rows[:10]  # the first rows of the same table, cell for cell
+    assert (cut.headers, cut.references, cut.downloads, cut.sortable) == (
+        whole.headers,
+        whole.references,
+        whole.downloads,
+        True,
+    )
+    assert cut.notes == [
+        "Показаны строки 1–10 из 45 (модели по размеру); сортировка по столбцу — среди показанных. "
+        "Вся таблица — в загрузке ниже (и в Parquet, XLSX и файле DuckDB на странице данных)."
+    ]
+
+
+def test_a_comparison_that_fits_is_whole(catalog):
+    """Ten servers and ten rows a page: every server, the plan row under them, and no note."""
+    view = _entities(catalog, 10).compare_server_fit()
+    assert catalog["servers"].height == 10
+    assert len(view.rows) == 11
+    assert not any(note.startswith("Показаны строки") for note in view.notes)
+
+
+def test_the_leading_ids_and_the_note(catalog):
+    entities = _entities(catalog, 10)
+    ids = [f"s{i}" for i in range(12)]
+    shown, note = entities.leading(ids, "servers")
+    assert shown == ids[:10]
+    assert note == [
+        "Показаны строки 1–10 из 12 (серверы по суммарной видеопамяти); сортировка по столбцу — среди "
+        "показанных. Вся таблица — в загрузке ниже (и в Parquet, XLSX и файле DuckDB на странице данных)."
+    ]
+    assert entities.leading(ids[:10], "servers") == (ids[:10], [])
+
+
+@pytest.fixture(scope="module")
+def small_pages(tmp_path_factory):
+    """The real catalog rendered with table_page_rows = 10 (site_templates copied and edited)."""
+    from pipeline.build import load_and_validate
+    from pipeline.combine import combine
+    from pipeline.render.site import TEMPLATES, Renderer
+
+    root = tmp_path_factory.mktemp("leading-templates")
+    templates = root / "site_templates"
+    shutil.copytree(TEMPLATES, templates)
+    config = templates / "site.toml"
+    text = config.read_text(encoding="utf-8")
+    assert "\ntable_page_rows = 100\n" in text
+    config.write_text(text.replace("\ntable_page_rows = 100\n", "\ntable_page_rows = 10\n"), encoding="utf-8")
+    con, validation = load_and_validate(SOURCES)
+    return Renderer(combine(con), validation, templates=templates, sources=SOURCES).render()
+
+
+def row_heads(html: str) -> list[str]:
+    """The first cell of each body row of the page's tables, tags stripped."""
+    return [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r'<th scope="row">(.*?)</th>', html)]
+
+
+def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
+    """The same pages as the real build (one per entity, index and comparison), none continued;
+    an entity page and an index list every row, a comparison its first ten."""
+    real = {str(p.relative_to(built / "site")) for p in (built / "site").rglob("*.html")}
+    assert {p for p in small_pages.site if p.endswith(".html")} == real
+    server = small_pages.site["servers/hgx-b200-8x.html"]
+    assert server == (built / "site" / "servers" / "hgx-b200-8x.html").read_text(encoding="utf-8")
+    assert len(row_heads(server)) == 45  # every model of its jobs table (45 > 10)
+    models = small_pages.site["models/index.html"]
+    assert len(row_heads(models)) == 45
+    compare = small_pages.site["compare/gpu-cards-lora.html"]
+    assert len(row_heads(compare)) == 10
+    assert "Показаны строки 1–10 из 45 (модели по размеру)" in compare.replace("\xa0", " ")
+    assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
+
+
+def test_search_reads_pages_without_their_table_rows():
+    """An entity is found by its own page: Pagefind reads a page's tables without their rows."""
+    from pipeline.publish.search import indexed_text
+
+    html = (
+        '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
+        '<tbody>\n<tr><th scope="row">A</th></tr>\n<tr><th scope="row">B</th></tr>\n</tbody>\n</table>'
+        "<p>Текст</p><table><tbody><tr><td>C</td></tr></tbody></table></main>"
+    )
+    assert indexed_text(html) == (
+        '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
+        "\n</table><p>Текст</p><table></table></main>"
+    )

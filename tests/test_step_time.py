@@ -337,3 +337,29 @@ def test_the_bench_reports_the_issue_targets_on_the_out_of_sample_reading() -> N
         ("21.0% on 19 rows", "MISSED"),
         ("70% of 19 rows", "met"),
     ]
+
+
+def test_a_time_is_measured_only_where_runs_in_the_figures_cover_the_card_and_the_link() -> None:
+    """lookups.TimeBand.measured: a card over PCIe leaves the draft once a run in the accuracy figures used
+    that card and some run used PCIe; a run left out of the figures (CPU offload, unknown padding) covers
+    nothing, and an NVLink bridge without a run stays a draft."""
+    summary = pl.DataFrame(
+        {
+            "reading": ["out_of_sample"],
+            "scope": ["all"],
+            "hours_low_factor": [0.75],
+            "hours_high_factor": [1.25],
+            "speed_factor": [1.2],
+        }
+    )
+    calibration = pl.DataFrame(
+        {
+            "gpu_id": ["rtx-4090", "a100-80gb", "l40s"],
+            "link": ["pcie", "nvswitch", "pcie"],
+            "in_accuracy": [True, True, False],
+        }
+    )
+    band = lookups.time_band(summary, calibration)
+    assert (band.low, band.high, band.speed) == (0.75, 1.25, 1.2)
+    assert [band.measured(g, link) for g, link in [("rtx-4090", "pcie"), ("a100-80gb", "pcie"), ("l40s", "pcie"),
+            ("rtx-4090", "nvlink-bridge"), ("a100-80gb", "nvswitch")]] == [True, True, False, False, True]  # fmt: skip

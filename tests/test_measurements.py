@@ -46,8 +46,9 @@ def measured() -> dict[str, tuple]:
 
 def test_real_table_passes_and_has_every_measurement(measured):
     # + torchao's four Llama2-7B optimizer rows, ms-swift's seven examples and torchtune PR #961's two runs (issue 36)
-    # + torchtune's README speed table (six), ms-swift's Megatron benchmark (one) and Qwen3 best practices (three)
-    assert len(measured) == 138
+    # + torchtune's README speed table (six), ms-swift's Megatron benchmark (one) and Qwen3 best practices (three),
+    # LitGPT's dataset tutorial (two)
+    assert len(measured) == 140
     assert sum(r[6] == "oom" for r in measured.values()) == 12
     anchor_rows = {r[0] for r in measured.values() if r[0] is not None}
     assert anchor_rows == set(range(25, 47)) | set(range(59, 65)) | {68, 69, 70}
@@ -117,6 +118,7 @@ def test_every_row_has_a_note_and_a_known_source():
         "torchtune-readme-speed",
         "ms-swift-megatron-benchmark",
         "ms-swift-qwen3-best-practice",
+        "litgpt-prepare-dataset",
     }
 
 
@@ -133,6 +135,8 @@ def test_issue_36_coverage_rows(measured):
         None, "qwen3-30b-a3b", "full_amp", 8192, 1, 16, "oom", None, "GiB", "unknown", "a100-80gb"
     )  # fmt: skip
     assert measured["swift-qwen3-8b-full-8k-liger"][3:8] == (8192, 1, 4, "value", 60)
+    falcon = sorted((r[3], r[7]) for k, r in measured.items() if k.startswith("litgpt-dataset-falcon-7b-"))
+    assert falcon == [(256, 15.73), (1079, 23.52)]
 
 
 @pytest.mark.parametrize(

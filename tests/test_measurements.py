@@ -46,8 +46,10 @@ def measured() -> dict[str, tuple]:
 
 def test_real_table_passes_and_has_every_measurement(measured):
     # + torchao's four Llama2-7B optimizer rows, ms-swift's seven examples and torchtune PR #961's two runs (issue 36)
-    assert len(measured) == 128
-    assert sum(r[6] == "oom" for r in measured.values()) == 11
+    # + torchtune's README speed table (six), ms-swift's Megatron benchmark (one) and Qwen3 best practices (three),
+    # LitGPT's dataset tutorial (two)
+    assert len(measured) == 140
+    assert sum(r[6] == "oom" for r in measured.values()) == 12
     anchor_rows = {r[0] for r in measured.values() if r[0] is not None}
     assert anchor_rows == set(range(25, 47)) | set(range(59, 65)) | {68, 69, 70}
     # §1.3: LLaMA-Factory issues #7409 (three Qwen2-7B rows) and #4772 (QLoRA and LoRA)
@@ -113,7 +115,28 @@ def test_every_row_has_a_note_and_a_known_source():
         "torchao-optim",
         "ms-swift-examples",
         "torchtune-pr-961",
+        "torchtune-readme-speed",
+        "ms-swift-megatron-benchmark",
+        "ms-swift-qwen3-best-practice",
+        "litgpt-prepare-dataset",
     }
+
+
+def test_issue_36_coverage_rows(measured):
+    # consumer card and 8-bit paged AdamW (torchtune's README speed table), an MoE run, sequences of 8192 (ms-swift)
+    assert measured["torchtune-speed-llama3-1-8b-full-4090"] == (
+        None, "llama-3-1-8b", "full_bf16", 2048, 2, 1, "value", 18.9, "GiB", "active", "rtx-4090"
+    )  # fmt: skip
+    assert measured["torchtune-speed-llama3-1-405b-qlora-8xa100"][5:9] == (8, "value", 44.8, "GB")
+    assert measured["swift-mg-bench-qwen2-5-14b-full-8k-zero3"] == (
+        None, "qwen2-5-14b", "full_amp", 8192, 1, 8, "value", 58, "GB", "unknown", None
+    )  # fmt: skip
+    assert measured["swift-qwen3-30b-a3b-full-8k-zero2-16gpu"] == (
+        None, "qwen3-30b-a3b", "full_amp", 8192, 1, 16, "oom", None, "GiB", "unknown", "a100-80gb"
+    )  # fmt: skip
+    assert measured["swift-qwen3-8b-full-8k-liger"][3:8] == (8192, 1, 4, "value", 60)
+    falcon = sorted((r[3], r[7]) for k, r in measured.items() if k.startswith("litgpt-dataset-falcon-7b-"))
+    assert falcon == [(256, 15.73), (1079, 23.52)]
 
 
 @pytest.mark.parametrize(

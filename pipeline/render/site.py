@@ -25,7 +25,7 @@ import markdown
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from markupsafe import Markup, escape
 
-from pipeline import TEMPLATES, words
+from pipeline import TEMPLATES, lookups, words
 from pipeline.combine import Catalog
 from pipeline.messages import message
 from pipeline.problems import Problem, TemplateError, Validation
@@ -1216,6 +1216,9 @@ class Renderer:
             "calculator.html",
             constants=self.catalog.constants,
             notes=calculator.constant_notes(self.catalog),
+            speed_factor=fmt.number(
+                lookups.time_band(self.catalog["time_summary"], self.catalog["time_calibration"]).speed, 2
+            ),
             headlines=self.entities.headlines(),
             plan_with=self.entities.plan_with,
             opens_with=self.site_config["calculator_opens_with"],

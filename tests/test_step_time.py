@@ -363,3 +363,37 @@ def test_a_time_is_measured_only_where_runs_in_the_figures_cover_the_card_and_th
     assert (band.low, band.high, band.speed) == (0.75, 1.25, 1.2)
     assert [band.measured(g, link) for g, link in [("rtx-4090", "pcie"), ("a100-80gb", "pcie"), ("l40s", "pcie"),
             ("rtx-4090", "nvlink-bridge"), ("a100-80gb", "nvswitch")]] == [True, True, False, False, True]  # fmt: skip
+
+
+def test_cli_time_on_catalog_servers_follows_the_plan_rules(catalog) -> None:
+    """--server: across servers with no declared network there is no time (as in the plan); with one
+    declared in the catalog, its rate (one port per card) times the job without --network."""
+    from pipeline.combine import Catalog
+    from pipeline.estimate.first_principles import model_architectures, typical_setup
+    from pipeline.tools import estimate_cli
+
+    words = ("--model", "llama-2-70b", "--method", "full_amp", "--server", "esc8000a-8x-h200", "--tokens", "1e9")
+    out = _estimate(catalog, *words)
+    assert out["time"] == {
+        "gpu_id": "h200-nvl",
+        "server_id": "esc8000a-8x-h200",
+        "cards": 16,
+        "nodes": 2,
+        "hours": None,
+    }
+    assert "Time: none: 2 servers esc8000a-8x-h200 needed (16 GPUs)" in estimate_cli.render(out)
+
+    joined = pl.col("server_id") == "esc8000a-8x-h200"
+    servers = catalog["servers"].with_columns(
+        network=pl.when(joined).then(pl.lit("infiniband-ndr")).otherwise("network")
+    )
+    networked = Catalog(catalog.tables | {"servers": servers}, catalog.constants)
+    t = _estimate(networked, *words)["time"]
+    server = servers.filter(joined).row(0, named=True)
+    assert step_time.server_network_gbps(server, catalog.constants) == 400 * 8
+    arch = model_architectures(catalog["models"])["llama-2-70b"]
+    gpu = catalog["gpus"].filter(pl.col("gpu_id") == "h200-nvl").row(0, named=True)
+    setup = typical_setup("full_amp", catalog.constants, 16)
+    expected = step_time.server_time(arch, setup, gpu, 1e9, catalog.constants, server, 2)
+    band = lookups.time_band(catalog["time_summary"], catalog["time_calibration"])
+    assert (t["nodes"], t["link"], t["hours"]) == (2, "between_servers", band.hours(expected.hours))

@@ -771,8 +771,8 @@ def _time_layout(catalog, args, setup: first_principles.Setup, out: dict) -> tup
         cards = server["gpu_count"] * nodes
     if cards % nodes:
         raise UsageError(f"--gpus {cards} cannot be spread evenly over --nodes {nodes}")
-    link = args.link or (server["interconnect"] if server else step_time.CARD_LINKS.get(gpu["interconnect"], "pcie"))
-    return gpu, server, cards, nodes, link
+    own = step_time.SERVER_LINKS[server["interconnect"]] if server else step_time.CARD_LINKS.get(gpu["interconnect"])
+    return gpu, server, cards, nodes, args.link or own or "pcie"
 
 
 def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict) -> dict:
@@ -784,10 +784,17 @@ def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict)
     if cards > 1 and setup.gpus == 1 and args.sharding is None:  # the typical multi-GPU sharding
         on_cards = replace(on_cards, sharding=first_principles.typical_setup(setup.method, c, cards).sharding)
     active = args.active_params_b * 1e9 if getattr(args, "active_params_b", None) else None
+    network = args.network or (step_time.server_network_gbps(server, c) if server and nodes > 1 else None)
+    if server is not None and nodes > 1 and network is None:  # as the plan: no time across servers with no network
+        return {
+            "gpu_id": gpu["gpu_id"],
+            "server_id": server["server_id"],
+            "cards": cards,
+            "nodes": nodes,
+            "hours": None,
+        }
     try:
-        t = step_time.training_time(
-            arch, on_cards, gpu, args.tokens, c, link, nodes, args.network, active, args.utilization
-        )
+        t = step_time.training_time(arch, on_cards, gpu, args.tokens, c, link, nodes, network, active, args.utilization)
     except ValueError as exc:
         raise UsageError(f"{exc}: give --network GBPS") from None
     band = _time_band(catalog, args)
@@ -971,6 +978,11 @@ def _verdict_slots(sv: dict) -> dict:
 
 def _time_line(t: dict) -> str:
     """Hours as compute + communication, naming what dominates."""
+    if t["hours"] is None:
+        return (
+            f"Time: none: {t['nodes']} servers {t['server_id']} needed ({t['cards']} GPUs), and the catalog declares"
+            " no network between them (not recommended; give --network GBPS to time it over a network of your own)"
+        )
     where = "between servers" if t["nodes"] > 1 else f"over {t['link']}"
     cost = f", {t['cost_rub']:,.0f} RUB on {t['server_id']}" if t.get("cost_rub") is not None else ""
     return (

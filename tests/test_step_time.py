@@ -273,20 +273,6 @@ def test_cli_two_servers_without_a_network_are_refused(catalog) -> None:
         _estimate(catalog, "--params-b", "8", "--gpus", "16", "--nodes", "2")
 
 
-def test_plan_prices_the_hours_of_the_time_model() -> None:
-    from pipeline.estimate import training
-
-    server = {"price_rub_hour": 1000, "price_rub_month": None, "min_term_months": None}
-    setup = replace(FULL_8, gpus=16)
-    p = training.plan(DENSE, setup, GPU, 16 * 1024 * 3600, C | {"hours_per_month": 720}, "pcie", server, 2, 6400)
-    t = step_time.training_time(DENSE, setup, GPU, 16 * 1024 * 3600, C, "pcie", 2, 6400)
-    assert (p.hours, p.hours_compute, p.hours_communication, p.servers) == (
-        t.hours, t.hours_compute, t.hours_communication, 2,
-    )  # fmt: skip
-    assert p.cost_rub == pytest.approx(t.hours * 1000 * 2)
-    assert p.hours == pytest.approx(3600 * 6 * P * 15 / 16 / 40e9 / 3600)  # PCIe inside each server binds
-
-
 def test_throughput_layout_rules_name_row_column_and_rule(tmp_path) -> None:
     import shutil
 

@@ -901,9 +901,8 @@ def custom_architecture(
     return arch, reference_id
 
 
-def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
-    """The architecture of every model: from its config columns, or, for a model without them
-    (the generic sizes), `architecture_for_size` over the named models."""
+def _named_and_missing(models: pl.DataFrame) -> tuple[dict[str, Architecture], list[dict]]:
+    """(model id -> architecture from its config columns, the rows without them), by size then id."""
     named, missing = {}, []
     for row in models.sort("params_b", "model_id").iter_rows(named=True):
         arch = architecture_from_row(row)
@@ -911,6 +910,13 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
             missing.append(row)
         else:
             named[row["model_id"]] = arch
+    return named, missing
+
+
+def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
+    """The architecture of every model: from its config columns, or, for a model without them
+    (the generic sizes), `architecture_for_size` over the named models."""
+    named, missing = _named_and_missing(models)
     found = dict(named)
     if named:
         for row in missing:
@@ -921,13 +927,7 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
 def borrowed_shapes(models: pl.DataFrame) -> dict[str, str]:
     """Each model without config data (the generic sizes) -> the named model whose shape `model_architectures`
     gives it, so that every surface can say which shape it used."""
-    named, missing = {}, []
-    for row in models.sort("params_b", "model_id").iter_rows(named=True):
-        arch = architecture_from_row(row)
-        if arch is None:
-            missing.append(row)
-        else:
-            named[row["model_id"]] = arch
+    named, missing = _named_and_missing(models)
     if not named:
         return {}
     return {row["model_id"]: nearest_reference(row["params_b"], named) for row in missing}

@@ -18,43 +18,10 @@ from pipeline.estimate.architecture import Architecture, parameter_counts
 from pipeline.schema import PRETRAINING
 
 
-@dataclass(frozen=True)
-class Plan:
-    """Time and cost of one run on `cards` GPUs (`servers` servers, when a server is chosen)."""
-
-    flops: float
-    cards: int
-    hours: float
-    servers: int | None = None
-    cost_rub: float | None = None
-    hours_compute: float | None = None
-    hours_communication: float | None = None
-
-
 def training_flops(arch: Architecture, setup: first_principles.Setup, tokens: float, c: Mapping[str, float]) -> float:
     """Compute of training on `tokens` tokens (tokens x epochs): per-token FLOPs of the active parameters."""
     active = parameter_counts(arch).active
     return first_principles.training_flops_per_token(active, setup, c) * tokens
-
-
-def plan(  # noqa: PLR0913
-    arch: Architecture,
-    setup: first_principles.Setup,
-    gpu: Mapping[str, object],
-    tokens: float,
-    c: Mapping[str, float],
-    link: str,
-    server: Mapping[str, object] | None = None,
-    nodes: int = 1,
-    network_gbps: float | None = None,
-) -> Plan:
-    """Hours of the time model (step_time.training_time: compute + exposed communication) on setup.gpus
-    cards over `nodes` servers joined by `link`; with a server, the rent of those hours on `nodes` servers."""
-    t = step_time.training_time(arch, setup, gpu, tokens, c, link, nodes, network_gbps)
-    flops = t.flops_per_token * tokens
-    cost = None if server is None else rental_cost(t.hours, nodes, server, c)[0]
-    servers = None if server is None else nodes
-    return Plan(flops, setup.gpus, t.hours, servers, cost, t.hours_compute, t.hours_communication)
 
 
 def rental_cost(hours: float, servers_count: int, server: Mapping[str, object], c: Mapping[str, object]):

@@ -678,20 +678,8 @@ export function estimateBreakdown(data, a, setup) {
 
 const fitsCard = (data, breakdown, memoryGb) => breakdown.card <= memoryGb * data.estimator.units.gb;
 
-// memory.min_gpus: fewest cards the setup fits on with its sharding, or null.
-export function minGpus(data, a, setup, memoryGb) {
-  const at = (gpus) => fitsCard(data, estimateBreakdown(data, a, { ...setup, gpus }), memoryGb);
-  if (setup.sharding === "ddp") return at(1) ? 1 : null;
-  let low = 1;
-  let high = data.estimator.min_gpus_limit;
-  if (!at(high)) return null;
-  while (low < high) {
-    const mid = Math.floor((low + high) / 2);
-    if (at(mid)) high = mid;
-    else low = mid + 1;
-  }
-  return low;
-}
+// memory.min_gpus: fewest cards the setup fits on with its sharding (the whole card), or null.
+export const minGpus = (data, a, setup, memoryGb) => fewestCards(data, a, setup, memoryGb, (b) => b.card);
 
 // memory.training_flops_per_token: 2P forward, 4P backward (2P for a frozen base), +2P with checkpointing.
 export function trainingFlopsPerToken(data, paramsActive, setup) {

@@ -1636,7 +1636,8 @@ function setup(form, data, text) {
     return row.tiedOnCost ? `${cost} (${R.tied})` : cost;
   }
   // articles.time_words: hours as compute + exposed communication, the measured range, what dominates.
-  function timeText(row, band = data.estimator.time.band) {
+  // `withHours` false: what follows the hours where the page shows them on their own (the time block).
+  function timeText(row, withHours = true, band = data.estimator.time.band) {
     const t = row.time;
     if (!t) return "—";
     const over = R[`over_${row.link}`] ?? R.over_network;
@@ -1651,7 +1652,7 @@ function setup(form, data, text) {
         dominant: t.hoursCommunication > t.hoursCompute ? R.dominant_communication : R.dominant_compute,
       });
     const range = band.low === null ? "" : fill(R.time_range, { low: formatNumber(t.hours * band.low, 1), high: formatNumber(t.hours * band.high, 1) });
-    const line = fill(R.time, { hours: formatNumber(t.hours, 1), range, split });
+    const line = withHours ? fill(R.time, { hours: formatNumber(t.hours, 1), range, split }) : fill(R.time_after, { range, split });
     return t.measured ? line : line + R.time_draft;
   }
   // entities.plan_text: the recommendation's line; without one, a tight server as a risk; else none.
@@ -1800,7 +1801,7 @@ function setup(form, data, text) {
     $("out-hours").textContent = time === null ? "—" : formatNumber(time.hours, 1);
     if (time !== null) time.measured = timeMeasured(data, timeGpu.id, time.link);
     const row = { time, link: server ? (servers > 1 ? server.network : server.interconnect) : data.estimator.time.card_links[timeGpu.interconnect] };
-    $("out-time-split").textContent = time === null ? R.no_network : timeText(row);
+    $("out-time-split").textContent = time === null ? "" : timeText(row, false); // no network: said below
     const cost = time === null || server === null ? null : rentalCost(data, time.hours, server, servers);
     $("out-cost-row").hidden = cost === null;
     $("out-cost-na").hidden = cost !== null || unjoined;

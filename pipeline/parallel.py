@@ -46,7 +46,8 @@ def start_map(
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
+    with sigint_held():
+        pid = os.fork()
     if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
         # No garbage collection in the child: it would run the finalizers of objects the parent
         # left behind (DuckDB or Arrow handles whose threads do not exist here) and crash.
@@ -85,11 +86,30 @@ def start_map(
     return _once(join)
 
 
+@contextlib.contextmanager
+def sigint_held():
+    """Ctrl-C is held (blocked, not lost) around a fork: a child made inside inherits the block and
+    drops the signal when it ignores SIGINT (die_with_parent), so that no Ctrl-C reaches it in the
+    instant before; the parent receives a held one when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    holder = os.getpid()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if os.getpid() == holder:  # a child forked inside keeps the block until it ignores SIGINT
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def die_with_parent(parent: int) -> None:
     """In a forked child: Ctrl-C is the parent's to handle (the child would otherwise be interrupted
     half-way through an import and report that as a failure), and the child is killed when the parent
     ends in any way, a SIGKILL included (Linux's PR_SET_PDEATHSIG), so that no child outlives a build."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C held since the fork is dropped here
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:
             import ctypes

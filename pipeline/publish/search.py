@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.parallel import die_with_parent
+from pipeline.parallel import die_with_parent, sigint_held
 
 FOLDER = "pagefind"
 # The search page itself, the error page, and the quality page: it is written last, once validation
@@ -86,13 +86,14 @@ def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/
             "--keep-index-url",
         ]
         parent = os.getpid()
-        child = subprocess.Popen(  # killed with the build (die_with_parent): it writes into the build's folder
-            command,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PAGEFIND_QUIET": "true"},
-            preexec_fn=lambda: die_with_parent(parent),
-        )
+        with sigint_held():
+            child = subprocess.Popen(  # killed with the build (die_with_parent): it writes into the build's folder
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env={**os.environ, "PAGEFIND_QUIET": "true"},
+                preexec_fn=lambda: die_with_parent(parent),
+            )
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -439,8 +439,9 @@ class EditorLoop:
                 "building": self.building,
             }
 
-    def say(self, text: str, stream=sys.stdout) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=stream, flush=True)
+    def say(self, text: str, stream=None) -> None:
+        """A timestamped line on stream; standard output by default, looked up at the call (not at import)."""
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=stream or sys.stdout, flush=True)
 
     def rebuild(self) -> bool:
         """Build once in this process; on failure keep the last good site and remember the report."""

@@ -223,7 +223,8 @@ def estimate_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-CACHE_DIR = tempfile.mkdtemp(prefix="estimate-cache-")
+# In the test run's folder (conftest.py), removed with it; its own, so that the test sees only its entries.
+CACHE_DIR = tempfile.mkdtemp(prefix="estimate-cache-", dir=os.environ["GPU_FINETUNE_TEST_RUN"])
 
 
 def test_cli_caches_the_validated_catalog_and_ignores_a_damaged_entry():

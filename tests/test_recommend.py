@@ -283,3 +283,34 @@ def test_the_card_search_sharing_estimates_gives_min_gpus_answer(catalog):
                     compared += 1
             assert len(known) < len(calls)  # the searches shared estimates
     assert compared == 3 * 6 * 2 * len(sizes)
+
+
+def test_servers_alike_but_for_price_share_one_plan(catalog, monkeypatch):
+    """A job is planned once per server signature (card, count, interconnect, network): a second server
+    of the same configuration at another price costs no estimate or time, gets the same plan, its own price."""
+    calls: list[str] = []
+    timed = step_time.server_time
+
+    def counted(*args, **kwargs):
+        calls.append(args[5]["interconnect"])
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(step_time, "server_time", counted)
+    box = {"gpu_id": "h200-nvl", "gpu_count": 4, "interconnect": "pcie", "network": "infiniband-ndr"}
+    one = run(catalog, "generic-70b", "lora", servers({"server_id": "a", "price_rub_month": 1_000_000, **box}))
+    once = len(calls)
+    two = run(
+        catalog,
+        "generic-70b",
+        "lora",
+        servers(
+            {"server_id": "a", "price_rub_month": 1_000_000, **box},
+            {"server_id": "b", "price_rub_month": 900_000, **box},
+        ),
+    )
+    assert once > 0 and len(calls) == 2 * once  # the second catalog planned its one signature once too
+    by_id = {r["server_id"]: r for r in two}
+    plan = list(recommend.PLAN_COLUMNS)
+    assert [by_id["a"][k] for k in plan] == [by_id["b"][k] for k in plan] == [one[0][k] for k in plan]
+    assert [r["server_id"] for r in two] == ["b", "a"]  # the cheaper first
+    assert by_id["b"]["cost_rub"] == pytest.approx(by_id["a"]["cost_rub"] * 0.9)

@@ -179,7 +179,11 @@ def jobs(  # noqa: PLR0913
     spreads: Spreads | None = None,
     band: lookups.TimeBand | None = None,
 ) -> pl.DataFrame:
-    """One row per model x method x catalog server (`plan_job`) in the typical setup."""
+    """One row per model x method x catalog server (`plan_job`) in the typical setup.
+
+    A plan depends on a server only through its `SIGNATURE` (card, card count, interconnect, network):
+    each job is planned once per distinct signature, and the plans are joined to the servers that have
+    it, so a catalog of many servers of a few configurations costs what those configurations cost."""
     archs = memory.model_architectures(models)
     method_ids = methods.sort("sort_order")["method_id"].to_list()
     setups: dict[tuple[str, int], memory.Setup] = {}  # the typical setup does not depend on the model
@@ -189,12 +193,38 @@ def jobs(  # noqa: PLR0913
             setups[method_id, cards] = memory.typical_setup(method_id, c, cards)
         return setups[method_id, cards]
 
-    rows = []
+    of_server, kinds = by_signature(servers)
+    columns: dict[str, list] = {name: [] for name in ("model_id", "method_id", "signature", *PLAN_COLUMNS)}
     for model_id in sorted(archs):
         for method_id in method_ids:
-            plans = plan_job(archs[model_id], partial(typical, method_id), servers, gpus, c, tokens, spreads, band)
-            rows += [{"model_id": model_id, "method_id": method_id} | r for r in plans]
-    return pl.DataFrame(rows, schema=JOB_SCHEMA)
+            plans = plan_signatures(archs[model_id], partial(typical, method_id), kinds, gpus, c, tokens, spreads, band)
+            for index, plan in plans:
+                columns["model_id"].append(model_id)
+                columns["method_id"].append(method_id)
+                columns["signature"].append(index)
+                for name in PLAN_COLUMNS:
+                    columns[name].append(plan.get(name))
+    schema = {"signature": pl.Int64} | {k: v for k, v in JOB_SCHEMA.items() if k != "server_id"}
+    planned = pl.DataFrame(columns, schema=schema)
+    return planned.join(of_server, on="signature").select(JOB_SCHEMA.keys())
+
+
+# The server fields a plan reads (gpu_id, gpu_count, interconnect, network): servers alike in them share plans.
+SIGNATURE = ("gpu_id", "gpu_count", "interconnect", "network")
+
+
+def by_signature(servers: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, dict]]]:
+    """(server_id -> signature number, by server id; (number, a server's signature fields) for each distinct
+    signature). A few hundred rows at most: plain Python."""
+    numbers: dict[tuple, int] = {}
+    ids, of_server = [], []
+    for row in servers.select("server_id", *SIGNATURE).sort("server_id").iter_rows():
+        ids.append(row[0])
+        of_server.append(numbers.setdefault(row[1:], len(numbers)))
+    frame = pl.DataFrame(
+        {"server_id": ids, "signature": of_server}, schema={"server_id": pl.String, "signature": pl.Int64}
+    )
+    return frame, [(n, dict(zip(SIGNATURE, key, strict=True))) for key, n in numbers.items()]
 
 
 def plan_job(  # noqa: PLR0913
@@ -208,10 +238,32 @@ def plan_job(  # noqa: PLR0913
     band: lookups.TimeBand | None = None,
     share: float | None = None,
 ) -> list[dict]:
-    """One job (`setup(cards)` gives it on that many cards) on every catalog server: where it goes (`place`),
-    the cards it takes (all the cards of its chassis), the first-principles memory per card with its
-    measured range, the headroom left, the link and the hours on those cards (`_time`); no FP8 setup on a
-    card without FP8. `share`: the reader's share of the BF16 peak instead of the measured efficiency."""
+    """One job (`setup(cards)` gives it on that many cards) on every catalog server, by server id: where it
+    goes (`place`), the cards it takes (all the cards of its chassis), the first-principles memory per card
+    with its measured range, the headroom left, the link and the hours on those cards (`_time`); no FP8
+    setup on a card without FP8. `share`: the reader's share of the BF16 peak instead of the measured
+    efficiency."""
+    of_server, kinds = by_signature(servers)
+    plans = dict(plan_signatures(arch, setup, kinds, gpus, c, tokens, spreads, band, share))
+    return [
+        {"server_id": server_id} | plans[index]
+        for server_id, index in of_server.iter_rows()
+        if index in plans  # an FP8 setup is not planned on a card without FP8
+    ]
+
+
+def plan_signatures(  # noqa: PLR0913
+    arch,
+    setup: Callable[[int], memory.Setup],
+    kinds: list[tuple[int, dict]],
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    tokens: float,
+    spreads: Spreads | None = None,
+    band: lookups.TimeBand | None = None,
+    share: float | None = None,
+) -> list[tuple[int, dict]]:
+    """`plan_job`'s plan (without the server id) for each server signature of `kinds` (`by_signature`)."""
     spreads = spreads or {}
     gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     estimate = _remembering(arch, c)
@@ -224,8 +276,8 @@ def plan_job(  # noqa: PLR0913
 
     searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
     fp8 = setup(1).fp8
-    rows = []
-    for server in servers.sort("server_id").iter_rows(named=True):
+    plans = []
+    for index, server in kinds:
         gpu = gpu_rows[server["gpu_id"]]
         if fp8 and not gpu["fp8_dense_tflops"]:
             continue  # an FP8 setup needs a card with FP8
@@ -240,7 +292,6 @@ def plan_job(  # noqa: PLR0913
         reason, chassis = place(count, point, headroom, bool(server["network"]), fits_all)
         cards = None if chassis is None else chassis * count
         row = {
-            "server_id": server["server_id"],
             "reason": reason,
             "servers_count": chassis,
             "gpus_per_job": cards,
@@ -255,8 +306,8 @@ def plan_job(  # noqa: PLR0913
             if reason != "needs_network":  # no time across servers with no declared network
                 time = step_time.server_time(arch, setup(cards), gpu, tokens, c, server, chassis, share)
                 row |= _time(time, gpu["gpu_id"], band or lookups.TimeBand())
-        rows.append(row)
-    return rows
+        plans.append((index, row))
+    return plans
 
 
 def _time(t: step_time.TrainingTime | None, gpu_id: str, band: lookups.TimeBand) -> dict:
@@ -357,6 +408,8 @@ JOB_SCHEMA = {
     "time_measured": pl.Boolean,
     "efficiency": pl.Float64,
 }
+# What a plan says of a server signature: the job's columns but the ids.
+PLAN_COLUMNS = tuple(k for k in JOB_SCHEMA if k not in ("model_id", "method_id", "server_id"))
 
 
 def measured_range(figure, spread: tuple[float, float]) -> tuple:

@@ -69,7 +69,7 @@ def run(  # noqa: PLR0913
     if not force and fingerprint.is_current(out, inputs):
         return {"unchanged": True, "seconds": {"check": clock.elapsed()}}
 
-    from pipeline.combine import combine
+    from pipeline.combine import FrameMemo, combine
     from pipeline.publish.downloads import made_with, start_workbooks
     from pipeline.publish.staging import stage
     from pipeline.render.site import PageMemo, Renderer
@@ -89,7 +89,7 @@ def run(  # noqa: PLR0913
     #
     workbooks = None
     try:
-        catalog = clock.timed("compute", lambda: combine(con))
+        catalog = clock.timed("compute", lambda: combine(con, FrameMemo(warm.frames, read=not force)))
         workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
@@ -215,12 +215,13 @@ def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:
         on_warnings(known[0])
         return known[1]
     from pipeline.combine import combine
+    from pipeline.frame_memo import FrameMemo
     from pipeline.render.site import check_articles
 
     digests: dict[str, str] = {}
     con, validation = load_and_validate(sources, digests)
     on_warnings(validation.warnings)
-    check_articles(combine(con), validation)  # a claim of an article the data no longer supports
+    check_articles(combine(con, FrameMemo()), validation)  # a claim of an article the data no longer supports
     cache.remember_articles(sources, digests)
     return len(validation.checks)
 

@@ -19,6 +19,7 @@ import polars as pl
 from pipeline import lookups
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
+from pipeline.frame_memo import FrameMemo
 from pipeline.render import format as fmt
 from pipeline.schema import (
     ADVICE,
@@ -55,7 +56,8 @@ class Step:
 
     name: str
     inputs: tuple[str, ...]
-    make: Callable[[Tables, Constants], pl.DataFrame]
+    make: Callable[..., pl.DataFrame]
+    memo: bool = False  # make takes the build's FrameMemo as a third argument (pipeline.frame_memo)
 
 
 # -- the method-comparison article's setups --
@@ -294,10 +296,10 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
 
 
 # -- the steps --
-def _recommendations(t: Tables, c: Constants) -> pl.DataFrame:
+def _recommendations(t: Tables, c: Constants, memo: FrameMemo | None) -> pl.DataFrame:
     spreads = recommend.plan_spreads(t["estimator_range"])
     band = lookups.time_band(t["time_summary"], t["time_calibration"])
-    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band)
+    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band, memo)
 
 
 def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
@@ -378,6 +380,7 @@ STEPS: tuple[Step, ...] = (
             "time_calibration",
         ),
         _recommendations,
+        memo=True,
     ),
     Step(
         "memory_breakdown",
@@ -419,13 +422,14 @@ def filled_memory_notes(gpus: pl.DataFrame) -> pl.DataFrame:
     return gpus.with_columns(pl.Series("memory_note_ru", notes, dtype=gpus.schema["memory_note_ru"]))
 
 
-def combine(con: duckdb.DuckDBPyConnection) -> Catalog:
-    """Read the typed tables and make every derived table, step by step (`STEPS`)."""
+def combine(con: duckdb.DuckDBPyConnection, memo: FrameMemo | None = None) -> Catalog:
+    """Read the typed tables and make every derived table, step by step (`STEPS`); `memo`: where the
+    costly steps find what an earlier build made from the same inputs (pipeline.frame_memo)."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     for step in STEPS:
         seen = {name: tables[name] for name in step.inputs}
-        tables[step.name] = step.make(seen, constants)
+        tables[step.name] = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
     return Catalog(tables, constants)

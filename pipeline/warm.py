@@ -39,5 +39,7 @@ class Warm:
     outcomes: dict = field(default_factory=dict)
     # pipeline/publish/downloads.py: (table, CSV hash, date, text hash) -> XLSX bytes; the last build's.
     workbooks: dict = field(default_factory=dict)
+    # pipeline/frame_memo.py: step name -> (key, frame) of the last build (the recommendations' plans).
+    frames: dict = field(default_factory=dict)
     # pipeline/publish/staging.py: device -> whether its file system exchanges two folders atomically.
     exchange: dict = field(default_factory=dict)

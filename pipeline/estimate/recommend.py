@@ -27,7 +27,7 @@ from functools import partial
 
 import polars as pl
 
-from pipeline import lookups
+from pipeline import frame_memo, lookups
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate import step_time, training
 from pipeline.schema import RECOMMENDATIONS
@@ -121,16 +121,18 @@ def recommendations(  # noqa: PLR0913
     c: Mapping[str, object],
     spread: tuple[float, float] | Spreads | None = None,
     band: lookups.TimeBand | None = None,
+    memo: frame_memo.FrameMemo | None = None,
 ) -> pl.DataFrame:
     """The `recommendations` table: one row per model x method x server, ranked within model x method.
     `spread`: the factors of the first-principles estimate's measured range per kind of setup
     (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range (the headroom is
     then the reserve alone). `band`: the time figures' measured range and coverage (`lookups.time_band`).
+    `memo`: where the plans are remembered (they do not depend on the prices; `jobs`).
 
     The estimator runs once per model x method x card count (`jobs`); the rent is column arithmetic."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
-    job = jobs(models, methods, servers, gpus, c, tokens, spreads, band)
+    job = jobs(models, methods, servers, gpus, c, tokens, spreads, band, memo)
     return ranked(job.with_columns(tokens=pl.lit(tokens)), servers, c)
 
 
@@ -178,14 +180,55 @@ def jobs(  # noqa: PLR0913
     tokens: float,
     spreads: Spreads | None = None,
     band: lookups.TimeBand | None = None,
+    memo: frame_memo.FrameMemo | None = None,
 ) -> pl.DataFrame:
     """One row per model x method x catalog server (`plan_job`) in the typical setup.
 
     A plan depends on a server only through its `SIGNATURE` (card, card count, interconnect, network):
     each job is planned once per distinct signature, and the plans are joined to the servers that have
-    it, so a catalog of many servers of a few configurations costs what those configurations cost."""
-    archs = memory.model_architectures(models)
+    it, so a catalog of many servers of a few configurations costs what those configurations cost.
+    `memo` remembers those plans (pipeline.frame_memo) by everything they depend on, which is not the
+    servers' ids or prices: a price edit reuses them."""
     method_ids = methods.sort("sort_order")["method_id"].to_list()
+    of_server, kinds = by_signature(servers)
+
+    def planned() -> pl.DataFrame:
+        return plan_table(models, method_ids, kinds, gpus, c, tokens, spreads, band)
+
+    parts = (
+        frame_memo.frame_digest(models),
+        repr(method_ids),
+        repr(kinds),
+        frame_memo.frame_digest(gpus),
+        frame_memo.mapping_digest(c),
+        repr(tokens),
+        repr(sorted((spreads or {}).items())),
+        _band_text(band),
+    )
+    plans = frame_memo.made_now("plans", parts, planned, memo)
+    return plans.join(of_server, on="signature").select(JOB_SCHEMA.keys())
+
+
+def _band_text(band: lookups.TimeBand | None) -> str:
+    """A TimeBand as text that is the same in every process (its sets sorted)."""
+    if band is None:
+        return "none"
+    return repr((band.low, band.high, sorted(band.gpus), sorted(band.links), band.speed))
+
+
+def plan_table(  # noqa: PLR0913
+    models: pl.DataFrame,
+    method_ids: list[str],
+    kinds: list[tuple[int, dict]],
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    tokens: float,
+    spreads: Spreads | None,
+    band: lookups.TimeBand | None,
+) -> pl.DataFrame:
+    """The plans of every model x method on every server signature of `kinds` (`plan_signatures`): one row
+    each, with `signature` in place of the server."""
+    archs = memory.model_architectures(models)
     setups: dict[tuple[str, int], memory.Setup] = {}  # the typical setup does not depend on the model
 
     def typical(method_id: str, cards: int) -> memory.Setup:
@@ -193,7 +236,6 @@ def jobs(  # noqa: PLR0913
             setups[method_id, cards] = memory.typical_setup(method_id, c, cards)
         return setups[method_id, cards]
 
-    of_server, kinds = by_signature(servers)
     columns: dict[str, list] = {name: [] for name in ("model_id", "method_id", "signature", *PLAN_COLUMNS)}
     for model_id in sorted(archs):
         for method_id in method_ids:
@@ -205,8 +247,7 @@ def jobs(  # noqa: PLR0913
                 for name in PLAN_COLUMNS:
                     columns[name].append(plan.get(name))
     schema = {"signature": pl.Int64} | {k: v for k, v in JOB_SCHEMA.items() if k != "server_id"}
-    planned = pl.DataFrame(columns, schema=schema)
-    return planned.join(of_server, on="signature").select(JOB_SCHEMA.keys())
+    return pl.DataFrame(columns, schema=schema)
 
 
 # The server fields a plan reads (gpu_id, gpu_count, interconnect, network): servers alike in them share plans.

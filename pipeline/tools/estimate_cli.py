@@ -464,9 +464,10 @@ def _load(sources: Path):
             store.delete(CACHE_NAMESPACE, key)
     from pipeline.build import load_and_validate
     from pipeline.combine import combine
+    from pipeline.frame_memo import FrameMemo
 
     digests: dict[str, str] = {}
-    catalog = combine(load_and_validate(sources, digests)[0])
+    catalog = combine(load_and_validate(sources, digests)[0], FrameMemo(store=store))
     store.put(CACHE_NAMESPACE, _catalog_key(sources, digests), catalog_to_bytes(catalog))  # what was read
     return catalog
 

@@ -14,6 +14,7 @@ from pipeline.estimate import calibration
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.render import format as fmt
+from pipeline.render import russian
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "site_templates" / "articles" / "method-comparison.md"
 SERVER = "hgx-h200-8x"
@@ -180,11 +181,11 @@ def first_cell_row(article: str, label: str) -> list[str]:
 def test_summary_figures_quoted(catalog, article):
     summary = {r["estimator"]: r for r in catalog["calibration_summary"].iter_rows(named=True)}
     fp = summary["first_principles"]
-    quoted = (
-        f"ошибается в среднем (по медиане) на {fmt.number(fp['median_abs_error'] * 100, 0)} % ({fp['rows']} замеров)"
-    )
+    # The noun agrees with the count ("90 замеров", "94 замера"), as the template's ru.count makes it.
+    rows = russian.count(fp["rows"], "замер").replace("\xa0", " ")
+    quoted = f"ошибается в среднем (по медиане) на {fmt.number(fp['median_abs_error'] * 100, 0)} % ({rows})"
     assert quoted in article
-    assert f"в ней {fp['rows']} замеров из {catalog['calibration'].height}" in article
+    assert f"в ней {rows} из {catalog['calibration'].height}" in article
 
 
 def test_measured_rows_carry_calibration(catalog, article):

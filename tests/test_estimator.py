@@ -137,7 +137,7 @@ def test_calibration_rows_recompute(built):
     summary = pl.read_csv(built / "site/data/calibration_summary.csv")
     expected = median(abs(e) for e in errors)
     assert summary.filter(pl.col("estimator") == "first_principles")["median_abs_error"][0] == pytest.approx(expected)
-    gib = cal.filter(pl.col("measured_unit") == "GiB").row(0, named=True)
+    gib = cal.filter((pl.col("measured_unit") == "GiB") & pl.col("measured_value").is_not_null()).row(0, named=True)
     assert gib["measured_gb"] == pytest.approx(gib["measured_value"] * 2**30 / 1e9)
 
 
@@ -184,14 +184,14 @@ def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommenda
     # and the breakdown is one card of that job. The plan's headroom
     # takes the measured range of sharded whole-card readings, which has rows enough of its own since issue 36
     # (0.95-1.15 x with issue 36 item 4's two sharded runs, 0.95-1.12 x before them; it was the range over all rows,
-    # up to 1.26 x, before issue 36)
+    # up to 1.26 x, before issue 36; axolotl's 70B QLoRA + FSDP run, +0.2 %, narrows it to 1.147 x: 336 -> 332 cards)
     assert got == {
         "qlora_2bit": (4, "zero3"),
         "qlora_4bit": (4, "zero3"),
         "qlora_8bit": (8, "zero3"),
         "lora": (8, "zero3"),
         "full_bf16": (168, "zero3"),
-        "full_amp": (336, "zero3"),
+        "full_amp": (332, "zero3"),
     }
     for r in joined.iter_rows(named=True):
         assert r["gpus"] == r["gpus_per_job"]
@@ -199,7 +199,7 @@ def test_a_model_too_big_for_one_card_is_broken_down_on_the_cards_its_recommenda
         assert r["total_gb"] <= r["memory_gb"]
     page = (built / "site/models/llama-3-1-405b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     assert "карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP, контрольные точки" in page
-    assert 'data-label="Карт">336</td>' in page and "69,3 ГБ</text>" in page
+    assert 'data-label="Карт">332</td>' in page and "69,6 ГБ</text>" in page
     small = (built / "site/models/llama-3-2-1b.html").read_text(encoding="utf-8").replace("\u00a0", " ")
     # every catalog server has two cards or more, and a plan takes them all: a 1B model too
     assert "2 048 токенов × 1, карт — сколько берёт рекомендация, на нескольких — ZeRO-3/FSDP" in small
@@ -467,10 +467,11 @@ def test_estimator_range_is_the_percentiles_of_the_out_of_sample_errors(built):
     spread = {r["scope"]: r for r in pl.read_csv(built / "site/data/estimator_range.csv").iter_rows(named=True)}
     assert list(spread) == ["all", "allocated", "reserved", "card", "fits_on", "card_one_gpu", "card_sharded"]
     # the plan's scopes: whole-card readings on one card and sharded (nine sharded rows since issue 36's ms-swift runs,
-    # eleven with ms-swift's Qwen2.5-14B benchmark and Qwen3-8B ZeRO-3 runs: percentiles of their own)
+    # eleven with ms-swift's Qwen2.5-14B benchmark and Qwen3-8B ZeRO-3 runs, twelve with axolotl's 70B QLoRA + FSDP
+    # run: percentiles of their own)
     card = cal.filter(pl.col("metric_kind") == "card")
     kinds = {"card_one_gpu": pl.col("sharding") == "ddp", "card_sharded": pl.col("sharding") != "ddp"}
-    assert spread["card_sharded"]["rows"] == card.filter(kinds["card_sharded"]).height == 11
+    assert spread["card_sharded"]["rows"] == card.filter(kinds["card_sharded"]).height == 12
     for scope, row in spread.items():
         part = (
             cal
@@ -493,8 +494,8 @@ def test_estimator_range_is_the_percentiles_of_the_out_of_sample_errors(built):
             <= r["first_principles_loso_gb"] * row["high_factor"] + 1e-9
             for r in part.iter_rows(named=True)
         ]
-        # (interpolated percentiles of few rows may leave one more row out at each end)
-        assert sum(inside) / len(inside) >= 0.8 - (1 if len(inside) >= 20 else 2) / len(inside)
+        # (interpolated percentiles may leave one more row out at each end: 10 and 10 of 94 rows)
+        assert sum(inside) / len(inside) >= 0.8 - 2 / len(inside)
 
 
 def test_calibration_breakdown_recomputes_from_the_rows(built):

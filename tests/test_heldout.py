@@ -65,8 +65,8 @@ def test_a_run_on_transformers_before_4_49_has_the_shifted_logits_copy(rows):
         if releases and min(releases) < (4, 49):
             named[measurement_id] = loss
     # Held out: fms-acceleration 77, Answer.AI 17, Unsloth's blogs 4, llama-recipes 2, Phil Schmid 1;
-    # calibration: Unsloth's December 2024 table 7.
-    assert len(named) == 77 + 17 + 4 + 2 + 1 + 7
+    # calibration: Unsloth's December 2024 table 7, axolotl's Llama 3 examples 2 (before 4.46), Liger's example 3 (4.43.3).
+    assert len(named) == 77 + 17 + 4 + 2 + 1 + 7 + 2 + 3
     assert {i: loss for i, loss in named.items() if loss == "hf"} == {}
 
 

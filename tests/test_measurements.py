@@ -47,9 +47,10 @@ def measured() -> dict[str, tuple]:
 def test_real_table_passes_and_has_every_measurement(measured):
     # + torchao's four Llama2-7B optimizer rows, ms-swift's seven examples and torchtune PR #961's two runs (issue 36)
     # + torchtune's README speed table (six), ms-swift's Megatron benchmark (one) and Qwen3 best practices (three),
-    # LitGPT's dataset tutorial (two)
-    assert len(measured) == 140
-    assert sum(r[6] == "oom" for r in measured.values()) == 12
+    # LitGPT's dataset tutorial (two); axolotl's Llama 2 and Llama 3 examples (four) and Liger Kernel's Hugging Face
+    # example (six, two of them out of memory)
+    assert len(measured) == 150
+    assert sum(r[6] == "oom" for r in measured.values()) == 14
     anchor_rows = {r[0] for r in measured.values() if r[0] is not None}
     assert anchor_rows == set(range(25, 47)) | set(range(59, 65)) | {68, 69, 70}
     # §1.3: LLaMA-Factory issues #7409 (three Qwen2-7B rows) and #4772 (QLoRA and LoRA)
@@ -119,6 +120,9 @@ def test_every_row_has_a_note_and_a_known_source():
         "ms-swift-megatron-benchmark",
         "ms-swift-qwen3-best-practice",
         "litgpt-prepare-dataset",
+        "axolotl-llama2-example",
+        "axolotl-llama3-example",
+        "liger-kernel-hf-example",
     }
 
 
@@ -137,6 +141,16 @@ def test_issue_36_coverage_rows(measured):
     assert measured["swift-qwen3-8b-full-8k-liger"][3:8] == (8192, 1, 4, "value", 60)
     falcon = sorted((r[3], r[7]) for k, r in measured.items() if k.startswith("litgpt-dataset-falcon-7b-"))
     assert falcon == [(256, 15.73), (1079, 23.52)]
+    # axolotl: consumer card (RTX 4090), 8-bit AdamW on an 8-bit base, 8192 packed tokens with PagedAdamW8bit, FSDP
+    assert measured["axolotl-llama-2-7b-lora-8bit-4090"] == (
+        None, "llama-2-7b", "qlora_8bit", 4096, 2, 1, "value", 20, "GB", "unknown", "rtx-4090"
+    )  # fmt: skip
+    assert measured["axolotl-llama-3-8b-full-paged8bit-48gb"][2:9] == ("full_bf16", 8192, 1, 1, "value", 48, "GB")
+    assert measured["axolotl-llama-3-70b-qlora-fsdp-offload-2gpu"][5:9] == (2, "value", 21, "GB")
+    liger = sorted(
+        (r[4], r[7]) for k, r in measured.items() if k.startswith("liger-qwen2-7b-") and k.endswith("-liger")
+    )
+    assert liger == [(32, 38.38), (48, 41.1), (64, 41.71)]
 
 
 @pytest.mark.parametrize(

@@ -296,7 +296,7 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
 
 
 # -- the steps --
-def _recommendations(t: Tables, c: Constants, memo: FrameMemo | None) -> pl.DataFrame:
+def _recommendations(t: Tables, c: Constants, memo: FrameMemo | None = None) -> pl.DataFrame:
     spreads = recommend.plan_spreads(t["estimator_range"])
     band = lookups.time_band(t["time_summary"], t["time_calibration"])
     return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band, memo)

@@ -182,7 +182,8 @@ def jobs(  # noqa: PLR0913
     band: lookups.TimeBand | None = None,
     memo: frame_memo.FrameMemo | None = None,
 ) -> pl.DataFrame:
-    """One row per model x method x catalog server (`plan_job`) in the typical setup.
+    """One row per model x method x catalog server (`plan_job`) in the typical setup, with the server's
+    prices (training.PRICE_COLUMNS: one join makes the table).
 
     A plan depends on a server only through its `SIGNATURE` (card, card count, interconnect, network):
     each job is planned once per distinct signature, and the plans are joined to the servers that have
@@ -206,7 +207,8 @@ def jobs(  # noqa: PLR0913
         _band_text(band),
     )
     plans = frame_memo.made_now("plans", parts, planned, memo)
-    return plans.join(of_server, on="signature").select(JOB_SCHEMA.keys())
+    carried = of_server.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
+    return plans.join(carried, on="signature").select(*JOB_SCHEMA, *training.PRICE_COLUMNS)
 
 
 def _band_text(band: lookups.TimeBand | None) -> str:
@@ -384,13 +386,11 @@ def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mappin
 
 def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
     """Rows of `plan_job` (with model_id, method_id, tokens) priced under the servers' rental
-    terms and ranked: the recommendations table's columns."""
-    carried = servers.select("server_id", *training.PRICE_COLUMNS)
-    frame = (
-        plans.join(carried, on="server_id")
-        .with_columns(**priced(c))
-        .with_columns(recommended=pl.col("reason").is_in(RECOMMENDED_REASONS))
-    )
+    terms and ranked: the recommendations table's columns. Rows that carry the prices (`jobs`) are
+    not joined with the servers again."""
+    if not set(training.PRICE_COLUMNS) <= set(plans.columns):
+        plans = plans.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
+    frame = plans.with_columns(**priced(c)).with_columns(recommended=pl.col("reason").is_in(RECOMMENDED_REASONS))
     schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k not in ("rank", "tied_on_cost")}
     frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
     return rank(frame).select(RECOMMENDATIONS.columns)
@@ -462,9 +462,12 @@ def measured_range(figure, spread: tuple[float, float]) -> tuple:
 def rank(frame: pl.DataFrame) -> pl.DataFrame:
     """Rank within model x method: recommended first (then the risks, in REASONS' order); then the cost
     under the rental terms (priced before on request), the time, and the server id for a stable order.
-    `tied_on_cost`: another recommended row of the job costs the same (the time then decides)."""
+    `tied_on_cost`: another recommended row of the job costs the same (the time then decides).
+    One sort, by the job first: the rows come out grouped by job, each job's in rank order."""
+    job = ("model_id", "method_id")
     order = frame.sort(
         [
+            *job,
             pl.col("recommended").not_(),
             pl.when(pl.col("recommended"))
             .then(0)
@@ -476,12 +479,9 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
         ],
         nulls_last=True,
     )
-    job = ("model_id", "method_id")
     same = pl.col("recommended") & pl.col("cost_rub").is_not_null()
     tied = (pl.len().over(*job, "recommended", "cost_rub") > 1) & same
-    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False)).sort(
-        "model_id", "method_id", "rank"
-    )
+    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False))
 
 
 def without_network_price(frame: pl.DataFrame, servers: pl.DataFrame) -> pl.DataFrame:

@@ -605,12 +605,20 @@ class EntityTables:
     def plan_methods(self, model_id: str, server_id: str) -> str:
         """The methods of a model whose plan is this server (short names, "; " apart: a name may hold a
         comma), or a dash."""
-        names = [
-            self.t.method(me)["short_name_ru"]
-            for me in self._methods
-            if self.recommended.get((model_id, me), {}).get("server_id") == server_id
-        ]
-        return "; ".join(names) if names else "—"
+        return self._plan_methods.get((model_id, server_id), "—")
+
+    @cached_property
+    def _plan_methods(self) -> dict[tuple[str, str], str]:
+        """(model, server) -> plan_methods' text, for the pairs some plan puts there: found once for every
+        server page (a server page asks for each of its models)."""
+        names: dict[tuple[str, str], list[str]] = {}
+        for me in self._methods:
+            short = self.t.method(me)["short_name_ru"]
+            for m in self._models:
+                server_id = self.recommended.get((m, me), {}).get("server_id")
+                if server_id is not None:
+                    names.setdefault((m, server_id), []).append(short)
+        return {key: "; ".join(found) for key, found in names.items()}
 
     # -- comparison pages --
     def leading(self, ids: list[str], kind: str) -> tuple[list[str], list[str]]:

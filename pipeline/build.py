@@ -20,13 +20,10 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pipeline.messages import message
 from pipeline.problems import DataError, Problem, Validation
-
-if TYPE_CHECKING:
-    from pipeline.warm import Warm
+from pipeline.warm import Warm  # a dataclass of empty dicts: nothing heavy
 
 Progress = Callable[[str, float], None]
 
@@ -73,7 +70,6 @@ def run(  # noqa: PLR0913
     from pipeline.publish.downloads import made_with, start_workbooks
     from pipeline.publish.staging import stage
     from pipeline.render.site import PageMemo, Renderer
-    from pipeline.warm import Warm
 
     warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
@@ -82,7 +78,7 @@ def run(  # noqa: PLR0913
     #
     # Load inputs.
     #
-    con, validation, pending = load_inputs(sources, None if force else previous, inputs, clock, warm)
+    con, validation, pending, digests = load_inputs(sources, None if force else previous, inputs, clock, warm)
 
     #
     # Process data.
@@ -116,8 +112,17 @@ def run(  # noqa: PLR0913
     except BaseException:
         staging.discard()
         raise
+    remember_articles(sources, digests)  # this build rendered every article: their claims hold for these bytes
     extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds, "rendered": sorted(memo.rendered)}
     return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
+
+
+def remember_articles(sources: Path, digests: dict[str, str]) -> None:
+    """After a build that was written: `check` of the same bytes need not render the articles again
+    (validation_cache.articles_passed), as it need not validate them (the build remembered that)."""
+    from pipeline import validation_cache
+
+    validation_cache.remember_articles(sources, digests)
 
 
 def read_verdicts(out: Path) -> dict | None:
@@ -172,7 +177,7 @@ def summary(  # noqa: PLR0913
 
 
 def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock, warm: Warm):
-    """(connection, validation, pending): without --force (previous given), the previous build's validation
+    """(connection, validation, pending, the SHA-256 of each file as read): without --force (previous given), the previous build's validation
     when the sources (as read now) and the code are unchanged, or the one remembered for the bytes read
     (validation_cache), with pending None; otherwise the validation so far, with the GX suites still running.
     The files are read once, and `inputs["sources"]` becomes the hash of the bytes this build read and
@@ -190,16 +195,16 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
         ):
             con = load_validated_before(sources, read=read)
             clock.record("load (validation reused)", time.perf_counter() - tick)
-            return con, Validation.from_dict(previous["validation"]), None
+            return con, Validation.from_dict(previous["validation"]), None, digests
         remembered = cache.remembered(sources, digests)
         if remembered is not None:  # these bytes passed before, in this or another --out, build or check
             con = load_validated_before(sources, read=read)
             clock.record("load (validation remembered)", time.perf_counter() - tick)
-            return con, published(remembered, sources), None
+            return con, published(remembered, sources), None, digests
     with cache.fresh(previous is None):  # --force validates every table anew
         con, validation, pending = start_loading(sources, warm, digests, read)
     clock.record("load, validation started", time.perf_counter() - tick)
-    return con, published(validation, sources), pending
+    return con, published(validation, sources), pending, digests
 
 
 def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:

@@ -208,7 +208,9 @@ def test_the_suites_definition_is_part_of_the_key(cache_dir, sources, suites, mo
 
 
 def test_a_forced_build_reads_no_outcome_but_stores_them(cache_dir, sources, tmp_path, suites, monkeypatch):
+    assert not validation_cache.articles_passed(sources)
     build(sources, tmp_path / "one")
+    assert validation_cache.articles_passed(sources)  # a check of these bytes renders no article again
     ran = len(suites)
     suites.clear()
     build(sources, tmp_path / "two", force=True)

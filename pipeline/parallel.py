@@ -46,12 +46,8 @@ def start_map(
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    with sigint_held():
-        pid = os.fork()
+    pid = fork()
     if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
-        # No garbage collection in the child: it would run the finalizers of objects the parent
-        # left behind (DuckDB or Arrow handles whose threads do not exist here) and crash.
-        gc.disable()
         status = 1
         try:
             die_with_parent(parent)
@@ -84,6 +80,28 @@ def start_map(
         return [results[i] if i in results else function(items[i]) for i in range(len(items))]
 
     return _once(join)
+
+
+def fork() -> int:
+    """os.fork() with the garbage collector off and Ctrl-C held across it. The child keeps both: no
+    collection may run there (it would run the finalizers of objects the parent left behind, DuckDB or
+    Arrow handles whose threads do not exist in the child, and crash; even the threading module's own
+    after-fork step allocates, so the collector is off before the fork, not after), and Ctrl-C stays
+    held until the child ignores it (die_with_parent). The parent gets both back as they were."""
+    collecting = gc.isenabled()
+    gc.disable()
+    blocking = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocking else None
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:  # the parent, or no child (fork failed)
+            if blocking:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            if collecting:
+                gc.enable()
+    return pid
 
 
 @contextlib.contextmanager

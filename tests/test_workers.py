@@ -1,6 +1,8 @@
 """pipeline.parallel.start_map: the same results as a plain loop, computed on two cores."""
 
+import gc
 import os
+import signal
 import time
 
 import pytest
@@ -31,6 +33,31 @@ def test_the_work_is_shared_with_a_child_process():
     results = workers.start_map(square_and_pid, list(range(60)))()
     assert [r[0] for r in results] == [x * x for x in range(60)]
     assert len({pid for _, pid in results}) == 2
+
+
+def collector_and_signals(x: int) -> tuple[int, bool, bool]:
+    time.sleep(0.01)
+    return os.getpid(), gc.isenabled(), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+@two_cores
+def test_the_child_collects_no_garbage_and_ignores_ctrl_c_and_the_parent_gets_both_back(monkeypatch):
+    """The collector is off before the fork (the child's after-fork steps allocate: a collection there ran
+    the finalizers of DuckDB or Arrow handles and crashed), and Ctrl-C is held until the child ignores it."""
+    parent, at_fork, real = os.getpid(), [], os.fork
+
+    def fork() -> int:
+        at_fork.append((gc.isenabled(), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())))
+        return real()
+
+    monkeypatch.setattr(os, "fork", fork)
+    results = workers.start_map(collector_and_signals, list(range(40)))()
+    child = [(on, held) for pid, on, held in results if pid != parent]
+    mine = [(on, held) for pid, on, held in results if pid == parent]
+    assert child and set(child) == {(False, False)}  # SIGINT unblocked in the child once it is ignored
+    assert mine and set(mine) == {(True, False)}
+    assert gc.isenabled() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert at_fork == [(False, True)]  # at the fork itself: no collection can start, no Ctrl-C can land
 
 
 @two_cores

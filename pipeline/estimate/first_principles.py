@@ -393,7 +393,9 @@ def held_quant_inputs(arch: Architecture, setup: Setup, c: Mapping[str, float]) 
     `loss = chunked_cross_entropy(...)`, with bitsandbytes pinned at 0.42.0) therefore still holds every
     quantised layer's input of the previous micro-batch while the next forward pass and loss run: one more
     micro-batch of those inputs at the peak, counted at the same length (an upper bound where lengths vary).
-    Under checkpointing the checkpointed layers build no graph in the forward pass, so nothing is held.
+    Under checkpointing nothing is counted: reentrant checkpointing (transformers' default) builds no graph in the
+    forward pass; non-reentrant checkpointing would keep every layer's input on old bitsandbytes, since a ctx
+    attribute escapes its saved-tensor hooks (bitsandbytes issue #2034): not modelled.
     """
     if not (setup.quant_inputs_held and setup.is_quantised) or setup.grad_checkpointing:
         return 0.0

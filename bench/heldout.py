@@ -94,6 +94,7 @@ TECHNIQUES = (
     "lora_lm_head",
     "frozen_fp32",
     "optimizer_in_backward",
+    "quant_inputs_held",
 )
 # The reading of the estimate each metric measures, and the metric kind it is summarised under.
 READING = {

@@ -521,6 +521,7 @@ EXTRA_TECHNIQUES = (
     "prompt_tuning",
     "double_quant",
     "lora_dropout",
+    "quant_inputs_held",
     "unknown_lengths",
 )
 # The optimizers the first-principles estimator knows (first_principles.OPTIMIZER_STATES says what each stores).

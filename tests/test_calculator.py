@@ -581,7 +581,10 @@ def architectures(catalog):
     return memory.model_architectures(models)
 
 
-SETUP_FIELDS = {name: type(value) for name, value in asdict(memory.Setup()).items() if name != "torch_compile"}
+# The calculator offers every Setup field but torch.compile (refused) and quant_inputs_held (a property of old
+# bitsandbytes in LitGPT's loop, for scoring published runs: the command line and --batch have it, not the page).
+NOT_IN_CALCULATOR = ("torch_compile", "quant_inputs_held")
+SETUP_FIELDS = {name: type(value) for name, value in asdict(memory.Setup()).items() if name not in NOT_IN_CALCULATOR}
 TYPICAL = memory.typical_setup(
     "full_amp",
     {

@@ -537,8 +537,9 @@ def test_estimator_constants_say_which_is_fitted_and_to_what(built):
 def test_accuracy_page_shows_the_measured_range_and_the_framework_notes(built):
     page = (built / "site/accuracy.html").read_text(encoding="utf-8").replace("\xa0", " ")
     spread = pl.read_csv(built / "site/data/estimator_range.csv").filter(pl.col("scope") == "all").row(0, named=True)
-    low = f"{spread['low_factor']:.2f}".replace(".", ",")
-    high = f"{spread['high_factor']:.2f}".replace(".", ",")
+    # The page's own formatter (two decimals, trailing zeros dropped: 1.20 reads "1,2").
+    low = fmt.number(spread["low_factor"], 2)
+    high = fmt.number(spread["high_factor"], 2)
     assert f"между оценкой × {low} и оценкой × {high}" in page
     frozen = pl.read_csv(ROOT / "sources/measurements.csv")["extra_techniques"].fill_null("")
     count = sum("fsdp_frozen_unsharded" in t for t in frozen.to_list())

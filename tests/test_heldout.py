@@ -92,6 +92,7 @@ def test_a_batch_row_sets_every_modelled_technique():
         "lora_lm_head": "false",
         "frozen_fp32": "false",
         "optimizer_in_backward": "false",
+        "quant_inputs_held": "false",
     }
 
 

@@ -205,7 +205,7 @@ def test_issue_36_coverage_rows(measured):
             'extra_techniques = "torch_compile, dora": нужен список через запятую (без пробелов) из: '
             "torch_compile, frozen_fp32, quantized_lm_head, lora_lm_head, fsdp_frozen_unsharded, "
             "optimizer_in_backward, activation_offloading, unsloth_kernels, dora, ia3, prompt_tuning, "
-            "double_quant, lora_dropout, unknown_lengths",
+            "double_quant, lora_dropout, quant_inputs_held, unknown_lengths",
         ),
         (
             "peft-3b-full",

@@ -66,6 +66,7 @@ MODELLED_TECHNIQUES = {
     "quantized_lm_head": "quantized_lm_head",
     "lora_lm_head": "lora_lm_head",
     "optimizer_in_backward": "optimizer_in_backward",
+    "quant_inputs_held": "quant_inputs_held",
 }
 
 

@@ -125,6 +125,7 @@ class Setup:
     frozen_fp32: bool = False  # the frozen, not quantised weights kept in fp32 (loaded without torch_dtype)
     quantized_lm_head: bool = False  # QLoRA also quantises the output layer (LitGPT does; HF keeps it 16-bit)
     optimizer_in_backward: bool = False  # each parameter stepped as soon as its gradient is ready (torchtune)
+    quant_inputs_held: bool = False  # QLoRA: the previous micro-batch's 4-bit inputs still alive (LitGPT)
     torch_compile: bool = False  # refused: its effect on memory is not predictable
 
     @property
@@ -375,9 +376,43 @@ def activation_split(arch: Architecture, setup: Setup, c: Mapping[str, float]) -
     if setup.lora_lm_head or setup.quantized_lm_head:
         head = c["activation_bytes"] * arch.hidden  # the output layer's input, read by its adapter or by bitsandbytes
     if not setup.grad_checkpointing:
-        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe + head), 0.0
+        held = held_quant_inputs(arch, setup, c)
+        return tokens * ((arch.layers - moe_layers) * dense + moe_layers * moe + head + held), 0.0
     # Checkpointing keeps each layer's input and recomputes one layer at a time in the backward pass.
     return tokens * (arch.layers * residual_bytes(setup, c) * arch.hidden + head), tokens * max(dense, moe)
+
+
+def held_quant_inputs(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:
+    """Bytes per token of the previous micro-batch's quantised-layer inputs still alive at the peak
+    (`quant_inputs_held`; 0 without it, without QLoRA or with checkpointing).
+
+    bitsandbytes before 0.43.2 kept each 4-bit matmul's input as a plain attribute of the autograd context
+    (MatMul4Bit: `ctx.tensors = (A, B)`, not `save_for_backward`; PR #1270 dropped it), which the backward pass
+    does not free: it lives as long as the graph. A training loop that keeps the last micro-batch's logits or
+    loss in a variable until the next one replaces it (LitGPT's finetune scripts: `logits = model(...)`,
+    `loss = chunked_cross_entropy(...)`, with bitsandbytes pinned at 0.42.0) therefore still holds every
+    quantised layer's input of the previous micro-batch while the next forward pass and loss run: one more
+    micro-batch of those inputs at the peak, counted at the same length (an upper bound where lengths vary).
+    Under checkpointing nothing is counted: reentrant checkpointing (transformers' default) builds no graph in the
+    forward pass; non-reentrant checkpointing would keep every layer's input on old bitsandbytes, since a ctx
+    attribute escapes its saved-tensor hooks (bitsandbytes issue #2034): not modelled.
+    """
+    if not (setup.quant_inputs_held and setup.is_quantised) or setup.grad_checkpointing:
+        return 0.0
+    act, h = c["activation_bytes"], arch.hidden
+    _, _, _, o_in = _widths(arch)
+    moe_layers = arch.layers - arch.dense_layers if arch.is_moe else 0
+
+    def layer(moe_layer: bool) -> float:
+        # attention input (q, k, v share it), o projection input, MLP input (gate and up share it; each
+        # expert reads its own copy), down projection input
+        mlp_inputs = h * (arch.experts_per_token if moe_layer else 1)
+        return act * (h + o_in + mlp_inputs + _mlp_width(arch, moe_layer))
+
+    total = (arch.layers - moe_layers) * layer(False) + (moe_layers * layer(True) if moe_layers else 0.0)
+    if setup.quantized_lm_head:
+        total += act * h  # the output layer's input
+    return total
 
 
 def logits_bytes(arch: Architecture, setup: Setup, c: Mapping[str, float]) -> float:

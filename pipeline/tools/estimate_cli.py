@@ -280,6 +280,13 @@ def _add_lora_options(e, typical: dict[str, str]) -> None:
         help="QLoRA that also quantises the output layer (LitGPT does; Hugging Face keeps it 16-bit) (default: off)",
     )
     e.add_argument(
+        "--quant-inputs-held",
+        action="store_true",
+        help="QLoRA without checkpointing whose training loop holds the last micro-batch's logits or loss into the "
+        "next one, on bitsandbytes before 0.43.2 (LitGPT's finetune scripts): the previous micro-batch's inputs of "
+        "the 4-bit layers are still alive at the peak (default: off)",
+    )
+    e.add_argument(
         "--double-quant",
         action="store_true",
         help="QLoRA's double quantisation: block scales stored in 8 bits (about 0.4 bits per weight less) "
@@ -917,6 +924,7 @@ def _setup_line(out: dict) -> str:
         + (", double quantisation" if s["double_quant"] else "")
         + (", frozen weights in fp32" if s["frozen_fp32"] else "")
         + (", quantised LM head" if s["quantized_lm_head"] else "")
+        + (", previous micro-batch's 4-bit inputs held" if s["quant_inputs_held"] else "")
         + (", optimizer step in the backward pass" if s["optimizer_in_backward"] else "")
     )
 

@@ -13,7 +13,8 @@ always right. A frame is found:
 
 `read=False` (build --force) computes every frame anew and stores it; GPU_FINETUNE_VALIDATION_CACHE=off
 turns the disk part off, as it does the validation outcomes. A payload that does not verify or read is
-ignored and the frame made again.
+ignored and the frame made again. The code in the key is the files' (validation_cache._code): a process
+that patches a function at run time and wants its effect must pass `read=False` or switch the disk off.
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ def test_a_model_page_opens_with_the_plan_then_says_what_the_table_rule_is(built
     assert "Полное, bf16/fp16 (смешанная точность): " + cells[5] + ", 1 627 200 ₽ — аренда на 1 мес." in opening
     summary = {r["estimator"]: r for r in catalog["calibration_summary"].iter_rows(named=True)}
     table, fp = (round(summary[e]["median_abs_error"] * 100) for e in ("table_rule", "first_principles"))
-    assert (table, fp) == (52, 7)  # the calibration set as it stands
+    assert (table, fp) == (52, 5)  # the calibration set as it stands (7 % before quant_inputs_held, issue 36)
     assert f"(медианная ошибка — {table} % против {fp} % у оценки из первых принципов)" in opening
     assert opening.index("Что взять") < opening.index("опорной таблице LLaMA-Factory")
 

@@ -95,3 +95,24 @@ def test_the_whole_process_bench_reads_the_files_a_build_wrote():
     assert whole.rendered(line.replace("заново: 101", "заново: 37")) == (37, 101)
     assert whole.rendered("nothing here") is None
     assert whole.written("nothing here") is None
+
+
+def test_the_whole_process_bench_holds_synthetic_builds_to_issue_37s_targets():
+    """10^5 rows ≤ 5 s wall, 10^6 ≤ 15 s, 10^7 ≤ 60 s and 4 GB; CPU within 3× of Hugo's on as many pages."""
+    import whole
+
+    def run(rows: int, wall: float, peak_gib: float = 1.0) -> dict:
+        return {"rows": rows, "wall": wall, "cpu": wall, "peak_mib": peak_gib * 1024, "pages": rows // 1000, "rc": 0}
+
+    got = whole.synthetic_targets(
+        [run(99_846, 4.9), run(998_784, 15.5), run(10_000_086, 59.0, 4.5), run(2_700, 9.0)],
+        {99: {"cpu": 1.7}, 998: {"cpu": 5.0}},
+    )
+    assert [(name, verdict) for name, _, verdict in got] == [
+        ("whole build, 99,846 rows < 5 s", "met"),
+        ("  vs Hugo, 99 pages ≤ 3× (cpu)", "met"),
+        ("whole build, 998,784 rows < 15 s", "not met"),
+        ("  vs Hugo, 998 pages ≤ 3× (cpu)", "not met"),
+        ("whole build, 10,000,086 rows < 60 s and < 4 GB", "not met"),
+        ("whole build, 2,700 rows", "(reference)"),
+    ]

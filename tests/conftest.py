@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.estimate.architecture import Architecture
+
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 # A fixed build date, so that "in the future" and "checked N days ago" give the same answers every day.
 os.environ["SOURCE_DATE_EPOCH"] = "1796428800"  # 2026-12-05
@@ -21,6 +23,32 @@ os.environ["GPU_FINETUNE_CACHE_DIR"] = str(RUN_FOLDER / "cache")
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "sources"
+
+# Model shapes the estimator's tests share, from each model's config.json.
+# meta-llama/Llama-2-7b-hf (models.csv's llama-2-7b): P = 6 738 415 616.
+LLAMA2_7B = Architecture(
+    layers=32,
+    hidden=4096,
+    intermediate=11008,
+    heads=32,
+    kv_heads=32,
+    head_dim=128,
+    vocab=32000,
+    tied_embeddings=False,
+    gated_mlp=True,
+)
+# Meta-Llama-3-8B (models.csv's llama-3-1-8b has the same shape): P = 8 030 261 248.
+LLAMA3_8B = Architecture(
+    layers=32,
+    hidden=4096,
+    intermediate=14336,
+    heads=32,
+    kv_heads=8,
+    head_dim=128,
+    vocab=128256,
+    tied_embeddings=False,
+    gated_mlp=True,
+)
 
 # The rules' constants as in sources/constants.csv, for tests on small inline catalogs.
 RULE_CONSTANTS = {

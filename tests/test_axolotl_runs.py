@@ -17,36 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LLAMA2_7B, LLAMA3_8B
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate.architecture import Architecture
 
 ROOT = Path(__file__).resolve().parent.parent
 GB = 1e9
 
-# config.json of meta-llama/Llama-2-7b-hf (models.csv's llama-2-7b).
-LLAMA2_7B = Architecture(
-    layers=32,
-    hidden=4096,
-    intermediate=11008,
-    heads=32,
-    kv_heads=32,
-    head_dim=128,
-    vocab=32000,
-    tied_embeddings=False,
-    gated_mlp=True,
-)
-# config.json of Meta-Llama-3-8B and -70B (models.csv's llama-3-1-8b and llama-3-1-70b have the same shapes).
-LLAMA3_8B = Architecture(
-    layers=32,
-    hidden=4096,
-    intermediate=14336,
-    heads=32,
-    kv_heads=8,
-    head_dim=128,
-    vocab=128256,
-    tied_embeddings=False,
-    gated_mlp=True,
-)
+# config.json of Meta-Llama-3-70B (models.csv's llama-3-1-70b has the same shape); LLAMA3_8B is conftest's.
 LLAMA3_70B = Architecture(
     layers=80,
     hidden=8192,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LLAMA3_8B
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate.architecture import Architecture
 
@@ -43,18 +44,7 @@ C = {
     "train_flops_per_param_token": 6,
 }
 
-LLAMA3_8B = Architecture(
-    layers=32,
-    hidden=4096,
-    intermediate=14336,
-    heads=32,
-    kv_heads=8,
-    head_dim=128,
-    vocab=128256,
-    tied_embeddings=False,
-    gated_mlp=True,
-)
-P = 8_030_261_248
+P = 8_030_261_248  # LLAMA3_8B's parameters (conftest)
 EMBEDDING = 128256 * 4096  # 525 336 576: the largest module, for ZeRO-3's gather
 EIGHT_BIT_ADAMW = 2 * (1 + 4 / 256)  # bitsandbytes: two uint8 states + one fp32 absmax per block of 256, per parameter
 BASE = memory.Setup()  # full AMP, AdamW, seq 2048, micro-batch 1, one GPU, no checkpointing, flash

@@ -17,25 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LLAMA2_7B
 from pipeline.estimate import first_principles as memory
-from pipeline.estimate.architecture import Architecture
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 2**30
 
-# config.json of meta-llama/Llama-2-7b-hf (models.csv's llama-2-7b): P = 6 738 415 616.
-LLAMA2_7B = Architecture(
-    layers=32,
-    hidden=4096,
-    intermediate=11008,
-    heads=32,
-    kv_heads=32,
-    head_dim=128,
-    vocab=32000,
-    tied_embeddings=False,
-    gated_mlp=True,
-)
-P = 6_738_415_616
+P = 6_738_415_616  # LLAMA2_7B's parameters (conftest)
 # models.csv's mistral-7b (v0.3: vocabulary 32768).
 MISTRAL_7B = replace(LLAMA2_7B, intermediate=14336, kv_heads=8, vocab=32768)
 

@@ -348,6 +348,12 @@ GPUS = Table(
             usual=(20, 10000),
         ),
         Field(
+            "fp8_reference_id",
+            "id",
+            required=False,
+            references="references.reference_id",
+        ),
+        Field(
             "interconnect",
             "str",
             allowed=("nvlink", "nvlink-bridge", "infinity-fabric", "pcie"),

@@ -154,7 +154,8 @@ def test_extra_unknown_column(sources, previous):
     pl.read_csv(path, infer_schema=False).with_columns(pl.lit("x").alias("comment")).write_csv(path)
     assert rejected(sources, previous) == [
         "gpus.csv:1: неизвестный столбец «comment»; ожидаются: gpu_id, name, short_name, vendor, memory_gb, memory_bandwidth_gbs, "
-        "bf16_dense_tflops, fp8_dense_tflops, interconnect, link_gbs, form_factor, memory_note_ru, reference_id"
+        "bf16_dense_tflops, fp8_dense_tflops, fp8_reference_id, interconnect, link_gbs, form_factor, memory_note_ru, "
+        "reference_id"
     ]
 
 

@@ -95,6 +95,15 @@ def test_one_card_moves_nothing() -> None:
     assert t.hours == pytest.approx(100 * 1024 * (6 * P + ATTENTION_1) / 500e12 / 3600)
 
 
+def test_fp8_speeds_up_only_a_card_with_an_fp8_figure() -> None:
+    fp8 = replace(FULL_8, gpus=1, sharding="ddp", fp8=True)
+    bf16_hours = 100 * 1024 * (6 * P + ATTENTION_1) / 500e12 / 3600  # 50 % of 1 000 TFLOPS
+    with_fp8 = step_time.training_time(DENSE, fp8, GPU | {"fp8_dense_tflops": 2000}, 1024 * 100, C)
+    assert with_fp8.hours == pytest.approx(bf16_hours / 1.25)  # fp8_speedup
+    for without in (GPU, GPU | {"fp8_dense_tflops": None}):  # no FP8 on the card: its BF16 time
+        assert step_time.training_time(DENSE, fp8, without, 1024 * 100, C).hours == pytest.approx(bf16_hours)
+
+
 def test_lora_under_zero3_still_gathers_the_frozen_weights() -> None:
     lora = replace(FULL_8, method="lora", lora_rank=16, lora_targets="all")
     adapters = lora_trainable_params(DENSE, 16, "all")

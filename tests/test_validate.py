@@ -111,6 +111,13 @@ def test_unknown_gpu_in_server(sources):
             'servers.csv:8: interconnect = "nvlink-bridge": не подходит к видеокарте rtx-pro-6000 (форм-фактор pcie, связь pcie)',
         ),
         (
+            "gpus.csv",
+            "2039,312,,,nvlink",
+            "2039,312,,nvidia-a100,nvlink",
+            'gpus.csv:3: fp8_reference_id = "nvidia-a100": источник цифры FP8 указан, а самой цифры (fp8_dense_tflops) нет: '
+            "заполните её или очистите fp8_reference_id",
+        ),
+        (
             "models.csv",
             "named,30.5,3.3,",
             "named,30.5,33,",

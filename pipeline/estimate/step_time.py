@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import Architecture, lora_trainable_params, parameter_counts
@@ -235,12 +235,14 @@ def training_time(  # noqa: PLR0913
     """Hours of training `setup` (setup.gpus cards in all, on `nodes` servers) on `tokens` tokens; `link` is
     how the cards of one server are joined (LINKS), `network_gbps` the Gbit/s of each server's network.
     `active_params` overrides the architecture's active parameters (a MoE given by its counts only);
-    `share` the share of the BF16 peak the compute reaches (a reader's own figure instead of `efficiency`)."""
+    `share` the share of the BF16 peak the compute reaches (a reader's own figure instead of `efficiency`).
+    A card without an FP8 figure computes in BF16: FP8's speed-up applies only where `fp8_dense_tflops` is."""
     cards = setup.gpus
     link = "one_card" if cards == 1 else link
     per_token = flops_per_token(arch, setup, c, active_params)
     peak = float(gpu["bf16_dense_tflops"])
-    share = efficiency(setup, c, peak) if share is None else share
+    computed = setup if gpu.get("fp8_dense_tflops") else replace(setup, fp8=False)
+    share = efficiency(computed, c, peak) if share is None else share
     rate = peak * 1e12 * share  # achieved FLOP/s of one card
     tokens_per_step = setup.micro_batch * setup.seq_len * setup.grad_accum * cards
     compute = per_token * tokens_per_step / cards / rate

@@ -1111,6 +1111,10 @@ class Renderer:
             (F["bandwidth"], fmt.number(gpu["memory_bandwidth_gbs"])),
             (F["bf16"], fmt.number(gpu["bf16_dense_tflops"])),
             (F["fp8"], fmt.number(gpu["fp8_dense_tflops"]) or "—"),
+        ]
+        if gpu["fp8_reference_id"]:
+            facts.append((F["fp8_source"], self.reference_link(gpu["fp8_reference_id"])))
+        facts += [
             (F["interconnect"], names["interconnects"][gpu["interconnect"]]),
             (F["link"], fmt.number(gpu["link_gbs"]) or "—"),
             (F["form"], names["form_factors"][gpu["form_factor"]]),

@@ -816,6 +816,7 @@ def training_time(catalog, args, arch, setup: first_principles.Setup, out: dict)
         "hours_low": None if band.low is None else band.hours(t.hours) * band.low,
         "hours_high": None if band.high is None else band.hours(t.hours) * band.high,
         "measured": band.measured(gpu["gpu_id"], t.link),
+        "fp8_in_bf16": setup.fp8 and not gpu["fp8_dense_tflops"],  # step_time: no FP8 on the card
     }
     if server is not None:
         result["server_id"] = server["server_id"]
@@ -994,10 +995,11 @@ def _time_line(t: dict) -> str:
         )
     where = "between servers" if t["nodes"] > 1 else f"over {t['link']}"
     cost = f", {t['cost_rub']:,.0f} RUB on {t['server_id']}" if t.get("cost_rub") is not None else ""
+    bf16 = f"; {t['gpu_id']} has no FP8, so the compute is timed in BF16" if t.get("fp8_in_bf16") else ""
     return (
         f"Time: {t['hours']:,.1f} h on {t['cards']} x {t['gpu_id']} ({t['sharding']}): "
         f"{t['hours_compute']:,.1f} h compute + {t['hours_communication']:,.1f} h communication {where} "
-        f"({t['dominant']} dominates; {t['tokens_per_second']:,.0f} tokens/s){cost}"
+        f"({t['dominant']} dominates; {t['tokens_per_second']:,.0f} tokens/s){cost}{bf16}"
     )
 
 

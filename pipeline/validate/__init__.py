@@ -583,6 +583,18 @@ def model_rules(con, sources_dir: Path, names: set[str], out: Validation) -> Non
     _sql_rule(out, con, sources_dir, "models", message("checks.active_params"), rows)
 
 
+def gpu_rules(con, sources_dir: Path, names: set[str], out: Validation) -> None:
+    """A separate source for a card's FP8 figure is given only with that figure."""
+    if "gpus" not in names:
+        return
+    rows = con.sql(
+        f"""SELECT {LINE}, 'fp8_reference_id', fp8_reference_id FROM typed_gpus
+            WHERE fp8_reference_id IS NOT NULL AND fp8_dense_tflops IS NULL ORDER BY {LINE}"""
+    ).fetchall()
+    rows = [(line, col, value, message("rules.fp8_reference_alone")) for line, col, value in rows]
+    _sql_rule(out, con, sources_dir, "gpus", message("checks.fp8_reference"), rows)
+
+
 # How far the parameter count computed from a model's architecture may be from its stated one.
 PARAMS_TOLERANCE = 0.02
 
@@ -1362,6 +1374,7 @@ def start_validation(
             foreign_keys,
             anchor_rules,
             model_rules,
+            gpu_rules,
             architecture_rules,
             server_rules,
             constant_rules,

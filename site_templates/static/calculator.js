@@ -766,7 +766,9 @@ export function trainingTime(data, a, setup, gpu, tokens, link, nodes = 1, netwo
   const on = cards === 1 ? "one_card" : link;
   const perToken = stepFlopsPerToken(data, a, setup);
   const peak = gpu.bf16_dense_tflops;
-  const eff = share ?? efficiency(data, setup, peak);
+  // a card without an FP8 figure computes in BF16: no FP8 speed-up
+  const computed = gpu.fp8_dense_tflops === null ? { ...setup, fp8: false } : setup;
+  const eff = share ?? efficiency(data, computed, peak);
   const tokensPerStep = setup.micro_batch * setup.seq_len * setup.grad_accum * cards;
   const compute = (perToken * tokensPerStep) / cards / (peak * 1e12 * eff);
   const bw = busbw(data, gpu, on, cards, nodes, networkGbps);

@@ -144,7 +144,7 @@ def test_new_anchor_column_changes_results_without_code(tmp_path, sources):
 
 def test_new_gpu_row_appears_in_results(tmp_path, sources):
     with (sources / "gpus.csv").open("a", encoding="utf-8") as f:
-        f.write("mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,infinity-fabric,1075,oam,,amd-mi325x\n")
+        f.write("mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,,infinity-fabric,1075,oam,,amd-mi325x\n")
     catalog = derived(sources)
     fit = [r for r in catalog["gpu_fit"].iter_rows(named=True) if r["gpu_id"] == "mi355x"]
     assert len(fit) == catalog["models"].height * 6

@@ -18,7 +18,7 @@ NBSP = "\u00a0"  # the group separator of Russian numbers, as on the site
 
 # The published build had one more GPU and a server with it; this build drops both,
 # changes a price and adds a model.
-EXTRA_GPU = "mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2300,4600,infinity-fabric,1075,oam,,amd-mi325x\n"
+EXTRA_GPU = "mi355x,AMD Instinct MI355X,MI355X,AMD,288,8000,2300,4600,,infinity-fabric,1075,oam,,amd-mi325x\n"
 EXTRA_SERVER = "mi355x-8x,8 × MI355X,AMD MI355X 8-GPU,mi355x,8,infinity-fabric,4100000,2026-10-12,,,,catalog\n"
 NEW_MODEL = "phi-4-mini,Phi-4 Mini (3.8B),Phi-4 Mini,Phi,named,3.84,,MIT,hf-phi-4" + "," * 23 + "\n"
 

@@ -182,7 +182,7 @@ def test_row_with_a_cell_too_many(sources, previous):
         "rtx-5090,NVIDIA GeForce RTX 5090,RTX 5090,NVIDIA,32,",
         "rtx-5090,NVIDIA GeForce RTX 5090,RTX 5090,NVIDIA,32,,",
     )
-    assert rejected(sources, previous) == ["gpus.csv:14: ячеек в строке: 14, в заголовке: 13"]
+    assert rejected(sources, previous) == ["gpus.csv:14: ячеек в строке: 15, в заголовке: 14"]
 
 
 @pytest.mark.parametrize(
@@ -341,9 +341,9 @@ def test_report_lists_fifty_problems_per_rule_then_a_count(src):
     with pytest.raises(DataError) as info:
         load_and_validate(src)
     report = format_report(info.value.problems).replace(f"{src}/", "").splitlines()
-    assert report[:2] == ["gpus.csv (1200):", "  gpus.csv:17: ячеек в строке: 21, в заголовке: 13"]
+    assert report[:2] == ["gpus.csv (1200):", "  gpus.csv:17: ячеек в строке: 21, в заголовке: 14"]
     assert report[51:] == [
-        "  gpus.csv: ещё 1 150 таких же, не показаны: ячеек в строке: 21, в заголовке: 13",
+        "  gpus.csv: ещё 1 150 таких же, не показаны: ячеек в строке: 21, в заголовке: 14",
         "Ошибок: 1200, в файлах: 1.",
     ]
 

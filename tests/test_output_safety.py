@@ -267,7 +267,7 @@ def test_write_downloads_writes_through_the_same_function(tmp_path, catalog, mon
 
 def add_gpu(sources: Path, gpu_id: str) -> None:
     with (sources / "gpus.csv").open("a", encoding="utf-8") as f:
-        f.write(f"{gpu_id},AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,infinity-fabric,1075,oam,,amd-mi325x\n")
+        f.write(f"{gpu_id},AMD Instinct MI355X,MI355X,AMD,288,8000,2500,5000,,infinity-fabric,1075,oam,,amd-mi325x\n")
 
 
 def test_path_id_problems_names_every_unsafe_id(tmp_path, sources):

@@ -203,8 +203,8 @@ def test_new_anchor_size_must_be_filled_for_every_method(sources):
 def test_unknown_reference(sources):
     edit_csv(
         sources / "gpus.csv",
-        "1307,2610,infinity-fabric,896,oam,,amd-mi325x",
-        "1307,2610,infinity-fabric,896,oam,,amd-mi999",
+        "1307,2610,,infinity-fabric,896,oam,,amd-mi325x",
+        "1307,2610,,infinity-fabric,896,oam,,amd-mi999",
     )
     assert problems_of(sources) == [
         f'{sources}/gpus.csv:16: reference_id = "amd-mi999": в таблице «Источники» ({sources}/references.csv) нет строки с таким id'

@@ -113,7 +113,7 @@ def run(  # noqa: PLR0913
         staging.discard()
         raise
     remember_articles(sources, digests)  # this build rendered every article: their claims hold for these bytes
-    extra = {"leftover": staging.leftover, "files": counts, "seconds": clock.seconds, "rendered": sorted(memo.rendered)}
+    extra = staging.outcome(counts) | {"seconds": clock.seconds, "rendered": sorted(memo.rendered)}
     return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
 
 

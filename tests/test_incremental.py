@@ -89,6 +89,31 @@ def test_one_price_renders_only_the_pages_that_show_it(two_builds, tmp_path):
     }
 
 
+def test_one_price_makes_again_only_its_tables_in_the_database(two_builds):
+    import duckdb
+
+    from pipeline import fingerprint
+    from pipeline.publish.downloads import comment_sql
+    from pipeline.schema import ALL_TABLES
+
+    out, first, *_, changed, _ = two_builds
+    assert first["database"] == [t.name for t in ALL_TABLES]
+    assert changed["database"] == ["servers", "server_fit", "recommendations", "server_memory"]  # the rest: kept
+    assert sorted(fingerprint.read_state(out)["database_tables"]) == sorted(t.name for t in ALL_TABLES)
+    con = duckdb.connect(str(out / "site" / "data" / "gpu-finetune.duckdb"), read_only=True)
+    assert sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()) == sorted(
+        t.name for t in ALL_TABLES
+    )
+    for table in ALL_TABLES:  # every table, made again or kept, holds the rows of its Parquet download
+        parquet = str(out / "site" / "data" / f"{table.name}.parquet")
+        rows = f'SELECT * FROM "{table.name}"'
+        apart = f"SELECT count(*) FROM (({rows} EXCEPT ALL FROM read_parquet($p)) UNION ALL (FROM read_parquet($p) EXCEPT ALL {rows}))"
+        assert con.execute(apart, {"p": parquet}).fetchone() == (0,), table.name
+        comment = con.execute("SELECT comment FROM duckdb_tables() WHERE table_name = ?", [table.name]).fetchone()[0]
+        assert comment_sql(table).startswith(f'COMMENT ON TABLE "{table.name}" IS \'{comment}')
+    con.close()
+
+
 def test_manifest_lists_every_file_with_its_hash(two_builds):
     out = two_builds[0]
     site = out / "site"
@@ -196,6 +221,10 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     database.write_bytes(bytes(data))
     summary = build(sources, out)
     assert summary["unchanged"] is False
+    from pipeline.schema import ALL_TABLES
+
+    # its bytes are not those recorded, so no table of it is reused: the file is written anew
+    assert summary["database"] == [t.name for t in ALL_TABLES]
     con = duckdb.connect(str(database), read_only=True)
     assert con.execute("SELECT count(*) FROM server_fit").fetchone() == (2700,)
     con.close()

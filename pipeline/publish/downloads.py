@@ -209,23 +209,32 @@ def iter_downloads(
     )
 
 
-def write_database(path: Path, catalog: Catalog) -> None:
+def write_database(
+    path: Path, catalog: Catalog, replace: list[Table] | None = None, dropped: tuple[str, ...] = ()
+) -> None:
     """All tables in one new DuckDB file at `path` (which safe_path gave; it must not exist).
-    DuckDB's own I/O errors (a full disk) are raised as OSError, like every other write."""
-    if os.path.lexists(path) or os.path.lexists(f"{path}.wal"):
+
+    With `replace`, `path` is instead a verified copy of an earlier build's file whose other tables
+    hold what this build's would (database_keys says which): only the tables in `replace` are made
+    again, and those named in `dropped` removed. DuckDB's own I/O errors (a full disk) are raised as
+    OSError, like every other write."""
+    if replace is None and (os.path.lexists(path) or os.path.lexists(f"{path}.wal")):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
         con = duckdb.connect(str(path), config={"storage_compatibility_version": DATABASE_STORAGE})
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
-        for table in ALL_TABLES:
+        for table in ALL_TABLES if replace is None else replace:
             frame = catalog[table.name].select(table.columns)
             unique_keys(frame, table)
+            con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             con.execute(ddl(table, primary_key=False))
             con.register("frame", frame.to_arrow())
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
-            _comment(con, table)
+            con.execute(comment_sql(table))  # one call: a call per statement cost more than the statements
+        for name in dropped:
+            con.execute(f'DROP TABLE IF EXISTS "{name}"')
         con.execute("COMMIT")
         con.close()
     except duckdb.Error as exc:
@@ -237,6 +246,26 @@ def write_database(path: Path, catalog: Catalog) -> None:
         codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
         code = next((c for words, c in codes.items() if words in text), errno.EIO)
         raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:
+    """Per table, what its part of the DuckDB file is made from: its rows (the hash of its Parquet
+    download, written from the same frame), its DDL and comments, and the DuckDB that writes it.
+    Two builds with a table's key equal would put the same table into the file."""
+    return {
+        t.name: hashlib.sha256(
+            "\0".join(
+                (
+                    duckdb.__version__,
+                    DATABASE_STORAGE,
+                    parquet_hashes[t.name],
+                    ddl(t, primary_key=False),
+                    comment_sql(t),
+                )
+            ).encode()
+        ).hexdigest()
+        for t in ALL_TABLES
+    }
 
 
 def duckdb_version() -> str:
@@ -517,12 +546,13 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _comment(con: duckdb.DuckDBPyConnection, table: Table) -> None:
-    """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`)."""
+def comment_sql(table: Table) -> str:
+    """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`):
+    the COMMENT statements of one table, as one string."""
     xlsx = labels()["xlsx"]
     statements = [f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}']
     statements += [
         f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f, xlsx)}")}'
         for f in table.fields
     ]
-    con.execute(";\n".join(statements))  # one call: a call per statement cost more than the statements
+    return ";\n".join(statements)

@@ -32,10 +32,11 @@ from pathlib import Path
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import search
-from pipeline.publish.downloads import DATABASE, download_paths, iter_downloads, write_database
+from pipeline.publish.downloads import DATABASE, database_keys, download_paths, iter_downloads, write_database
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
 from pipeline.publish.paths import link_verified, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
+from pipeline.schema import ALL_TABLES
 
 DATABASE_PATH = f"site/data/{DATABASE}"
 
@@ -187,6 +188,7 @@ class Staging:
     def __init__(self, out: Path, folder: Path, previous: Path | None, hashes: dict[str, str], counts: Counter):
         self.out, self.folder, self.previous, self.hashes, self.counts = out, folder, previous, hashes, counts
         self.leftover: Path | None = None  # a previous build that could not be removed
+        self.database: dict = {}  # _write_database's keys and the tables it made again
 
     def swap(
         self, state: dict, late: dict[str, str | bytes] | None = None, exchange: dict[int, bool] | None = None
@@ -205,7 +207,13 @@ class Staging:
             outside = {rel: h for rel, h in hashes.items() if not rel.startswith("site/")}
             outside[f"site/{MANIFEST}"] = hashes[f"site/{MANIFEST}"]
             files = dict(sorted(outside.items()))
-            state = {"generator": GENERATOR, **state, "files": files, "database": DATABASE_PATH}
+            state = {
+                "generator": GENERATOR,
+                **state,
+                "files": files,
+                "database": DATABASE_PATH,
+                "database_tables": self.database.get("keys"),
+            }
             counts += write_tree(staging, {STATE: json.dumps(state, indent=1, sort_keys=True) + "\n"}, self.previous)
             staging.chmod(0o755)
             old = put_in_place(staging, out, exchange)
@@ -214,6 +222,11 @@ class Staging:
             raise
         self.leftover = remove_previous(old)
         return counts
+
+    def outcome(self, counts: Counter) -> dict:
+        """For the build summary: the files written and kept, a previous build that could not be
+        removed, and the DuckDB file's tables made again (the others came from the previous file)."""
+        return {"leftover": self.leftover, "files": counts, "database": self.database.get("made", [])}
 
     def discard(self) -> None:
         if self.folder.is_dir() and not self.folder.is_symlink() and layout_target(self.out) != self.folder:
@@ -258,7 +271,8 @@ def stage(  # noqa: PLR0913
             counts += write_tree(staging, {rel: content}, previous, hashes)
             del content
         assert made == expected, "download_paths is out of date"
-        counts += _write_database(staging, catalog, hashes)
+        database = _write_database(staging, catalog, hashes, previous)
+        counts["written"] += 1
         index, searching = searching(), None
         counts += write_tree(staging, index, previous, hashes)
     except BaseException:
@@ -267,16 +281,60 @@ def stage(  # noqa: PLR0913
                 searching()  # the child is waited for and its folder removed
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return Staging(out, staging, previous, hashes, counts)
+    result = Staging(out, staging, previous, hashes, counts)
+    result.database = database
+    return result
 
 
-def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str]) -> Counter:
-    """The DuckDB file, always written anew: its header holds a random id, so no build can tell by
-    its bytes that the previous build's file is what it would write. Its SHA-256 goes into an
-    extended attribute of the file (where the file system has them), for the no-change check."""
+def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:
+    """The DuckDB file. Its header holds a random id, so no build can tell by its bytes that the
+    previous build's file is what it would write; what each table in it is made from is recorded
+    instead (downloads.database_keys, in the build state). When the previous build's file is intact
+    (its bytes have the SHA-256 recorded in its extended attribute) and its keys are recorded, a copy
+    of it is taken and only the tables whose key changed are made again; otherwise the file is
+    written anew. The new file's SHA-256 goes into an extended attribute (where the file system has
+    them), for the no-change check and the next build. Returns the keys (the build state's
+    "database_tables") and the tables made again (the build summary's "database")."""
     path = safe_path(staging, DATABASE_PATH)
-    write_database(path, catalog)
+    keys = database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
+    before = _previous_keys(previous)
+    if before and _copy_intact(previous / DATABASE_PATH, path):
+        replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
+        write_database(path, catalog, replace, tuple(sorted(set(before) - set(keys))))
+    else:
+        replace = list(ALL_TABLES)
+        write_database(path, catalog)
     hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
     with contextlib.suppress(AttributeError, OSError):  # no extended attributes here: see fingerprint.intact
         os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
-    return Counter(written=1)
+    return {"keys": keys, "made": [t.name for t in replace]}
+
+
+def _previous_keys(previous: Path | None) -> dict[str, str]:
+    """The tables' keys the previous build recorded for its DuckDB file ({} when none)."""
+    if previous is None:
+        return {}
+    try:
+        keys = json.loads((previous / STATE).read_text(encoding="utf-8"))["database_tables"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    ok = isinstance(keys, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items())
+    return keys if ok else {}
+
+
+def _copy_intact(source: Path, copy: Path) -> bool:
+    """Copy the previous build's DuckDB file to `copy` when the copy's bytes have the SHA-256 recorded
+    in the original's extended attribute; False (and no copy) when it has none, or another, or
+    the file is missing or not a plain file."""
+    try:
+        if source.is_symlink() or not source.is_file() or os.path.lexists(f"{source}.wal"):
+            return False
+        recorded = os.getxattr(source, DATABASE_XATTR).decode("ascii")
+        shutil.copyfile(source, copy)
+    except (AttributeError, OSError, UnicodeDecodeError):
+        copy.unlink(missing_ok=True)
+        return False
+    if _file_digest(copy) != recorded:
+        copy.unlink()
+        return False
+    return True

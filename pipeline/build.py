@@ -86,7 +86,7 @@ def run(  # noqa: PLR0913
     workbooks = None
     try:
         catalog = clock.timed("compute", lambda: combine(con, FrameMemo(warm.frames, read=not force)))
-        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), read=not force)  # forked
+        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.table_files)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         rendered = clock.timed("render", renderer.render)

@@ -317,6 +317,8 @@ def test_downloads_are_made_one_at_a_time_and_large_csvs_are_not_held(built, cat
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         assert files[f"{table.name}.csv"] == downloads.csv_text(table, frame).encode("utf-8")
+        if table.name not in large:
+            assert texts[table.name].csv == files[f"{table.name}.csv"]
         assert (f"{table.name}.xlsx" in files) is (table.name not in large)
     assert list(files)[-1] == "datapackage.json"
     # the same bytes as the build's own files
@@ -356,6 +358,26 @@ def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, mo
     changed = type(catalog)(catalog.tables | {"servers": servers}, catalog.constants)
     downloads.start_workbooks(changed, {}, "code-a")()
     assert asked[6] == ["servers"]
+
+
+def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeypatch):
+    """`files` (Warm.table_files) keeps each table's CSV and Parquet bytes by its frame's content: the
+    next build takes them as they are for an unchanged table and makes them again for a changed one."""
+    from pipeline.publish import downloads
+
+    files: dict = {}
+    first = dict(downloads.iter_downloads(catalog, downloads.start_workbooks(catalog, {}, files=files)))
+    gpus, servers = files["gpus"], files["servers"]
+    assert (gpus.csv, gpus.parquet) == (first["gpus.csv"], first["gpus.parquet"])
+    made = []
+    monkeypatch.setattr(downloads, "csv_bytes", lambda table, frame: made.append(table.name) or b"")
+    priced = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
+    changed = type(catalog)(catalog.tables | {"servers": priced}, catalog.constants)
+    again = dict(downloads.iter_downloads(changed, downloads.start_workbooks(changed, {}, files=files)))
+    assert made == ["servers"]  # the one changed table (and no table too large to keep: none here)
+    assert files["gpus"] is gpus and again["gpus.parquet"] is gpus.parquet  # the very bytes, not made again
+    assert files["servers"] is not servers and again["servers.parquet"] != first["servers.parquet"]
+    assert set(files) == {t.name for t in ALL_TABLES}  # only this build's tables
 
 
 def test_the_cache_keeps_only_the_newest_entries_of_a_namespace(tmp_path):

@@ -17,6 +17,7 @@ import os
 import struct
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -66,11 +67,45 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
 
 
-def start_workbooks(
-    catalog: Catalog, kept: dict[tuple, bytes] | None = None, made_with: str = "", read: bool = True
-) -> Callable[[], tuple[dict[str, bytes], dict[str, bytes]]]:
+@dataclass
+class TableFiles:
+    """A table's CSV bytes, the CSV it would have without the spreadsheet guard where that matters
+    (_typed_apostrophes) and, once written, its Parquet bytes, for the frame whose Arrow IPC bytes
+    hash to `key` (frame_key): the same IPC bytes are the same frame, so the same files."""
+
+    key: str
+    csv: bytes
+    typed: str
+    parquet: bytes | None = None
+
+
+def frame_key(frame: pl.DataFrame) -> str:
+    """SHA-256 of the frame's uncompressed Arrow IPC bytes: its schema and every value, in order."""
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer, compression="uncompressed")
+    return hashlib.sha256(buffer.getbuffer()).hexdigest()
+
+
+def table_files(table: Table, frame: pl.DataFrame, kept: dict[str, TableFiles]) -> TableFiles:
+    """The table's TableFiles: the kept one when its frame is the same, else made now."""
+    key = frame_key(frame)
+    files = kept.get(table.name)
+    if files is None or files.key != key:
+        files = TableFiles(key, csv_bytes(table, frame), _typed_apostrophes(frame, table))
+    return files
+
+
+def start_workbooks(  # noqa: PLR0913
+    catalog: Catalog,
+    kept: dict[tuple, bytes] | None = None,
+    made_with: str = "",
+    read: bool = True,
+    files: dict[str, TableFiles] | None = None,
+) -> Callable[[], tuple[dict[str, TableFiles], dict[str, bytes]]]:
     """Start making the workbooks in a forked child while this process goes on (a build renders
-    meanwhile); the returned function gives every table's CSV and XLSX bytes.
+    meanwhile); the returned function gives every table's TableFiles (its CSV) and XLSX bytes.
+    `files` (pipeline.warm: the last build's, by table) keeps the CSV and Parquet bytes of a table
+    whose frame did not change, so that an edit in `just serve` serialises only the tables it changed.
 
     The workbooks are the slow part of writing, so each is made only when its table's cells changed:
     a warm process (`just serve`) keeps each in `kept` (pipeline.warm: the last build's, by table and
@@ -80,21 +115,23 @@ def start_workbooks(
     the ones not begun when it asks for them.
     """
     kept = {} if kept is None else kept
+    files = {} if files is None else files
     stamp = data_date(catalog)
     texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         if frame.height > EXCEL_MAX_ROWS:
             continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
-        texts[table.name] = csv = csv_bytes(table, frame)
+        texts[table.name] = made = table_files(table, frame, files)
         # The workbook holds the text as it is (a string cell is never a formula): keyed on the
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
-        typed = _typed_apostrophes(frame, table)
-        workbooks[table.name] = key = (table.name, _digest(csv), stamp, _digest(typed), made_with)
+        workbooks[table.name] = key = (table.name, _digest(made.csv), stamp, _digest(made.typed), made_with)
         if key not in kept and (stored := _stored_workbook(key) if made_with and read else None) is not None:
             kept[key] = stored
         if key not in kept:
             missing[key] = (table, *sheet_inputs(table, frame), stamp)
+    files.clear()  # only this build's tables: an editing session does not pile up old bytes
+    files.update(texts)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
     making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
 
@@ -186,15 +223,21 @@ def iter_downloads(
     metadata_of: dict[str, dict] = {}
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
-        text = texts.pop(table.name, None)
-        yield f"{table.name}.csv", text if text is not None else csv_bytes(table, frame)
-        del text
+        made = texts.pop(table.name, None)
+        yield f"{table.name}.csv", made.csv if made is not None else csv_bytes(table, frame)
         if table.name in books:
             yield f"{table.name}.xlsx", books.pop(table.name)
-        buffer = io.BytesIO()
-        frame.write_parquet(buffer, compression="zstd", statistics=True)
-        yield f"{table.name}.parquet", buffer.getvalue()
-        del buffer
+        if made is None or made.parquet is None:
+            buffer = io.BytesIO()
+            frame.write_parquet(buffer, compression="zstd", statistics=True)
+            parquet = buffer.getvalue()
+            del buffer
+            if made is not None:
+                made.parquet = parquet  # kept with the CSV (start_workbooks' `files`)
+        else:
+            parquet = made.parquet
+        yield f"{table.name}.parquet", parquet
+        del made, parquet
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
         yield f"{table.name}.metadata.json", (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
     yield (

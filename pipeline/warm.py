@@ -31,6 +31,10 @@ class Warm:
     article_bodies: dict = field(default_factory=dict)
     # pipeline/render/site.py: partial's source and labels -> whether html_table writes what the macro writes.
     tables_verified: dict = field(default_factory=dict)
+    # Whether this process lives on after its build (`serve`): then Great Expectations and the suites
+    # are made in it, before the validating child is forked, and kept; a build's own Warm leaves them
+    # to the child, which imports GX while this process computes.
+    lives_on: bool = False
     # pipeline/validate: Great Expectations and the batch definition every suite runs on (made on
     # first use), and the suite with its checks by expectation id per (table, view, build date).
     gx: tuple | None = None

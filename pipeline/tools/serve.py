@@ -409,7 +409,7 @@ class EditorLoop:
         self.report: str | None = None  # the last rebuild's problems; None when it was good
         self.building = False
         self.last_seconds: dict | None = None  # the last rebuild's stage times
-        self.warm = Warm()  # the caches every rebuild of this loop shares (pipeline.warm)
+        self.warm = Warm(lives_on=True)  # the caches every rebuild of this loop shares (pipeline.warm)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when `version` changes
         self.stopping = threading.Event()

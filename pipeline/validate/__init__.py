@@ -17,6 +17,7 @@ import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -346,11 +347,16 @@ def start_expectations(
                 continue
             raw = con.sql(f"SELECT * FROM raw_{name}").df()
             typed = con.sql(f"SELECT * FROM typed_{name}").df()
-            # GX and the suites are made here, before the fork: the child inherits them and this
-            # process, when it takes the suites the child has not begun, imports nothing. The typed
+            # In a process that lives on (`serve`), GX and the suites are made here, before the fork:
+            # the child inherits them and this process keeps them for the next build. Otherwise the
+            # process that runs a suite makes it: the child imports GX while this process computes
+            # (this one imports it only if it takes a suite the child has not begun). The typed
             # suite names a failing cell by its text, not by the cast value (1e+308).
             for on, frame, texts in (("raw", raw, None), ("typed", typed, raw)):
-                jobs[key, on] = (table, on, shown, frame, texts, _definition(table, on, today, warm))
+                definition = partial(_definition, table, on, today, warm)
+                if warm.lives_on:
+                    definition()  # kept in warm.suites: the call in _run_suite finds it
+                jobs[key, on] = (table, on, shown, frame, texts, definition)
     # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
     weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
     finish = start_map(_run_suite, list(jobs.values()), weights)
@@ -371,9 +377,10 @@ def start_expectations(
 
 
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
+    table, on, shown, frame, raw, definition = job
+    suite, by_id, batch = definition()  # first: it imports GX as _import_gx does, deferring what it can
     from great_expectations.validator.v1_validator import Validator
 
-    table, on, shown, frame, raw, (suite, by_id, batch) = job
     problems, checks = [], []
 
     def run(result_format: dict):

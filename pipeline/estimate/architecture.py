@@ -227,6 +227,7 @@ def parameter_counts(arch: Architecture) -> ParameterCounts:
     return ParameterCounts(embedding, lm_head, attention, mlp, norms, total, total - idle, largest)
 
 
+@functools.lru_cache(maxsize=1024)  # asked per plan and card count (step_time.step_bytes): a model's is fixed
 def lora_trainable_params(arch: Architecture, rank: int, targets: str, lm_head: bool = False) -> int:
     """LoRA's trainable parameters: rank * (in + out) for each targeted linear layer.
 

@@ -65,32 +65,40 @@ def fits_with_headroom(per_gpu_gb: float, cards: int, gpu_memory_gb: float, spre
     return upper_gb(per_gpu_gb, cards, spreads) + reserve_gb(cards, c) <= gpu_memory_gb
 
 
-def job_cards(
+def job_cards(  # noqa: PLR0913
     arch,
     setup: Callable[[int], memory.Setup],
     c: Mapping[str, object],
     gpu_memory_gb: float,
     total: Callable[[memory.Setup], float] | None = None,
+    at: Callable[[int], memory.Setup] | None = None,
 ) -> int | None:
     """Fewest cards of `gpu_memory_gb` a typical setup fits on (`setup(cards)` gives it on that many
     cards: one plainly, more with the multi-GPU sharding), or None. `total` gives a setup's peak
     bytes per card (memory.estimate's total; `jobs` passes one that remembers them per model and
-    method, so the searches for a job's GPU sizes share their estimates)."""
+    method, so the searches for a job's GPU sizes share their estimates); `at` as in fewest_cards."""
     total = total or (lambda s: memory.estimate(arch, s, c).total)
     if total(setup(1)) <= gpu_memory_gb * memory.GB:  # memory.fits
         return 1
-    found = fewest_cards(total, setup(2), gpu_memory_gb)
+    found = fewest_cards(total, setup(2), gpu_memory_gb, at=at)
     return None if found is None else max(found, 2)
 
 
 def fewest_cards(
-    total: Callable[[memory.Setup], float], setup: memory.Setup, gpu_memory_gb: float, limit: int | None = None
+    total: Callable[[memory.Setup], float],
+    setup: memory.Setup,
+    gpu_memory_gb: float,
+    limit: int | None = None,
+    at: Callable[[int], memory.Setup] | None = None,
 ) -> int | None:
-    """memory.min_gpus's binary search with the estimate given as `total` (a setup's peak bytes per card)."""
+    """memory.min_gpus's binary search with the estimate given as `total` (a setup's peak bytes per card).
+    `at(cards)` is `setup` on that many cards (by default made for each probe; a caller that searches
+    often with one setup passes one that keeps them)."""
     limit = _MIN_GPUS_LIMIT if limit is None else limit
+    at = at or (lambda cards: replace(setup, gpus=cards))
 
     def fits(cards: int) -> bool:
-        return total(replace(setup, gpus=cards)) <= gpu_memory_gb * memory.GB
+        return total(at(cards)) <= gpu_memory_gb * memory.GB
 
     if setup.sharding == "ddp":
         return 1 if fits(1) else None
@@ -319,6 +327,13 @@ def plan_signatures(  # noqa: PLR0913
 
     searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
     fp8 = setup(1).fp8
+    sharded, on_cards = setup(2), {}
+
+    def at(cards: int) -> memory.Setup:  # setup(2) on `cards` cards, made once for all the job's searches
+        if cards not in on_cards:
+            on_cards[cards] = replace(sharded, gpus=cards)
+        return on_cards[cards]
+
     plans = []
     for index, server in kinds:
         gpu = gpu_rows[server["gpu_id"]]
@@ -327,8 +342,8 @@ def plan_signatures(  # noqa: PLR0913
         size, count = float(gpu["memory_gb"]), int(server["gpu_count"])
         if size not in searched:
             searched[size] = (
-                job_cards(arch, setup, c, size, lambda s: estimate(s).total),
-                job_cards(arch, setup, c, size, upper_bytes),
+                job_cards(arch, setup, c, size, lambda s: estimate(s).total, at),
+                job_cards(arch, setup, c, size, upper_bytes, at),
             )
         point, headroom = searched[size]
         fits_all = point is not None and fits_with_headroom(per_gpu(count), count, size, spreads, c)

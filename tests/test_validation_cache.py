@@ -295,8 +295,11 @@ def test_check_and_build_without_change_import_no_heavy_library(cache_dir, sourc
     assert not imported(unchanged.stderr) & heavy
 
 
-def test_gx_is_imported_once_in_a_build_that_validates(cache_dir, sources, tmp_path):
-    """The suites are made before the fork: the build process itself imports GX once, not after rendering."""
+@pytest.mark.parametrize("workers, made", [("1", {"1"}), ("2", {"0", "1"})])
+def test_a_build_makes_gx_at_most_once_and_only_where_a_suite_runs(cache_dir, sources, tmp_path, workers, made):
+    """A plain build leaves GX to the process that runs a suite: with one worker that is the build
+    process, once; with two the forked child makes it, and the build process makes it (once) only if
+    it takes a suite the child has not begun."""
     probe = """
 import os, pathlib, sys
 import pipeline.validate as v
@@ -313,13 +316,13 @@ print(made.count(os.getpid()))
     done = subprocess.run(
         [sys.executable, "-c", probe, str(sources), str(tmp_path / "out")],
         cwd=ROOT,
-        env={**os.environ, "GPU_FINETUNE_CACHE_DIR": str(cache_dir)},
+        env={**os.environ, "GPU_FINETUNE_CACHE_DIR": str(cache_dir), "PIPELINE_WORKERS": workers},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "1"
+    assert done.stdout.strip() in made
 
 
 def test_the_estimate_stub_has_the_real_help():

@@ -327,12 +327,7 @@ def plan_signatures(  # noqa: PLR0913
 
     searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
     fp8 = setup(1).fp8
-    sharded, on_cards = setup(2), {}
-
-    def at(cards: int) -> memory.Setup:  # setup(2) on `cards` cards, made once for all the job's searches
-        if cards not in on_cards:
-            on_cards[cards] = replace(sharded, gpus=cards)
-        return on_cards[cards]
+    at = _on_cards(setup(2))  # the job's card searches probe the same counts: each setup made once
 
     plans = []
     for index, server in kinds:
@@ -366,6 +361,18 @@ def plan_signatures(  # noqa: PLR0913
                 row |= _time(time, gpu["gpu_id"], band or lookups.TimeBand())
         plans.append((index, row))
     return plans
+
+
+def _on_cards(sharded: memory.Setup) -> Callable[[int], memory.Setup]:
+    """`sharded` on a given number of cards (fewest_cards' `at`), each made once."""
+    made: dict[int, memory.Setup] = {}
+
+    def at(cards: int) -> memory.Setup:
+        if cards not in made:
+            made[cards] = replace(sharded, gpus=cards)
+        return made[cards]
+
+    return at
 
 
 def _time(t: step_time.TrainingTime | None, gpu_id: str, band: lookups.TimeBand) -> dict:

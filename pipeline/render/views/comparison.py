@@ -57,6 +57,7 @@ class Comparison:
     def __init__(self, catalog: Catalog, labels: dict, tables: Tables, estimator):
         self.c, self.labels, self.t, self.e = catalog, labels, tables, estimator
         self.L = labels["comparison"]
+        self._refs_of: dict[tuple, list[str]] = {}  # _constant_refs by the constants asked for
 
     # -- data, built on first use (the renderer makes a Comparison for every build) --
     @cached_property
@@ -448,8 +449,11 @@ class Comparison:
         return ("table_rule", "rule_of_thumb", "deepspeed", "first_principles")
 
     def _constant_refs(self, ids) -> list[str]:
-        constants = self.c["constants"].filter(pl.col("constant_id").is_in(list(ids)))
-        return constants["reference_id"].unique(maintain_order=True).to_list()
+        key = tuple(ids)
+        if key not in self._refs_of:  # asked again for every page that shows the estimators
+            constants = self.c["constants"].filter(pl.col("constant_id").is_in(list(ids)))
+            self._refs_of[key] = constants["reference_id"].unique(maintain_order=True).to_list()
+        return list(self._refs_of[key])
 
     def _estimator_refs(self) -> list[str]:
         """The sources of the four estimators: the anchor table's, then each estimator's constants'."""

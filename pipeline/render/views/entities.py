@@ -89,6 +89,7 @@ class EntityTables:
         self._models = self.c["models"].sort("params_b", "model_id")["model_id"].to_list()
         self._gpus = self.c["gpus"].sort("memory_gb", "gpu_id")["gpu_id"].to_list()
         self._servers = self.c["server_memory"].sort("server_memory_gb", "server_id")["server_id"].to_list()
+        self._plan_texts: dict[tuple[str, str], str] = {}  # plan_text: a model page's quote links ask again
 
     def method_ids(self) -> list[str]:
         return list(self._methods)
@@ -345,10 +346,12 @@ class EntityTables:
 
     def plan_text(self, model_id: str, method_id: str) -> str:
         """The recommendation's line; without one, the risk a tight server would be; else none."""
-        row = self.recommended.get((model_id, method_id))
-        if row is None and (model_id, method_id) in self.tight:
-            return self.tight_text(self.tight[(model_id, method_id)])
-        return self.recommendation_text(row)
+        key = (model_id, method_id)
+        if key not in self._plan_texts:
+            row = self.recommended.get(key)
+            tight = row is None and key in self.tight
+            self._plan_texts[key] = self.tight_text(self.tight[key]) if tight else self.recommendation_text(row)
+        return self._plan_texts[key]
 
     def tight_text(self, row: dict) -> str:
         """A server that holds the job only at the point estimate, said as a risk, never as the plan."""

@@ -51,6 +51,7 @@ class EstimatorTables:
         }
         self._range = {r["scope"]: r for r in catalog["estimator_range"].iter_rows(named=True)}
         self._constant_rows = {r["constant_id"]: r for r in catalog["estimator_constants"].iter_rows(named=True)}
+        self._once: dict[str, list[str]] = {}  # _method_order's and _constant_refs' lists, asked per model page
 
     # -- inline figures --
     def median_error(self, estimator: str) -> str:
@@ -550,9 +551,16 @@ class EstimatorTables:
         }
 
     def _method_order(self) -> list[str]:
-        return self.c["methods"].sort("sort_order")["method_id"].to_list()
+        if "methods" not in self._once:
+            self._once["methods"] = self.c["methods"].sort("sort_order")["method_id"].to_list()
+        return list(self._once["methods"])
 
     def _constant_refs(self) -> list[str]:
+        if "refs" not in self._once:
+            self._once["refs"] = self._find_constant_refs()
+        return list(self._once["refs"])
+
+    def _find_constant_refs(self) -> list[str]:
         ids = (
             "activation_bytes",
             "logits_bytes",

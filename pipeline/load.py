@@ -431,7 +431,9 @@ def connect(frames: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with raw_<table> (text) and typed_<table> (TRY_CAST) views."""
     con = duckdb.connect()
     for name, frame in frames.items():
-        con.register(f"raw_{name}", frame.to_arrow())
+        con.register("frame", frame.to_arrow())
+        con.execute(f"CREATE TABLE raw_{name} AS SELECT * FROM frame")
+        con.unregister("frame")
         table = next(t for t in SOURCE_TABLES if t.name == name)
         casts = ", ".join(f"{typed_sql(f, f.name)} AS {f.name}" for f in table.fields)
         con.execute(f"CREATE VIEW typed_{name} AS SELECT {LINE}, {casts} FROM raw_{name}")

@@ -428,7 +428,8 @@ def typed_sql(f: Field, column: str) -> str:
 
 
 def connect(frames: dict[str, pl.DataFrame]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with raw_<table> (text) and typed_<table> (TRY_CAST) views."""
+    """An in-memory DuckDB with raw_<table> (text, a table made from the frame: the rules query it many
+    times, and a query on a registered Arrow table costs more) and typed_<table> (TRY_CAST) views."""
     con = duckdb.connect()
     for name, frame in frames.items():
         con.register("frame", frame.to_arrow())

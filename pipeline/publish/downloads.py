@@ -221,6 +221,7 @@ def iter_downloads(
     texts, books = (workbooks or start_workbooks(catalog))()
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
+    known: dict = {}  # what the tables' sidecars share (table_metadata)
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         made = texts.pop(table.name, None)
@@ -238,7 +239,7 @@ def iter_downloads(
             parquet = made.parquet
         yield f"{table.name}.parquet", parquet
         del made, parquet
-        metadata_of[table.name] = metadata = table_metadata(table, catalog, licence)
+        metadata_of[table.name] = metadata = table_metadata(table, catalog, licence, known)
         yield f"{table.name}.metadata.json", (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
     yield (
         datapackage.NAME,
@@ -535,13 +536,17 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
 # --- metadata.json and DuckDB comments -----------------------------------------------------------
 
 
-def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) -> dict:
+def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None, known: dict | None = None) -> dict:
     """The sidecar: the table's schema from the registry, its row count, the sources its rows rest on,
-    and the data licence (site_templates/site.toml)."""
+    and the data licence (site_templates/site.toml). `known`: what one build's sidecars share, filled
+    on first use (each table's reference ids, the references by id), so that the tables a derived
+    table is made from are read once, not once per table made from them."""
     licence = licence or datapackage.data_licence()
-    references = catalog["references"]
-    ids = sorted(reference_ids(table, catalog))
-    rows = {r["reference_id"]: r for r in references.filter(pl.col("reference_id").is_in(ids)).iter_rows(named=True)}
+    known = {} if known is None else known
+    if "references" not in known:
+        known["references"] = {r["reference_id"]: r for r in catalog["references"].iter_rows(named=True)}
+    ids = sorted(reference_ids(table, catalog, known.setdefault("ids", {})))
+    rows = known["references"]
     return {
         "table": table.name,
         "title_ru": table.title_ru,
@@ -578,11 +583,19 @@ def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None) 
     }
 
 
-def reference_ids(table: Table, catalog: Catalog) -> set[str]:
-    """The references behind a table's rows: its own `reference_id` cells, or those of the tables it is made from."""
-    if "reference_id" in table.columns:
-        return set(catalog[table.name]["reference_id"].drop_nulls().to_list())
-    return {rid for name in MADE_FROM.get(table.name, ()) for rid in reference_ids(TABLES_BY_NAME[name], catalog)}
+def reference_ids(table: Table, catalog: Catalog, known: dict[str, set[str]] | None = None) -> set[str]:
+    """The references behind a table's rows: its own `reference_id` cells, or those of the tables it is
+    made from. `known`: the sets found so far, by table (filled here)."""
+    known = {} if known is None else known
+    if table.name not in known:
+        if "reference_id" in table.columns:
+            found = set(catalog[table.name]["reference_id"].drop_nulls().unique().to_list())
+        else:
+            found = {
+                r for name in MADE_FROM.get(table.name, ()) for r in reference_ids(TABLES_BY_NAME[name], catalog, known)
+            }
+        known[table.name] = found
+    return known[table.name]
 
 
 def _quote(text: str) -> str:

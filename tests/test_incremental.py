@@ -231,6 +231,46 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     assert build(sources, out)["unchanged"] is True
 
 
+def test_the_database_is_written_anew_when_nothing_can_be_kept_or_the_copy_fails(base_build, tmp_path, monkeypatch):
+    import duckdb
+
+    from pipeline.fingerprint import STATE
+    from pipeline.publish import staging
+    from pipeline.schema import ALL_TABLES
+
+    _, built, _ = base_build
+    sources = tmp_path / "sources"
+    shutil.copytree(base_build[0], sources)
+    everything = [t.name for t in ALL_TABLES]
+    out = tmp_path / "output"
+    shutil.copytree(built, out)
+    state = json.loads((out / STATE).read_text(encoding="utf-8"))
+    state["database_tables"] = {name: "another duckdb" for name in everything}  # as after a DuckDB upgrade
+    (out / STATE).write_text(json.dumps(state), encoding="utf-8")
+    copied = []
+    monkeypatch.setattr(staging, "_copy_intact", lambda source, copy: copied.append(source) or False)
+    edit_csv(sources / "servers.csv", ",2373300,", ",2373301,")
+    assert build(sources, out)["database"] == everything and copied == []  # no copy was taken
+    monkeypatch.undo()
+    write_database = staging.write_database
+
+    asked = []
+
+    def refused(path, catalog, replace=None, dropped=()):
+        if replace is not None:
+            asked.append([t.name for t in replace])
+            raise duckdb.CatalogException("a copy DuckDB cannot update")
+        return write_database(path, catalog)
+
+    monkeypatch.setattr(staging, "write_database", refused)
+    edit_csv(sources / "servers.csv", ",2373301,", ",2373302,")
+    assert build(sources, out)["database"] == everything  # the copy could not be updated: written anew
+    assert asked == [["servers", "server_fit", "recommendations", "server_memory"]]
+    con = duckdb.connect(str(out / "site" / "data" / "gpu-finetune.duckdb"), read_only=True)
+    assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == (len(everything),)
+    con.close()
+
+
 def test_a_context_is_pickled_as_pickle_pickles_it_or_refused():
     """page_memo.context_bytes: the bytes of pickle (no memo) for plain values and pipeline dataclasses,
     so the records of earlier builds still match; None for anything else (a function, a str subclass)."""

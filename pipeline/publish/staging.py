@@ -29,6 +29,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
+
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import search
@@ -298,9 +300,17 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     path = safe_path(staging, DATABASE_PATH)
     keys = database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
     before = _previous_keys(previous)
-    if before and _copy_intact(previous / DATABASE_PATH, path):
-        replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
-        write_database(path, catalog, replace, tuple(sorted(set(before) - set(keys))))
+    replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
+    # Nothing to keep (another DuckDB or storage version is in every key): written anew, never a copy
+    # of a file this DuckDB may not open as it is.
+    if len(replace) < len(ALL_TABLES) and _copy_intact(previous / DATABASE_PATH, path):
+        try:
+            write_database(path, catalog, replace, tuple(sorted(set(before) - set(keys))))
+        except duckdb.Error:  # the copy could not be updated: written anew (I/O errors are OSError here)
+            path.unlink(missing_ok=True)
+            Path(f"{path}.wal").unlink(missing_ok=True)
+            replace = list(ALL_TABLES)
+            write_database(path, catalog)
     else:
         replace = list(ALL_TABLES)
         write_database(path, catalog)

@@ -25,6 +25,7 @@ import polars as pl
 import xlsxwriter
 
 from pipeline.combine import Catalog, lineage
+from pipeline.frame_memo import frame_digest
 from pipeline.parallel import start_map
 from pipeline.publish import datapackage, xlsx_rows
 from pipeline.render.format import FORMULA_PREFIXES
@@ -71,7 +72,7 @@ def file_names(table: Table, rows: int) -> dict[str, str]:
 class TableFiles:
     """A table's CSV bytes, the CSV it would have without the spreadsheet guard where that matters
     (_typed_apostrophes) and, once written, its Parquet bytes, for the frame whose Arrow IPC bytes
-    hash to `key` (frame_key): the same IPC bytes are the same frame, so the same files."""
+    hash to `key` (frame_memo.frame_digest): the same IPC bytes are the same frame, so the same files."""
 
     key: str
     csv: bytes
@@ -79,16 +80,9 @@ class TableFiles:
     parquet: bytes | None = None
 
 
-def frame_key(frame: pl.DataFrame) -> str:
-    """SHA-256 of the frame's uncompressed Arrow IPC bytes: its schema and every value, in order."""
-    buffer = io.BytesIO()
-    frame.write_ipc(buffer, compression="uncompressed")
-    return hashlib.sha256(buffer.getbuffer()).hexdigest()
-
-
 def table_files(table: Table, frame: pl.DataFrame, kept: dict[str, TableFiles]) -> TableFiles:
     """The table's TableFiles: the kept one when its frame is the same, else made now."""
-    key = frame_key(frame)
+    key = frame_digest(frame)
     files = kept.get(table.name)
     if files is None or files.key != key:
         files = TableFiles(key, csv_bytes(table, frame), _typed_apostrophes(frame, table))

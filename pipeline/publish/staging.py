@@ -187,10 +187,18 @@ def publish(out: Path, rendered: Rendered, catalog: Catalog, state: dict, force:
 class Staging:
     """A build written beside `out`: swap() finishes it and puts it in place, discard() drops it."""
 
-    def __init__(self, out: Path, folder: Path, previous: Path | None, hashes: dict[str, str], counts: Counter):
+    def __init__(  # noqa: PLR0913
+        self,
+        out: Path,
+        folder: Path,
+        previous: Path | None,
+        hashes: dict[str, str],
+        counts: Counter,
+        database: dict | None = None,
+    ):
         self.out, self.folder, self.previous, self.hashes, self.counts = out, folder, previous, hashes, counts
         self.leftover: Path | None = None  # a previous build that could not be removed
-        self.database: dict = {}  # _write_database's keys and the tables it made again
+        self.database = database or {}  # _write_database's keys and the tables it made again
 
     def swap(
         self, state: dict, late: dict[str, str | bytes] | None = None, exchange: dict[int, bool] | None = None
@@ -283,9 +291,7 @@ def stage(  # noqa: PLR0913
                 searching()  # the child is waited for and its folder removed
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    result = Staging(out, staging, previous, hashes, counts)
-    result.database = database
-    return result
+    return Staging(out, staging, previous, hashes, counts, database)
 
 
 def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:

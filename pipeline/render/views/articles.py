@@ -190,7 +190,7 @@ class Tables:
     # -- tables --
     def methods_table(self, methods: list[str] | None = None) -> TableView:
         L = self.labels["methods_table"]
-        ids = methods or self._method_order()
+        ids = methods or self.method_order()
         rows = [
             [
                 self.method_link(m),
@@ -213,7 +213,7 @@ class Tables:
         anchors = self.c["memory_anchors"]
         sizes = sorted(anchors["params_b"].unique().to_list())
         value = {(r["method_id"], r["params_b"]): r["memory_gb"] for r in anchors.iter_rows(named=True)}
-        ids = self._method_order()
+        ids = self.method_order()
         rows = [[self.method_link(m)] + [fmt.gb(value[(m, s)]) for s in sizes] for m in ids]
         return TableView(
             [L["method"]] + [L["size"].format(size=fmt.number(s)) for s in sizes],
@@ -225,7 +225,7 @@ class Tables:
 
     def memory_table(self, models: list[str], methods: list[str] | None = None) -> TableView:
         L = self.labels["memory_table"]
-        ids = methods or self._method_order()
+        ids = methods or self.method_order()
         rows = [[self.method_link(m)] + [self._gb_marked(mo, m) for mo in models] for m in ids]
         view = TableView(
             [L["method"]] + [L["model"].format(model=self.model(mo)["short_name"]) for mo in models],
@@ -551,8 +551,13 @@ class Tables:
     def _price(self, price: int | None) -> str:
         return fmt.integer(price) if price is not None else self.labels["common"]["price_on_request"]
 
-    def _method_order(self) -> list[str]:
-        return self.c["methods"].sort("sort_order")["method_id"].to_list()
+    def method_order(self) -> list[str]:
+        """The methods' ids in their sort order (a copy: callers may keep it)."""
+        return list(self._method_ids)
+
+    @cached_property
+    def _method_ids(self) -> tuple[str, ...]:
+        return tuple(self.c["methods"].sort("sort_order")["method_id"].to_list())
 
     def _gb_marked(self, model_id: str, method_id: str) -> str:
         e = self.estimate(model_id, method_id)

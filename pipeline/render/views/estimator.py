@@ -7,6 +7,7 @@ calibration_summary, pretraining); Russian words from labels.toml [estimator].
 
 from __future__ import annotations
 
+from functools import cached_property
 from urllib.parse import urlencode
 
 import polars as pl
@@ -51,7 +52,6 @@ class EstimatorTables:
         }
         self._range = {r["scope"]: r for r in catalog["estimator_range"].iter_rows(named=True)}
         self._constant_rows = {r["constant_id"]: r for r in catalog["estimator_constants"].iter_rows(named=True)}
-        self._once: dict[str, list[str]] = {}  # _method_order's and _constant_refs' lists, asked per model page
 
     # -- inline figures --
     def median_error(self, estimator: str) -> str:
@@ -551,16 +551,13 @@ class EstimatorTables:
         }
 
     def _method_order(self) -> list[str]:
-        if "methods" not in self._once:
-            self._once["methods"] = self.c["methods"].sort("sort_order")["method_id"].to_list()
-        return list(self._once["methods"])
+        return self.t.method_order()
 
     def _constant_refs(self) -> list[str]:
-        if "refs" not in self._once:
-            self._once["refs"] = self._find_constant_refs()
-        return list(self._once["refs"])
+        return list(self._constant_ref_ids)  # asked by every model page: found once
 
-    def _find_constant_refs(self) -> list[str]:
+    @cached_property
+    def _constant_ref_ids(self) -> tuple[str, ...]:
         ids = (
             "activation_bytes",
             "logits_bytes",
@@ -569,7 +566,7 @@ class EstimatorTables:
             "cuda_context_gb",
         )
         constants = self.c["constants"].filter(pl.col("constant_id").is_in(ids))
-        return constants["reference_id"].unique(maintain_order=True).to_list()
+        return tuple(constants["reference_id"].unique(maintain_order=True).to_list())
 
 
 class TimeAccuracy:

@@ -293,7 +293,7 @@ def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, st
     digests = {} if digests is None else digests
     frames, problems, notices = read if read is not None else read_sources(sources, digests)
     con = connect(frames)
-    early, finish_suites = start_validation(con, sources, list(frames), warm)
+    early, finish_suites = start_validation(con, sources, list(frames), warm, digests)
 
     def pending() -> Validation:
         validation = finish_suites()

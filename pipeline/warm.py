@@ -41,6 +41,9 @@ class Warm:
     suites: dict = field(default_factory=dict)
     # pipeline/validate: (table, file, build date, cells) -> (problems, checks) of its suites; the last build's.
     outcomes: dict = field(default_factory=dict)
+    # pipeline/validate/query_memo.py: the cross-table rules' queries and the last build's answers,
+    # by the files they read (a QueryStore, made on first use by a process that lives on).
+    queries: object | None = None
     # pipeline/publish/downloads.py: (table, CSV hash, date, text hash) -> XLSX bytes; the last build's.
     workbooks: dict = field(default_factory=dict)
     # pipeline/publish/downloads.py: table -> its CSV and Parquet bytes by frame content; the last build's.

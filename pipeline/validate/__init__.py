@@ -445,12 +445,16 @@ def _sql_rule(out: Validation, con, sources_dir: Path, table: str, description: 
 
 def _rows_by_part(con, parts: list[tuple[str, str, list]]) -> dict[int, list[tuple]]:
     """The rows of several SELECTs (each `(table, sql, parameters)`, selecting line, column, value,
-    rule) run as one query: part number -> its rows by line. Each DuckDB query costs a millisecond or
-    two whatever it reads, and these rules ask one question per column of every table."""
+    rule): part number -> its rows by line. Each DuckDB query costs a millisecond or two whatever it
+    reads, and these rules ask one question per column of every table: all parts run as one query, or,
+    where the connection remembers answers (query_memo), one query per table, so that a warm process
+    asks again only about the tables an edit changed."""
     found: dict[int, list[tuple]] = {i: [] for i in range(len(parts))}
-    if parts:
-        sql = " UNION ALL ".join(f"SELECT {i} AS part, * FROM ({q})" for i, (_, q, _) in enumerate(parts))
-        for row in con.execute(f"{sql} ORDER BY 1, 2", [v for _, _, values in parts for v in values]).fetchall():
+    apart = getattr(con, "remembers", False)
+    for table in dict.fromkeys(table if apart else "" for table, _, _ in parts):
+        mine = [(i, q, values) for i, (t, q, values) in enumerate(parts) if not apart or t == table]
+        sql = " UNION ALL ".join(f"SELECT {i} AS part, * FROM ({q})" for i, q, _ in mine)
+        for row in con.execute(f"{sql} ORDER BY 1, 2", [v for _, _, values in mine for v in values]).fetchall():
             found[row[0]].append(row[1:])
     return found
 
@@ -1372,6 +1376,41 @@ def _price_warnings(con, shown: str) -> list[Problem]:
     return out
 
 
+def cross_table_rules(con, sources_dir: Path, names: set[str], today: dt.date, out: Validation) -> None:
+    """Every cross-table rule's problems and checks, and the warnings, added to `out`."""
+    for rule in (
+        castable,
+        reserved_ids,
+        foreign_keys,
+        anchor_rules,
+        model_rules,
+        gpu_rules,
+        architecture_rules,
+        server_rules,
+        constant_rules,
+        typical_setup_rules,
+        measurement_rules,
+        throughput_rules,
+        name_rules,
+        catalog_rules,
+    ):
+        rule(con, sources_dir, names, out)
+    out.warnings = capped(warnings(con, sources_dir, names, today))
+
+
+def _rules_connection(con, names: list[str], warm: Warm, digests: dict[str, str] | None):
+    """What the rules query: in a process that lives on, given the files' digests, a MemoConnection
+    (its answers kept in warm.queries); otherwise `con` itself (a process that ends keeps nothing)."""
+    if not warm.lives_on or digests is None:
+        return con
+    from pipeline.validate.query_memo import MemoConnection, QueryStore
+
+    if warm.queries is None:
+        warm.queries = QueryStore()
+    by_table = {n: digests[TABLES_BY_NAME[n].file] for n in names if TABLES_BY_NAME[n].file in digests}
+    return MemoConnection(con, by_table, warm.queries)
+
+
 def validate(
     con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str], warm: Warm | None = None
 ) -> Validation:
@@ -1380,40 +1419,34 @@ def validate(
 
 
 def start_validation(
-    con: duckdb.DuckDBPyConnection, sources_dir: Path, names: list[str], warm: Warm | None = None
+    con: duckdb.DuckDBPyConnection,
+    sources_dir: Path,
+    names: list[str],
+    warm: Warm | None = None,
+    digests: dict[str, str] | None = None,
 ) -> tuple[Validation, Callable[[], Validation]]:
     """validate() in two halves, so that a build can compute and render meanwhile.
 
     Great Expectations starts in a forked child; the cross-table rules and the warnings run
     here. Returns what is known now (the rules' problems and checks, the warnings) and a
     function that waits for the suites and returns exactly what validate() returns.
+    `digests`: the SHA-256 of each source file as read (load.read_sources); with them, a warm
+    process that lives on (`serve`) answers the rules' queries on unchanged files from the last
+    build (query_memo).
     """
     today = build_date()
     loaded = set(names)
-    expectations = start_expectations(con, sources_dir, names, today, Warm() if warm is None else warm)
+    warm = Warm() if warm is None else warm
+    expectations = start_expectations(con, sources_dir, names, today, warm)
     early = Validation(build_date=today)
+    con = _rules_connection(con, names, warm, digests)
     try:
-        for rule in (
-            castable,
-            reserved_ids,
-            foreign_keys,
-            anchor_rules,
-            model_rules,
-            gpu_rules,
-            architecture_rules,
-            server_rules,
-            constant_rules,
-            typical_setup_rules,
-            measurement_rules,
-            throughput_rules,
-            name_rules,
-            catalog_rules,
-        ):
-            rule(con, sources_dir, loaded, early)
-        early.warnings = capped(warnings(con, sources_dir, loaded, today))
+        cross_table_rules(con, sources_dir, loaded, today, early)
     except BaseException:
         expectations(Validation())  # ran first in validate(): its error, if any, is the one raised
         raise
+    if warm.queries is not None:
+        warm.queries.cut_back()
 
     def finish() -> Validation:
         out = Validation(build_date=today)

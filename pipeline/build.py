@@ -91,7 +91,7 @@ def run(  # noqa: PLR0913
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
-        staging = stage(out, rendered, catalog, skip=("quality.html",), workbooks=workbooks, force=force)
+        staging = stage(out, rendered, catalog, ("quality.html",), workbooks, force, warm.indexes)
         writing = time.perf_counter() - tick
     except Exception:
         abandon(workbooks, pending)

@@ -8,7 +8,7 @@ return: a cold process keeps no module state, and no stage function depends on w
 
 Every entry is keyed by what determines it (a template folder, a partial's source, a table's
 cells, a CSV's hash, a device), so a hit is always right. What grows with edits is cut back to
-what the last build used (`outcomes`, `workbooks`, `table_files`, `article_bodies`), so an editing session does not
+what the last build used (`outcomes`, `workbooks`, `table_files`, `article_bodies`, `queries`, `indexes`), so an editing session does not
 pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
 suites; Jinja keeps at most 400 compiled templates).
 """
@@ -48,6 +48,8 @@ class Warm:
     workbooks: dict = field(default_factory=dict)
     # pipeline/publish/downloads.py: table -> its CSV and Parquet bytes by frame content; the last build's.
     table_files: dict = field(default_factory=dict)
+    # pipeline/publish/search.py: the last search index (Pagefind's files) by what Pagefind read.
+    indexes: dict = field(default_factory=dict)
     # pipeline/frame_memo.py: step name -> (key, frame) of the last build (the recommendations' plans).
     frames: dict = field(default_factory=dict)
     # pipeline/publish/staging.py: device -> whether its file system exchanges two folders atomically.

@@ -137,3 +137,27 @@ def test_search_reads_pages_without_their_table_rows():
         '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
         "\n</table><p>Текст</p><table></table></main>"
     )
+
+
+def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path, monkeypatch):
+    """start_index with `kept`: the same indexed texts give the last index without running Pagefind;
+    a changed row of a table (not indexed) does not run it; a changed sentence does."""
+    from pipeline.publish import search
+
+    page = (
+        '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>H100</title></head><body>'
+        "<main data-pagefind-body><h1>H100</h1><p>{}</p><table><tbody><tr><td>{}</td></tr></tbody></table></main>"
+        "</body></html>"
+    )
+    site = {"site/gpus/h100.html": page.format("Карта", "585 000 ₽"), "site/search.html": "не индексируется"}
+    kept: dict = {}
+    first = search.start_index(site, tmp_path, kept=kept)()
+    assert any(name.startswith("site/pagefind/pagefind-entry") for name in first) and len(kept) == 1
+    runs = []
+    started = search._pagefind
+    monkeypatch.setattr(search, "_pagefind", lambda *a: runs.append(a) or started(*a))
+    assert search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, tmp_path, kept=kept)() == first
+    assert runs == []
+    again = search.start_index(site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, tmp_path, kept=kept)()
+    assert len(runs) == 1 and again != first and len(kept) == 1
+    assert list(tmp_path.iterdir()) == []  # its working folder removed

@@ -46,6 +46,12 @@ FORMATS = ("csv", "xlsx", "parquet")
 # Python (about 40 s for a million rows) and Excel opens such a sheet slowly: past 100 000 rows the
 # CSV and Parquet files serve an analyst better.
 EXCEL_MAX_ROWS = 100_000
+# From this many rows a sheet's rows are made with polars in the build process (xlsx_rows.prepare);
+# below it the workbook worker writes tuples a cell at a time. polars costs about 3 ms a column
+# whatever the rows, the worker about 1 µs a cell more than writing prepared rows: they cost the
+# same at 3,000–4,000 rows (the real catalog's tables, December 2026), and below that the worker,
+# on the other core, is also off the build's own path.
+PREPARE_ROWS = 5_000
 
 # What each table without a reference_id column of its own is made from: its sources are the
 # references of those tables. A source table's is typed here; a derived table's is what its step
@@ -113,7 +119,7 @@ def start_workbooks(  # noqa: PLR0913
     stamp = data_date(catalog)
     texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
-        frame = catalog[table.name].select(table.columns)
+        frame = published_frame(catalog, table)
         if frame.height > EXCEL_MAX_ROWS:
             continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
         texts[table.name] = made = table_files(table, frame, files)
@@ -179,6 +185,17 @@ def _store_workbook(key: tuple, book: bytes) -> None:
         store.prune(WORKBOOK_NAMESPACE, WORKBOOKS_KEPT)
 
 
+def published_frame(catalog: Catalog, table: Table) -> pl.DataFrame:
+    """The table's columns in the schema's order (in_order)."""
+    return in_order(catalog[table.name], table)
+
+
+def in_order(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
+    """`frame` with the table's columns in the schema's order: the frame itself when it has just those
+    (a polars select costs a query plan, and a build asks for every table several times)."""
+    return frame if frame.columns == list(table.columns) else frame.select(table.columns)
+
+
 def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
     """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells.
     Written as bytes: polars' text result is its bytes decoded, which the file would encode again."""
@@ -217,7 +234,7 @@ def iter_downloads(
     metadata_of: dict[str, dict] = {}
     known: dict = {}  # what the tables' sidecars share (table_metadata)
     for table in ALL_TABLES:
-        frame = catalog[table.name].select(table.columns)
+        frame = published_frame(catalog, table)
         made = texts.pop(table.name, None)
         yield f"{table.name}.csv", made.csv if made is not None else csv_bytes(table, frame)
         if table.name in books:
@@ -263,7 +280,7 @@ def write_database(
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES if replace is None else replace:
-            frame = catalog[table.name].select(table.columns)
+            frame = published_frame(catalog, table)
             unique_keys(frame, table)
             con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             con.execute(ddl(table, primary_key=False))
@@ -398,14 +415,17 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
 
 def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_rows.Prepared | list[tuple]]:
     """What a workbook needs from the frame: column widths and the data rows (so no polars runs in a
-    worker), made as sheet XML a column at a time (xlsx_rows.prepare), or as tuples where a cell
-    needs XlsxWriter's own handling."""
+    worker), made as sheet XML a column at a time (xlsx_rows.prepare) when the table has PREPARE_ROWS
+    rows or more, or as tuples for the worker to write a cell at a time (a smaller table, or a cell
+    that needs XlsxWriter's own handling)."""
+    if frame.height < PREPARE_ROWS:
+        return [column_width(f, frame) for f in table.fields], frame.rows()
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
     probe = xlsxwriter.Workbook(os.devnull)  # never closed: only its formats' indexes are asked for
     bold, column_formats = _formats(probe, table)
     bold._get_xf_index()  # first, as the header row is written before the data rows
     styles = xlsx_rows.styles(kinds, column_formats)
-    prepared = xlsx_rows.prepare(frame.select(table.columns), kinds, styles)
+    prepared = xlsx_rows.prepare(in_order(frame, table), kinds, styles)
     return [column_width(f, frame) for f in table.fields], frame.rows() if prepared is None else prepared
 
 

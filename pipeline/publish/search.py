@@ -13,6 +13,7 @@ The index runs in a child process while the build writes its downloads.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -56,44 +57,31 @@ def executable() -> str:
     raise OSError(errno.ENOENT, "the Pagefind binary is missing: pip install 'pagefind[extended]'", "pagefind")
 
 
-def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/") -> Callable[[], dict[str, bytes]]:
+def start_index(
+    site: dict[str, str | bytes], inside: Path, prefix: str = "site/", kept: dict | None = None
+) -> Callable[[], dict[str, bytes]]:
     """Index the pages among `site` (paths under `prefix`) in a child process; the returned function
     waits for it and gives the index files by path (`site/pagefind/...`). Pagefind reads the pages
     from, and writes its index into, a folder made inside `inside` (the build's staging folder, so
-    nothing is written outside the build's own folder), removed when the function returns."""
+    nothing is written outside the build's own folder), removed when the function returns.
+    `kept` (pipeline.warm: a warm process's last index, by what Pagefind read) gives the index at once
+    when no page's indexed text changed (an edit that changes only the rows of tables, which are not
+    indexed)."""
+    texts = indexed_pages(site, prefix)
+    if not texts:  # no page to index (a site of downloads only): no index, no search files
+        return dict
+    kept = {} if kept is None else kept
+    key = _texts_key(texts, prefix)
+    if key in kept:
+        return lambda: dict(kept[key])
     work = Path(tempfile.mkdtemp(prefix=".search-", dir=inside))
     try:
         pages = work / "site"
-        for rel, content in site.items():
-            name = rel.removeprefix(prefix)
-            if not rel.startswith(prefix) or not name.endswith(".html") or name in NOT_INDEXED:
-                continue
+        for name, text in texts.items():
             path = pages / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            text = content.decode("utf-8") if isinstance(content, bytes) else content
-            path.write_text(indexed_text(text), encoding="utf-8")
-        if not pages.is_dir():  # no page to index (a site of downloads only): no index, no search files
-            shutil.rmtree(work, ignore_errors=True)
-            return dict
-        command = [
-            executable(),
-            "--site",
-            str(pages),
-            "--output-path",
-            str(work / "index"),
-            "--force-language",
-            "ru",
-            "--keep-index-url",
-        ]
-        parent = os.getpid()
-        with sigint_held():
-            child = subprocess.Popen(  # killed with the build (die_with_parent): it writes into the build's folder
-                command,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env={**os.environ, "PAGEFIND_QUIET": "true"},
-                preexec_fn=lambda: die_with_parent(parent),
-            )
+            path.write_text(text, encoding="utf-8")
+        child = _pagefind(pages, work / "index")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -105,12 +93,48 @@ def start_index(site: dict[str, str | bytes], inside: Path, prefix: str = "site/
                 text = errors.decode("utf-8", "replace").strip().splitlines()
                 raise OSError(errno.EIO, f"Pagefind failed: {text[-1] if text else child.returncode}", "pagefind")
             index = work / "index"
-            return {
+            files = {
                 f"{prefix}{FOLDER}/{path.relative_to(index).as_posix()}": path.read_bytes()
                 for path in sorted(index.rglob("*"))
                 if path.is_file() and not path.name.startswith(UNUSED)
             }
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        kept.clear()  # only the last index: an editing session does not pile them up
+        kept[key] = files
+        return dict(files)
 
     return finish
+
+
+def indexed_pages(site: dict[str, str | bytes], prefix: str) -> dict[str, str]:
+    """The pages among `site` (paths under `prefix`) that are indexed, by name: their indexed text."""
+    texts = {}
+    for rel, content in site.items():
+        name = rel.removeprefix(prefix)
+        if rel.startswith(prefix) and name.endswith(".html") and name not in NOT_INDEXED:
+            texts[name] = indexed_text(content.decode("utf-8") if isinstance(content, bytes) else content)
+    return texts
+
+
+def _pagefind(pages: Path, index: Path) -> subprocess.Popen:
+    """Pagefind started on the folder `pages`, writing its index into `index` (killed with the build:
+    it writes into the build's folder)."""
+    command = [executable(), "--site", str(pages), "--output-path", str(index), "--force-language", "ru"]
+    parent = os.getpid()
+    with sigint_held():
+        return subprocess.Popen(
+            [*command, "--keep-index-url"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PAGEFIND_QUIET": "true"},
+            preexec_fn=lambda: die_with_parent(parent),
+        )
+
+
+def _texts_key(texts: dict[str, str], prefix: str) -> str:
+    """What an index is made from: every page's name and indexed text, the prefix and the binary."""
+    digest = hashlib.sha256(f"{executable()}\0{prefix}\0".encode())
+    for name in sorted(texts):
+        digest.update(f"{name}\0{len(texts[name])}\0{texts[name]}\0".encode())
+    return digest.hexdigest()

@@ -250,9 +250,11 @@ def stage(  # noqa: PLR0913
     skip: tuple[str, ...] = (),
     workbooks: Callable | None = None,
     force: bool = False,
+    indexes: dict | None = None,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
-    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads.
+    files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads;
+    `indexes` a warm process's last search index (search.start_index's `kept`).
 
     Every path is checked before the first byte is written. With `force` nothing is taken
     from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
@@ -268,7 +270,7 @@ def stage(  # noqa: PLR0913
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
-        searching = search.start_index(files, staging)  # made while the downloads are written
+        searching = search.start_index(files, staging, kept=indexes)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         # Each download is written as it is made (one table's files in memory at a time), each to a

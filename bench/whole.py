@@ -226,6 +226,8 @@ def serve_edit(b: Bench, sources: Path, edit, edits: int = 5) -> dict:
             status = _status(port, version)
             while status["version"] == version:
                 status = _status(port, version)
+            if not status["ok"]:  # a failed rebuild is announced too: its time is not the figure
+                raise RuntimeError(f"serve: the rebuild after an edit failed: {status['report']}")
             runs.append(time.perf_counter() - started)
             print(f"  serve, one price edited: {runs[-1]:.3f} s to the new page", file=sys.stderr, flush=True)
         return {"wall": statistics.median(runs), "cpu": float("nan"), "peak_mib": float("nan"), "runs": runs}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCES, edit_csv
+from pipeline.schema import SOURCE_TABLES
 from pipeline.tools.serve import LONG_POLL_SECONDS, LONG_POLLS, TEMPLATES, WORKERS, EditorLoop, Handler, inject
 
 NBSP = "\u00a0"
@@ -65,6 +66,10 @@ def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys):
     edit_csv(sources / "servers.csv", ",8,pcie,2373300,", ",8,pcie,2450000,")
     wait_for(loop, lambda s: s["generation"] == 2)
     print(f"edit → rebuilt site: {time.monotonic() - started:.1f} s")
+    # Great Expectations and every table's suites were made while the first build was read (warm_up),
+    # and the rebuild waited for that: not only the edited table's
+    assert loop.warming is None and loop.warm.gx is not None
+    assert {(name, on) for name, on, _ in loop.warm.suites} == {(t.name, on) for t in SOURCE_TABLES for on in ("raw", "typed")}
     page = fetch(loop.url + PAGE)
     assert f"2{NBSP}450{NBSP}000" in page and f"2{NBSP}373{NBSP}300" not in page
     assert "pipeline-serve-error" not in page

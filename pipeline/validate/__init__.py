@@ -321,6 +321,15 @@ def _definition(table: Table, on: str, today: dt.date, warm: Warm):
     return warm.suites[key]
 
 
+def prepare_suites(warm: Warm) -> None:
+    """Make Great Expectations' context and every source table's suites in `warm` now (a process that
+    lives on does this while it waits for the first edit: pipeline/tools/serve.py)."""
+    today = build_date()
+    for table in SOURCE_TABLES:
+        for on in ("raw", "typed"):
+            _definition(table, on, today, warm)
+
+
 def start_expectations(
     con, sources_dir: Path, names: list[str], today: dt.date, warm: Warm
 ) -> Callable[[Validation], None]:

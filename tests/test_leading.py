@@ -1,11 +1,13 @@
-"""The page model at scale (docs/architecture.md, "Pages"): pages grow with entities, not rows. Entity and
-index pages show every row of their own slice; a comparison longer than `table_page_rows` shows its
-leading rows, says so and links the whole table's download; no continuation pages.
-The real catalog rendered with `table_page_rows = 10`, so that its 45-model comparisons are cut."""
+"""The page model at scale (docs/architecture.md, "Pages"): pages grow with entities, not rows. Index
+pages show every entity; a comparison longer than `table_page_rows` shows its leading rows, and a
+model or server page that many rows of its slice (the smallest servers that take the model, the largest
+models the server takes), says so and links the whole table's download; no continuation pages.
+The real catalog rendered with `table_page_rows = 10`, so that its 45-model tables are cut."""
 
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from conftest import SOURCES
@@ -109,19 +111,60 @@ def row_heads(html: str) -> list[str]:
 
 
 def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
-    """The same pages as the real build (one per entity, index and comparison), none continued;
-    an entity page and an index list every row, a comparison its first ten."""
+    """The same pages as the real build (one per entity, index and comparison), none continued; an
+    index lists every row, a comparison its first ten, a server page ten models up to the largest
+    that fits it."""
     real = {str(p.relative_to(built / "site")) for p in (built / "site").rglob("*.html")}
     assert {p for p in small_pages.site if p.endswith(".html")} == real
     server = small_pages.site["servers/hgx-b200-8x.html"]
-    assert server == (built / "site" / "servers" / "hgx-b200-8x.html").read_text(encoding="utf-8")
-    assert len(row_heads(server)) == 45  # every model of its jobs table (45 > 10)
+    whole = (built / "site" / "servers" / "hgx-b200-8x.html").read_text(encoding="utf-8")
+    assert len(row_heads(whole)) == 45 and row_heads(server) == row_heads(whole)[-10:]  # all 45 fit a B200 x8
+    assert "Показано моделей: 10 из 45 — по размеру, до самой большой" in server.replace("\xa0", " ")
+    assert "(строки с server_id = hgx-b200-8x)" in server
+    smallest = small_pages.site["servers/xfusion-2x-h100.html"]  # the two largest models fit no method on it
+    whole = (built / "site" / "servers" / "xfusion-2x-h100.html").read_text(encoding="utf-8")
+    assert row_heads(smallest) == row_heads(whole)[33:43]
     models = small_pages.site["models/index.html"]
     assert len(row_heads(models)) == 45
     compare = small_pages.site["compare/gpu-cards-lora.html"]
     assert len(row_heads(compare)) == 10
     assert "Показаны строки 1–10 из 45 (модели по размеру)" in compare.replace("\xa0", " ")
     assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
+
+
+def test_the_slice_window():
+    """slice_window: where an entity page's table starts and stops, and whether any row fits."""
+    from pipeline.render.views.entities import slice_window
+
+    fits = np.array([False, False, True, False, True, True, False, False])
+    assert slice_window(8, 8, fits) == (0, 8, True)  # all shown
+    assert slice_window(8, 3, fits) == (2, 5, True)  # from the first that fits
+    assert slice_window(8, 3, fits, from_end=True) == (3, 6, True)  # up to the last that fits
+    assert slice_window(8, 6, fits) == (2, 8, True)  # fewer than `shown` rather than one that does not fit
+    assert slice_window(8, 6, fits, from_end=True) == (0, 6, True)
+    none = np.zeros(8, dtype=bool)
+    assert slice_window(8, 3, none) == (5, 8, False)  # the largest servers
+    assert slice_window(8, 3, none, from_end=True) == (0, 3, False)  # the smallest models
+    assert slice_window(2, 3, none) == (0, 2, False)
+
+
+def test_a_model_page_shows_the_smallest_servers_that_take_it(catalog):
+    """A model page's servers table at four rows a page (the real catalog has ten servers): the plan row,
+    then four servers from the smallest into which some method fits by estimate, and the note."""
+    whole = _entities(catalog, 100)
+    cut = _entities(catalog, 4)
+    for model_id, first in (("deepseek-v3", 1), ("tinyllama-1-1b", 0)):  # the smallest server takes no DeepSeek-V3
+        all_rows, rows = whole.model_servers(model_id).rows, cut.model_servers(model_id).rows
+        fits = [any(c != "нет" and not str(c).startswith("нет:") for c in row[3:]) for row in all_rows[1:]]
+        assert fits.index(True) == first
+        assert rows[0] == all_rows[0] and rows[1:] == all_rows[1 + first : 1 + first + 4]
+    notes = cut.model_servers("llama-3-1-70b").notes
+    assert notes[1].replace("\xa0", " ") == (
+        "Показано серверов: 4 из 10 — по суммарной видеопамяти, начиная с наименьшего, в который хотя бы один "
+        "способ помещается по оценке. Все серверы для этой модели — в загрузке server_fit ниже (строки с "
+        "model_id = llama-3-1-70b), а также в Parquet и в файле DuckDB на странице данных."
+    )
+    assert len(whole.model_servers("llama-3-1-70b").notes) == 1  # every server shown: no such note
 
 
 def test_search_reads_pages_without_their_table_rows():
@@ -161,3 +204,16 @@ def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path
     again = search.start_index(site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, tmp_path, kept=kept)()
     assert len(runs) == 1 and again != first and len(kept) == 1
     assert list(tmp_path.iterdir()) == []  # its working folder removed
+
+
+def test_the_rows_are_cut_as_the_regular_expression_cuts_them():
+    """indexed_text (str.find) removes exactly what TABLE_ROWS matches, on every arrangement of the tags."""
+    import itertools
+
+    from pipeline.publish.search import TABLE_ROWS, indexed_text
+
+    pieces = ["<tbody>", "</tbody>", "a", "<", "tbody>", "\n"]
+    for n in range(6):
+        for parts in itertools.product(pieces, repeat=n):
+            text = "".join(parts)
+            assert indexed_text(text) == TABLE_ROWS.sub("", text), text

@@ -31,11 +31,19 @@ NOT_INDEXED = ("search.html", "404.html", "quality.html")
 # A table's rows, left out of what Pagefind reads (the pages are the build's own HTML: no <tbody>
 # nests in another, and article markup is sanitised).
 TABLE_ROWS = re.compile(r"<tbody>.*?</tbody>", re.S)
+ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
 
 
 def indexed_text(html: str) -> str:
-    """The page as Pagefind reads it: its tables without their rows."""
-    return TABLE_ROWS.sub("", html)
+    """The page as Pagefind reads it: its tables without their rows (TABLE_ROWS removed, found with
+    str.find: the regular expression steps through a row character by character, and at 10^6 rows
+    the pages are 60 MB)."""
+    parts, start = [], 0
+    while (begin := html.find(ROWS_OPEN, start)) >= 0 and (end := html.find(ROWS_CLOSE, begin)) >= 0:
+        parts.append(html[start:begin])
+        start = end + len(ROWS_CLOSE)
+    parts.append(html[start:])
+    return "".join(parts)
 
 
 # The parts of Pagefind's output that site/search.html uses (its ready-made UIs are left out).

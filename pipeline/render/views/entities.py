@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from functools import cached_property
 
+import numpy as np
 import polars as pl
 
 from pipeline import lookups
@@ -54,6 +55,24 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
     except ValueError:
         out.append(Problem(shown, 0, "releases", site.get("releases"), message("rules.config_releases")))
     return out + related_problems(site.get("related", []), shown)
+
+
+def slice_window(total: int, shown: int, fits: np.ndarray, from_end: bool = False) -> tuple[int, int, bool]:
+    """(start, stop, any fits) of the at most `shown` consecutive rows an entity page's table keeps of
+    its `total` (all of them when there are no more): beginning at the first row where `fits` is true,
+    or, with `from_end`, ending at the last one; where none is, the `shown` rows nearest to fitting
+    (the last ones, or with `from_end` the first). A reader of a model page wants the smallest servers
+    that take it, and of a server page the largest models it takes; the whole slice is a download."""
+    found = np.flatnonzero(fits)
+    if total <= shown:
+        return 0, total, len(found) > 0
+    if not len(found):
+        return (0, shown, False) if from_end else (total - shown, total, False)
+    if from_end:
+        stop = int(found[-1]) + 1
+        return max(stop - shown, 0), stop, True
+    start = int(found[0])
+    return start, min(start + shown, total), True
 
 
 def related_problems(related, shown: str) -> list[Problem]:
@@ -290,19 +309,38 @@ class EntityTables:
 
     def model_servers(self, model_id: str) -> TableView:
         """The table rule's server fits for every method, and above them the plan (the `recommendations`
-        row of each method) with one sentence on why the two may differ."""
+        row of each method) with one sentence on why the two may differ. A catalog of more than
+        `table_page_rows` servers shows that many (slice_window): from the smallest server on which
+        some method fits, up; the model's every row is in the download."""
         L = self.L
-        fits = self.t.fit_cells.table(self.t.server_grid.block(model_id, self._methods, self._servers).T)
-        rows = [first + row for first, row in zip(self.server_cells, fits, strict=True)]
+        block = self.t.server_grid.block(model_id, self._methods, self._servers).T  # servers x methods
+        start, stop, fit = slice_window(len(self._servers), self.site["table_page_rows"], self._fits[block].any(axis=1))
+        fits = self.t.fit_cells.table(block[start:stop])
+        rows = [first + row for first, row in zip(self.server_cells[start:stop], fits, strict=True)]
         plan = [L["reco"]["plan_row"], "—", "—"] + [self.plan_cell(model_id, me) for me in self._methods]
         return TableView(
             [L["server"], L["total_memory"], L["price"]] + self.method_headers,
-            [plan, *rows],  # first: a long table goes on over continuation pages, the plan stays on top
+            [plan, *rows],  # first: the plan stays on top of the fits
             _unique(self.c["servers"]["reference_id"].to_list() + self.anchor_refs),
             ["server_fit", "recommendations"],
             [False, True, True] + [False] * len(self._methods),
-            notes=[self.labels_plan["first_row"]],
+            notes=[self.labels_plan["first_row"]] + self._slice_note(stop - start, "model", model_id, fit),
         )
+
+    @cached_property
+    def _fits(self) -> np.ndarray:
+        """Per server_fit row: whether the job fits the server (its `fit` is not "no")."""
+        return (self.c["server_fit"]["fit"] != "no").to_numpy()
+
+    def _slice_note(self, shown: int, kind: str, entity_id: str, fit: bool) -> list[str]:
+        """The note of a model (`kind` "model") or server page's table that shows `shown` of its rows
+        (slice_window; `fit`: whether any row fits), none when it shows them all."""
+        total = len(self._servers) if kind == "model" else len(self._models)
+        if shown == total:
+            return []
+        L = self.L["leading"]
+        which = L[f"slice_{kind}"] if fit else L[f"slice_{kind}_none"]
+        return [which.format(shown=fmt.integer(shown), total=fmt.integer(total), entity_id=entity_id)]
 
     def plan_cell(self, model_id: str, method_id: str):
         """The plan for a job in one cell (pipeline/render/views/articles.py Tables.plan_cell)."""
@@ -588,12 +626,19 @@ class EntityTables:
     def server_jobs(self, server_id: str) -> TableView:
         """The table rule's fits of every model x method on the server, and beside them, per model, the
         methods the plan (rank 1 of `recommendations`) puts on this very server, with one sentence on
-        why the two differ."""
+        why the two differ. A catalog of more than `table_page_rows` models shows that many
+        (slice_window): the models by size up to the largest of which some method fits; the server's
+        every row is in the download."""
         L, words = self.L, self.labels_plan
-        fits = self.t.fit_cells.table(self.t.server_grid.block(self._models, self._methods, server_id))
+        block = self.t.server_grid.block(self._models, self._methods, server_id)  # models x methods
+        start, stop, fit = slice_window(
+            len(self._models), self.site["table_page_rows"], self._fits[block].any(axis=1), from_end=True
+        )
+        fits = self.t.fit_cells.table(block[start:stop])
+        models = self._models[start:stop]
         rows = [
             first + row + [self.plan_methods(m, server_id)]
-            for m, first, row in zip(self._models, self.model_cells, fits, strict=True)
+            for m, first, row in zip(models, self.model_cells[start:stop], fits, strict=True)
         ]
         return TableView(
             [L["model"], L["params"]] + self.method_headers + [words["server_column"]],
@@ -601,7 +646,7 @@ class EntityTables:
             _unique(self.anchor_refs + [self.t.server(server_id)["reference_id"]]),
             ["server_fit", "recommendations"],
             [False, True] + [False] * len(self._methods) + [False],
-            notes=[words["server_note"]],
+            notes=[words["server_note"]] + self._slice_note(stop - start, "server", server_id, fit),
             sortable=True,
         )
 

@@ -111,7 +111,7 @@ def safe_path(root: Path, rel: str) -> Path:
     return Path(full)
 
 
-def make_parents(path: Path) -> None:
+def _make_parents(path: Path) -> None:
     """The folders that will hold `path`: safe_path found every existing one a real folder, so
     the missing ones are made below a real folder."""
     parent = os.path.dirname(path)
@@ -127,7 +127,7 @@ def write_file(root: Path, rel: str, data: bytes | str) -> Path:
     """
     path = safe_path(root, rel)
     content = data.encode("utf-8") if isinstance(data, str) else data
-    make_parents(path)
+    _make_parents(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o666)
     try:
@@ -165,7 +165,7 @@ def link_verified(old_root: Path, root: Path, rel: str, data: bytes) -> bool:
     if old is None or os.lstat(old).st_size != len(data):
         return False
     path = safe_path(root, rel)
-    make_parents(path)
+    _make_parents(path)
     try:
         os.link(old, path, follow_symlinks=False)
     except OSError:

@@ -27,7 +27,6 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -37,7 +36,7 @@ from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import search
 from pipeline.publish.downloads import DATABASE, database_keys, download_paths, iter_downloads, write_database
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.publish.paths import link_verified, make_parents, safe_path, write_file
+from pipeline.publish.paths import link_verified, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
 from pipeline.schema import ALL_TABLES
 
@@ -267,12 +266,11 @@ def stage(  # noqa: PLR0913
     data = [f"site/data/{name}" for name in download_paths(catalog)]
     later = [f"site/{rel}" for rel in skip] + [f"site/{MANIFEST}", "README.md", STATE]
     staging = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'build')}{os.getpid()}-", dir=out.parent))
-    searching = database = None
+    searching = None
     try:
         for rel in [*files, *data, *later]:
             safe_path(staging, rel)  # UnsafePath before anything is written
         searching = search.start_index(files, staging, kept=indexes)  # made while the downloads are written
-        database = _start_database(staging, catalog, previous)
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         # Each download is written as it is made (one table's files in memory at a time), each to a
@@ -285,7 +283,7 @@ def stage(  # noqa: PLR0913
             counts += write_tree(staging, {rel: content}, previous, hashes)
             del content
         assert made == expected, "download_paths is out of date"
-        record, database = database(hashes), None
+        database = _write_database(staging, catalog, hashes, previous)
         counts["written"] += 1
         index, searching = searching(), None
         counts += write_tree(staging, index, previous, hashes)
@@ -293,34 +291,9 @@ def stage(  # noqa: PLR0913
         if searching is not None:
             with contextlib.suppress(Exception):
                 searching()  # the child is waited for and its folder removed
-        if database is not None:
-            with contextlib.suppress(Exception):
-                database(None)  # the thread is waited for before its folder is removed
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return Staging(out, staging, previous, hashes, counts, record)
-
-
-def _start_database(staging: Path, catalog: Catalog, previous: Path | None) -> Callable[[dict[str, str]], dict]:
-    """Start the DuckDB file; the returned function, given the downloads' hashes, finishes it and
-    returns its record (_write_database). When the previous build recorded no keys for its file
-    (none, or --force), nothing of it can be kept: the file is written anew at once, in a thread,
-    while this one writes the other downloads (DuckDB and polars leave the GIL while they work)."""
-    if _previous_keys(previous):
-        return lambda hashes: {} if hashes is None else _write_database(staging, catalog, hashes, previous)
-    path = safe_path(staging, DATABASE_PATH)
-    make_parents(path)
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb-file")
-    writing = pool.submit(write_database, path, catalog)
-    pool.shutdown(wait=False)
-
-    def finish(hashes: dict[str, str] | None) -> dict:
-        writing.result()  # raises what the thread raised; with None (a failed build) only waits
-        if hashes is None:
-            return {}
-        return _record_database(path, hashes, list(ALL_TABLES))
-
-    return finish
+    return Staging(out, staging, previous, hashes, counts, database)
 
 
 def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:
@@ -329,7 +302,9 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     instead (downloads.database_keys, in the build state). When the previous build's file is intact
     (its bytes have the SHA-256 recorded in its extended attribute) and its keys are recorded, a copy
     of it is taken and only the tables whose key changed are made again; otherwise the file is
-    written anew. Returns _record_database's record."""
+    written anew. The new file's SHA-256 goes into an extended attribute (where the file system has
+    them), for the no-change check and the next build. Returns the keys (the build state's
+    "database_tables") and the tables made again (the build summary's "database")."""
     path = safe_path(staging, DATABASE_PATH)
     keys = database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
     before = _previous_keys(previous)
@@ -347,18 +322,10 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     else:
         replace = list(ALL_TABLES)
         write_database(path, catalog)
-    return _record_database(path, hashes, replace)
-
-
-def _record_database(path: Path, hashes: dict[str, str], made: list) -> dict:
-    """After the DuckDB file is written: its SHA-256 in an extended attribute (where the file system has
-    them), for the no-change check and the next build; the manifest entry. Returns the keys (the build
-    state's "database_tables") and the tables made (the build summary's "database")."""
-    keys = database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
     hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
     with contextlib.suppress(AttributeError, OSError):  # no extended attributes here: see fingerprint.intact
         os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
-    return {"keys": keys, "made": [t.name for t in made]}
+    return {"keys": keys, "made": [t.name for t in replace]}
 
 
 def _previous_keys(previous: Path | None) -> dict[str, str]:

@@ -295,3 +295,31 @@ def test_a_broken_price_spec_entry_is_made_again(tmp_path, monkeypatch, payload)
     (entry,) = (tmp_path / "cache" / charts.PRICE_SPEC_NAMESPACE).iterdir()
     cache.Cache().put(charts.PRICE_SPEC_NAMESPACE, entry.stem, payload)
     assert charts.price_spec(labels) == made
+
+
+def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(catalog):
+    """More than PRICE_NAMED_MAX priced servers: every one is a point, PRICE_NAMED_MAX are named (the
+    lowest ₽ per GB, one per point), and the sentence under the chart says so."""
+    base = catalog["servers"].filter(pl.col("price_rub_month").is_not_null())
+    n = charts.PRICE_NAMED_MAX + 5
+    copies = [
+        base.head(1).with_columns(
+            server_id=pl.lit(f"s{i:02d}"),
+            display_name=pl.lit(f"Сервер {i}"),
+            price_rub_month=pl.lit(100_000 * (i // 2 + 1)),
+        )
+        for i in range(n)
+    ]  # two servers per price: the same point
+    servers = pl.concat(copies)
+    memory = catalog["server_memory"].head(1)
+    memory = pl.concat([memory.with_columns(server_id=pl.lit(f"s{i:02d}")) for i in range(n)])
+    many = {"servers": servers, "server_memory": memory}
+    named = charts.price_named(many)
+    assert named == {f"s{i:02d}" for i in range(0, 2 * charts.PRICE_NAMED_MAX, 2) if i < n}
+    rows = charts.price_rows(many)
+    assert len(rows) == n and sum(r["side"] != "none" for r in rows) == len(named)
+    assert charts.price_note(many, load_labels()) == (
+        f"Подписаны {len(named)} из 25\xa0серверов — с самой низкой ценой гигабайта памяти GPU; остальные — точки без "
+        "подписи, их названия есть в таблице."
+    )
+    assert charts.price_note(catalog, load_labels()) is None  # the real catalog: every server named

@@ -199,9 +199,13 @@ def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path
     runs = []
     started = search._pagefind
     monkeypatch.setattr(search, "_pagefind", lambda *a: runs.append(a) or started(*a))
-    assert search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, tmp_path, kept=kept)() == first
+    assert (
+        search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, tmp_path, kept=kept)() == first
+    )
     assert runs == []
-    again = search.start_index(site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, tmp_path, kept=kept)()
+    again = search.start_index(
+        site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, tmp_path, kept=kept
+    )()
     assert len(runs) == 1 and again != first and len(kept) == 1
     assert list(tmp_path.iterdir()) == []  # its working folder removed
 

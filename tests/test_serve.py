@@ -69,7 +69,9 @@ def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys):
     # Great Expectations and every table's suites were made while the first build was read (warm_up),
     # and the rebuild waited for that: not only the edited table's
     assert loop.warming is None and loop.warm.gx is not None
-    assert {(name, on) for name, on, _ in loop.warm.suites} == {(t.name, on) for t in SOURCE_TABLES for on in ("raw", "typed")}
+    assert {(name, on) for name, on, _ in loop.warm.suites} == {
+        (t.name, on) for t in SOURCE_TABLES for on in ("raw", "typed")
+    }
     page = fetch(loop.url + PAGE)
     assert f"2{NBSP}450{NBSP}000" in page and f"2{NBSP}373{NBSP}300" not in page
     assert "pipeline-serve-error" not in page

@@ -243,19 +243,49 @@ def price_chart(catalog: Catalog, labels: dict) -> tuple:
     return price_layers(labels), {"servers": price_rows(catalog)}
 
 
-def price_rows(catalog: Catalog) -> list[dict]:
-    """The price chart's one dataset ("servers"): each priced server's memory, price and label side."""
+# The price chart names at most this many servers beside their points: more names overlap into an
+# unreadable block (and drawing 400 names took Vega 1.8 s). Beyond it, the servers with the lowest
+# price per GB of GPU memory are named, one per point (the chart says so); every server is a point,
+# and a row of the table under the chart.
+PRICE_NAMED_MAX = 20
+
+
+def price_named(catalog: Catalog) -> set[str]:
+    """The servers the price chart names: every priced one, or the PRICE_NAMED_MAX cheapest per GB,
+    one per point (servers of the same memory and price share a point: the first by id is named)."""
     servers = priced_servers(catalog)
+    if servers.height <= PRICE_NAMED_MAX:
+        return set(servers["server_id"].to_list())
+    points = servers.sort("rub_per_gb", "server_id").unique(
+        ["server_memory_gb", "price_rub_month"], keep="first", maintain_order=True
+    )
+    return set(points["server_id"].head(PRICE_NAMED_MAX).to_list())
+
+
+def price_rows(catalog: Catalog) -> list[dict]:
+    """The price chart's one dataset ("servers"): each priced server's memory, price and label side
+    ("none" for a server it does not name: price_named)."""
+    servers = priced_servers(catalog)
+    named = price_named(catalog)
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
     return [
         {
             "server": r["display_name"],
             "server_memory_gb": r["server_memory_gb"],
             "price_rub_month": r["price_rub_month"],
-            "side": "left" if r["server_memory_gb"] > middle else "right",
+            "side": "none" if r["server_id"] not in named else "left" if r["server_memory_gb"] > middle else "right",
         }
         for r in servers.iter_rows(named=True)
     ]
+
+
+def price_note(catalog: Catalog, labels: dict) -> str | None:
+    """The sentence under the price chart when it names only some of its servers (price_named)."""
+    servers = priced_servers(catalog).height
+    named = len(price_named(catalog))
+    if named == servers:
+        return None
+    return labels["charts"]["price_named"].format(named=fmt.integer(named), servers=russian.Shown(fmt.integer(servers)))
 
 
 def price_layers(labels: dict):
@@ -567,5 +597,6 @@ def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs:
         width, height = _SIZE.search(svg).groups()
         src[name] = {"path": path, "width": width, "height": height}
     tables = {key: {"view": view, "refs": source_refs(view)} for key, view in views.items()}
-    files["charts.html"] = page("charts.html", "charts.html", src=src, alts=alts, tables=tables)
+    notes = {"price": price_note(catalog, labels)} if "price" in svgs else {}
+    files["charts.html"] = page("charts.html", "charts.html", src=src, alts=alts, tables=tables, notes=notes)
     return files

@@ -313,13 +313,16 @@ def test_downloads_are_made_one_at_a_time_and_large_csvs_are_not_held(built, cat
     stream = downloads.iter_downloads(catalog, release=read_history(SOURCES).current)  # the build's release
     name, content = next(stream)
     assert name == f"{ALL_TABLES[0].name}.csv"
-    files = dict([(name, content), *stream])
+    files = {name: bytes(content) for name, content in [(name, content), *stream]}  # a Streamed CSV made here
     for table in ALL_TABLES:
         frame = catalog[table.name].select(table.columns)
         assert files[f"{table.name}.csv"] == downloads.csv_text(table, frame).encode("utf-8")
         if table.name not in large:
             assert texts[table.name].csv == files[f"{table.name}.csv"]
         assert (f"{table.name}.xlsx" in files) is (table.name not in large)
+    made = dict(downloads.iter_downloads(catalog))
+    assert isinstance(made["gpus.csv"], bytes)  # held: it has a workbook
+    assert isinstance(made["server_fit.csv"], downloads.Streamed)  # too large for one: written as it is made
     assert list(files)[-1] == "datapackage.json"
     # the same bytes as the build's own files
     for name in ("server_fit.csv", "gpus.csv", "datapackage.json"):
@@ -564,3 +567,23 @@ def test_pinning_the_dates_copies_the_deflated_bytes_of_the_same_archive(catalog
         assert downloads._pinned_zip(raw, stamp) == _pinned_zip_by_deflating_again(raw, stamp), table.name
         book = downloads.workbook_bytes(table, widths, rows, stamp)
         assert _pinned_zip_by_deflating_again(book, stamp) == book, table.name
+
+
+def test_a_table_too_large_to_hold_is_written_as_it_is_made_and_listed_with_its_hash(catalog, tmp_path, monkeypatch):
+    """A table over EXCEL_MAX_ROWS rows: its CSV goes straight into its file (downloads.Streamed), the
+    same bytes as csv_bytes, and the manifest has their SHA-256 (the build is intact)."""
+    import hashlib
+
+    from pipeline import fingerprint
+    from pipeline.publish import downloads
+
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    out = tmp_path / "out"
+    build(SOURCES, out, force=True)
+    assert fingerprint.intact(out, fingerprint.read_state(out))
+    table = TABLES_BY_NAME["server_fit"]
+    written = (out / "site" / "data" / "server_fit.csv").read_bytes()
+    assert written == downloads.csv_bytes(table, catalog["server_fit"].select(table.columns))
+    manifest = json.loads((out / "site" / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert manifest["data/server_fit.csv"] == hashlib.sha256(written).hexdigest()
+    assert not (out / "site" / "data" / "server_fit.xlsx").exists()

@@ -18,7 +18,9 @@ import struct
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 import polars as pl
@@ -200,8 +202,27 @@ def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
     """The table's CSV download: UTF-8 with a BOM (Excel), ISO dates, spreadsheet-safe text cells.
     Written as bytes: polars' text result is its bytes decoded, which the file would encode again."""
     buffer = io.BytesIO()
-    spreadsheet_safe_frame(frame, table).write_csv(buffer, include_bom=True, date_format="%Y-%m-%d")
+    write_csv(table, frame, buffer)
     return buffer.getvalue()
+
+
+def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO) -> None:
+    """csv_bytes, written to a binary file."""
+    spreadsheet_safe_frame(frame, table).write_csv(file, include_bom=True, date_format="%Y-%m-%d")
+
+
+class Streamed:
+    """A download too large to hold as bytes (the CSV of a table over EXCEL_MAX_ROWS rows: 4 GB at
+    10^7 rows, and its bytes were copied once more by BytesIO): `write(file)` writes it straight into
+    its file (paths.write_file), which is then read back to hash it. bytes() makes it in memory."""
+
+    def __init__(self, write: Callable[[BinaryIO], None]) -> None:
+        self.write = write
+
+    def __bytes__(self) -> bytes:
+        buffer = io.BytesIO()
+        self.write(buffer)
+        return buffer.getvalue()
 
 
 def csv_text(table: Table, frame: pl.DataFrame) -> str:
@@ -236,7 +257,7 @@ def iter_downloads(
     for table in ALL_TABLES:
         frame = published_frame(catalog, table)
         made = texts.pop(table.name, None)
-        yield f"{table.name}.csv", made.csv if made is not None else csv_bytes(table, frame)
+        yield f"{table.name}.csv", made.csv if made is not None else Streamed(partial(write_csv, table, frame))
         if table.name in books:
             yield f"{table.name}.xlsx", books.pop(table.name)
         if made is None or made.parquet is None:

@@ -119,8 +119,10 @@ def _make_parents(path: Path) -> None:
         os.makedirs(parent, exist_ok=True)
 
 
-def write_file(root: Path, rel: str, data: bytes | str) -> Path:
-    """Write a new file `rel` below `root` (which must not exist yet); returns its path.
+def write_file(root: Path, rel: str, data) -> Path:
+    """Write a new file `rel` below `root` (which must not exist yet); returns its path. `data`: bytes,
+    text (written as UTF-8), or an object whose `write(file)` writes it into a binary file (a download
+    too large to hold: downloads.Streamed).
 
     The file is created with O_EXCL and O_NOFOLLOW: nothing already there, a symbolic link
     included, is ever written through.
@@ -131,10 +133,14 @@ def write_file(root: Path, rel: str, data: bytes | str) -> Path:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o666)
     try:
-        view = memoryview(content)
-        while view:
-            written = os.write(fd, view[:_CHUNK])
-            view = view[written:]
+        if isinstance(content, bytes | bytearray | memoryview):
+            view = memoryview(content)
+            while view:
+                written = os.write(fd, view[:_CHUNK])
+                view = view[written:]
+        else:
+            with os.fdopen(os.dup(fd), "wb") as file:
+                content.write(file)
     except BaseException as exc:
         os.close(fd)
         os.unlink(path)

@@ -34,7 +34,14 @@ import duckdb
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import search
-from pipeline.publish.downloads import DATABASE, database_keys, download_paths, iter_downloads, write_database
+from pipeline.publish.downloads import (
+    DATABASE,
+    Streamed,
+    database_keys,
+    download_paths,
+    iter_downloads,
+    write_database,
+)
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
 from pipeline.publish.paths import link_verified, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
@@ -47,9 +54,18 @@ def write_tree(
     root: Path, files: dict[str, str | bytes], previous: Path | None, hashes: dict[str, str] | None = None
 ) -> Counter:
     """Write every file below `root` (relative paths); one whose bytes the previous build's file
-    at the same path has is linked from `previous` instead (kept). Records each file's hash in `hashes`."""
+    at the same path has is linked from `previous` instead (kept). Records each file's hash in `hashes`.
+    A file too large to hold (downloads.Streamed) is written as it is made and hashed as it is read
+    back; it is always written."""
     counts: Counter = Counter()
     for rel, content in sorted(files.items()):
+        if isinstance(content, Streamed):
+            path = write_file(root, rel, content)
+            counts["written"] += 1
+            if hashes is not None:
+                with open(path, "rb") as file:
+                    hashes[rel] = hashlib.file_digest(file, "sha256").hexdigest()
+            continue
         data = content if isinstance(content, bytes) else content.encode("utf-8")
         if previous is not None and link_verified(previous, root, rel, data):
             counts["kept"] += 1

@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import errno
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -55,16 +56,15 @@ def write_tree(
 ) -> Counter:
     """Write every file below `root` (relative paths); one whose bytes the previous build's file
     at the same path has is linked from `previous` instead (kept). Records each file's hash in `hashes`.
-    A file too large to hold (downloads.Streamed) is written as it is made and hashed as it is read
-    back; it is always written."""
+    A file too large to hold (downloads.Streamed) is hashed as it is written; it is always written."""
     counts: Counter = Counter()
     for rel, content in sorted(files.items()):
         if isinstance(content, Streamed):
-            path = write_file(root, rel, content)
+            digest = hashlib.sha256()
+            write_file(root, rel, Streamed(lambda file, c=content, d=digest: c.write(_Hashing(file, d))))
             counts["written"] += 1
             if hashes is not None:
-                with open(path, "rb") as file:
-                    hashes[rel] = hashlib.file_digest(file, "sha256").hexdigest()
+                hashes[rel] = digest.hexdigest()
             continue
         data = content if isinstance(content, bytes) else content.encode("utf-8")
         if previous is not None and link_verified(previous, root, rel, data):
@@ -75,6 +75,22 @@ def write_tree(
         if hashes is not None:
             hashes[rel] = file_hash(data)
     return counts
+
+
+class _Hashing(io.RawIOBase):
+    """A binary file that adds what is written to it to a hash as it passes it on."""
+
+    def __init__(self, file, digest) -> None:
+        super().__init__()
+        self.file, self.digest = file, digest
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        self.file.write(data)  # a buffered file writes all of it, or raises
+        return memoryview(data).nbytes
 
 
 def manifest_text(hashes: dict[str, str]) -> str:

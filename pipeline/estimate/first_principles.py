@@ -793,20 +793,33 @@ def min_gpus(arch: Architecture, setup: Setup, c: Mapping[str, float], gpu_memor
 def shape_references(named: Mapping[str, Architecture]) -> list[str]:
     """The models whose shape a model without config data may borrow: named dense models with a
     gated MLP (today's block), by total parameters then id."""
-    dense = [(parameter_counts(a).total, model_id) for model_id, a in named.items() if not a.is_moe and a.gated_mlp]
-    return [model_id for _, model_id in sorted(dense)]
+    return [model_id for _, model_id in reference_totals(named)]
 
 
-def architecture_for_size(params_b: float, named: Mapping[str, Architecture]) -> Architecture:
+def reference_totals(named: Mapping[str, Architecture]) -> list[tuple[int, str]]:
+    """(total parameters, id) of each shape_references model, in its order: what nearest_reference
+    compares (a caller that asks for many sizes passes it, made once)."""
+    return sorted(
+        (parameter_counts(a).total, model_id) for model_id, a in named.items() if not a.is_moe and a.gated_mlp
+    )
+
+
+def architecture_for_size(
+    params_b: float, named: Mapping[str, Architecture], totals: list[tuple[int, str]] | None = None
+) -> Architecture:
     """A dense architecture of `params_b` billion parameters for a model without config data:
-    the shape of the reference model nearest in size (on a log scale; the smaller on a tie), layers scaled."""
-    return custom_architecture(named, params_b)[0]
+    the shape of the reference model nearest in size (on a log scale; the smaller on a tie), layers scaled.
+    `totals`: reference_totals(named), when the caller has it."""
+    return custom_architecture(named, params_b, totals=totals)[0]
 
 
-def nearest_reference(params_b: float, named: Mapping[str, Architecture]) -> str:
-    """The named dense model nearest in size to `params_b` (log scale; the smaller on a tie)."""
+def nearest_reference(
+    params_b: float, named: Mapping[str, Architecture], totals: list[tuple[int, str]] | None = None
+) -> str:
+    """The named dense model nearest in size to `params_b` (log scale; the smaller on a tie);
+    `totals`: reference_totals(named), when the caller has it."""
     size = params_b * 1e9
-    totals = [(parameter_counts(named[m]).total, m) for m in shape_references(named)]
+    totals = reference_totals(named) if totals is None else totals
     if not totals:
         raise ValueError("the catalog has no named dense model to borrow a shape from")
     return min(totals, key=lambda item: (abs(math.log(item[0] / size)), item[0]))[1]
@@ -905,21 +918,23 @@ def _check_custom_size(arch: Architecture, params_b: float, reference_id: str) -
         )
 
 
-def custom_architecture(
+def custom_architecture(  # noqa: PLR0913
     named: Mapping[str, Architecture],
     params_b: float | None = None,
     vocab: int | None = None,
     layers: int | None = None,
     hidden: int | None = None,
+    totals: list[tuple[int, str]] | None = None,
 ) -> tuple[Architecture, str]:
     """A dense model of `params_b` billion parameters with the shape of the nearest named model, and
     that model's id. `vocab`, `layers` and `hidden` override the borrowed shape (heads follow the
     hidden size at the same head size and grouping, the MLP keeps its ratio); the free dimension is
     the number of layers, or with `layers` given the hidden size. ValueError when the shape cannot
-    represent the size (more than 5 % off) or the overrides contradict each other.
+    represent the size (more than 5 % off) or the overrides contradict each other. `totals`:
+    reference_totals(named), when the caller has it.
     """
     _check_custom_request(params_b, vocab, layers, hidden)
-    reference_id = nearest_reference(params_b if params_b is not None else 7.0, named)
+    reference_id = nearest_reference(params_b if params_b is not None else 7.0, named, totals)
     ref = named[reference_id]
     base = replace(ref, experts=0, experts_per_token=0, shared_experts=0, moe_intermediate=0, dense_layers=0, layers=1)
     if vocab is not None:
@@ -954,8 +969,9 @@ def model_architectures(models: pl.DataFrame) -> dict[str, Architecture]:
     named, missing = _named_and_missing(models)
     found = dict(named)
     if named:
+        totals = reference_totals(named)
         for row in missing:
-            found[row["model_id"]] = architecture_for_size(row["params_b"], named)
+            found[row["model_id"]] = architecture_for_size(row["params_b"], named, totals)
     return found
 
 
@@ -965,7 +981,8 @@ def borrowed_shapes(models: pl.DataFrame) -> dict[str, str]:
     named, missing = _named_and_missing(models)
     if not named:
         return {}
-    return {row["model_id"]: nearest_reference(row["params_b"], named) for row in missing}
+    totals = reference_totals(named)
+    return {row["model_id"]: nearest_reference(row["params_b"], named, totals) for row in missing}
 
 
 BREAKDOWN_COLUMNS = ("weights", "gradients", "optimizer", "activations", "logits", "buffers", "overhead")

@@ -323,3 +323,38 @@ def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(c
         "подписи, их названия есть в таблице."
     )
     assert charts.price_note(catalog, load_labels()) is None  # the real catalog: every server named
+
+
+def test_a_new_process_draws_the_charts_in_a_child_with_the_same_bytes(svgs, tmp_path):
+    """start_drawing in a new process: a forked child takes the charts (vl-convert holds the GIL, so
+    the build renders its other pages meanwhile; this process takes what the child has not begun when
+    it asks for them), and the SVGs are the build's. An empty user cache, so that they are drawn."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import SOURCES
+
+    script = (
+        "import json, os, sys, time\n"
+        "from pathlib import Path\n"
+        "from pipeline.build import load_and_validate\n"
+        "from pipeline.combine import combine\n"
+        "from pipeline.render import charts\n"
+        "from pipeline.render.site import load_labels\n"
+        f"catalog = combine(load_and_validate(Path({str(SOURCES)!r}))[0])\n"
+        "draw, by = charts._draw, {}\n"
+        "def _draw(job):\n"
+        "    return os.getpid(), draw(job)\n"
+        "charts._draw = _draw\n"
+        "drawing = charts.start_drawing(catalog, load_labels())\n"
+        "time.sleep(1)  # the child takes the first chart at once\n"
+        "alts, drawn = drawing()\n"
+        "print(json.dumps({'me': os.getpid(), 'drawn': drawn}))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PIPELINE_WORKERS": "2"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["drawn"]["memory"][0] != answer["me"]  # drawn by the child
+    assert {name: svg for name, (_, svg) in answer["drawn"].items()} == svgs

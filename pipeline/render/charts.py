@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
@@ -20,6 +21,7 @@ from html import escape
 import polars as pl
 
 from pipeline.combine import Catalog
+from pipeline.parallel import start_map
 from pipeline.render import format as fmt
 from pipeline.render import russian
 from pipeline.render.view import TableView
@@ -107,10 +109,14 @@ def _top(block: list[float], gap: float) -> float:
 # -- the charts --
 def memory_chart(catalog: Catalog, labels: dict) -> tuple:
     """The chart and its named datasets."""
+    return _memory_chart(_memory_data(catalog, labels["charts"]), labels)
+
+
+def _memory_chart(data: _MemoryData, labels: dict) -> tuple:
+    """memory_chart from its data (plain Python: no polars)."""
     import altair as alt
 
     L = labels["charts"]
-    data = _memory_data(catalog, L)
     x = alt.X(
         "params_b:Q",
         title=L["memory_x"],
@@ -566,28 +572,63 @@ def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
     the slow part, so it is remembered in the user cache (pipeline.cache) by the tables it is drawn
     from, its labels and alt text, the pipeline's code and vl-convert's version: a build after a price
     edit, in any process, reuses it."""
-    import vl_convert
+    return _draw(_memory_job(catalog, labels, alt))
 
+
+def _memory_job(catalog: Catalog, labels: dict, alt: str) -> tuple:
+    """What drawing the memory chart needs, in plain Python (made here with polars): its cache key's
+    parts but vl-convert's version, its data, labels and alt text."""
     from pipeline import fingerprint
 
     parts = (
         _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alt),
         fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
-        getattr(vl_convert, "__version__", "?"),
     )
-    return remembered(MEMORY_NAMESPACE, parts, lambda: to_svg(*memory_chart(catalog, labels), alt))
+    return "memory", (parts, _memory_data(catalog, labels["charts"]), labels, alt)
 
 
-def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:
-    """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
-    lists a view's sources (both the Renderer's)."""
+def _draw(job: tuple) -> str:
+    """A chart's SVG from its job (_memory_job, or the price chart's labels, rows and alt text): Altair
+    and vl-convert only, so that a forked child can draw it (start_drawing)."""
+    import vl_convert
+
+    name, inputs = job
+    if name == "memory":
+        parts, data, labels, alt = inputs
+        version = getattr(vl_convert, "__version__", "?")
+        return remembered(MEMORY_NAMESPACE, (*parts, version), lambda: to_svg(*_memory_chart(data, labels), alt))
+    labels, rows, alt = inputs
+    return spec_svg(price_spec(labels), {"servers": rows}, alt)
+
+
+def start_drawing(catalog: Catalog, labels: dict) -> Callable[[], tuple[dict[str, str], dict[str, str]]]:
+    """Start drawing the charts; the returned function gives (alt texts, SVGs) by chart. They are drawn
+    in a forked child while this process renders the other pages (pipeline.parallel.start_map): vl-convert
+    holds the GIL, so a thread would not help, and drawing is a second or two in a new process. The
+    child gets plain Python (the datasets are made here, with polars, which a forked child must not
+    touch). A process where vl-convert runs already (its runtime's threads are not forked) draws here."""
     alts = {"memory": memory_alt(catalog, labels)}
-    svgs = {"memory": memory_svg(catalog, labels, alts["memory"])}
-    views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
+    jobs = [_memory_job(catalog, labels, alts["memory"])]
     # A catalog where every price is "on request" has no price chart; the page leaves it out.
     if priced_servers(catalog).height:
         alts["price"] = price_alt(catalog, labels)
-        svgs["price"] = spec_svg(price_spec(labels), {"servers": price_rows(catalog)}, alts["price"])
+        jobs.append(("price", (labels, price_rows(catalog), alts["price"])))
+    if "vl_convert" in sys.modules:
+        svgs = [_draw(job) for job in jobs]
+        return lambda: (alts, {name: svg for (name, _), svg in zip(jobs, svgs, strict=True)})
+    drawing = start_map(_draw, jobs, alone=True)
+    return lambda: (alts, {name: svg for (name, _), svg in zip(jobs, drawing(), strict=True)})
+
+
+def pages(
+    catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable, drawing: Callable | None = None
+) -> dict[str, str | bytes]:
+    """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
+    lists a view's sources (both the Renderer's); `drawing`: what start_drawing returned, if the
+    charts were started earlier."""
+    alts, svgs = (drawing or start_drawing(catalog, labels))()
+    views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
+    if "price" in svgs:
         views["price"] = price_table(catalog, labels)
     files: dict[str, str | bytes] = {}
     src = {}

@@ -7,6 +7,7 @@ to HTML (prose through `markdown`, tables through an autoescaped Jinja macro).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -1155,6 +1156,16 @@ class Renderer:
         return {"sitemap.xml": sitemap, "robots.txt": robots}
 
     def render(self) -> Rendered:
+        """Every page, Markdown article and asset; the charts are drawn meanwhile (charts.start_drawing)."""
+        drawing = charts.start_drawing(self.catalog, self.labels)
+        try:
+            return self._render_all(drawing)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                drawing()  # the drawing child is waited for (its answer read), not left behind
+            raise
+
+    def _render_all(self, drawing: Callable) -> Rendered:
         self.articles = read_articles(self.templates)
         if self.memo is not None:  # what every page depends on besides its own context
             references = self.catalog["references"].sort("reference_id").rows()
@@ -1205,7 +1216,7 @@ class Renderer:
             site["quality.html"] = self.page("quality.html", "quality.html", validation=self.validation)
         site.update(self.entity_pages())
         site["404.html"] = self.not_found_page()
-        site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs))
+        site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs, drawing))
         site.update(estimator_pages.pages(self))
         site["calculator.html"] = self.calculator_page()
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)

@@ -316,3 +316,25 @@ def test_servers_alike_but_for_price_share_one_plan(catalog, monkeypatch):
     assert [by_id["a"][k] for k in plan] == [by_id["b"][k] for k in plan] == [one[0][k] for k in plan]
     assert [r["server_id"] for r in two] == ["b", "a"]  # the cheaper first
     assert by_id["b"]["cost_rub"] == pytest.approx(by_id["a"]["cost_rub"] * 0.9)
+
+
+def test_the_table_made_in_its_order_is_the_sorted_table(catalog):
+    """recommendations finds the rows' order on the rank's columns and joins the table in that order
+    (_ranked_in_order); it is the table that ranking the joined jobs gives (rank's one sort), row for
+    row and type for type, with prices by the hour and by the month, on request, and ties."""
+    c = catalog.constants
+    tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
+    catalog_servers = catalog["servers"].with_columns(
+        price_rub_hour=pl.when(pl.col("server_id").str.contains("h200")).then(pl.lit(900.0)),
+        price_rub_month=pl.when(pl.col("server_id").str.contains("h200"))
+        .then(None)
+        .otherwise(pl.col("price_rub_month")),
+    )
+    args = (catalog["models"], catalog["methods"], catalog_servers, catalog["gpus"], c)
+    made = recommend.recommendations(*args, (0.8, 1.3))
+    joined = recommend.jobs(*args, tokens, recommend._spreads((0.8, 1.3)))
+    ranked = recommend.ranked(joined.with_columns(tokens=pl.lit(tokens)), catalog_servers, c)
+    assert made.height == catalog["models"].height * catalog["methods"].height * catalog_servers.height
+    assert made.equals(ranked) and made.schema == ranked.schema
+    assert made["tied_on_cost"].any() and made["cost_rub"].is_null().any()
+    assert set(made["cost_basis"].drop_nulls()) == {"hour", "month", "on_request"}

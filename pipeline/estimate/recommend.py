@@ -140,8 +140,32 @@ def recommendations(  # noqa: PLR0913
     The estimator runs once per model x method x card count (`jobs`); the rent is column arithmetic."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
-    job = jobs(models, methods, servers, gpus, c, tokens, spreads, band, memo)
-    return ranked(job.with_columns(tokens=pl.lit(tokens)), servers, c)
+    plans, carried = _plans(models, methods, servers, gpus, c, tokens, spreads, band, memo)
+    return _ranked_in_order(plans, carried, c, tokens)
+
+
+def _ranked_in_order(
+    plans: pl.DataFrame, carried: pl.DataFrame, c: Mapping[str, object], tokens: float
+) -> pl.DataFrame:
+    """ranked(jobs(...) with `tokens`), made in its final order: the rows' order is found on the few columns
+    the rank reads (`_rank_keys`), and the table's rows are then joined in that order, so the wide table
+    is made once and never sorted (at 10^7 rows sorting it held two copies of it, 3.6 GB, for 6 s)."""
+    keys = ("model_id", "method_id", "signature")
+    schema = RECOMMENDATIONS.polars_schema
+    narrow = plans.select(*keys, "reason", "hours", "servers_count").join(carried, on="signature")
+    narrow = narrow.with_columns(
+        cost_rub=priced(c)["cost_rub"].cast(schema["cost_rub"]),
+        hours=pl.col("hours").cast(schema["hours"]),
+        recommended=pl.col("reason").is_in(RECOMMENDED_REASONS),
+    )
+    order = narrow.sort(_rank_keys(), nulls_last=True).select(*keys, "server_id")
+    del narrow
+    wide = order.join(plans, on=list(keys), how="left", maintain_order="left").join(
+        carried.drop("signature"), on="server_id", how="left", maintain_order="left"
+    )
+    del order
+    frame = _priced_rows(wide.select(*JOB_SCHEMA, *training.PRICE_COLUMNS).with_columns(tokens=pl.lit(tokens)), c)
+    return _with_rank(frame).select(RECOMMENDATIONS.columns)
 
 
 def _spreads(spread) -> dict[str, tuple[float, float]]:
@@ -198,6 +222,23 @@ def jobs(  # noqa: PLR0913
     it, so a catalog of many servers of a few configurations costs what those configurations cost.
     `memo` remembers those plans (pipeline.frame_memo) by everything they depend on, which is not the
     servers' ids or prices: a price edit reuses them."""
+    plans, carried = _plans(models, methods, servers, gpus, c, tokens, spreads, band, memo)
+    return plans.join(carried, on="signature").select(*JOB_SCHEMA, *training.PRICE_COLUMNS)
+
+
+def _plans(  # noqa: PLR0913
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    servers: pl.DataFrame,
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    tokens: float,
+    spreads: Spreads | None,
+    band: lookups.TimeBand | None,
+    memo: frame_memo.FrameMemo | None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the plans of every job on every server signature, each server's signature with its prices): what
+    `jobs` joins."""
     method_ids = methods.sort("sort_order")["method_id"].to_list()
     of_server, kinds = by_signature(servers)
 
@@ -215,8 +256,7 @@ def jobs(  # noqa: PLR0913
         _band_text(band),
     )
     plans = frame_memo.made_now("plans", parts, planned, memo)
-    carried = of_server.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
-    return plans.join(carried, on="signature").select(*JOB_SCHEMA, *training.PRICE_COLUMNS)
+    return plans, of_server.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
 
 
 def _band_text(band: lookups.TimeBand | None) -> str:
@@ -412,10 +452,15 @@ def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) 
     not joined with the servers again."""
     if not set(training.PRICE_COLUMNS) <= set(plans.columns):
         plans = plans.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
+    return rank(_priced_rows(plans, c)).select(RECOMMENDATIONS.columns)
+
+
+def _priced_rows(plans: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
+    """Rows of `plan_job` with the prices: the rent (`priced`), `recommended`, and the recommendations
+    table's types (all its columns but the rank's)."""
     frame = plans.with_columns(**priced(c)).with_columns(recommended=pl.col("reason").is_in(RECOMMENDED_REASONS))
     schema = {k: v for k, v in RECOMMENDATIONS.polars_schema.items() if k not in ("rank", "tied_on_cost")}
-    frame = frame.select(pl.col(k).cast(v) for k, v in schema.items())
-    return rank(frame).select(RECOMMENDATIONS.columns)
+    return frame.select(pl.col(k).cast(v) for k, v in schema.items())
 
 
 # Card links (gpus.interconnect) that are NVLink: the card can be joined by NVLink where the server has it.
@@ -486,21 +531,29 @@ def rank(frame: pl.DataFrame) -> pl.DataFrame:
     under the rental terms (priced before on request), the time, and the server id for a stable order.
     `tied_on_cost`: another recommended row of the job costs the same (the time then decides).
     One sort, by the job first: the rows come out grouped by job, each job's in rank order."""
+    return _with_rank(frame.sort(_rank_keys(), nulls_last=True))
+
+
+def _rank_keys() -> list[pl.Expr]:
+    """rank's sort keys (with nulls last): the job, then the order of its rows (a total order: the
+    server id is last, and a job has one row per server)."""
+    return [
+        pl.col("model_id"),
+        pl.col("method_id"),
+        pl.col("recommended").not_(),
+        pl.when(pl.col("recommended"))
+        .then(0)
+        .otherwise(pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64)),
+        pl.col("cost_rub").is_null(),
+        pl.col("cost_rub"),
+        pl.col("hours"),
+        pl.col("server_id"),
+    ]
+
+
+def _with_rank(order: pl.DataFrame) -> pl.DataFrame:
+    """Rows in rank order (grouped by job) with `rank` and `tied_on_cost`."""
     job = ("model_id", "method_id")
-    order = frame.sort(
-        [
-            *job,
-            pl.col("recommended").not_(),
-            pl.when(pl.col("recommended"))
-            .then(0)
-            .otherwise(pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64)),
-            pl.col("cost_rub").is_null(),
-            pl.col("cost_rub"),
-            pl.col("hours"),
-            pl.col("server_id"),
-        ],
-        nulls_last=True,
-    )
     same = pl.col("recommended") & pl.col("cost_rub").is_not_null()
     tied = (pl.len().over(*job, "recommended", "cost_rub") > 1) & same
     return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False))

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.estimate import first_principles as memory
-from pipeline.estimate import recommend, step_time
+from pipeline.estimate import recommend, step_time, training
 from pipeline.schema import SERVERS
 
 
@@ -332,7 +332,8 @@ def test_the_table_made_in_its_order_is_the_sorted_table(catalog):
     )
     args = (catalog["models"], catalog["methods"], catalog_servers, catalog["gpus"], c)
     made = recommend.recommendations(*args, (0.8, 1.3))
-    joined = recommend.jobs(*args, tokens, recommend._spreads((0.8, 1.3)))
+    plans, carried = recommend.jobs_by_signature(*args, tokens, recommend._spreads((0.8, 1.3)))
+    joined = plans.join(carried, on="signature").select(*recommend.JOB_SCHEMA, *training.PRICE_COLUMNS)
     ranked = recommend.ranked(joined.with_columns(tokens=pl.lit(tokens)), catalog_servers, c)
     assert made.height == catalog["models"].height * catalog["methods"].height * catalog_servers.height
     assert made.equals(ranked) and made.schema == ranked.schema

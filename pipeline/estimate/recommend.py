@@ -75,7 +75,7 @@ def job_cards(  # noqa: PLR0913
 ) -> int | None:
     """Fewest cards of `gpu_memory_gb` a typical setup fits on (`setup(cards)` gives it on that many
     cards: one plainly, more with the multi-GPU sharding), or None. `total` gives a setup's peak
-    bytes per card (memory.estimate's total; `jobs` passes one that remembers them per model and
+    bytes per card (memory.estimate's total; jobs_by_signature passes one that remembers them per model and
     method, so the searches for a job's GPU sizes share their estimates); `at` as in fewest_cards."""
     total = total or (lambda s: memory.estimate(arch, s, c).total)
     if total(setup(1)) <= gpu_memory_gb * memory.GB:  # memory.fits
@@ -135,21 +135,22 @@ def recommendations(  # noqa: PLR0913
     `spread`: the factors of the first-principles estimate's measured range per kind of setup
     (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range (the headroom is
     then the reserve alone). `band`: the time figures' measured range and coverage (`lookups.time_band`).
-    `memo`: where the plans are remembered (they do not depend on the prices; `jobs`).
+    `memo`: where the plans are remembered (they do not depend on the prices; `jobs_by_signature`).
 
-    The estimator runs once per model x method x card count (`jobs`); the rent is column arithmetic."""
+    The estimator runs once per model x method x card count (`jobs_by_signature`); the rent is column arithmetic."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
-    plans, carried = _plans(models, methods, servers, gpus, c, tokens, spreads, band, memo)
+    plans, carried = jobs_by_signature(models, methods, servers, gpus, c, tokens, spreads, band, memo)
     return _ranked_in_order(plans, carried, c, tokens)
 
 
 def _ranked_in_order(
     plans: pl.DataFrame, carried: pl.DataFrame, c: Mapping[str, object], tokens: float
 ) -> pl.DataFrame:
-    """ranked(jobs(...) with `tokens`), made in its final order: the rows' order is found on the few columns
-    the rank reads (`_rank_keys`), and the table's rows are then joined in that order, so the wide table
-    is made once and never sorted (at 10^7 rows sorting it held two copies of it, 3.6 GB, for 6 s)."""
+    """ranked(the jobs of jobs_by_signature, with `tokens`), made in its final order: the rows' order is
+    found on the few columns the rank reads (`_rank_keys`), and the table's rows are then joined in that
+    order, so the wide table is made once and never sorted (at 10^7 rows sorting it held two copies of
+    it, 3.6 GB, for 6 s)."""
     keys = ("model_id", "method_id", "signature")
     schema = RECOMMENDATIONS.polars_schema
     narrow = plans.select(*keys, "reason", "hours", "servers_count").join(carried, on="signature")
@@ -177,9 +178,9 @@ def _spreads(spread) -> dict[str, tuple[float, float]]:
 
 
 def priced(c: Mapping[str, object]) -> dict[str, pl.Expr]:
-    """The rent (training.rental_terms) of a row of `jobs` joined with the servers' prices: the hours on
-    all the chassis' cards; none where the job does not fit or would span chassis without a network
-    (no total price for a plan the site does not recommend)."""
+    """The rent (training.rental_terms) of a row of the jobs (jobs_by_signature) joined with the servers'
+    prices: the hours on all the chassis' cards; none where the job does not fit or would span chassis
+    without a network (no total price for a plan the site does not recommend)."""
     rent = training.rental_terms(pl.col("hours"), pl.col("servers_count"), c)
     has_price = pl.col("reason").is_in(("one_chassis", "several_chassis", "tight"))
     return {name: pl.when(has_price).then(expr) for name, expr in rent.items()}
@@ -203,7 +204,7 @@ def place(count: int, point: int | None, headroom: int | None, network: bool, fi
     return "needs_network", chassis
 
 
-def jobs(  # noqa: PLR0913
+def jobs_by_signature(  # noqa: PLR0913
     models: pl.DataFrame,
     methods: pl.DataFrame,
     servers: pl.DataFrame,
@@ -213,32 +214,17 @@ def jobs(  # noqa: PLR0913
     spreads: Spreads | None = None,
     band: lookups.TimeBand | None = None,
     memo: frame_memo.FrameMemo | None = None,
-) -> pl.DataFrame:
-    """One row per model x method x catalog server (`plan_job`) in the typical setup, with the server's
-    prices (training.PRICE_COLUMNS: one join makes the table).
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(plans, carried): the plans of every model x method (`plan_job`) in the typical setup on every server
+    signature, and each server's signature with its prices (training.PRICE_COLUMNS); joined on
+    `signature` they are the jobs, one row per model x method x catalog server (_ranked_in_order joins
+    them in rank order).
 
     A plan depends on a server only through its `SIGNATURE` (card, card count, interconnect, network):
     each job is planned once per distinct signature, and the plans are joined to the servers that have
     it, so a catalog of many servers of a few configurations costs what those configurations cost.
     `memo` remembers those plans (pipeline.frame_memo) by everything they depend on, which is not the
     servers' ids or prices: a price edit reuses them."""
-    plans, carried = _plans(models, methods, servers, gpus, c, tokens, spreads, band, memo)
-    return plans.join(carried, on="signature").select(*JOB_SCHEMA, *training.PRICE_COLUMNS)
-
-
-def _plans(  # noqa: PLR0913
-    models: pl.DataFrame,
-    methods: pl.DataFrame,
-    servers: pl.DataFrame,
-    gpus: pl.DataFrame,
-    c: Mapping[str, object],
-    tokens: float,
-    spreads: Spreads | None,
-    band: lookups.TimeBand | None,
-    memo: frame_memo.FrameMemo | None,
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the plans of every job on every server signature, each server's signature with its prices): what
-    `jobs` joins."""
     method_ids = methods.sort("sort_order")["method_id"].to_list()
     of_server, kinds = by_signature(servers)
 
@@ -448,7 +434,7 @@ def _figures(figure: float, cards: int, size: float, spreads: Spreads, c: Mappin
 
 def ranked(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
     """Rows of `plan_job` (with model_id, method_id, tokens) priced under the servers' rental
-    terms and ranked: the recommendations table's columns. Rows that carry the prices (`jobs`) are
+    terms and ranked: the recommendations table's columns. Rows that carry the prices (the jobs) are
     not joined with the servers again."""
     if not set(training.PRICE_COLUMNS) <= set(plans.columns):
         plans = plans.join(servers.select("server_id", *training.PRICE_COLUMNS), on="server_id")
@@ -489,7 +475,7 @@ def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memo
     return estimate
 
 
-# The columns of `jobs`, with the types the recommendations table gives them.
+# The columns of the jobs (jobs_by_signature, joined), with the types the recommendations table gives them.
 JOB_SCHEMA = {
     "model_id": pl.String,
     "method_id": pl.String,

@@ -8,8 +8,8 @@ return: a cold process keeps no module state, and no stage function depends on w
 
 Every entry is keyed by what determines it (a template folder, a partial's source, a table's
 cells, a CSV's hash, a device), so a hit is always right. What grows with edits is cut back to
-what the last build used (`outcomes`, `workbooks`, `table_files`, `article_bodies`, `queries`, `indexes`), so an editing session does not
-pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
+what the last build used (`outcomes`, `workbooks`, `table_files`, `article_bodies`, `queries`,
+`indexes`), so an editing session does not pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
 suites; Jinja keeps at most 400 compiled templates).
 """
 

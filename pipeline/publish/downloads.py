@@ -214,7 +214,7 @@ def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO) -> None:
 class Streamed:
     """A download too large to hold as bytes (the CSV of a table over EXCEL_MAX_ROWS rows: 4 GB at
     10^7 rows, and its bytes were copied once more by BytesIO): `write(file)` writes it straight into
-    its file (paths.write_file), which is then read back to hash it. bytes() makes it in memory."""
+    its file (paths.write_file; staging.write_tree hashes it as it goes). bytes() makes it in memory."""
 
     def __init__(self, write: Callable[[BinaryIO], None]) -> None:
         self.write = write
@@ -439,15 +439,16 @@ def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_r
     worker), made as sheet XML a column at a time (xlsx_rows.prepare) when the table has PREPARE_ROWS
     rows or more, or as tuples for the worker to write a cell at a time (a smaller table, or a cell
     that needs XlsxWriter's own handling)."""
+    widths = [column_width(f, frame) for f in table.fields]
     if frame.height < PREPARE_ROWS:
-        return [column_width(f, frame) for f in table.fields], frame.rows()
+        return widths, frame.rows()
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
     probe = xlsxwriter.Workbook(os.devnull)  # never closed: only its formats' indexes are asked for
     bold, column_formats = _formats(probe, table)
     bold._get_xf_index()  # first, as the header row is written before the data rows
     styles = xlsx_rows.styles(kinds, column_formats)
     prepared = xlsx_rows.prepare(in_order(frame, table), kinds, styles)
-    return [column_width(f, frame) for f in table.fields], frame.rows() if prepared is None else prepared
+    return widths, frame.rows() if prepared is None else prepared
 
 
 def _formats(wb: xlsxwriter.Workbook, table: Table) -> tuple:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -28,16 +27,14 @@ FOLDER = "pagefind"
 # The search page itself, the error page, and the quality page: it is written last, once validation
 # has finished (Staging.swap), after the index is made, so the index never depends on its timing.
 NOT_INDEXED = ("search.html", "404.html", "quality.html")
-# A table's rows, left out of what Pagefind reads (the pages are the build's own HTML: no <tbody>
-# nests in another, and article markup is sanitised).
-TABLE_ROWS = re.compile(r"<tbody>.*?</tbody>", re.S)
+# A table's rows (from <tbody> to the next </tbody>), left out of what Pagefind reads (the pages are
+# the build's own HTML: no <tbody> nests in another, and article markup is sanitised).
 ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
 
 
 def indexed_text(html: str) -> str:
-    """The page as Pagefind reads it: its tables without their rows (TABLE_ROWS removed, found with
-    str.find: the regular expression steps through a row character by character, and at 10^6 rows
-    the pages are 60 MB)."""
+    """The page as Pagefind reads it: its tables without their rows, found with str.find (a regular
+    expression steps through a row character by character, and at 10^6 rows the pages are 60 MB)."""
     parts, start = [], 0
     while (begin := html.find(ROWS_OPEN, start)) >= 0 and (end := html.find(ROWS_CLOSE, begin)) >= 0:
         parts.append(html[start:begin])
@@ -128,11 +125,11 @@ def indexed_pages(site: dict[str, str | bytes], prefix: str) -> dict[str, str]:
 def _pagefind(pages: Path, index: Path) -> subprocess.Popen:
     """Pagefind started on the folder `pages`, writing its index into `index` (killed with the build:
     it writes into the build's folder)."""
-    command = [executable(), "--site", str(pages), "--output-path", str(index), "--force-language", "ru"]
+    command = [executable(), "--site", str(pages), "--output-path", str(index)]
     parent = os.getpid()
     with sigint_held():
         return subprocess.Popen(
-            [*command, "--keep-index-url"],
+            [*command, "--force-language", "ru", "--keep-index-url"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env={**os.environ, "PAGEFIND_QUIET": "true"},

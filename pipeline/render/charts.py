@@ -613,11 +613,9 @@ def start_drawing(catalog: Catalog, labels: dict) -> Callable[[], tuple[dict[str
     if priced_servers(catalog).height:
         alts["price"] = price_alt(catalog, labels)
         jobs.append(("price", (labels, price_rows(catalog), alts["price"])))
-    if "vl_convert" in sys.modules:
-        svgs = [_draw(job) for job in jobs]
-        return lambda: (alts, {name: svg for (name, _), svg in zip(jobs, svgs, strict=True)})
-    drawing = start_map(_draw, jobs, alone=True)
-    return lambda: (alts, {name: svg for (name, _), svg in zip(jobs, drawing(), strict=True)})
+    here = "vl_convert" in sys.modules
+    drawing = (lambda: [_draw(job) for job in jobs]) if here else start_map(_draw, jobs, alone=True)
+    return lambda: (alts, dict(zip([name for name, _ in jobs], drawing(), strict=True)))
 
 
 def pages(

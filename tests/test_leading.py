@@ -224,3 +224,31 @@ def test_the_rows_are_cut_as_the_regular_expression_cuts_them():
         for parts in itertools.product(pieces, repeat=n):
             text = "".join(parts)
             assert indexed_text(text) == table_rows.sub("", text), text
+
+
+def test_an_entity_that_fits_nowhere_shows_the_rows_nearest_to_fitting_and_says_so(catalog):
+    """No server takes the model (every fit set to "no" here): its page shows the largest servers; no model
+    fits the server: its page shows the smallest models; each note says why."""
+    cut = _entities(catalog, 4)
+    cut._fits = np.zeros(catalog["server_fit"].height, dtype=bool)
+    whole = _entities(catalog, 100)
+    assert cut.model_servers("llama-3-1-70b").rows[1:] == whole.model_servers("llama-3-1-70b").rows[-4:]
+    assert (
+        cut.model_servers("llama-3-1-70b")
+        .notes[1]
+        .replace("\xa0", " ")
+        .startswith(
+            "Показано серверов: 4 из 10 — самые большие по суммарной видеопамяти: ни в один сервер каталога ни один "
+            "способ не помещается даже по оценке."
+        )
+    )
+    assert cut.server_jobs("hgx-b200-8x").rows == whole.server_jobs("hgx-b200-8x").rows[:4]
+    assert (
+        cut.server_jobs("hgx-b200-8x")
+        .notes[1]
+        .replace("\xa0", " ")
+        .startswith(
+            "Показано моделей: 4 из 45 — самые маленькие: в этот сервер ни один способ ни одной модели каталога не "
+            "помещается даже по оценке."
+        )
+    )

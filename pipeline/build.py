@@ -68,7 +68,6 @@ def run(  # noqa: PLR0913
 
     from pipeline.combine import FrameMemo, combine
     from pipeline.publish.downloads import made_with, start_workbooks
-    from pipeline.publish.staging import stage
     from pipeline.render.site import PageMemo, Renderer
 
     warm = Warm() if warm is None else warm
@@ -89,10 +88,7 @@ def run(  # noqa: PLR0913
         workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.table_files)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
-        rendered = clock.timed("render", renderer.render)
-        tick = time.perf_counter()
-        staging = stage(out, rendered, catalog, ("quality.html",), workbooks, force, warm.indexes)
-        writing = time.perf_counter() - tick
+        rendered, staging, writing = render_and_stage(renderer, out, workbooks, force, warm, clock)
     except Exception:
         abandon(workbooks, pending)
         raise
@@ -145,6 +141,29 @@ def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Proble
     names = dict(catalog["servers"].select("server_id", "display_name").iter_rows())
     file = display_path(sources, TABLES_BY_NAME["legacy_offers"])
     return [Problem(file, 0, "", None, verdicts.flip_text(v, names)) for v in verdicts.flipped(before, now)]
+
+
+def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm: Warm, clock: Clock) -> tuple:  # noqa: PLR0913
+    """(rendered, staging, seconds spent staging after rendering): every page rendered while a thread
+    writes the downloads into the new build's folder (staging.Downloads), then the pages added to it.
+    The charts' child is forked first: nothing may fork once the thread runs. After a failure the
+    thread is stopped, its folder removed and the child waited for."""
+    from pipeline.publish.staging import Downloads, stage
+
+    drawing, downloads = renderer.start_drawing(), None
+    try:
+        downloads = Downloads(out, renderer.catalog, workbooks, renderer.history.current, force)
+        rendered = clock.timed("render", lambda: renderer.render(drawing))
+        tick = time.perf_counter()
+        staging = stage(out, rendered, renderer.catalog, ("quality.html",), workbooks, force, warm.indexes, downloads)
+        return rendered, staging, time.perf_counter() - tick
+    except BaseException as exc:
+        if downloads is not None:
+            downloads.discard()
+        if isinstance(exc, Exception):
+            with contextlib.suppress(Exception):
+                drawing()  # the child is waited for (render waits for it too when it fails)
+        raise
 
 
 def abandon(workbooks: Callable | None, pending: Callable | None) -> None:

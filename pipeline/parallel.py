@@ -37,7 +37,7 @@ def start_map(
     items = list(items)
     few = len(items) < (1 if alone else 2)
     if few or WORKERS < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
-        return _once(lambda: [function(item) for item in items])
+        return once(lambda: [function(item) for item in items])
     order = sorted(range(len(items)), key=lambda i: -(weights[i] if weights else 0))
     queue_read, queue_write = os.pipe()
     os.write(queue_write, b"".join(_ITEM.pack(i) for i in order))  # a few bytes: fits the pipe's buffer
@@ -79,7 +79,7 @@ def start_map(
                 pass
         return [results[i] if i in results else function(items[i]) for i in range(len(items))]
 
-    return _once(join)
+    return once(join)
 
 
 def fork() -> int:
@@ -139,7 +139,7 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _once(function: Callable[[], list]) -> Callable[[], list]:
+def once(function: Callable[[], list]) -> Callable[[], list]:
     """function, run on the first call only; later calls give the same result or raise the same error."""
     outcome: list = []
 

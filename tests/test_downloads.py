@@ -533,8 +533,11 @@ def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, 
 
 
 def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
-    """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr."""
+    """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr
+    (at the level the workbooks are deflated at)."""
     import io
+
+    from pipeline.publish.downloads import ZIP_LEVEL
 
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
     out = io.BytesIO()
@@ -543,7 +546,7 @@ def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
             info = zipfile.ZipInfo(name, date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            dst.writestr(info, src.read(name))
+            dst.writestr(info, src.read(name), compresslevel=ZIP_LEVEL)
     return out.getvalue()
 
 

@@ -128,12 +128,15 @@ def children() -> set[int]:
 
 @two_cores
 def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
-    """The workbooks start in a child before rendering: a render that fails still waits for it
-    (a warm `just serve` process would otherwise pile up children)."""
+    """The workbooks and the charts start in children, and the downloads in a thread, before rendering:
+    a render that fails still waits for them (a warm `just serve` process would otherwise pile up
+    children) and removes the folder the downloads were being written to."""
+    import threading
+
     from pipeline.build import build
     from pipeline.render.site import Renderer
 
-    def broken(self):
+    def broken(self, drawing=None):
         raise RuntimeError("a template bug")
 
     monkeypatch.setattr(Renderer, "render", broken)
@@ -141,4 +144,5 @@ def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
     with pytest.raises(RuntimeError, match="a template bug"):
         build(sources, tmp_path / "output")
     assert children() == before
-    assert not (tmp_path / "output").exists()
+    assert [t.name for t in threading.enumerate() if t.name == "downloads"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "sources"]

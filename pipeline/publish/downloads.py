@@ -15,6 +15,7 @@ import io
 import json
 import os
 import struct
+import sys
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import xlsxwriter
 
 from pipeline.combine import Catalog, lineage
 from pipeline.frame_memo import frame_digest
-from pipeline.parallel import start_map
+from pipeline.parallel import once, start_map
 from pipeline.publish import datapackage, xlsx_rows
 from pipeline.render.format import FORMULA_PREFIXES
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, MONEY_UNITS, TABLES_BY_NAME, TYPE_NAMES_RU, Field, Table, ddl
@@ -103,9 +104,10 @@ def start_workbooks(  # noqa: PLR0913
     made_with: str = "",
     read: bool = True,
     files: dict[str, TableFiles] | None = None,
-) -> Callable[[], tuple[dict[str, TableFiles], dict[str, bytes]]]:
+) -> Workbooks:
     """Start making the workbooks in a forked child while this process goes on (a build renders
-    meanwhile); the returned function gives every table's TableFiles (its CSV) and XLSX bytes.
+    meanwhile); the returned Workbooks has every table's TableFiles (its CSV) at once, and calling it
+    gives them with the XLSX bytes.
     `files` (pipeline.warm: the last build's, by table) keeps the CSV and Parquet bytes of a table
     whose frame did not change, so that an edit in `just serve` serialises only the tables it changed.
 
@@ -147,11 +149,22 @@ def start_workbooks(  # noqa: PLR0913
         kept.update(now)
         return texts, {name: now[key] for name, key in workbooks.items()}
 
-    return finish
+    return Workbooks(texts, finish)
+
+
+class Workbooks:
+    """What start_workbooks started: `texts`, each table's TableFiles (its CSV), made already; the call
+    waits for the workbooks (once) and gives (texts, XLSX bytes by table)."""
+
+    def __init__(self, texts: dict[str, TableFiles], finish: Callable[[], tuple[dict, dict[str, bytes]]]) -> None:
+        self.texts, self._finish = texts, once(finish)
+
+    def __call__(self) -> tuple[dict[str, TableFiles], dict[str, bytes]]:
+        return self._finish()
 
 
 WORKBOOK_NAMESPACE = "workbook"  # pipeline.cache: a table's XLSX bytes, by its cells and what made them
-WORKBOOK_FORMAT = "xlsx/1"
+WORKBOOK_FORMAT = "xlsx/2"
 WORKBOOKS_KEPT = 256  # entries the user cache keeps (the newest): about ten builds' worth of edits
 
 
@@ -206,17 +219,19 @@ def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO) -> None:
-    """csv_bytes, written to a binary file."""
+def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO | str) -> None:
+    """csv_bytes, written to a binary file or to the file at a path."""
     spreadsheet_safe_frame(frame, table).write_csv(file, include_bom=True, date_format="%Y-%m-%d")
 
 
 class Streamed:
     """A download too large to hold as bytes (the CSV of a table over EXCEL_MAX_ROWS rows: 4 GB at
-    10^7 rows, and its bytes were copied once more by BytesIO): `write(file)` writes it straight into
-    its file (paths.write_file; staging.write_tree hashes it as it goes). bytes() makes it in memory."""
+    10^7 rows, and its bytes were copied once more by BytesIO): `write(target)` writes it straight
+    into its file, given by path (paths.write_file: polars then writes without calling back into
+    Python, which a build's download thread would pay for at every chunk; staging.write_tree hashes
+    the file once written) or as a binary file. bytes() makes it in memory."""
 
-    def __init__(self, write: Callable[[BinaryIO], None]) -> None:
+    def __init__(self, write: Callable[[BinaryIO | str], None]) -> None:
         self.write = write
 
     def __bytes__(self) -> bytes:
@@ -250,7 +265,9 @@ def iter_downloads(
     one table's files (all but the DuckDB file, see write_database). `workbooks`: what
     start_workbooks(catalog) returned, if the build started them early; `release` the current release
     (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
-    texts, books = (workbooks or start_workbooks(catalog))()
+    workbooks = workbooks or start_workbooks(catalog)
+    # The workbooks are asked for last: a build's child makes them meanwhile.
+    texts = dict(workbooks.texts) if isinstance(workbooks, Workbooks) else workbooks()[0]
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
     known: dict = {}  # what the tables' sidecars share (table_metadata)
@@ -258,8 +275,6 @@ def iter_downloads(
         frame = published_frame(catalog, table)
         made = texts.pop(table.name, None)
         yield f"{table.name}.csv", made.csv if made is not None else Streamed(partial(write_csv, table, frame))
-        if table.name in books:
-            yield f"{table.name}.xlsx", books.pop(table.name)
         if made is None or made.parquet is None:
             buffer = io.BytesIO()
             frame.write_parquet(buffer, compression="zstd", statistics=True)
@@ -273,6 +288,10 @@ def iter_downloads(
         del made, parquet
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence, known)
         yield f"{table.name}.metadata.json", (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    _, books = workbooks()
+    for table in ALL_TABLES:
+        if table.name in books:
+            yield f"{table.name}.xlsx", books.pop(table.name)
     yield (
         datapackage.NAME,
         datapackage.package_bytes(
@@ -521,7 +540,26 @@ def _workbook() -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    return xlsxwriter.Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
+    return _Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
+
+
+ZIP_LEVEL = 1  # zlib's level for a workbook's parts (XlsxWriter's: the default, 6)
+
+
+class _Workbook(xlsxwriter.Workbook):
+    """XlsxWriter's Workbook, its parts deflated at ZIP_LEVEL: a sheet of 10^5 rows of 33 columns
+    (132 MB of XML) is zipped in 0.8 s instead of 2.2 s, into 17.5 MB instead of 13.3 MB (measured:
+    docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is given the level
+    while the workbook is stored (by one thread: a build writes its workbooks in one child)."""
+
+    def _store_workbook(self) -> None:
+        module = sys.modules[xlsxwriter.Workbook.__module__]
+        original = module.ZipFile
+        module.ZipFile = partial(original, compresslevel=ZIP_LEVEL)
+        try:
+            super()._store_workbook()
+        finally:
+            module.ZipFile = original
 
 
 def describe(field: Field, xlsx: dict | None = None) -> str:
@@ -539,7 +577,7 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
     """The same archive with every entry dated `stamp` (XlsxWriter dates them 1980-01-01).
 
     Each entry's deflated bytes are copied as they are: they are what deflating its content again
-    would give (the same zlib, level and method), so the archive is the one ZipFile.writestr would
+    would give (the same zlib, level (ZIP_LEVEL) and method), so the archive is the one ZipFile.writestr would
     write for that content, at half the cost (tests/test_downloads.py compares the two)."""
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
     out = io.BytesIO()
@@ -549,7 +587,7 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
                 info = zipfile.ZipInfo(entry.filename, date_time=date_time)
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                dst.writestr(info, src.read(entry.filename))
+                dst.writestr(info, src.read(entry.filename), compresslevel=ZIP_LEVEL)
                 continue
             # The entry's local header: 30 bytes, then its name and extra field, then the data.
             name_length, extra_length = struct.unpack_from("<HH", data, entry.header_offset + 26)

@@ -21,11 +21,11 @@ import contextlib
 import ctypes
 import errno
 import hashlib
-import io
 import json
 import os
 import shutil
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -56,15 +56,17 @@ def write_tree(
 ) -> Counter:
     """Write every file below `root` (relative paths); one whose bytes the previous build's file
     at the same path has is linked from `previous` instead (kept). Records each file's hash in `hashes`.
-    A file too large to hold (downloads.Streamed) is hashed as it is written; it is always written."""
+    A file too large to hold (downloads.Streamed) is always written: created empty (paths.write_file:
+    nothing there before, no link followed), then written by name (`root` is a build's private
+    folder: mkdtemp's, which only this user may change), then hashed from the file."""
     counts: Counter = Counter()
     for rel, content in sorted(files.items()):
         if isinstance(content, Streamed):
-            digest = hashlib.sha256()
-            write_file(root, rel, Streamed(lambda file, c=content, d=digest: c.write(_Hashing(file, d))))
+            path = write_file(root, rel, b"")
+            content.write(str(path))
             counts["written"] += 1
             if hashes is not None:
-                hashes[rel] = digest.hexdigest()
+                hashes[rel] = _file_digest(path)
             continue
         data = content if isinstance(content, bytes) else content.encode("utf-8")
         if previous is not None and link_verified(previous, root, rel, data):
@@ -75,22 +77,6 @@ def write_tree(
         if hashes is not None:
             hashes[rel] = file_hash(data)
     return counts
-
-
-class _Hashing(io.RawIOBase):
-    """A binary file that adds what is written to it to a hash as it passes it on."""
-
-    def __init__(self, file, digest) -> None:
-        super().__init__()
-        self.file, self.digest = file, digest
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        self.digest.update(data)
-        self.file.write(data)  # a buffered file writes all of it, or raises
-        return memoryview(data).nbytes
 
 
 def manifest_text(hashes: dict[str, str]) -> str:
@@ -107,9 +93,18 @@ def manifest_text(hashes: dict[str, str]) -> str:
     return json.dumps({"files": files}, indent=1, sort_keys=True) + "\n"
 
 
+_DIGEST_CHUNK = 1 << 24  # bytes read at a time: few reads, so few waits for the GIL in a download thread
+
+
 def _file_digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """The SHA-256 of a file, read in large pieces (hashlib.file_digest reads 256 KiB at a time, and a
+    thread asks for the GIL at every piece: up to 5 ms each while another thread runs Python)."""
+    digest, buffer = hashlib.sha256(), bytearray(_DIGEST_CHUNK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while size := f.readinto(buffer):
+            digest.update(view[:size])
+    return digest.hexdigest()
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -275,6 +270,80 @@ class Staging:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class Downloads:
+    """A build's downloads (every table's CSV, XLSX, Parquet, metadata.json, datapackage.json and the
+    DuckDB file), written by a thread into the build's new folder beside `out` (stage() adds the pages
+    and the rest). A build starts it before rendering: polars and DuckDB write without the GIL, on the
+    core that rendering (pure Python) leaves free. Each path is checked before the first file is
+    written; with `force` nothing is taken from the previous build. `release`: the current release,
+    which datapackage.json carries; `workbooks` as downloads.iter_downloads.
+
+    Nothing in this process may fork while the thread runs (a child would inherit the locks it holds):
+    a build starts its children (Great Expectations, the workbooks, the charts) first."""
+
+    def __init__(  # noqa: PLR0913
+        self,
+        out: Path,
+        catalog: Catalog,
+        workbooks: Callable | None = None,
+        release: dict | None = None,
+        force: bool = False,
+    ) -> None:
+        out = target(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        self.out, self.previous = out, (out if not force and out.is_dir() else None)
+        self.paths = [f"site/data/{name}" for name in download_paths(catalog)]
+        self.hashes: dict[str, str] = {}
+        self.counts: Counter = Counter()
+        self.database: dict = {}
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'build')}{os.getpid()}-", dir=out.parent))
+        self._stop, self._error = threading.Event(), None
+        try:
+            for rel in self.paths:
+                safe_path(self.folder, rel)  # UnsafePath before anything is written
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        self._thread = threading.Thread(
+            target=self._run, args=(catalog, workbooks, release), name="downloads", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, catalog: Catalog, workbooks: Callable | None, release: dict | None) -> None:
+        try:
+            self._write(catalog, workbooks, release)
+        except BaseException as exc:  # raised in the build's thread by join()
+            self._error = exc
+
+    def _write(self, catalog: Catalog, workbooks: Callable | None, release: dict | None) -> None:
+        # Each download is written as it is made (one table's files in memory at a time), each to a
+        # path checked before: download_paths names them all before any is made.
+        expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
+        for name, content in iter_downloads(catalog, workbooks, release):
+            if self._stop.is_set():
+                return
+            rel = f"site/data/{name}"
+            assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
+            made.add(rel)
+            self.counts += write_tree(self.folder, {rel: content}, self.previous, self.hashes)
+            del content
+        assert made == expected, "download_paths is out of date"
+        self.database = _write_database(self.folder, catalog, self.hashes, self.previous)
+        self.counts["written"] += 1
+
+    def join(self) -> None:
+        """Wait for the downloads; the thread's error, if any, is raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def discard(self) -> None:
+        """After a failure: the thread stops after the file it is writing, and the folder is removed."""
+        self._stop.set()
+        self._thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def stage(  # noqa: PLR0913
     out: Path,
     rendered: Rendered,
@@ -283,49 +352,40 @@ def stage(  # noqa: PLR0913
     workbooks: Callable | None = None,
     force: bool = False,
     indexes: dict | None = None,
+    downloads: Downloads | None = None,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
     files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads;
-    `indexes` a warm process's last search index (search.start_index's `kept`).
+    `indexes` a warm process's last search index (search.start_index's `kept`); `downloads`: the
+    Downloads the build started into that folder before rendering (started here if None).
 
-    Every path is checked before the first byte is written. With `force` nothing is taken
+    Every path is checked before a byte is written to it. With `force` nothing is taken
     from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
-    out = target(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    previous = out if not force and out.is_dir() else None
+    if downloads is None:
+        downloads = Downloads(out, catalog, workbooks, rendered.release, force)
+    staging, previous = downloads.folder, downloads.previous
     files = {f"site/{rel}": content for rel, content in rendered.site.items() if rel not in skip}
     files.update({f"markdown/{rel}": content for rel, content in rendered.markdown.items()})
-    data = [f"site/data/{name}" for name in download_paths(catalog)]
     later = [f"site/{rel}" for rel in skip] + [f"site/{MANIFEST}", "README.md", STATE]
-    staging = Path(tempfile.mkdtemp(prefix=f"{side_name(out, 'build')}{os.getpid()}-", dir=out.parent))
     searching = None
     try:
-        for rel in [*files, *data, *later]:
-            safe_path(staging, rel)  # UnsafePath before anything is written
+        for rel in [*files, *later]:
+            safe_path(staging, rel)  # UnsafePath before a page is written
         searching = search.start_index(files, staging, kept=indexes)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
-        # Each download is written as it is made (one table's files in memory at a time), each to a
-        # path checked above: download_paths names them all before any is made.
-        expected, made = {d for d in data if d != DATABASE_PATH}, set()
-        for name, content in iter_downloads(catalog, workbooks, rendered.release):
-            rel = f"site/data/{name}"
-            assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
-            made.add(rel)
-            counts += write_tree(staging, {rel: content}, previous, hashes)
-            del content
-        assert made == expected, "download_paths is out of date"
-        database = _write_database(staging, catalog, hashes, previous)
-        counts["written"] += 1
+        downloads.join()
+        hashes.update(downloads.hashes)
+        counts += downloads.counts
         index, searching = searching(), None
         counts += write_tree(staging, index, previous, hashes)
     except BaseException:
         if searching is not None:
             with contextlib.suppress(Exception):
                 searching()  # the child is waited for and its folder removed
-        shutil.rmtree(staging, ignore_errors=True)
+        downloads.discard()
         raise
-    return Staging(out, staging, previous, hashes, counts, database)
+    return Staging(downloads.out, staging, previous, hashes, counts, downloads.database)
 
 
 def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:

@@ -1155,9 +1155,14 @@ class Renderer:
         robots = f"User-agent: *\nAllow: /\nSitemap: {self.base_url}sitemap.xml\n"
         return {"sitemap.xml": sitemap, "robots.txt": robots}
 
-    def render(self) -> Rendered:
-        """Every page, Markdown article and asset; the charts are drawn meanwhile (charts.start_drawing)."""
-        drawing = charts.start_drawing(self.catalog, self.labels)
+    def start_drawing(self) -> Callable:
+        """Start drawing the charts (charts.start_drawing): render() takes the result."""
+        return charts.start_drawing(self.catalog, self.labels)
+
+    def render(self, drawing: Callable | None = None) -> Rendered:
+        """Every page, Markdown article and asset; the charts are drawn meanwhile (`drawing`: what
+        start_drawing returned, started here if None)."""
+        drawing = self.start_drawing() if drawing is None else drawing
         try:
             return self._render_all(drawing)
         except BaseException:

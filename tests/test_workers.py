@@ -127,17 +127,22 @@ def children() -> set[int]:
 
 
 @two_cores
-def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch, threaded):
     """The workbooks and the charts start in children, and the downloads in a thread, before rendering:
     a render that fails still waits for them (a warm `just serve` process would otherwise pile up
     children) and removes the folder the downloads were being written to."""
     import threading
 
     from pipeline.build import build
+    from pipeline.publish import downloads
     from pipeline.render.site import Renderer
 
     def broken(self, drawing=None):
         raise RuntimeError("a template bug")
+
+    if threaded:  # tables over the workbook limit: the downloads' thread writes while the pages render
+        monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
 
     monkeypatch.setattr(Renderer, "render", broken)
     before = children()
@@ -146,3 +151,62 @@ def test_a_failed_build_leaves_no_child_behind(tmp_path, sources, monkeypatch):
     assert children() == before
     assert [t.name for t in threading.enumerate() if t.name == "downloads"] == []
     assert sorted(p.name for p in tmp_path.iterdir()) == [".output.lock", "sources"]
+
+
+def _written(folder) -> dict[str, bytes]:
+    """Every file below `folder` but the DuckDB file (whose header holds a random id)."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix != ".duckdb"
+    }
+
+
+def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog, tmp_path, monkeypatch):
+    """staging.Downloads writes the downloads in a thread when a table is too large for a workbook (the
+    real catalog's are not); the files, their hashes, the counts and the DuckDB file's keys are those
+    written without one."""
+    import duckdb
+
+    from pipeline.publish import downloads, staging
+
+    assert not staging.Downloads.threaded(catalog)
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    assert staging.Downloads.threaded(catalog)
+    made = {}
+    for threaded in (True, False):
+        monkeypatch.setattr(staging.Downloads, "threaded", staticmethod(lambda catalog, on=threaded: on))
+        written = staging.Downloads(tmp_path / f"out-{threaded}", catalog, force=True)
+        assert (written._thread is not None) is threaded
+        written.join()
+        with duckdb.connect(str(written.folder / staging.DATABASE_PATH), read_only=True) as con:
+            rows = dict(con.sql("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())
+        made[threaded] = (_written(written.folder), written.hashes, written.counts, written.database["keys"], rows)
+    assert made[True] == made[False]
+    files = made[True][0]
+    assert "site/data/server_fit.xlsx" not in files and "site/data/gpus.xlsx" in files  # 40 rows at most
+    assert made[True][4]["server_fit"] == catalog["server_fit"].height
+
+
+def test_an_error_in_the_downloads_thread_is_raised_by_join_and_discard_removes_the_folder(
+    catalog, tmp_path, monkeypatch
+):
+    """A full disk while the thread writes the DuckDB file: join() raises that OSError in the build's
+    thread (the build then exits 3), and discard() leaves nothing beside the output folder."""
+    import errno
+
+    from pipeline.publish import downloads, staging
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    monkeypatch.setattr(staging, "write_database", full)
+    written = staging.Downloads(tmp_path / "output", catalog, force=True)
+    assert written._thread is not None
+    with pytest.raises(OSError) as raised:
+        written.join()
+    assert raised.value.errno == errno.ENOSPC
+    assert written.folder.is_dir()  # what was written is there until discarded
+    written.discard()
+    assert list(tmp_path.iterdir()) == []

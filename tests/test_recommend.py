@@ -8,6 +8,7 @@ from dataclasses import replace
 import polars as pl
 import pytest
 
+from pipeline import lookups
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate import recommend, step_time, training
 from pipeline.schema import SERVERS
@@ -339,3 +340,63 @@ def test_the_table_made_in_its_order_is_the_sorted_table(catalog):
     assert made.equals(ranked) and made.schema == ranked.schema
     assert made["tied_on_cost"].any() and made["cost_rub"].is_null().any()
     assert set(made["cost_basis"].drop_nulls()) == {"hour", "month", "on_request"}
+
+
+def test_plans_shared_with_a_child_are_the_plans_made_here(catalog, monkeypatch):
+    """plan_table shares a large catalog's models with a forked child (PARALLEL_PLANS): the same table,
+    row for row and type for type, as planning every model in this process."""
+    from pipeline import parallel
+
+    c = catalog.constants
+    tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
+    _, kinds = recommend.by_signature(catalog["servers"])
+    method_ids = catalog["methods"].sort("sort_order")["method_id"].to_list()
+    args = (catalog["models"], method_ids, kinds, catalog["gpus"], c, tokens, recommend._spreads((0.8, 1.3)), None)
+    assert catalog["models"].height * len(method_ids) * len(kinds) < recommend.PARALLEL_PLANS  # planned here
+    here = recommend.plan_table(*args)
+    shared = []
+    start_map = parallel.start_map
+
+    def counted(*a, **k):
+        shared.append(len(a[1]))
+        return start_map(*a, **k)
+
+    monkeypatch.setattr(recommend, "PARALLEL_PLANS", 1)
+    monkeypatch.setattr(recommend, "start_map", counted)
+    forked = recommend.plan_table(*args)
+    assert shared == [catalog["models"].height]
+    assert forked.equals(here) and forked.schema == here.schema
+    assert here.height > 2000
+
+
+def test_planning_is_plain_python(catalog):
+    """What a forked child runs (plan_signatures, for every method and card) calls no polars function:
+    polars' thread pool does not exist in a forked child."""
+    import sys
+
+    c = catalog.constants
+    tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
+    _, kinds = recommend.by_signature(catalog["servers"])
+    gpus = recommend.gpu_rows(catalog["gpus"])
+    arch = memory.model_architectures(catalog["models"])["generic-70b"]
+    band = lookups.TimeBand(0.8, 1.2, frozenset(gpus), frozenset({"nvswitch"}), 1.1)
+    called: set[str] = set()
+
+    def watch(frame, event, arg):
+        if event in ("call", "c_call"):
+            module = frame.f_globals.get("__name__", "") if event == "call" else getattr(arg, "__module__", "") or ""
+            if module.split(".")[0] == "polars":
+                called.add(module)
+
+    plans, method_ids = [], catalog["methods"]["method_id"].to_list()
+    sys.setprofile(watch)
+    try:
+        for method_id in method_ids:
+            setup = lambda cards, m=method_id: memory.typical_setup(m, c, cards)  # noqa: E731
+            plans += recommend.plan_signatures(
+                arch, setup, kinds, gpus, c, tokens, recommend._spreads((0.8, 1.3)), band
+            )
+    finally:
+        sys.setprofile(None)
+    assert called == set()
+    assert len(plans) > 20 and any("hours" in plan for _, plan in plans)

@@ -30,6 +30,7 @@ import polars as pl
 from pipeline import frame_memo, lookups
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate import step_time, training
+from pipeline.parallel import start_map
 from pipeline.schema import RECOMMENDATIONS
 
 # Why a row is or is not recommended (the `reason` column), in the order unrecommended rows rank.
@@ -252,6 +253,11 @@ def _band_text(band: lookups.TimeBand | None) -> str:
     return repr((band.low, band.high, sorted(band.gpus), sorted(band.links), band.speed))
 
 
+# Plans (models x methods x server signatures) from which the two cores share them (pipeline.parallel):
+# 10^6 catalog rows are about 60,000 plans, 2.6 s of Python; the real catalog's 2,700 take 0.1 s.
+PARALLEL_PLANS = 20_000
+
+
 def plan_table(  # noqa: PLR0913
     models: pl.DataFrame,
     method_ids: list[str],
@@ -263,7 +269,8 @@ def plan_table(  # noqa: PLR0913
     band: lookups.TimeBand | None,
 ) -> pl.DataFrame:
     """The plans of every model x method on every server signature of `kinds` (`plan_signatures`): one row
-    each, with `signature` in place of the server."""
+    each, with `signature` in place of the server. Planning is plain Python, a model at a time: a large
+    catalog's models are shared with a forked child (pipeline.parallel.start_map; polars runs only here)."""
     archs = memory.model_architectures(models)
     setups: dict[tuple[str, int], memory.Setup] = {}  # the typical setup does not depend on the model
 
@@ -272,18 +279,39 @@ def plan_table(  # noqa: PLR0913
             setups[method_id, cards] = memory.typical_setup(method_id, c, cards)
         return setups[method_id, cards]
 
+    rows_of_gpu = gpu_rows(gpus)
+
+    def model_plans(arch) -> list[tuple]:
+        """(method id, signature, the PLAN_COLUMNS' values) of one model's plans."""
+        return [
+            (method_id, index, tuple(plan.get(name) for name in PLAN_COLUMNS))
+            for method_id in method_ids
+            for index, plan in plan_signatures(
+                arch, partial(typical, method_id), kinds, rows_of_gpu, c, tokens, spreads, band
+            )
+        ]
+
+    ids = sorted(archs)
+    if len(ids) * len(method_ids) * len(kinds) >= PARALLEL_PLANS:
+        parts = start_map(model_plans, [archs[m] for m in ids])()
+    else:
+        parts = [model_plans(archs[m]) for m in ids]
     columns: dict[str, list] = {name: [] for name in ("model_id", "method_id", "signature", *PLAN_COLUMNS)}
-    for model_id in sorted(archs):
-        for method_id in method_ids:
-            plans = plan_signatures(archs[model_id], partial(typical, method_id), kinds, gpus, c, tokens, spreads, band)
-            for index, plan in plans:
-                columns["model_id"].append(model_id)
-                columns["method_id"].append(method_id)
-                columns["signature"].append(index)
-                for name in PLAN_COLUMNS:
-                    columns[name].append(plan.get(name))
+    values = [columns[name] for name in PLAN_COLUMNS]
+    for model_id, part in zip(ids, parts, strict=True):
+        for method_id, index, plan in part:
+            columns["model_id"].append(model_id)
+            columns["method_id"].append(method_id)
+            columns["signature"].append(index)
+            for column, value in zip(values, plan, strict=True):
+                column.append(value)
     schema = {"signature": pl.Int64} | {k: v for k, v in JOB_SCHEMA.items() if k != "server_id"}
     return pl.DataFrame(columns, schema=schema)
+
+
+def gpu_rows(gpus: pl.DataFrame) -> dict[str, dict]:
+    """Each card's row (a dict) by its id: what plan_signatures reads of the cards."""
+    return {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
 
 
 # The server fields a plan reads (gpu_id, gpu_count, interconnect, network): servers alike in them share plans.
@@ -321,7 +349,7 @@ def plan_job(  # noqa: PLR0913
     setup on a card without FP8. `share`: the reader's share of the BF16 peak instead of the measured
     efficiency."""
     of_server, kinds = by_signature(servers)
-    plans = dict(plan_signatures(arch, setup, kinds, gpus, c, tokens, spreads, band, share))
+    plans = dict(plan_signatures(arch, setup, kinds, gpu_rows(gpus), c, tokens, spreads, band, share))
     return [
         {"server_id": server_id} | plans[index]
         for server_id, index in of_server.iter_rows()
@@ -333,16 +361,16 @@ def plan_signatures(  # noqa: PLR0913
     arch,
     setup: Callable[[int], memory.Setup],
     kinds: list[tuple[int, dict]],
-    gpus: pl.DataFrame,
+    gpus: Mapping[str, dict],
     c: Mapping[str, object],
     tokens: float,
     spreads: Spreads | None = None,
     band: lookups.TimeBand | None = None,
     share: float | None = None,
 ) -> list[tuple[int, dict]]:
-    """`plan_job`'s plan (without the server id) for each server signature of `kinds` (`by_signature`)."""
+    """`plan_job`'s plan (without the server id) for each server signature of `kinds` (`by_signature`);
+    `gpus`: each card's row by id (gpu_rows). Plain Python: it may run in a forked child."""
     spreads = spreads or {}
-    gpu_rows = {g["gpu_id"]: g for g in gpus.iter_rows(named=True)}
     estimate = _remembering(arch, c)
 
     def per_gpu(cards: int) -> float:
@@ -357,7 +385,7 @@ def plan_signatures(  # noqa: PLR0913
 
     plans = []
     for index, server in kinds:
-        gpu = gpu_rows[server["gpu_id"]]
+        gpu = gpus[server["gpu_id"]]
         if fp8 and not gpu["fp8_dense_tflops"]:
             continue  # an FP8 setup needs a card with FP8
         size, count = float(gpu["memory_gb"]), int(server["gpu_count"])

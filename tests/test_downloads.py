@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -590,3 +591,22 @@ def test_a_table_too_large_to_hold_is_written_as_it_is_made_and_listed_with_its_
     manifest = json.loads((out / "site" / "manifest.json").read_text(encoding="utf-8"))["files"]
     assert manifest["data/server_fit.csv"] == hashlib.sha256(written).hexdigest()
     assert not (out / "site" / "data" / "server_fit.xlsx").exists()
+
+
+@pytest.mark.parametrize("hashes_collide", [False, True])
+def test_a_duplicated_primary_key_never_reaches_the_duckdb_file(catalog, monkeypatch, hashes_collide):
+    """unique_keys compares only the rows whose 64-bit key hashes are equal (sorted neighbours): a real
+    duplicate is named, rows whose hashes collide but whose keys differ pass."""
+    from pipeline.publish import downloads
+
+    table = TABLES_BY_NAME["server_fit"]
+    frame = catalog["server_fit"].select(table.columns)
+    if hashes_collide:  # every row the same hash: every key is compared exactly
+        monkeypatch.setattr(
+            pl.DataFrame, "hash_rows", lambda self, *a, **k: pl.Series([0] * self.height, dtype=pl.UInt64)
+        )
+    downloads.unique_keys(frame, table)  # the catalog's keys are unique
+    twice = pl.concat([frame, frame.slice(7, 1)])
+    key = {k: frame.row(7, named=True)[k] for k in table.primary_key}
+    with pytest.raises(ValueError, match=re.escape(f"server_fit: the primary key {key} is not unique")):
+        downloads.unique_keys(twice, table)

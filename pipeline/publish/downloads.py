@@ -371,10 +371,20 @@ def duckdb_version() -> str:
 
 
 def unique_keys(frame: pl.DataFrame, table: Table) -> None:
-    """The table's primary key is unique (the file itself declares no key): a ValueError, a bug, if not."""
-    duplicated = frame.select(table.primary_key).is_duplicated()
+    """The table's primary key is unique (the file itself declares no key): a ValueError, a bug, if not.
+
+    Each key is hashed to 64 bits and the hashes sorted: equal neighbours are the only rows whose keys
+    may be equal, and only those are compared. (is_duplicated on the keys themselves held a hash table
+    of 10^7 rows' keys: 1.8 GB and 3.6 s for server_fit at 10^7 rows.)"""
+    keys = frame.select(table.primary_key)
+    hashes = keys.hash_rows().sort().to_numpy()
+    same = hashes[1:] == hashes[:-1]
+    if not same.any():
+        return
+    suspects = keys.with_row_index("__row_number").filter(keys.hash_rows().is_in(hashes[1:][same]))
+    duplicated = suspects.select(table.primary_key).is_duplicated()
     if duplicated.any():
-        first = frame.filter(duplicated).row(0, named=True)
+        first = frame.row(suspects.filter(duplicated)["__row_number"][0], named=True)
         key = {k: first[k] for k in table.primary_key}
         raise ValueError(f"{table.name}: the primary key {key} is not unique; the DuckDB file would hold it twice")
 

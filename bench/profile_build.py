@@ -1,7 +1,7 @@
 """Where a build spends CPU and memory, by stage (`python bench/profile_build.py SOURCES [--rows N]`).
 
-One forced build in one process (PIPELINE_WORKERS=1, so Great Expectations and the workbooks run in
-this process and cProfile sees them) under cProfile; the time of each part is the cumulative time
+One forced build in one process and one thread (PIPELINE_WORKERS=1, so Great Expectations, the
+workbooks, the charts, the plans and a large catalog's downloads run here and cProfile sees them) under cProfile; the time of each part is the cumulative time
 of the functions that do it, summed from the profile, so the parts may overlap (typography is part
 of rendering). cProfile's clock is the wall clock (a CPU-time clock costs a system call per function
 call, which makes the run several times slower): run it on an otherwise idle machine, and read the

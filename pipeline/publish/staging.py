@@ -32,6 +32,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import parallel
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
 from pipeline.publish import downloads as downloads_module
@@ -276,7 +277,7 @@ class Downloads:
     DuckDB file), written into the build's new folder beside `out` (stage() adds the pages and the
     rest). A build starts it before rendering. When a table is too large for a workbook
     (downloads.EXCEL_MAX_ROWS), a thread writes them meanwhile: polars and DuckDB write without the
-    GIL, on the core that rendering (pure Python) leaves free (at 10^7 rows, 99 -> 86 s). Smaller
+    GIL, on the core that rendering (pure Python) leaves free. Smaller
     downloads are mostly Python (metadata, links to the previous build's files), which a thread would
     only interleave with the rendering (`serve`'s rebuild was 0.15 s slower): join() writes them. Each
     path is checked before the first file is written; with `force` nothing is taken from the
@@ -317,8 +318,11 @@ class Downloads:
 
     @staticmethod
     def threaded(catalog: Catalog) -> bool:
-        """Whether the downloads are written by a thread: a table is too large for a workbook."""
-        return any(catalog[t.name].height > downloads_module.EXCEL_MAX_ROWS for t in ALL_TABLES)
+        """Whether the downloads are written by a thread: a table is too large for a workbook, and the
+        build uses two cores (PIPELINE_WORKERS=1 keeps all of it in one thread, as to profile it)."""
+        return parallel.WORKERS > 1 and any(
+            catalog[t.name].height > downloads_module.EXCEL_MAX_ROWS for t in ALL_TABLES
+        )
 
     def _run(self, catalog: Catalog, workbooks: Callable | None, release: dict | None) -> None:
         try:

@@ -3,8 +3,9 @@
 Every figure is a whole process started fresh: wall time, CPU (user + system of the process and
 of the children it forked and waited for, from os.wait4) and the peak memory of the process
 tree: the sum of the proportional set sizes (Pss in /proc/<pid>/smaps_rollup) over the process
-and its descendants, sampled every 20 ms, so a page a forked child shares with its parent is
-counted once, split between them (the sum of VmRSS would count it in each). Each is the
+and its descendants, sampled every 0.1 s or less often (SAMPLE_SECONDS), so a page a forked child
+shares with its parent is counted once, split between them (the sum of VmRSS would count it in
+each). Each is the
 median of --repeat runs, and the targets are ratios of figures measured in this same run, so a
 loaded machine shifts both sides. The user cache is a private folder: "cold" means empty.
 

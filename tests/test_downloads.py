@@ -610,3 +610,34 @@ def test_a_duplicated_primary_key_never_reaches_the_duckdb_file(catalog, monkeyp
     key = {k: frame.row(7, named=True)[k] for k in table.primary_key}
     with pytest.raises(ValueError, match=re.escape(f"server_fit: the primary key {key} is not unique")):
         downloads.unique_keys(twice, table)
+
+
+def test_the_duckdb_file_holds_the_same_tables_whether_text_comes_as_views_or_as_copies(catalog, tmp_path, monkeypatch):
+    """arrow_for_duckdb hands polars' text over as Arrow string views where pyarrow has them, and as
+    large strings (a copy) where it does not (pyarrow 15, the declared floor): the file is the same."""
+    import pyarrow
+
+    from pipeline.publish import downloads
+
+    table = TABLES_BY_NAME["server_fit"]
+    frame = catalog["server_fit"].select(table.columns)
+    assert pyarrow.types.is_string_view(downloads.arrow_for_duckdb(frame).schema.field("model_id").type)
+    held = {}
+    for views in (True, False):
+        if not views:
+            monkeypatch.delattr(pyarrow, "string_view")
+            assert pyarrow.types.is_large_string(downloads.arrow_for_duckdb(frame).schema.field("model_id").type)
+        path = tmp_path / f"views-{views}.duckdb"
+        downloads.write_database(path, catalog)
+        with duckdb.connect(str(path), read_only=True) as con:
+            held[views] = {
+                t.name: (
+                    con.sql(
+                        f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{t.name}' ORDER BY ordinal_position"
+                    ).fetchall(),
+                    con.sql(f'SELECT count(*), sum(hash(columns(*))) FROM "{t.name}"').fetchall(),
+                )
+                for t in ALL_TABLES
+            }
+    assert held[True] == held[False]
+    assert held[True]["server_fit"][1][0][0] == catalog["server_fit"].height

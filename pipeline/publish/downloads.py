@@ -324,9 +324,7 @@ def write_database(
             unique_keys(frame, table)
             con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             con.execute(ddl(table, primary_key=False))
-            # Text as Arrow string views: polars' own, handed over without a copy (the default, large
-            # strings, copied every text column of a table: 10^7 rows of recommendations, 1 GB more).
-            con.register("frame", frame.to_arrow(compat_level=pl.CompatLevel.newest()))
+            con.register("frame", arrow_for_duckdb(frame))
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
             con.execute(comment_sql(table))  # one call: a call per statement cost more than the statements
@@ -343,6 +341,16 @@ def write_database(
         codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
         code = next((c for words, c in codes.items() if words in text), errno.EIO)
         raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def arrow_for_duckdb(frame: pl.DataFrame):
+    """The frame as an Arrow table for DuckDB: its text as string views, polars' own, handed over
+    without a copy, where pyarrow has them (16 and later; DuckDB reads them from 1.2). Arrow's large
+    strings (polars' default, and pyarrow 15's only kind) copy every text column: at 10^7 rows of
+    recommendations, 1 GB more while the file is written."""
+    import pyarrow
+
+    return frame.to_arrow(compat_level=pl.CompatLevel.newest()) if hasattr(pyarrow, "string_view") else frame.to_arrow()
 
 
 def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:

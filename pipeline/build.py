@@ -155,7 +155,7 @@ def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm
         downloads = Downloads(out, renderer.catalog, workbooks, renderer.history.current, force)
         rendered = clock.timed("render", lambda: renderer.render(drawing))
         tick = time.perf_counter()
-        staging = stage(out, rendered, renderer.catalog, ("quality.html",), workbooks, force, warm.indexes, downloads)
+        staging = stage(out, rendered, renderer.catalog, ("quality.html",), indexes=warm.indexes, downloads=downloads)
         return rendered, staging, time.perf_counter() - tick
     except BaseException as exc:
         if downloads is not None:

@@ -72,6 +72,11 @@ DATE_FORMAT = "dd.mm.yyyy"
 MAX_WIDTH = 60
 
 
+def any_too_large(catalog: Catalog) -> bool:
+    """Whether a table has more rows than a workbook takes (its CSV is then downloads.Streamed)."""
+    return any(catalog[t.name].height > EXCEL_MAX_ROWS for t in ALL_TABLES)
+
+
 def file_names(table: Table, rows: int) -> dict[str, str]:
     """Format -> file name of a table's downloads; no workbook above EXCEL_MAX_ROWS rows."""
     return {fmt: f"{table.name}.{fmt}" for fmt in FORMATS if fmt != "xlsx" or rows <= EXCEL_MAX_ROWS}
@@ -258,7 +263,7 @@ def download_paths(catalog: Catalog) -> list[str]:
 
 
 def iter_downloads(
-    catalog: Catalog, workbooks: Callable | None = None, release: dict | None = None
+    catalog: Catalog, workbooks: Workbooks | None = None, release: dict | None = None
 ) -> Iterator[tuple[str, bytes]]:
     """Every table as CSV, XLSX, Parquet and metadata.json, then datapackage.json, as (name under
     site/data/, bytes), one file at a time: a build writes each as it comes and holds no more than
@@ -266,8 +271,7 @@ def iter_downloads(
     start_workbooks(catalog) returned, if the build started them early; `release` the current release
     (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
     workbooks = workbooks or start_workbooks(catalog)
-    # The workbooks are asked for last: a build's child makes them meanwhile.
-    texts = dict(workbooks.texts) if isinstance(workbooks, Workbooks) else workbooks()[0]
+    texts = dict(workbooks.texts)  # the workbooks are asked for last: a build's child makes them meanwhile
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
     known: dict = {}  # what the tables' sidecars share (table_metadata)
@@ -397,7 +401,7 @@ def unique_keys(frame: pl.DataFrame, table: Table) -> None:
         raise ValueError(f"{table.name}: the primary key {key} is not unique; the DuckDB file would hold it twice")
 
 
-def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Callable | None = None) -> None:
+def write_downloads(data_dir: Path, catalog: Catalog, workbooks: Workbooks | None = None) -> None:
     """Every download into a new folder `data_dir`, each file through paths.write_file."""
     from pipeline.publish.paths import safe_path, write_file
 

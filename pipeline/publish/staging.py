@@ -27,7 +27,6 @@ import shutil
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -35,11 +34,12 @@ import duckdb
 from pipeline import parallel
 from pipeline.combine import Catalog
 from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
-from pipeline.publish import downloads as downloads_module
 from pipeline.publish import search
 from pipeline.publish.downloads import (
     DATABASE,
     Streamed,
+    Workbooks,
+    any_too_large,
     database_keys,
     download_paths,
     iter_downloads,
@@ -291,7 +291,7 @@ class Downloads:
         self,
         out: Path,
         catalog: Catalog,
-        workbooks: Callable | None = None,
+        workbooks: Workbooks | None = None,
         release: dict | None = None,
         force: bool = False,
     ) -> None:
@@ -320,17 +320,15 @@ class Downloads:
     def threaded(catalog: Catalog) -> bool:
         """Whether the downloads are written by a thread: a table is too large for a workbook, and the
         build uses two cores (PIPELINE_WORKERS=1 keeps all of it in one thread, as to profile it)."""
-        return parallel.WORKERS > 1 and any(
-            catalog[t.name].height > downloads_module.EXCEL_MAX_ROWS for t in ALL_TABLES
-        )
+        return parallel.WORKERS > 1 and any_too_large(catalog)
 
-    def _run(self, catalog: Catalog, workbooks: Callable | None, release: dict | None) -> None:
+    def _run(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
         try:
             self._write(catalog, workbooks, release)
         except BaseException as exc:  # raised in the build's thread by join()
             self._error = exc
 
-    def _write(self, catalog: Catalog, workbooks: Callable | None, release: dict | None) -> None:
+    def _write(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
         # Each download is written as it is made (one table's files in memory at a time), each to a
         # path checked before: download_paths names them all before any is made.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
@@ -369,7 +367,7 @@ def stage(  # noqa: PLR0913
     rendered: Rendered,
     catalog: Catalog,
     skip: tuple[str, ...] = (),
-    workbooks: Callable | None = None,
+    workbooks: Workbooks | None = None,
     force: bool = False,
     indexes: dict | None = None,
     downloads: Downloads | None = None,

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from pipeline import parallel as workers
+from pipeline.schema import ALL_TABLES
 
 two_cores = pytest.mark.skipif((os.cpu_count() or 1) < 2 or workers.WORKERS < 2, reason="needs two cores")
 
@@ -165,7 +166,10 @@ def _written(folder) -> dict[str, bytes]:
 def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog, tmp_path, monkeypatch):
     """staging.Downloads writes the downloads in a thread when a table is too large for a workbook (the
     real catalog's are not); the files, their hashes, the counts and the DuckDB file's keys are those
-    written without one."""
+    written without one. The thread begins the DuckDB file in a thread of its own once every Parquet
+    file is written, before the large tables' CSVs; without one it is written last, in join()."""
+    import threading
+
     import duckdb
 
     from pipeline.publish import downloads, staging
@@ -173,12 +177,23 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
     assert not staging.Downloads.threaded(catalog)
     monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
     assert staging.Downloads.threaded(catalog)
-    made = {}
+    begun, write_database = [], staging.write_database
+
+    def seen(path, *args, **kwargs):
+        data = path.parent
+        begun.append((threading.current_thread().name, sorted(p.name for p in data.iterdir() if p.suffix != ".duckdb")))
+        return write_database(path, *args, **kwargs)
+
+    monkeypatch.setattr(staging, "write_database", seen)
+    made, parquet = {}, sorted(f"{t.name}.parquet" for t in ALL_TABLES)
     for threaded in (True, False):
         monkeypatch.setattr(staging.Downloads, "threaded", staticmethod(lambda catalog, on=threaded: on))
         written = staging.Downloads(tmp_path / f"out-{threaded}", catalog, force=True)
         assert (written._thread is not None) is threaded
         written.join()
+        name, files = begun.pop()
+        assert name == ("database" if threaded else "MainThread")
+        assert set(parquet) <= set(files) and ("server_fit.csv" in files) is not threaded  # over 40 rows
         with duckdb.connect(str(written.folder / staging.DATABASE_PATH), read_only=True) as con:
             rows = dict(con.sql("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())
         made[threaded] = (_written(written.folder), written.hashes, written.counts, written.database["keys"], rows)

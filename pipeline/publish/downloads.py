@@ -42,6 +42,11 @@ DATABASE = "gpu-finetune.duckdb"
 # primary keys: DuckDB 1.0.0 refuses a file with a key index written by a newer DuckDB, even in this
 # format ("Serialization Error ... field id: 103"); write_database checks the keys' uniqueness instead.
 DATABASE_STORAGE = "v1.0.0"
+# One DuckDB thread writes the file. With two, each thread filled row groups of its own and closing the
+# file rewrote them, leaving the first ones' blocks unused inside it: at 10^7 rows a 1,018 MB file,
+# 32 s of CPU and 2.8 GB more memory while closing, against 623 MB, 19 s and 0.8 GB on one thread.
+# A memory limit (256 or 512 MB) took a build 5-9 s more CPU at 10^7 rows (docs/operations.md).
+DATABASE_CONFIG = {"storage_compatibility_version": DATABASE_STORAGE, "threads": 1}
 DATABASE_OLDEST_READER = "1.0.0"  # tested by bench/duckdb_readers.py with exactly this version
 FORMATS = ("csv", "xlsx", "parquet")
 # The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page
@@ -267,18 +272,24 @@ def iter_downloads(
 ) -> Iterator[tuple[str, bytes]]:
     """Every table as CSV, XLSX, Parquet and metadata.json, then datapackage.json, as (name under
     site/data/, bytes), one file at a time: a build writes each as it comes and holds no more than
-    one table's files (all but the DuckDB file, see write_database). `workbooks`: what
-    start_workbooks(catalog) returned, if the build started them early; `release` the current release
-    (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
+    one table's files (all but the DuckDB file, see write_database). Every Parquet file comes before
+    the CSV of a table too large for a workbook (a Streamed one, the longest to write): the DuckDB
+    file, keyed on the Parquet files' hashes, can be begun meanwhile (staging.Downloads). `workbooks`:
+    what start_workbooks(catalog) returned, if the build started them early; `release` the current
+    release (pipeline/publish/releases.py), whose version and date datapackage.json carries."""
     workbooks = workbooks or start_workbooks(catalog)
     texts = dict(workbooks.texts)  # the workbooks are asked for last: a build's child makes them meanwhile
     licence = datapackage.data_licence()
     metadata_of: dict[str, dict] = {}
     known: dict = {}  # what the tables' sidecars share (table_metadata)
+    streamed = []
     for table in ALL_TABLES:
         frame = published_frame(catalog, table)
         made = texts.pop(table.name, None)
-        yield f"{table.name}.csv", made.csv if made is not None else Streamed(partial(write_csv, table, frame))
+        if made is not None:
+            yield f"{table.name}.csv", made.csv
+        else:
+            streamed.append((f"{table.name}.csv", Streamed(partial(write_csv, table, frame))))
         if made is None or made.parquet is None:
             buffer = io.BytesIO()
             frame.write_parquet(buffer, compression="zstd", statistics=True)
@@ -292,6 +303,7 @@ def iter_downloads(
         del made, parquet
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence, known)
         yield f"{table.name}.metadata.json", (json.dumps(metadata, ensure_ascii=False, indent=2) + "\n").encode()
+    yield from streamed
     _, books = workbooks()
     for table in ALL_TABLES:
         if table.name in books:
@@ -320,7 +332,7 @@ def write_database(
     if replace is None and (os.path.lexists(path) or os.path.lexists(f"{path}.wal")):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
-        con = duckdb.connect(str(path), config={"storage_compatibility_version": DATABASE_STORAGE})
+        con = duckdb.connect(str(path), config=DATABASE_CONFIG)
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES if replace is None else replace:
@@ -393,7 +405,9 @@ def unique_keys(frame: pl.DataFrame, table: Table) -> None:
     same = hashes[1:] == hashes[:-1]
     if not same.any():
         return
-    suspects = keys.with_row_index("__row_number").filter(keys.hash_rows().is_in(hashes[1:][same]))
+    # As a UInt64 Series: a numpy array of hashes from 2^63 up was taken as another integer type (a TypeError).
+    shared = pl.Series(hashes[1:][same], dtype=pl.UInt64)
+    suspects = keys.with_row_index("__row_number").filter(keys.hash_rows().is_in(shared.implode()))
     duplicated = suspects.select(table.primary_key).is_duplicated()
     if duplicated.any():
         first = frame.row(suspects.filter(duplicated)["__row_number"][0], named=True)

@@ -330,19 +330,32 @@ class Downloads:
 
     def _write(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
         # Each download is written as it is made (one table's files in memory at a time), each to a
-        # path checked before: download_paths names them all before any is made.
+        # path checked before: download_paths names them all before any is made. The DuckDB file is
+        # begun once every Parquet file is written (its tables are keyed on their hashes): in a thread
+        # of its own beside the large CSVs when this is one, else after the rest.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
-        for name, content in iter_downloads(catalog, workbooks, release):
-            if self._stop.is_set():
-                return
-            rel = f"site/data/{name}"
-            assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
-            made.add(rel)
-            self.counts += write_tree(self.folder, {rel: content}, self.previous, self.hashes)
-            del content
-        assert made == expected, "download_paths is out of date"
-        self.database = _write_database(self.folder, catalog, self.hashes, self.previous)
-        self.counts["written"] += 1
+        parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
+        database = None
+        try:
+            for name, content in iter_downloads(catalog, workbooks, release):
+                if self._stop.is_set():
+                    break
+                rel = f"site/data/{name}"
+                assert rel in expected and rel not in made, f"download_paths is out of date: {rel}"
+                made.add(rel)
+                self.counts += write_tree(self.folder, {rel: content}, self.previous, self.hashes)
+                del content
+                if database is None and self._thread is not None and parquet <= made:
+                    database = _Database(self.folder, catalog, self.hashes, self.previous)
+            else:
+                assert made == expected, "download_paths is out of date"
+                database = database or _Database(self.folder, catalog, self.hashes, self.previous, threaded=False)
+                self.database = database.join()
+                self.hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
+                self.counts["written"] += 1
+        finally:
+            if database is not None and database.thread.is_alive():  # stopped or failed: waited for, its error dropped
+                database.thread.join()
 
     def join(self) -> None:
         """Wait for the downloads (or write them now, when no thread was started); their error, if any,
@@ -406,6 +419,36 @@ def stage(  # noqa: PLR0913
     return Staging(downloads.out, staging, previous, hashes, counts, downloads.database)
 
 
+class _Database:
+    """_write_database begun now: in a thread of its own (`threaded`, the build's downloads thread
+    goes on with the large CSVs) or at once; join() waits for it and gives its outcome or raises its
+    error. It reads a copy of the files' hashes as they are now."""
+
+    def __init__(  # noqa: PLR0913
+        self, staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None, threaded: bool = True
+    ) -> None:
+        self.outcome, self.error = None, None
+        args = (staging, catalog, dict(hashes), previous)
+        self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
+        if threaded:
+            self.thread.start()
+        else:
+            self._run(*args)
+
+    def _run(self, *args) -> None:
+        try:
+            self.outcome = _write_database(*args)
+        except BaseException as exc:  # raised by join()
+            self.error = exc
+
+    def join(self) -> dict:
+        if self.thread.is_alive():
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.outcome
+
+
 def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:
     """The DuckDB file. Its header holds a random id, so no build can tell by its bytes that the
     previous build's file is what it would write; what each table in it is made from is recorded
@@ -432,7 +475,6 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     else:
         replace = list(ALL_TABLES)
         write_database(path, catalog)
-    hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
     with contextlib.suppress(AttributeError, OSError):  # no extended attributes here: see fingerprint.intact
         os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
     return {"keys": keys, "made": [t.name for t in replace]}

@@ -42,11 +42,13 @@ DATABASE = "gpu-finetune.duckdb"
 # primary keys: DuckDB 1.0.0 refuses a file with a key index written by a newer DuckDB, even in this
 # format ("Serialization Error ... field id: 103"); write_database checks the keys' uniqueness instead.
 DATABASE_STORAGE = "v1.0.0"
-# One DuckDB thread writes the file. With two, each thread filled row groups of its own and closing the
-# file rewrote them, leaving the first ones' blocks unused inside it: at 10^7 rows a 1,018 MB file,
-# 32 s of CPU and 2.8 GB more memory while closing, against 623 MB, 19 s and 0.8 GB on one thread.
-# A memory limit (256 or 512 MB) took a build 5-9 s more CPU at 10^7 rows (docs/operations.md).
-DATABASE_CONFIG = {"storage_compatibility_version": DATABASE_STORAGE, "threads": 1}
+# One DuckDB thread writes the file, in at most DATABASE_MEMORY. With two, each thread filled row groups
+# of its own and closing the file rewrote them, leaving the first ones' blocks unused inside it (40 %
+# of them): at 10^7 rows a 1,018 MB file, 32 s of CPU and 2.8 GB more memory while closing, against
+# 623 MB and 19 s on one thread. Without the limit DuckDB keeps the blocks it wrote until the file is
+# closed: 0.8 GB more at 10^7 rows, 0.3 GB with it (docs/operations.md, "Sixth round").
+DATABASE_MEMORY = "256MB"
+DATABASE_CONFIG = {"storage_compatibility_version": DATABASE_STORAGE, "threads": 1, "memory_limit": DATABASE_MEMORY}
 DATABASE_OLDEST_READER = "1.0.0"  # tested by bench/duckdb_readers.py with exactly this version
 FORMATS = ("csv", "xlsx", "parquet")
 # The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page

@@ -167,19 +167,41 @@ def test_a_model_page_shows_the_smallest_servers_that_take_it(catalog):
     assert len(whole.model_servers("llama-3-1-70b").notes) == 1  # every server shown: no such note
 
 
-def test_search_reads_pages_without_their_table_rows():
-    """An entity is found by its own page: Pagefind reads a page's tables without their rows."""
+def test_search_reads_pages_without_their_table_rows_and_script_content():
+    """An entity is found by its own page: Pagefind reads a page's tables without their rows, and its
+    scripts without their content (which Pagefind never indexes); a table's tags in a script are text."""
     from pipeline.publish.search import indexed_text
 
     html = (
         '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
         '<tbody>\n<tr><th scope="row">A</th></tr>\n<tr><th scope="row">B</th></tr>\n</tbody>\n</table>'
-        "<p>Текст</p><table><tbody><tr><td>C</td></tr></tbody></table></main>"
+        '<script type="application/json" id="figures">{"html": "<tbody>"}</script>'
+        "<p>Текст</p><table><tbody><tr><td>C</td></tr></tbody></table><script>go()</script></main>"
     )
     assert indexed_text(html) == (
         '<main data-pagefind-body><h1>H100</h1><table><thead><tr><th scope="col">Сервер</th></tr></thead>\n'
-        "\n</table><p>Текст</p><table></table></main>"
+        '\n</table><script type="application/json" id="figures"></script>'
+        "<p>Текст</p><table></table><script></script></main>"
     )
+
+
+def test_pagefind_makes_the_same_index_without_a_scripts_content(tmp_path, monkeypatch):
+    """What indexed_text leaves out of a script is what Pagefind drops itself: given the whole page,
+    Pagefind makes of a page whose script holds words the index of the same page with an empty script."""
+    from pipeline.publish import search
+
+    cut = search.indexed_text
+    monkeypatch.setattr(search, "indexed_text", lambda html: html)  # Pagefind reads the page as it is
+
+    page = (
+        '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>H100</title></head><body>'
+        '<main data-pagefind-body><h1>H100</h1><p>Карта</p><script type="application/json">{}</script>'
+        "</main></body></html>"
+    )
+    words = search.start_index({"site/gpus/h100.html": page.format('{"name": "Уникальнословный"}')}, tmp_path)
+    empty = search.start_index({"site/gpus/h100.html": page.format("")}, tmp_path)
+    assert words() == empty()
+    assert cut(page.format("[1, 2]")) == page.format("")
 
 
 def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path, monkeypatch):

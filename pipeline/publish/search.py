@@ -30,15 +30,33 @@ NOT_INDEXED = ("search.html", "404.html", "quality.html")
 # A table's rows (from <tbody> to the next </tbody>), left out of what Pagefind reads (the pages are
 # the build's own HTML: no <tbody> nests in another, and article markup is sanitised).
 ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
+# A script's content (from "<script" to the next "</script>", as HTML ends it), left out too.
+SCRIPT_OPEN, SCRIPT_CLOSE = "<script", "</script>"
 
 
 def indexed_text(html: str) -> str:
-    """The page as Pagefind reads it: its tables without their rows, found with str.find (a regular
-    expression steps through a row character by character, and at 10^6 rows the pages are 60 MB)."""
+    """The page as Pagefind reads it: its tables without their rows, its scripts without their
+    content (Pagefind never indexes a script: its parser drops `script`, `style`, `svg`, `form` and a
+    few more; the calculator's page carries its figures as JSON, 8 MB at 10^6 rows), found with
+    str.find (a regular expression steps through a row character by character, and at 10^6 rows the
+    pages are 60 MB). Scripts first: a table's tags in a script's text are not a table."""
+    return _cut(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True), ROWS_OPEN, ROWS_CLOSE)
+
+
+def _cut(html: str, opening: str, closing: str, keep_tags: bool = False) -> str:
+    """`html` without what lies from each `opening` to the next `closing` (the tags too, unless
+    `keep_tags`: then the opening tag, to its ">", and the closing one stay)."""
     parts, start = [], 0
-    while (begin := html.find(ROWS_OPEN, start)) >= 0 and (end := html.find(ROWS_CLOSE, begin)) >= 0:
-        parts.append(html[start:begin])
-        start = end + len(ROWS_CLOSE)
+    while (begin := html.find(opening, start)) >= 0 and (end := html.find(closing, begin + len(opening))) >= 0:
+        if keep_tags:
+            tag_end = html.find(">", begin)
+            if tag_end < 0 or tag_end > end:
+                break  # an opening tag without its ">": left as it is
+            parts.append(html[start : tag_end + 1])
+            start = end
+        else:
+            parts.append(html[start:begin])
+            start = end + len(closing)
     parts.append(html[start:])
     return "".join(parts)
 

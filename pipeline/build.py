@@ -155,7 +155,15 @@ def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm
         downloads = Downloads(out, renderer.catalog, workbooks, renderer.history.current, force)
         rendered = clock.timed("render", lambda: renderer.render(drawing))
         tick = time.perf_counter()
-        staging = stage(out, rendered, renderer.catalog, ("quality.html",), indexes=warm.indexes, downloads=downloads)
+        staging = stage(
+            out,
+            rendered,
+            renderer.catalog,
+            ("quality.html",),
+            indexes=warm.indexes,
+            downloads=downloads,
+            keep_pages=False,
+        )
         return rendered, staging, time.perf_counter() - tick
     except BaseException as exc:
         if downloads is not None:

@@ -225,3 +225,34 @@ def test_an_error_in_the_downloads_thread_is_raised_by_join_and_discard_removes_
     assert written.folder.is_dir()  # what was written is there until discarded
     written.discard()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_build_holds_no_page_while_it_waits_for_the_downloads(tmp_path, sources, monkeypatch, threaded):
+    """Once the pages are written into the new build's folder their text is dropped (Rendered.drop):
+    while the build waits for the downloads it holds only quality.html (written last, at the swap);
+    the summary still counts every page, and the pages on disk are whole."""
+    from pipeline.build import build
+    from pipeline.publish import downloads, staging
+
+    if threaded:  # tables over the workbook limit: the downloads' thread writes while the pages render
+        monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    seen, stage, join = {}, staging.stage, staging.Downloads.join
+
+    def staged(out, rendered, *args, **kwargs):
+        seen["rendered"] = rendered
+        return stage(out, rendered, *args, **kwargs)
+
+    def joined(self):
+        rendered = seen["rendered"]
+        seen["held"] = sorted(name for name, text in {**rendered.site, **rendered.markdown}.items() if text is not None)
+        return join(self)
+
+    monkeypatch.setattr(staging, "stage", staged)
+    monkeypatch.setattr(staging.Downloads, "join", joined)
+    result = build(sources, tmp_path / "output")
+    assert seen["held"] == ["quality.html"]
+    site, pages = tmp_path / "output" / "site", [name for name in seen["rendered"].site if name.endswith(".html")]
+    assert result["pages"] == len(pages) > 100
+    assert all((site / name).is_file() for name in pages)
+    assert (site / "index.html").read_text(encoding="utf-8").rstrip().endswith("</html>")

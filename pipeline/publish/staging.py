@@ -384,11 +384,15 @@ def stage(  # noqa: PLR0913
     force: bool = False,
     indexes: dict | None = None,
     downloads: Downloads | None = None,
+    keep_pages: bool = True,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
     files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads;
     `indexes` a warm process's last search index (search.start_index's `kept`); `downloads`: the
-    Downloads the build started into that folder before rendering (started here if None).
+    Downloads the build started into that folder before rendering (started here if None). Without
+    `keep_pages` the text of each page once written is dropped from `rendered` (its name stays, with
+    None): a build does not hold its pages while it waits for the downloads (237 MB of HTML at 10^7
+    rows, twice that as Python text).
 
     Every path is checked before a byte is written to it. With `force` nothing is taken
     from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
@@ -405,6 +409,9 @@ def stage(  # noqa: PLR0913
         searching = search.start_index(files, staging, kept=indexes)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
+        if not keep_pages:
+            files.clear()
+            rendered.drop(skip)
         downloads.join()
         hashes.update(downloads.hashes)
         counts += downloads.counts

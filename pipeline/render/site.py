@@ -66,12 +66,18 @@ class Article:
 
 @dataclass(frozen=True)
 class Rendered:
-    """Everything a build writes, as text, keyed by path relative to its root."""
+    """Everything a build writes, as text, keyed by path relative to its root (None: written and
+    dropped, see drop)."""
 
-    site: dict[str, str | bytes]
-    markdown: dict[str, str]
+    site: dict[str, str | bytes | None]
+    markdown: dict[str, str | None]
     warnings: list[Problem] = field(default_factory=list)  # markup removed from articles
     release: dict | None = None  # the current release of the data (datapackage.json's version and date)
+
+    def drop(self, keep: tuple[str, ...] = ()) -> None:
+        """Forget the text of every page and article but the site's files named in `keep`; the names stay."""
+        self.site.update({name: None for name in self.site if name not in keep})
+        self.markdown.update(dict.fromkeys(self.markdown))
 
 
 def load_labels(templates: Path = TEMPLATES, constants: Mapping[str, float] | None = None) -> dict:

@@ -400,3 +400,38 @@ def test_planning_is_plain_python(catalog):
         sys.setprofile(None)
     assert called == set()
     assert len(plans) > 20 and any("hours" in plan for _, plan in plans)
+
+
+def _windowed_rank(order: pl.DataFrame) -> pl.DataFrame:
+    """The rank and the ties as windows over the job's ids (recommend._with_rank before it read the
+    rows' neighbours): the reference it must agree with."""
+    job = ("model_id", "method_id")
+    same = pl.col("recommended") & pl.col("cost_rub").is_not_null()
+    tied = (pl.len().over(*job, "recommended", "cost_rub") > 1) & same
+    return order.with_columns(rank=pl.int_range(1, pl.len() + 1).over(*job), tied_on_cost=tied.fill_null(False))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rank_and_ties_from_neighbours_are_those_of_windows_over_the_job(seed):
+    """_with_rank reads each row's neighbours (rows in rank order: a job's rows consecutive, its
+    recommended rows with a cost first, by cost) instead of hashing the job's ids for windows: the
+    same rank and ties on every arrangement, costs that tie, missing, 0.0 and -0.0, and NaN."""
+    import random
+
+    rng = random.Random(seed)
+    costs = [1.0, 2.0, 2.0, 3.0, None, math.nan, 0.0, -0.0, 5.0]
+    for _ in range(100):
+        n = rng.randint(1, 40)
+        frame = pl.DataFrame(
+            {
+                "model_id": [rng.choice("abc") for _ in range(n)],
+                "method_id": [rng.choice("xy") for _ in range(n)],
+                "reason": [rng.choice(recommend.REASONS) for _ in range(n)],
+                "cost_rub": pl.Series([rng.choice(costs) for _ in range(n)], dtype=pl.Float64),
+                "hours": [rng.random() for _ in range(n)],
+                "server_id": [f"s{i}" for i in range(n)],
+            }
+        ).with_columns(recommended=pl.col("reason").is_in(recommend.RECOMMENDED_REASONS))
+        order = frame.sort(recommend._rank_keys(), nulls_last=True)
+        assert recommend._with_rank(order).equals(_windowed_rank(order))
+    assert _windowed_rank(order)["tied_on_cost"].dtype == pl.Boolean

@@ -57,19 +57,43 @@ def _pss(pid: int) -> int:
         return int(f.read().split()[1]) * PAGE
 
 
-def _tree_pss(pid: int) -> int:
-    """Proportional bytes resident in `pid` and all its descendants (0 once gone): pages shared
-    between a parent and its forked children are counted once in the sum."""
-    total, todo = 0, [pid]
+def _tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (those that could be read)."""
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
         try:
-            total += _pss(p)
+            children = []
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
+                    children += [int(c) for c in f.read().split()]
         except (OSError, ValueError):
             continue
+        found.append(p)
+        todo += children
+    return found
+
+
+TREE_TRIES = 5  # samples of a tree that keeps changing before the last one is taken as it is
+
+
+def _tree_pss(pid: int) -> int:
+    """Proportional bytes resident in `pid` and all its descendants (0 once gone): pages shared
+    between a parent and its forked children are counted once in the sum, provided no process of
+    the tree started or ended while it was read. One forked meanwhile shares its parent's pages, which
+    the parent, read before the fork, had counted as its own: a sample then counted them twice (at
+    10^7 rows, the fork that starts Pagefind made a 5.3 GB tree read as 7.3 GB). So the tree is
+    listed before and after; a sample whose tree changed is taken again."""
+    for _ in range(TREE_TRIES):
+        before = _tree(pid)
+        total = 0
+        for p in before:
+            try:
+                total += _pss(p)
+            except OSError:
+                continue
+        if _tree(pid) == before:
+            break
     return total
 
 

@@ -166,8 +166,9 @@ def _written(folder) -> dict[str, bytes]:
 def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog, tmp_path, monkeypatch):
     """staging.Downloads writes the downloads in a thread when a table is too large for a workbook (the
     real catalog's are not); the files, their hashes, the counts and the DuckDB file's keys are those
-    written without one. The thread begins the DuckDB file in a thread of its own once every Parquet
-    file is written, before the large tables' CSVs; without one it is written last, in join()."""
+    written without one. The thread begins the DuckDB file in a thread of its own: at once when there
+    is no previous build to keep tables from (no hash yet), else once every Parquet file is written and
+    before the large tables' CSVs; without the thread it is written last, in join()."""
     import threading
 
     import duckdb
@@ -177,30 +178,36 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
     assert not staging.Downloads.threaded(catalog)
     monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
     assert staging.Downloads.threaded(catalog)
-    begun, write_database = [], staging.write_database
+    begun, write_database = [], staging._write_database
 
-    def seen(path, *args, **kwargs):
-        data = path.parent
-        begun.append((threading.current_thread().name, sorted(p.name for p in data.iterdir() if p.suffix != ".duckdb")))
-        return write_database(path, *args, **kwargs)
+    def seen(folder, catalog, hashes, previous):
+        begun.append((threading.current_thread().name, None if hashes is None else sorted(hashes)))
+        return write_database(folder, catalog, hashes, previous)
 
-    monkeypatch.setattr(staging, "write_database", seen)
-    made, parquet = {}, sorted(f"{t.name}.parquet" for t in ALL_TABLES)
-    for threaded in (True, False):
+    monkeypatch.setattr(staging, "_write_database", seen)
+    parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
+    made = {}
+    for threaded, force in ((True, True), (False, True), (True, False)):
         monkeypatch.setattr(staging.Downloads, "threaded", staticmethod(lambda catalog, on=threaded: on))
-        written = staging.Downloads(tmp_path / f"out-{threaded}", catalog, force=True)
+        out = tmp_path / f"out-{threaded}-{force}"
+        out.mkdir()  # without force, a previous build (an empty one: nothing in it is kept)
+        written = staging.Downloads(out, catalog, force=force)
         assert (written._thread is not None) is threaded
         written.join()
-        name, files = begun.pop()
+        name, hashes = begun.pop()
         assert name == ("database" if threaded else "MainThread")
-        assert set(parquet) <= set(files) and ("server_fit.csv" in files) is not threaded  # over 40 rows
+        if force and threaded:
+            assert hashes is None  # begun before any file was written
+        else:
+            assert parquet <= set(hashes) and ("site/data/server_fit.csv" in hashes) is not threaded  # over 40 rows
         with duckdb.connect(str(written.folder / staging.DATABASE_PATH), read_only=True) as con:
             rows = dict(con.sql("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())
-        made[threaded] = (_written(written.folder), written.hashes, written.counts, written.database["keys"], rows)
-    assert made[True] == made[False]
-    files = made[True][0]
+        made[threaded, force] = (_written(written.folder), written.hashes, written.counts, written.database, rows)
+    assert made[True, True] == made[False, True] == made[True, False]
+    files = made[True, True][0]
     assert "site/data/server_fit.xlsx" not in files and "site/data/gpus.xlsx" in files  # 40 rows at most
-    assert made[True][4]["server_fit"] == catalog["server_fit"].height
+    assert made[True, True][4]["server_fit"] == catalog["server_fit"].height
+    assert made[True, True][3]["keys"] == staging._keys(made[True, True][1])
 
 
 def test_an_error_in_the_downloads_thread_is_raised_by_join_and_discard_removes_the_folder(

@@ -111,7 +111,7 @@ def safe_path(root: Path, rel: str) -> Path:
     return Path(full)
 
 
-def _make_parents(path: Path) -> None:
+def make_parents(path: Path) -> None:
     """The folders that will hold `path`: safe_path found every existing one a real folder, so
     the missing ones are made below a real folder."""
     parent = os.path.dirname(path)
@@ -129,7 +129,7 @@ def write_file(root: Path, rel: str, data) -> Path:
     """
     path = safe_path(root, rel)
     content = data.encode("utf-8") if isinstance(data, str) else data
-    _make_parents(path)
+    make_parents(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o666)
     try:
@@ -171,7 +171,7 @@ def link_verified(old_root: Path, root: Path, rel: str, data: bytes) -> bool:
     if old is None or os.lstat(old).st_size != len(data):
         return False
     path = safe_path(root, rel)
-    _make_parents(path)
+    make_parents(path)
     try:
         os.link(old, path, follow_symlinks=False)
     except OSError:

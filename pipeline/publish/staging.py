@@ -46,7 +46,7 @@ from pipeline.publish.downloads import (
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.publish.paths import link_verified, safe_path, write_file
+from pipeline.publish.paths import link_verified, make_parents, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
 from pipeline.schema import ALL_TABLES
 
@@ -330,12 +330,15 @@ class Downloads:
 
     def _write(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
         # Each download is written as it is made (one table's files in memory at a time), each to a
-        # path checked before: download_paths names them all before any is made. The DuckDB file is
-        # begun once every Parquet file is written (its tables are keyed on their hashes): in a thread
-        # of its own beside the large CSVs when this is one, else after the rest.
+        # path checked before: download_paths names them all before any is made. In this thread, the
+        # DuckDB file is begun in a thread of its own: at once when there is no previous build to
+        # keep tables from (it needs no hash), else once every Parquet file is written (a table is
+        # kept by its Parquet file's hash). Without this thread it is written after the rest.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
         parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
         database = None
+        if self._thread is not None and self.previous is None:
+            database = _Database(self.folder, catalog, None, None)
         try:
             for name, content in iter_downloads(catalog, workbooks, release):
                 if self._stop.is_set():
@@ -350,7 +353,7 @@ class Downloads:
             else:
                 assert made == expected, "download_paths is out of date"
                 database = database or _Database(self.folder, catalog, self.hashes, self.previous, threaded=False)
-                self.database = database.join()
+                self.database = database.join(self.hashes)
                 self.hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
                 self.counts["written"] += 1
         finally:
@@ -432,10 +435,15 @@ class _Database:
     error. It reads a copy of the files' hashes as they are now."""
 
     def __init__(  # noqa: PLR0913
-        self, staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None, threaded: bool = True
+        self,
+        staging: Path,
+        catalog: Catalog,
+        hashes: dict[str, str] | None,
+        previous: Path | None,
+        threaded: bool = True,
     ) -> None:
         self.outcome, self.error = None, None
-        args = (staging, catalog, dict(hashes), previous)
+        args = (staging, catalog, None if hashes is None else dict(hashes), previous)
         self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
         if threaded:
             self.thread.start()
@@ -448,12 +456,13 @@ class _Database:
         except BaseException as exc:  # raised by join()
             self.error = exc
 
-    def join(self) -> dict:
+    def join(self, hashes: dict[str, str]) -> dict:
+        """The outcome, with the keys made from `hashes` (every Parquet file's) where it was begun without."""
         if self.thread.is_alive():
             self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.outcome
+        return self.outcome if self.outcome["keys"] is not None else self.outcome | {"keys": _keys(hashes)}
 
 
 def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], previous: Path | None) -> dict:
@@ -464,9 +473,16 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     of it is taken and only the tables whose key changed are made again; otherwise the file is
     written anew. The new file's SHA-256 goes into an extended attribute (where the file system has
     them), for the no-change check and the next build. Returns the keys (the build state's
-    "database_tables") and the tables made again (the build summary's "database")."""
+    "database_tables") and the tables made again (the build summary's "database"). With no previous
+    build (`--force`, a first build) the file is written anew and needs no hash: `hashes` may be
+    None, and the keys are then None (the caller makes them once the Parquet files are written)."""
     path = safe_path(staging, DATABASE_PATH)
-    keys = database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
+    make_parents(path)  # begun with no hash, it may come before the first download
+    if previous is None:
+        write_database(path, catalog)
+        _record_digest(path)
+        return {"keys": None if hashes is None else _keys(hashes), "made": [t.name for t in ALL_TABLES]}
+    keys = _keys(hashes)
     before = _previous_keys(previous)
     replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
     # Nothing to keep (another DuckDB or storage version is in every key): written anew, never a copy
@@ -482,9 +498,19 @@ def _write_database(staging: Path, catalog: Catalog, hashes: dict[str, str], pre
     else:
         replace = list(ALL_TABLES)
         write_database(path, catalog)
+    _record_digest(path)
+    return {"keys": keys, "made": [t.name for t in replace]}
+
+
+def _keys(hashes: dict[str, str]) -> dict[str, str]:
+    """downloads.database_keys of the Parquet files' hashes among `hashes`."""
+    return database_keys({t.name: hashes[f"site/data/{t.name}.parquet"] for t in ALL_TABLES})
+
+
+def _record_digest(path: Path) -> None:
+    """The file's SHA-256 in its extended attribute (for the no-change check and the next build)."""
     with contextlib.suppress(AttributeError, OSError):  # no extended attributes here: see fingerprint.intact
         os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
-    return {"keys": keys, "made": [t.name for t in replace]}
 
 
 def _previous_keys(previous: Path | None) -> dict[str, str]:

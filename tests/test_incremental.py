@@ -256,11 +256,11 @@ def test_the_database_is_written_anew_when_nothing_can_be_kept_or_the_copy_fails
 
     asked = []
 
-    def refused(path, catalog, replace=None, dropped=()):
+    def refused(path, catalog, replace=None, dropped=(), connected=None):
         if replace is not None:
             asked.append([t.name for t in replace])
             raise duckdb.CatalogException("a copy DuckDB cannot update")
-        return write_database(path, catalog)
+        return write_database(path, catalog, connected=connected)
 
     monkeypatch.setattr(staging, "write_database", refused)
     edit_csv(sources / "servers.csv", ",2373301,", ",2373302,")

@@ -240,9 +240,9 @@ def test_database_writer_refuses_a_planted_link(tmp_path, catalog, small_render,
     target.write_bytes(b"mine")
     write_database = publish.write_database
 
-    def planted(path, catalog):
+    def planted(path, catalog, connected=None):
         Path(path).symlink_to(target)
-        return write_database(path, catalog)
+        return write_database(path, catalog, connected=connected)
 
     monkeypatch.setattr(publish, "write_database", planted)
     with pytest.raises(FileExistsError):

@@ -180,9 +180,9 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
     assert staging.Downloads.threaded(catalog)
     begun, write_database = [], staging._write_database
 
-    def seen(folder, catalog, hashes, previous):
+    def seen(folder, catalog, hashes, previous, *rest):
         begun.append((threading.current_thread().name, None if hashes is None else sorted(hashes)))
-        return write_database(folder, catalog, hashes, previous)
+        return write_database(folder, catalog, hashes, previous, *rest)
 
     monkeypatch.setattr(staging, "_write_database", seen)
     parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
@@ -263,3 +263,28 @@ def test_a_build_holds_no_page_while_it_waits_for_the_downloads(tmp_path, source
     assert result["pages"] == len(pages) > 100
     assert all((site / name).is_file() for name in pages)
     assert (site / "index.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+
+
+def test_a_stopped_build_interrupts_the_duckdb_file_instead_of_waiting_for_it(catalog, tmp_path, monkeypatch):
+    """The DuckDB file's thread hands its connection over (write_database's `connected`): stop()
+    interrupts what DuckDB is doing (at 10^7 rows a failed build would otherwise wait 30 s for the file)
+    and waits for the thread; join() would raise the interruption, stop() does not."""
+    import duckdb
+
+    from pipeline.publish import staging
+
+    def endless(path, catalog, replace=None, dropped=(), connected=None):
+        con = duckdb.connect(str(path))
+        connected(con)
+        con.execute("SELECT sum(a.range * b.range) FROM range(10_000_000) a, range(1000) b").fetchall()  # 30 s or so
+
+    monkeypatch.setattr(staging, "write_database", endless)
+    database = staging._Database(tmp_path, catalog, None, None)
+    time.sleep(0.3)  # the query runs
+    assert database.thread.is_alive()
+    started = time.monotonic()
+    database.stop()
+    assert not database.thread.is_alive() and time.monotonic() - started < 10
+    assert isinstance(database.error, duckdb.InterruptException)
+    with pytest.raises(duckdb.InterruptException):
+        database.join({})

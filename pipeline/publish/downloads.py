@@ -323,18 +323,25 @@ def iter_downloads(
 
 
 def write_database(
-    path: Path, catalog: Catalog, replace: list[Table] | None = None, dropped: tuple[str, ...] = ()
+    path: Path,
+    catalog: Catalog,
+    replace: list[Table] | None = None,
+    dropped: tuple[str, ...] = (),
+    connected: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
     """All tables in one new DuckDB file at `path` (which safe_path gave; it must not exist).
 
     With `replace`, `path` is instead a verified copy of an earlier build's file whose other tables
     hold what this build's would (database_keys says which): only the tables in `replace` are made
     again, and those named in `dropped` removed. DuckDB's own I/O errors (a full disk) are raised as
-    OSError, like every other write."""
+    OSError, like every other write. `connected` is given the connection before anything is written
+    (a build that stops interrupts it from another thread: staging._Database)."""
     if replace is None and (os.path.lexists(path) or os.path.lexists(f"{path}.wal")):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
         con = duckdb.connect(str(path), config=DATABASE_CONFIG)
+        if connected is not None:
+            connected(con)
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         for table in ALL_TABLES if replace is None else replace:

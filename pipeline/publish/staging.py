@@ -227,7 +227,7 @@ class Staging:
     ):
         self.out, self.folder, self.previous, self.hashes, self.counts = out, folder, previous, hashes, counts
         self.leftover: Path | None = None  # a previous build that could not be removed
-        self.database = database or {}  # _write_database's keys and the tables it made again
+        self.database = database or {}  # _Database.join: the keys and the tables made again
 
     def swap(
         self, state: dict, late: dict[str, str | bytes] | None = None, exchange: dict[int, bool] | None = None
@@ -335,9 +335,9 @@ class Downloads:
         # keep tables from (it needs no hash), else once every Parquet file is written (a table is
         # kept by its Parquet file's hash). Without this thread it is written after the rest.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
-        parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
+        parquet, threaded = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}, self._thread is not None
         database = None
-        if self._thread is not None and self.previous is None:
+        if threaded and self.previous is None:
             database = _Database(self.folder, catalog, None, None)
         try:
             for name, content in iter_downloads(catalog, workbooks, release):
@@ -348,7 +348,7 @@ class Downloads:
                 made.add(rel)
                 self.counts += write_tree(self.folder, {rel: content}, self.previous, self.hashes)
                 del content
-                if database is None and self._thread is not None and parquet <= made:
+                if database is None and threaded and parquet <= made:
                     database = _Database(self.folder, catalog, self.hashes, self.previous)
             else:
                 assert made == expected, "download_paths is out of date"
@@ -433,7 +433,7 @@ class _Database:
     """_write_database begun now: in a thread of its own (`threaded`, the build's downloads thread
     goes on with the large CSVs) or at once; join() waits for it and gives its outcome or raises its
     error; stop() interrupts DuckDB (a failed build need not wait for the file: 30 s at 10^7 rows).
-    It reads a copy of the files' hashes as they are now."""
+    It reads a copy of the files' hashes as they are now (None: none is needed, see _write_database)."""
 
     def __init__(  # noqa: PLR0913
         self,
@@ -474,12 +474,13 @@ class _Database:
             self.thread.join()
 
     def join(self, hashes: dict[str, str]) -> dict:
-        """The outcome, with the keys made from `hashes` (every Parquet file's) where it was begun without."""
+        """The outcome: the tables made again, and the keys of the file's tables, made from `hashes`
+        (every Parquet file's, written by now)."""
         if self.thread.is_alive():
             self.thread.join()
         if self.error is not None:
             raise self.error
-        return self.outcome if self.outcome["keys"] is not None else self.outcome | {"keys": _keys(hashes)}
+        return {"keys": _keys(hashes), "made": self.outcome}
 
 
 def _write_database(  # noqa: PLR0913
@@ -491,16 +492,16 @@ def _write_database(  # noqa: PLR0913
     (its bytes have the SHA-256 recorded in its extended attribute) and its keys are recorded, a copy
     of it is taken and only the tables whose key changed are made again; otherwise the file is
     written anew. The new file's SHA-256 goes into an extended attribute (where the file system has
-    them), for the no-change check and the next build. Returns the keys (the build state's
-    "database_tables") and the tables made again (the build summary's "database"). With no previous
-    build (`--force`, a first build) the file is written anew and needs no hash: `hashes` may be
-    None, and the keys are then None (the caller makes them once the Parquet files are written)."""
+    them), for the no-change check and the next build. Returns the names of the tables made again
+    (the build summary's "database"; _Database.join adds the keys, the build state's
+    "database_tables"). With no previous build (`--force`, a first build) the file is written anew
+    and needs no hash: `hashes` may then be None."""
     path = safe_path(staging, DATABASE_PATH)
     make_parents(path)  # begun with no hash, it may come before the first download
     if previous is None:
         write_database(path, catalog, connected=connected)
         _record_digest(path)
-        return {"keys": None if hashes is None else _keys(hashes), "made": [t.name for t in ALL_TABLES]}
+        return [t.name for t in ALL_TABLES]
     keys = _keys(hashes)
     before = _previous_keys(previous)
     replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
@@ -518,7 +519,7 @@ def _write_database(  # noqa: PLR0913
         replace = list(ALL_TABLES)
         write_database(path, catalog, connected=connected)
     _record_digest(path)
-    return {"keys": keys, "made": [t.name for t in replace]}
+    return [t.name for t in replace]
 
 
 def _keys(hashes: dict[str, str]) -> dict[str, str]:

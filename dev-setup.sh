@@ -22,7 +22,11 @@ else
         .venv/bin/python -m pip install --quiet "uv>=0.5"
         uv=.venv/bin/uv
     fi
-    # --frozen: exactly uv.lock; --inexact: pip stays in .venv
-    UV_PROJECT_ENVIRONMENT=.venv "$uv" sync --quiet --frozen --inexact --extra dev
+    # --frozen: exactly uv.lock; --inexact: pip stays in .venv; --compile-bytecode: as pip does (below)
+    UV_PROJECT_ENVIRONMENT=.venv "$uv" sync --quiet --frozen --inexact --extra dev --compile-bytecode
 fi
+# Bytecode for the checkout's own code too: where PYTHONDONTWRITEBYTECODE is set, or the folders are
+# read-only, Python never writes it, and every command would compile what it imports from source
+# (with the libraries' own, about 2 s of every build: docs/operations.md, "Bytecode").
+.venv/bin/python -m compileall -q -j 0 pipeline >/dev/null
 echo "dev-setup: .venv is ready; activate it with: . .venv/bin/activate"

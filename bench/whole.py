@@ -41,6 +41,17 @@ import synth  # noqa: E402
 
 STACK = "import polars, duckdb, jinja2, markdown, great_expectations"
 POLARS_DUCKDB = "import polars, duckdb"
+# Counts the modules a build and the stack import whose bytecode is missing or older than the source:
+# each process compiles those anew where PYTHONDONTWRITEBYTECODE is set (./dev-setup.sh compiles them).
+UNCOMPILED = f"""
+import os, sys
+{STACK}
+import pipeline.build, pipeline.publish.staging, pipeline.render.site, pipeline.validate, xlsxwriter
+sources = [m.__spec__ for m in list(sys.modules.values()) if getattr(m, "__spec__", None) and m.__spec__.cached]
+sources = [s for s in sources if (s.origin or "").endswith(".py")]
+stale = [s for s in sources if not os.path.exists(s.cached) or os.stat(s.cached).st_mtime < os.stat(s.origin).st_mtime]
+print(len(sources), len(stale))
+"""
 PAGE = 4096
 
 
@@ -180,6 +191,16 @@ def rendered(stdout: str) -> tuple[int, int] | None:
     """(pages rendered anew, pages) from a build's summary line (`report.built`), None when it does not say."""
     found = re.search(r"страниц: (\d+), отрисовано заново: (\d+)", stdout)
     return (int(found.group(2)), int(found.group(1))) if found else None
+
+
+def bytecode(b: Bench) -> dict:
+    """How many of the modules a build imports (with the whole stack) have no current bytecode: a
+    figure measured where many have none includes compiling them, the floors most of all."""
+    done = subprocess.run(
+        [sys.executable, "-c", UNCOMPILED], cwd=b.repo, env=b.env, capture_output=True, text=True, check=True
+    )
+    modules, stale = map(int, done.stdout.split())
+    return {"modules": modules, "without_bytecode": stale}
 
 
 def real_catalog(b: Bench) -> dict:
@@ -386,12 +407,17 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-bench-whole-"))
     try:
         b = Bench(args.repo.resolve(), work, args.repeat)
+        compiled = bytecode(b)
         r = {} if args.no_real else real_catalog(b)
         sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
         synthetic_runs = [synthetic(b, rows) for rows in sizes]
         hugo_runs = {s["pages"]: hugo(b, s["pages"]) for s in synthetic_runs if s["pages"] and shutil.which("hugo")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"bytecode: {compiled['without_bytecode']} of the {compiled['modules']} modules a build and the stack import"
+        " have none, and are compiled in every process (./dev-setup.sh compiles them)"
+    )
     print(f"{'figure':<28} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}")
     for name, m in r.items():
         print(f"{name:<28} {m['wall']:>8.3f} {m['cpu']:>8.3f} {m['peak_mib']:>9.0f}")
@@ -402,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     if not shutil.which("hugo"):
         print("(Hugo is not installed: the Hugo reference is skipped; apt-get install hugo adds it)")
     if args.json:
-        data = {"real": r, "synthetic": synthetic_runs, "hugo": hugo_runs}
+        data = {"real": r, "synthetic": synthetic_runs, "hugo": hugo_runs, "bytecode": compiled}
         args.json.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     return 0
 

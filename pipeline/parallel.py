@@ -26,13 +26,18 @@ _ITEM = struct.Struct("<I")  # one item number in the queue pipe; reads this sma
 
 
 def start_map(
-    function: Callable, items: Sequence, weights: Sequence[float] | None = None, alone: bool = False
+    function: Callable,
+    items: Sequence,
+    weights: Sequence[float] | None = None,
+    alone: bool = False,
+    joins: Callable[[], bool] | None = None,
 ) -> Callable[[], list]:
     """[function(item) for item in items], shared with a forked child (heavier items, by weight, start
     first): the child starts on the items now, while this process does other work; calling the returned function takes what the child has not begun, here, and
     returns every result in item order. With one core nothing runs until then; with one item
     neither, unless `alone`: then the child takes even a single item (this process has other
-    work to do meanwhile).
+    work to do meanwhile). `joins` false (asked at that call): this process takes no item, it waits
+    for the child (an item would cost it a setup the child made, an import of a second).
     """
     items = list(items)
     few = len(items) < (1 if alone else 2)
@@ -62,7 +67,7 @@ def start_map(
 
     def join() -> list:
         try:
-            results = _take(function, items, queue_read)
+            results = _take(function, items, queue_read) if joins is None or joins() else {}
         except BaseException:  # Ctrl-C (which the child ignores) or an item's error: the child's work is not wanted
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -118,6 +118,60 @@ def test_alone_a_single_item_runs_in_the_child():
     assert here == os.getpid()
 
 
+@two_cores
+def test_a_process_that_does_not_join_in_waits_for_the_child():
+    """`joins` false when asked: every item the child delivers is the child's, even asked at once (a
+    parent that joined in would take most of them); what the child fails to deliver is computed here."""
+    asked = []
+
+    def joins() -> bool:
+        asked.append(os.getpid())
+        return False
+
+    results = workers.start_map(square_and_pid, list(range(20)), joins=joins)()
+    assert [r[0] for r in results] == [x * x for x in range(20)]
+    assert os.getpid() not in {pid for _, pid in results} and asked == [os.getpid()]
+    parent = os.getpid()
+
+    def dies_in_child(x: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return x + 1
+
+    assert workers.start_map(dies_in_child, list(range(5)), joins=lambda: False)() == [1, 2, 3, 4, 5]
+    here = {pid for _, pid in workers.start_map(square_and_pid, list(range(40)), joins=lambda: True)()}
+    assert os.getpid() in here  # joining in: this process takes items too
+
+
+CHECK_HERE = """
+import sys
+from pipeline.__main__ import main
+try:
+    code = main(["check", "--sources", sys.argv[1]])
+except SystemExit as exc:
+    code = exc.code
+print("gx imported here:", "great_expectations" in sys.modules, "exit:", code)
+"""
+
+
+@two_cores
+def test_check_imports_great_expectations_only_in_the_child(sources, tmp_path):
+    """`check` of an edited table: this process, done with the rules long before the child has imported
+    GX, waits for the child's suites instead of importing GX (a second of CPU) to take one of them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    servers = sources / "servers.csv"
+    servers.write_text(servers.read_text(encoding="utf-8").replace(",585000,", ",585001,", 1), encoding="utf-8")
+    env = {**os.environ, "GPU_FINETUNE_CACHE_DIR": str(tmp_path / "cache"), "GX_ANALYTICS_ENABLED": "False"}
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_HERE, str(sources)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.stdout.splitlines()[-1] == "gx imported here: False exit: 0", done.stderr
+
+
 def children() -> set[int]:
     """This process's living child processes (Linux /proc)."""
     found = set()

@@ -359,7 +359,7 @@ def start_expectations(
             # In a process that lives on (`serve`), GX and the suites are made here, before the fork:
             # the child inherits them and this process keeps them for the next build. Otherwise the
             # process that runs a suite makes it: the child imports GX while this process computes
-            # (this one imports it only if it takes a suite the child has not begun). The typed
+            # (this one never imports it to take a suite the child has not begun: see below). The typed
             # suite names a failing cell by its text, not by the cast value (1e+308).
             for on, frame, texts in (("raw", raw, None), ("typed", typed, raw)):
                 definition = partial(_definition, table, on, today, warm)
@@ -368,7 +368,9 @@ def start_expectations(
                 jobs[key, on] = (table, on, shown, frame, texts, definition)
     # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
     weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
-    finish = start_map(_run_suite, list(jobs.values()), weights)
+    # This process takes suites the child has not begun only where GX is imported here already (a
+    # warm process): importing it for them costs a second of CPU, more than the suites it would take.
+    finish = start_map(_run_suite, list(jobs.values()), weights, joins=lambda: "great_expectations" in sys.modules)
 
     def collect(out: Validation) -> None:
         found = dict(zip(jobs, finish(), strict=True))

@@ -204,6 +204,30 @@ def test_pagefind_makes_the_same_index_without_a_scripts_content(tmp_path, monke
     assert cut(page.format("[1, 2]")) == page.format("")
 
 
+def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(tmp_path, monkeypatch):
+    """Of a page whose main is its data-pagefind-body, Pagefind reads only that main and the head: the
+    index of the whole page (a header, a menu and a footer with words of their own) is the index of the
+    cut one. A page without such a main is read as it is."""
+    from pipeline.publish import search
+
+    cut = search.indexed_text
+    monkeypatch.setattr(search, "indexed_text", lambda html: html)
+    head = '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>H100</title></head>'
+    main = '<main id="main" data-pagefind-body><h1>H100</h1><p>Карта</p></main>'
+    page = f'{head}<body class="x"><header><a href="/">Шапкослово</a></header>{main}<footer>Подвалослово</footer></body></html>'
+    assert cut(page) == f'{head}<body class="x">{main}</body></html>'
+    whole = search.start_index({"site/gpus/h100.html": page}, tmp_path)
+    alone = search.start_index({"site/gpus/h100.html": cut(page)}, tmp_path)
+    assert whole() == alone()
+    for other in (
+        page.replace(" data-pagefind-body", ""),  # not the indexed body: Pagefind reads the whole page
+        page.replace("<footer>", "<main>x</main><footer>"),  # two mains
+        page.replace("<body", "<div").replace("</body>", "</div>"),  # no body
+        page.replace("</main>", ""),  # a main never closed
+    ):
+        assert cut(other) == other
+
+
 def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path, monkeypatch):
     """start_index with `kept`: the same indexed texts give the last index without running Pagefind;
     a changed row of a table (not indexed) does not run it; a changed sentence does."""

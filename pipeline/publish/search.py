@@ -32,6 +32,8 @@ NOT_INDEXED = ("search.html", "404.html", "quality.html")
 ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
 # A script's content (from "<script" to the next "</script>", as HTML ends it), left out too.
 SCRIPT_OPEN, SCRIPT_CLOSE = "<script", "</script>"
+# A page's indexed body (site_templates/layout.html: `<main id="main" data-pagefind-body>`).
+MAIN_OPEN, MAIN_CLOSE, BODY_CLOSE = "<main", "</main>", "</body>"
 
 
 def indexed_text(html: str) -> str:
@@ -39,8 +41,22 @@ def indexed_text(html: str) -> str:
     content (Pagefind never indexes a script: its parser drops `script`, `style`, `svg`, `form` and a
     few more; the calculator's page carries its figures as JSON, 8 MB at 10^6 rows), found with
     str.find (a regular expression steps through a row character by character, and at 10^6 rows the
-    pages are 60 MB). Scripts first: a table's tags in a script's text are not a table."""
-    return _cut(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True), ROWS_OPEN, ROWS_CLOSE)
+    pages are 60 MB). Scripts first: a table's tags in a script's text are not a table. Of a page
+    whose `<main>` is its `data-pagefind-body`, the body holds only that main: Pagefind indexes
+    nothing else of such a page (the header, the menu and the footer are a tenth of its work)."""
+    return _cut(_main_only(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True)), ROWS_OPEN, ROWS_CLOSE)
+
+
+def _main_only(html: str) -> str:
+    """`html` with its body cut to its one `<main data-pagefind-body>` element (the head stays);
+    as it is when it has no body, several mains, or a main that is not the indexed body."""
+    body, main, end = html.find("<body"), html.find(MAIN_OPEN), html.find(MAIN_CLOSE)
+    tag_end, body_end = html.find(">", body), html.rfind(BODY_CLOSE)
+    if min(body, main, end, tag_end) < 0 or not body < tag_end < main < end < body_end:
+        return html
+    if html.find(MAIN_OPEN, main + 1) >= 0 or "data-pagefind-body" not in html[main : html.find(">", main)]:
+        return html
+    return html[: tag_end + 1] + html[main : end + len(MAIN_CLOSE)] + html[body_end:]
 
 
 def _cut(html: str, opening: str, closing: str, keep_tags: bool = False) -> str:

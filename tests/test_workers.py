@@ -264,6 +264,29 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
     assert made[True, True][3]["keys"] == staging._keys(made[True, True][1])
 
 
+def test_the_switch_interval_is_short_while_the_downloads_thread_runs(catalog, tmp_path, monkeypatch):
+    """While the downloads' thread runs (DuckDB and the hashing take the GIL back often), Python hands
+    the GIL over after THREAD_SWITCH_SECONDS; join(), or discard() after a failure, puts the interval
+    back, once."""
+    import sys
+
+    from pipeline.publish import staging
+
+    monkeypatch.setattr(staging.Downloads, "_run", lambda self, *args: None)
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.004)
+    set_to = []
+    monkeypatch.setattr(sys, "setswitchinterval", set_to.append)
+    short = staging.THREAD_SWITCH_SECONDS
+    for threaded, ends in ((True, ("join", "discard")), (True, ("discard",)), (False, ("join", "discard"))):
+        monkeypatch.setattr(staging.Downloads, "threaded", staticmethod(lambda catalog, on=threaded: on))
+        set_to.clear()
+        written = staging.Downloads(tmp_path / "out", catalog, force=True)
+        assert set_to == ([short] if threaded else [])
+        for end in ends:
+            getattr(written, end)()
+        assert set_to == ([short, 0.004] if threaded else [])
+
+
 def test_an_error_in_the_downloads_thread_is_raised_by_join_and_discard_removes_the_folder(
     catalog, tmp_path, monkeypatch
 ):

@@ -656,54 +656,10 @@ def test_the_duckdb_file_holds_the_same_tables_whether_text_comes_as_views_or_as
     assert held[True]["server_fit"][1][0][0] == catalog["server_fit"].height
 
 
-def _database_content(path) -> dict:
-    """Each table's columns with their types and comments, its rows' count and hash, the tables' comments."""
-    with duckdb.connect(str(path), read_only=True) as con:
-        return {
-            t.name: (
-                con.sql(
-                    "SELECT column_name, data_type, comment FROM duckdb_columns() "
-                    f"WHERE table_name = '{t.name}' ORDER BY column_index"
-                ).fetchall(),
-                con.sql(f'SELECT count(*), sum(hash(columns(*))) FROM "{t.name}"').fetchall(),
-                con.sql(f"SELECT comment FROM duckdb_tables() WHERE table_name = '{t.name}'").fetchall(),
-            )
-            for t in ALL_TABLES
-        }
-
-
-def test_the_duckdb_file_written_apart_from_the_parquet_files_is_the_same(catalog, tmp_path):
-    """write_database with `parquet` (a build that writes its downloads in a thread): a process of its own
-    reads the rows from the Parquet files, written from the same frames, and makes the same tables,
-    types, comments and rows. DuckDB's I/O error there is the OSError it is here; stopped through
-    `connected`, the process is killed and the write raises DuckDB's interruption."""
-    from pipeline.publish import downloads
-
-    for table in ALL_TABLES:
-        downloads.published_frame(catalog, table).write_parquet(tmp_path / f"{table.name}.parquet")
-    downloads.write_database(tmp_path / "here.duckdb", catalog)
-    downloads.write_database(tmp_path / "apart.duckdb", catalog, parquet=tmp_path)
-    assert _database_content(tmp_path / "apart.duckdb") == _database_content(tmp_path / "here.duckdb")
-    for more in ({}, {"parquet": tmp_path}):
-        with pytest.raises(OSError):
-            downloads.write_database(tmp_path / "missing" / "x.duckdb", catalog, **more)
-    stopped = []
-    with pytest.raises(duckdb.InterruptException):
-        downloads.write_database(
-            tmp_path / "stopped.duckdb",
-            catalog,
-            connected=lambda c: stopped.append(c) or c.interrupt(),
-            parquet=tmp_path,
-        )
-    assert stopped[0].child.returncode < 0  # killed, and waited for
-
-
-@pytest.mark.parametrize("apart", [False, True])
-def test_the_duckdb_file_of_a_large_table_has_no_unused_blocks(catalog, tmp_path, apart):
+def test_the_duckdb_file_of_a_large_table_has_no_unused_blocks(catalog, tmp_path):
     """The DuckDB file is written by one DuckDB thread (downloads.DATABASE_CONFIG; with two, a 10^6-row
     build's file was 117 MB instead of 66 MB, 40 % of its blocks unused). A table of three row groups'
-    worth of rows, made from the real recommendations, keeps its order and leaves no free block, in this
-    process or apart from its Parquet file."""
+    worth of rows, made from the real recommendations, keeps its order and leaves no free block."""
     from pipeline.publish import downloads
 
     table = TABLES_BY_NAME["recommendations"]
@@ -713,8 +669,7 @@ def test_the_duckdb_file_of_a_large_table_has_no_unused_blocks(catalog, tmp_path
         server_id=pl.col("server_id") + "-" + (pl.int_range(pl.len()) // small.height).cast(pl.String)
     )
     path = tmp_path / "large.duckdb"
-    frame.write_parquet(tmp_path / f"{table.name}.parquet")
-    downloads.write_database(path, {table.name: frame}, replace=[table], **({"parquet": tmp_path} if apart else {}))
+    downloads.write_database(path, {table.name: frame}, replace=[table])
     with duckdb.connect(str(path), read_only=True) as con:
         [(_, _, _, total, used, free, *_)] = con.sql("PRAGMA database_size").fetchall()
         ids = con.sql("SELECT server_id FROM recommendations").fetchall()

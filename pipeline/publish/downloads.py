@@ -8,7 +8,6 @@ file but the DuckDB one is byte-identical across builds of the same sources.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -323,39 +322,29 @@ def iter_downloads(
     )
 
 
-def write_database(  # noqa: PLR0913
+def write_database(
     path: Path,
     catalog: Catalog,
     replace: list[Table] | None = None,
     dropped: tuple[str, ...] = (),
-    connected: Callable | None = None,
-    parquet: Path | None = None,
+    connected: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
     """All tables in one new DuckDB file at `path` (which safe_path gave; it must not exist).
 
     With `replace`, `path` is instead a verified copy of an earlier build's file whose other tables
     hold what this build's would (database_keys says which): only the tables in `replace` are made
     again, and those named in `dropped` removed. DuckDB's own I/O errors (a full disk) are raised as
-    OSError, like every other write. `connected` is given what stops the writing, with an
-    `interrupt()`, before anything is written (a build that stops interrupts it from another thread:
-    staging._Database). With `parquet` (the folder of the tables' Parquet files, written from the same
-    frames) the rows are read from those files by a process of its own (database_process: in this
-    one, DuckDB waits for the GIL after each of its tasks while the build renders)."""
+    OSError, like every other write. `connected` is given the connection before anything is written
+    (a build that stops interrupts it from another thread: staging._Database)."""
     if replace is None and (os.path.lexists(path) or os.path.lexists(f"{path}.wal")):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
-    tables = ALL_TABLES if replace is None else replace
-    if parquet is not None:
-        for table in tables:
-            unique_keys(published_frame(catalog, table), table)
-        _write_apart(path, tables, dropped, parquet, connected)
-        return
     try:
         con = duckdb.connect(str(path), config=DATABASE_CONFIG)
         if connected is not None:
             connected(con)
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
-        for table in tables:
+        for table in ALL_TABLES if replace is None else replace:
             frame = published_frame(catalog, table)
             unique_keys(frame, table)
             con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
@@ -369,80 +358,14 @@ def write_database(  # noqa: PLR0913
         con.execute("COMMIT")
         con.close()
     except duckdb.Error as exc:
-        error = _io_error(str(exc), isinstance(exc, duckdb.IOException), path)
-        if error is None:
+        # A full disk comes as an IOException or, at COMMIT, as a TransactionException that says so.
+        text = str(exc)
+        io = isinstance(exc, duckdb.IOException) or "Could not write file" in text or "No space left" in text
+        if not io:
             raise
-        raise error from exc
-
-
-def _io_error(text: str, io: bool, path: Path) -> OSError | None:
-    """DuckDB's error as the OSError it is (a full disk comes as an IOException or, at COMMIT, as a
-    TransactionException that says so); None when it is no I/O error."""
-    if not (io or "Could not write file" in text or "No space left" in text):
-        return None
-    codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
-    code = next((c for words, c in codes.items() if words in text), errno.EIO)
-    return OSError(code, os.strerror(code), str(path))
-
-
-class _Apart:
-    """database_process's child, as `connected` is given it: interrupt() kills it."""
-
-    def __init__(self, child) -> None:
-        self.child = child
-
-    def interrupt(self) -> None:
-        with contextlib.suppress(OSError):
-            self.child.kill()
-
-
-def _write_apart(path: Path, tables, dropped: tuple[str, ...], parquet: Path, connected: Callable | None) -> None:
-    """write_database's rows read from the Parquet files in `parquet` by database_process."""
-    import subprocess
-
-    from pipeline.parallel import sigint_held
-
-    job = {
-        "parent": os.getpid(),
-        "path": str(path),
-        "config": DATABASE_CONFIG,
-        "tables": [
-            {
-                "name": t.name,
-                "ddl": ddl(t, primary_key=False),
-                "comment": comment_sql(t),
-                "parquet": str(parquet / f"{t.name}.parquet"),
-            }
-            for t in tables
-        ],
-        "dropped": list(dropped),
-    }
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
-    # No preexec_fn: this runs beside the build's other threads, where only fork-and-exec is safe; the
-    # child ties itself to this process (parallel.die_with_parent) before it writes.
-    with sigint_held():
-        child = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.publish.database_process"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-    if connected is not None:
-        connected(_Apart(child))
-    answer, errors = child.communicate(json.dumps(job).encode())
-    if child.returncode == 0:
-        return
-    try:
-        found = json.loads(answer)
-    except ValueError:
-        if child.returncode < 0:  # killed: stopped by the build (interrupt) or from outside
-            raise duckdb.InterruptException("the DuckDB file's process was stopped") from None
-        raise RuntimeError(f"the DuckDB file's process failed: {errors.decode('utf-8', 'replace')[-2000:]}") from None
-    error = _io_error(found["text"], found["io"], path)
-    kind = getattr(duckdb, found["kind"], None)
-    raise error or (kind if isinstance(kind, type) and issubclass(kind, duckdb.Error) else duckdb.Error)(found["text"])
+        codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
+        code = next((c for words, c in codes.items() if words in text), errno.EIO)
+        raise OSError(code, os.strerror(code), str(path)) from exc
 
 
 def arrow_for_duckdb(frame: pl.DataFrame):

@@ -345,12 +345,14 @@ class Downloads:
     def _write(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
         # Each download is written as it is made (one table's files in memory at a time), each to a
         # path checked before: download_paths names them all before any is made. In this thread, the
-        # DuckDB file is begun once every Parquet file is written (a table is kept by its Parquet
-        # file's hash), by a process of its own that reads the rows from those files (_Database's
-        # `apart`). Without this thread it is written after the rest, here.
+        # DuckDB file is begun in a thread of its own: at once when there is no previous build to
+        # keep tables from (it needs no hash), else once every Parquet file is written (a table is
+        # kept by its Parquet file's hash). Without this thread it is written after the rest.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
         parquet, threaded = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}, self._thread is not None
         database = None
+        if threaded and self.previous is None:
+            database = _Database(self.folder, catalog, None, None)
         try:
             for name, content in iter_downloads(catalog, workbooks, release):
                 if self._stop.is_set():
@@ -361,7 +363,7 @@ class Downloads:
                 self.counts += write_tree(self.folder, {rel: content}, self.previous, self.hashes)
                 del content
                 if database is None and threaded and parquet <= made:
-                    database = _Database(self.folder, catalog, self.hashes, self.previous, apart=True)
+                    database = _Database(self.folder, catalog, self.hashes, self.previous)
             else:
                 assert made == expected, "download_paths is out of date"
                 database = database or _Database(self.folder, catalog, self.hashes, self.previous, threaded=False)
@@ -451,11 +453,9 @@ def stage(  # noqa: PLR0913
 
 class _Database:
     """_write_database begun now: in a thread of its own (`threaded`, the build's downloads thread
-    goes on with the large CSVs) or at once; with `apart`, by a process of its own from the Parquet
-    files (downloads.write_database's `parquet`). join() waits for it and gives its outcome or raises
-    its error; stop() interrupts DuckDB, or kills that process (a failed build need not wait for the
-    file: 30 s at 10^7 rows). It reads a copy of the files' hashes as they are now (None: none is
-    needed, see _write_database)."""
+    goes on with the large CSVs) or at once; join() waits for it and gives its outcome or raises its
+    error; stop() interrupts DuckDB (a failed build need not wait for the file: 30 s at 10^7 rows).
+    It reads a copy of the files' hashes as they are now (None: none is needed, see _write_database)."""
 
     def __init__(  # noqa: PLR0913
         self,
@@ -464,11 +464,10 @@ class _Database:
         hashes: dict[str, str] | None,
         previous: Path | None,
         threaded: bool = True,
-        apart: bool = False,
     ) -> None:
         self.outcome, self.error = None, None
         self._lock, self._stopped, self._connections = threading.Lock(), False, []
-        args = (staging, catalog, None if hashes is None else dict(hashes), previous, self._connected, apart)
+        args = (staging, catalog, None if hashes is None else dict(hashes), previous, self._connected)
         self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
         if threaded:
             self.thread.start()
@@ -507,12 +506,7 @@ class _Database:
 
 
 def _write_database(  # noqa: PLR0913
-    staging: Path,
-    catalog: Catalog,
-    hashes: dict[str, str] | None,
-    previous: Path | None,
-    connected=None,
-    apart: bool = False,
+    staging: Path, catalog: Catalog, hashes: dict[str, str] | None, previous: Path | None, connected=None
 ) -> dict:
     """The DuckDB file. Its header holds a random id, so no build can tell by its bytes that the
     previous build's file is what it would write; what each table in it is made from is recorded
@@ -526,10 +520,8 @@ def _write_database(  # noqa: PLR0913
     and needs no hash: `hashes` may then be None."""
     path = safe_path(staging, DATABASE_PATH)
     make_parents(path)  # begun with no hash, it may come before the first download
-    # `apart`: the rows read from the Parquet files written here, by a process of its own.
-    more = {"parquet": path.parent} if apart else {}
     if previous is None:
-        write_database(path, catalog, connected=connected, **more)
+        write_database(path, catalog, connected=connected)
         _record_digest(path)
         return [t.name for t in ALL_TABLES]
     keys = _keys(hashes)
@@ -539,16 +531,15 @@ def _write_database(  # noqa: PLR0913
     # of a file this DuckDB may not open as it is.
     if len(replace) < len(ALL_TABLES) and _copy_intact(previous / DATABASE_PATH, path):
         try:
-            dropped = tuple(sorted(set(before) - set(keys)))
-            write_database(path, catalog, replace, dropped, connected=connected, **more)
+            write_database(path, catalog, replace, tuple(sorted(set(before) - set(keys))), connected=connected)
         except duckdb.Error:  # the copy could not be updated: written anew (I/O errors are OSError here)
             path.unlink(missing_ok=True)
             Path(f"{path}.wal").unlink(missing_ok=True)
             replace = list(ALL_TABLES)
-            write_database(path, catalog, connected=connected, **more)
+            write_database(path, catalog, connected=connected)
     else:
         replace = list(ALL_TABLES)
-        write_database(path, catalog, connected=connected, **more)
+        write_database(path, catalog, connected=connected)
     _record_digest(path)
     return [t.name for t in replace]
 

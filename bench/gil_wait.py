@@ -25,17 +25,11 @@ import synth  # noqa: E402  (bench/synth.py, beside this file)
 
 
 def catalog_of(sources: Path):
-    """The build's catalog of `sources` (loaded, validated as a build starts it, computed)."""
-    from pipeline import fingerprint
-    from pipeline.build import Clock, load_inputs
-    from pipeline.combine import FrameMemo, combine
-    from pipeline.warm import Warm
+    """The build's catalog of `sources` (loaded, validated, computed), as bench/time_accuracy.py makes it."""
+    from pipeline.build import load_and_validate
+    from pipeline.combine import combine
 
-    con, _, pending, _ = load_inputs(sources, None, fingerprint.inputs(sources, "/"), Clock(None), Warm())
-    catalog = combine(con, FrameMemo({}, read=False))
-    if pending is not None:
-        pending()
-    return catalog
+    return combine(load_and_validate(sources)[0])
 
 
 def write_beside(catalog, path: Path, busy: bool) -> tuple[float, float]:

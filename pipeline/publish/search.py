@@ -46,7 +46,7 @@ def indexed_text(html: str) -> str:
     whose `<main>` is its `data-pagefind-body`, the body holds only that main: Pagefind indexes
     nothing else of such a page (the header, the menu and the footer are a tenth of its work). A space
     follows each header cell: Pagefind separates `td` cells but joins adjacent `th` cells into one word
-    ("СтолбецЗаголовокТип…": no header word was found, and the excerpt overflowed a phone's width)."""
+    (the data page's headers became one long word: none was found, and its excerpt overflowed a phone)."""
     cut = _cut(_main_only(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True)), ROWS_OPEN, ROWS_CLOSE)
     return cut.replace(HEADER_CELL_CLOSE, HEADER_CELL_CLOSE + " ")
 

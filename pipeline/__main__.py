@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.problems import ConfigError, DataError, TemplateError, format_report
+from pipeline.errors import ConfigError, DataError, TemplateError
 
 EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
 EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
@@ -336,9 +336,10 @@ def run_command(args: argparse.Namespace) -> int:
 
         summary = build(args.sources, args.out, args.base_url, force=args.force, progress=progress)
     except (DataError, TemplateError) as exc:
-        print(format_report(exc.problems), file=sys.stderr)
         from pipeline.messages import message
+        from pipeline.problems import format_report
 
+        print(format_report(exc.problems), file=sys.stderr)
         stopped = (
             message("report.stopped_build", out=args.out)
             if args.command == "build"

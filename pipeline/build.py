@@ -16,14 +16,17 @@ so the result, the report and the exit code are those of validating first.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.errors import DataError
 from pipeline.messages import message
-from pipeline.problems import DataError, Problem, Validation
-from pipeline.warm import Warm  # a dataclass of empty dicts: nothing heavy
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a no-change build needs none)
+if TYPE_CHECKING:  # imported where used: their dataclasses import `inspect`, which no unchanged build needs
+    from pipeline.problems import Problem, Validation
+    from pipeline.warm import Warm
 
 Progress = Callable[[str, float], None]
 
@@ -40,7 +43,7 @@ def build(  # noqa: PLR0913
     outdir.writable), and the build holds the folder's lock, so that a second build of it waits.
     `progress` hears each stage's time; `warm` is what a warm process keeps from build to build
     (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns."""
-    from pipeline.problems import ConfigError
+    from pipeline.errors import ConfigError
     from pipeline.publish import outdir
     from pipeline.render.site_links import check_base_url
 
@@ -69,6 +72,7 @@ def run(  # noqa: PLR0913
     from pipeline.combine import FrameMemo, combine
     from pipeline.publish.downloads import made_with, start_workbooks
     from pipeline.render.site import PageMemo, Renderer
+    from pipeline.warm import Warm
 
     warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
@@ -135,6 +139,7 @@ def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Proble
     """A warning for each offer of seed 000 whose verdict (same server or not) this build flipped."""
     from pipeline import verdicts
     from pipeline.load import display_path
+    from pipeline.problems import Problem
     from pipeline.schema import TABLES_BY_NAME
 
     now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"])
@@ -212,6 +217,7 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
     from pipeline import fingerprint
     from pipeline import validation_cache as cache
     from pipeline.load import read_sources
+    from pipeline.problems import Validation
 
     tick, digests = time.perf_counter(), {}
     read = read_sources(sources, digests)
@@ -315,6 +321,7 @@ def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, st
     read_sources(sources, digests) returned, when the caller has read the files already."""
     from pipeline import validation_cache as cache
     from pipeline.load import connect, create_core_tables, read_sources
+    from pipeline.problems import Validation
     from pipeline.validate import start_validation
 
     digests = {} if digests is None else digests
@@ -364,6 +371,7 @@ def path_id_problems(frames: dict, sources: Path) -> list[Problem]:
     import polars as pl
 
     from pipeline.load import LINE, display_path
+    from pipeline.problems import Problem
     from pipeline.schema import ID_PATTERN, RESERVED_NAMES, SOURCE_TABLES
 
     found = []
@@ -401,6 +409,8 @@ def _source_names(sources: Path) -> dict[str, str]:
 def published(validation: Validation, sources: Path) -> Validation:
     """The validation as the site shows it (quality.html, data.html) and build-state.json keeps it:
     source files named within the sources folder (`servers.csv`), never by a path of the build machine."""
+    import dataclasses
+
     names = _source_names(sources)
     return dataclasses.replace(
         validation, warnings=[dataclasses.replace(w, file=names.get(w.file, w.file)) for w in validation.warnings]
@@ -409,5 +419,7 @@ def published(validation: Validation, sources: Path) -> Validation:
 
 def shown(warnings: list[Problem], sources: Path) -> list[Problem]:
     """Published warnings as the terminal shows them: source files named from the working directory."""
+    import dataclasses
+
     names = {name: path for path, name in _source_names(sources).items()}
     return [dataclasses.replace(w, file=names.get(w.file, w.file)) for w in warnings]

@@ -53,13 +53,40 @@ def tree_hash(folder: Path, pattern: str = "*", known: dict[str, str] | None = N
     already read (by their path relative to `folder`), taken as given instead of reading them again."""
     digest = hashlib.sha256()
     known = known or {}
-    paths = sorted(p for p in folder.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+    root = str(folder).rstrip(os.sep) + os.sep
     with Digests(folder) as digests:
-        for path in paths:
-            rel = str(path.relative_to(folder))
+        for rel in matching_files(folder, pattern):
             digest.update(rel.encode() + b"\0")
-            digest.update(bytes.fromhex(known.get(rel) or digests.of(path)))
+            digest.update(bytes.fromhex(known.get(rel) or digests.of(root + rel)))
     return digest.hexdigest()
+
+
+def matching_files(folder: Path, pattern: str) -> list[str]:
+    """The files below `folder` whose name matches `pattern`, as paths relative to it, in the order
+    of sorted(folder.rglob(pattern)) (by their parts), outside __pycache__: what Path.rglob and
+    is_file() give (a link to a file counts, a linked folder is not entered), with strings and
+    os.scandir instead of Path objects (pathlib was most of an unchanged build's check)."""
+    from fnmatch import fnmatchcase
+
+    found, todo = [], [(str(folder), ())]
+    while todo:
+        path, parts = todo.pop()
+        try:
+            entries = list(os.scandir(path))
+        except OSError:  # as rglob: an unreadable or missing folder holds nothing
+            continue
+        for entry in entries:
+            if entry.name == "__pycache__":
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((entry.path, (*parts, entry.name)))
+                    continue
+            except OSError:
+                continue
+            if fnmatchcase(entry.name, pattern) and entry.is_file():
+                found.append((*parts, entry.name))
+    return ["/".join(parts) for parts in sorted(found)]
 
 
 class Digests:
@@ -104,7 +131,7 @@ class Digests:
             return {}
         return known if isinstance(known, dict) else {}
 
-    def of(self, path: Path) -> str:
+    def of(self, path: Path | str) -> str:
         """The SHA-256 (hex) of `path`'s bytes; OSError when it cannot be read."""
         status = os.stat(path)
         stamp = [status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino, status.st_dev]
@@ -186,10 +213,11 @@ def intact(out: Path, state: dict) -> bool:
     if found is None or found != set(expected) | {STATE} or database not in expected:
         return False
     expected[database] = _database_digest(out / database)
+    root = str(out).rstrip(os.sep) + os.sep
     with Digests(out) as digests:
         for rel, digest in expected.items():
             try:
-                if digests.of(out / rel) != digest:
+                if digests.of(root + rel) != digest:
                     return False
             except OSError:
                 return False

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 import unicodedata
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline.errors import MAX_PER_RULE, ConfigError, DataError, TemplateError, _thousands, capped  # noqa: F401  (re-exported)
 from pipeline.messages import message
 
-# A report lists at most this many problems of one rule in one file, then says how many more
-# there are: a file of junk gives a screenful, not millions of lines.
-MAX_PER_RULE = 50
 # Values longer than this are shown cut, with their length: a 10 MB cell stays one short line.
 MAX_SHOWN_VALUE = 120
 
@@ -43,10 +40,6 @@ def shown(value: str) -> str:
     return message("report.long_value", text=text, length=_thousands(len(value))) if cut else text
 
 
-def _thousands(n: int) -> str:
-    return f"{n:,}".replace(",", " ")
-
-
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong in one place of a source file.
@@ -74,55 +67,8 @@ class Problem:
         return f"{place}: {self.column + ': ' if self.column else ''}{self.rule}"
 
 
-def _kind(text: str) -> str:
-    """A rule without the numbers in its text: "has 21 cells" and "has 5 cells" are one rule."""
-    return re.sub(r"\d+(?:\.\d+)?", "#", text)
-
-
 def _order(p: Problem) -> tuple:
     return (p.file, p.omitted > 0, p.line, p.column, p.value or "", p.rule)
-
-
-def capped(problems: list[Problem], limit: int = MAX_PER_RULE) -> list[Problem]:
-    """At most `limit` problems per rule and file (the first by line), plus one line per rule
-    that says how many more there are. Applying it again changes nothing."""
-    kept, counts, first_rule = [], defaultdict(int), {}
-    for p in sorted(set(problems)):
-        if p.omitted:
-            kept.append(p)
-            continue
-        key = (p.file, _kind(p.column), _kind(p.rule))
-        counts[key] += 1
-        if counts[key] <= limit:
-            kept.append(p)
-        else:
-            first_rule.setdefault(key, (p.column, p.rule))
-    for key, (column, rule) in first_rule.items():
-        n = counts[key] - limit
-        kept.append(Problem(key[0], 0, column, None, message("report.more", count=_thousands(n), rule=rule), omitted=n))
-    return sorted(kept)
-
-
-class DataError(Exception):
-    """Raised when the sources are invalid; carries every problem found (capped per rule)."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = capped(problems)
-        total = sum(p.omitted or 1 for p in self.problems)
-        super().__init__(f"{total} problem(s) in the sources")
-
-
-class TemplateError(Exception):
-    """An article template refers to something the catalog does not have."""
-
-    def __init__(self, problems: list[Problem]):
-        super().__init__(f"{len(problems)} problem(s) in the templates")
-        self.problems = problems
-
-
-class ConfigError(Exception):
-    """A setting of the environment or of the configuration that cannot be used (a variable such as
-    SOURCE_DATE_EPOCH, a config file, an address): every command says it in one line and exits 3."""
 
 
 def format_report(problems: list[Problem]) -> str:

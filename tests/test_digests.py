@@ -146,3 +146,32 @@ def test_a_file_is_trusted_once_the_window_has_passed(tmp_path, cache_dir, monke
     opened = reads(monkeypatch)
     assert hash_once(folder, "a.html") == sha(b"first")
     assert str(page) not in opened
+
+
+def test_the_files_of_a_tree_are_those_rglob_finds_in_its_order(tmp_path):
+    """matching_files is Path.rglob(pattern) with is_file() outside __pycache__, as strings: the
+    same files in the same order (by parts: "a/b" before "a-b"), a link to a file counted, a linked
+    folder not entered, hidden files and folders included."""
+    root = tmp_path / "tree"
+    for rel in (
+        "a/b.csv",
+        "a-b.csv",
+        "a/c/d.csv",
+        ".hidden/e.csv",
+        "f.txt",
+        "__pycache__/g.csv",
+        "a/__pycache__/h.csv",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    (root / "link.csv").symlink_to(root / "a-b.csv")
+    (root / "broken.csv").symlink_to(root / "missing.csv")
+    (root / "linked").symlink_to(root / "a", target_is_directory=True)
+    for pattern in ("*.csv", "*"):
+        expected = [
+            str(p.relative_to(root))
+            for p in sorted(p for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+        ]
+        assert fingerprint.matching_files(root, pattern) == expected
+    assert fingerprint.matching_files(root, "*.csv") == [".hidden/e.csv", "a/b.csv", "a/c/d.csv", "a-b.csv", "link.csv"]
+    assert fingerprint.matching_files(tmp_path / "none", "*") == []

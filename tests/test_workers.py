@@ -1,8 +1,11 @@
 """pipeline.parallel.start_map: the same results as a plain loop, computed on two cores."""
 
 import gc
+import json
 import os
+import shutil
 import signal
+import sys
 import time
 
 import pytest
@@ -262,6 +265,78 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
     assert "site/data/server_fit.xlsx" not in files and "site/data/gpus.xlsx" in files  # 40 rows at most
     assert made[True, True][4]["server_fit"] == catalog["server_fit"].height
     assert made[True, True][3]["keys"] == staging._keys(made[True, True][1])
+
+
+def test_a_small_catalogs_duckdb_file_is_begun_before_the_pages_render(catalog, tmp_path, monkeypatch):
+    """Without the downloads' thread (the real catalog: every table fits a workbook), Downloads makes
+    the Parquet files at once and begins the DuckDB file in a thread of its own, keyed on their
+    hashes, so that it is written while the pages render; with one worker (PIPELINE_WORKERS=1) it is
+    written last, in join(). Both ways, with and without a previous build to keep tables from, give
+    the same files, hashes, counts, keys and tables; the switch interval is short until join()."""
+    import threading
+
+    import duckdb
+
+    from pipeline import parallel
+    from pipeline.publish import downloads, staging
+
+    assert not staging.Downloads.threaded(catalog)
+    begun, write_database = [], staging._write_database
+
+    def seen(folder, catalog, hashes, previous, *rest):
+        begun.append((threading.current_thread().name, dict(hashes), previous is not None))
+        return write_database(folder, catalog, hashes, previous, *rest)
+
+    monkeypatch.setattr(staging, "_write_database", seen)
+    parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
+    made = {}
+    for count, force in ((2, True), (1, True), (2, False), (1, False)):
+        monkeypatch.setattr(parallel, "WORKERS", count)
+        out = tmp_path / f"out-{force}"
+        if not force and not out.is_dir():
+            out.mkdir()
+        before = sys.getswitchinterval()
+        written = staging.Downloads(out, catalog, downloads.start_workbooks(catalog), force=force)
+        if count > 1:  # begun now, before any download is written, with the Parquet files' hashes
+            name, hashes, kept = begun.pop()
+            assert name == "database" and set(hashes) == parquet and kept is not force
+            assert sys.getswitchinterval() == min(before, staging.THREAD_SWITCH_SECONDS)
+        written.join()
+        assert sys.getswitchinterval() == before
+        if count == 1:
+            assert begun.pop()[0] == "MainThread"
+        assert not begun
+        with duckdb.connect(str(written.folder / staging.DATABASE_PATH), read_only=True) as con:
+            rows = dict(con.sql("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())
+        made[count, force] = (_written(written.folder), written.hashes, written.counts, written.database, rows)
+        if not force:  # the next one keeps what this one wrote: the folder becomes the previous build
+            shutil.rmtree(out)
+            written.folder.rename(out)
+            (out / "build-state.json").write_text(json.dumps({"database_tables": written.database["keys"]}))
+        else:
+            shutil.rmtree(written.folder)
+    assert made[2, True] == made[1, True]
+    assert made[2, True][4]["server_fit"] == catalog["server_fit"].height
+    assert made[2, False][:2] == made[1, False][:2] == made[2, True][:2]  # files and hashes
+    assert made[1, False][2] == {"kept": len(made[1, False][1]) - 1, "written": 1}  # the DuckDB file is a new copy
+    assert made[2, False][3]["keys"] == made[2, True][3]["keys"] == staging._keys(made[2, True][1])
+    assert made[1, False][3]["made"] == []  # the second build with a previous one kept every table
+    assert made[2, False][4] == made[1, False][4] == made[2, True][4]
+
+
+def test_an_early_duckdb_file_is_stopped_when_the_build_fails(catalog, tmp_path, monkeypatch):
+    """discard() after a failure interrupts the DuckDB file begun early and removes the folder."""
+    from pipeline import parallel
+    from pipeline.publish import downloads, staging
+
+    monkeypatch.setattr(parallel, "WORKERS", 2)
+    stopped, stop = [], staging._Database.stop
+    monkeypatch.setattr(staging._Database, "stop", lambda self: stopped.append(self) or stop(self))
+    written = staging.Downloads(tmp_path / "output", catalog, downloads.start_workbooks(catalog), force=True)
+    assert written._database is not None
+    written.discard()
+    assert stopped == [written._database] and not written._database.thread.is_alive()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_switch_interval_is_short_while_the_downloads_thread_runs(catalog, tmp_path, monkeypatch):

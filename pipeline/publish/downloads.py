@@ -292,15 +292,7 @@ def iter_downloads(
             yield f"{table.name}.csv", made.csv
         else:
             streamed.append((f"{table.name}.csv", Streamed(partial(write_csv, table, frame))))
-        if made is None or made.parquet is None:
-            buffer = io.BytesIO()
-            frame.write_parquet(buffer, compression="zstd", statistics=True)
-            parquet = buffer.getvalue()
-            del buffer
-            if made is not None:
-                made.parquet = parquet  # kept with the CSV (start_workbooks' `files`)
-        else:
-            parquet = made.parquet
+        parquet = parquet_bytes(frame) if made is None else made_parquet(made, frame)
         yield f"{table.name}.parquet", parquet
         del made, parquet
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence, known)
@@ -320,6 +312,21 @@ def iter_downloads(
             release,
         ),
     )
+
+
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
+    """A table's Parquet download."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", statistics=True)
+    return buffer.getvalue()
+
+
+def made_parquet(made: TableFiles, frame: pl.DataFrame) -> bytes:
+    """The Parquet bytes of a table whose TableFiles `made` holds (made from `frame` when not yet, and
+    kept there: start_workbooks' `files`, what a warm process keeps)."""
+    if made.parquet is None:
+        made.parquet = parquet_bytes(frame)
+    return made.parquet
 
 
 def write_database(
@@ -344,6 +351,7 @@ def write_database(
             connected(con)
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
+        xlsx = labels()["xlsx"]
         for table in ALL_TABLES if replace is None else replace:
             frame = published_frame(catalog, table)
             unique_keys(frame, table)
@@ -352,7 +360,7 @@ def write_database(
             con.register("frame", arrow_for_duckdb(frame))
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
-            con.execute(comment_sql(table))  # one call: a call per statement cost more than the statements
+            con.execute(comment_sql(table, xlsx))  # one call: a call per statement cost more than the statements
         for name in dropped:
             con.execute(f'DROP TABLE IF EXISTS "{name}"')
         con.execute("COMMIT")
@@ -382,6 +390,7 @@ def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:
     """Per table, what its part of the DuckDB file is made from: its rows (the hash of its Parquet
     download, written from the same frame), its DDL and comments, and the DuckDB that writes it.
     Two builds with a table's key equal would put the same table into the file."""
+    xlsx = labels()["xlsx"]  # read once: labels() reads and unpacks the whole file on each call
     return {
         t.name: hashlib.sha256(
             "\0".join(
@@ -390,7 +399,7 @@ def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:
                     DATABASE_STORAGE,
                     parquet_hashes[t.name],
                     ddl(t, primary_key=False),
-                    comment_sql(t),
+                    comment_sql(t, xlsx),
                 )
             ).encode()
         ).hexdigest()
@@ -723,10 +732,11 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def comment_sql(table: Table) -> str:
+def comment_sql(table: Table, xlsx: dict | None = None) -> str:
     """The data dictionary inside the database too (duckdb_tables() / duckdb_columns() `comment`):
-    the COMMENT statements of one table, as one string."""
-    xlsx = labels()["xlsx"]
+    the COMMENT statements of one table, as one string; `xlsx`: labels()["xlsx"], when the caller
+    has it (a call per table read the labels file each time)."""
+    xlsx = labels()["xlsx"] if xlsx is None else xlsx
     statements = [f'COMMENT ON TABLE "{table.name}" IS {_quote(table.title_ru + ". " + table.description_ru)}']
     statements += [
         f'COMMENT ON COLUMN "{table.name}"."{f.name}" IS {_quote(f"{f.label_ru}. {describe(f, xlsx)}")}'

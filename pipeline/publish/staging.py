@@ -44,6 +44,8 @@ from pipeline.publish.downloads import (
     database_keys,
     download_paths,
     iter_downloads,
+    made_parquet,
+    published_frame,
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
@@ -293,7 +295,9 @@ class Downloads:
     only interleave with the rendering (`serve`'s rebuild was 0.15 s slower): join() writes them. Each
     path is checked before the first file is written; with `force` nothing is taken from the
     previous build. `release`: the current release, which datapackage.json carries; `workbooks` as
-    downloads.iter_downloads.
+    downloads.iter_downloads. Without that thread the DuckDB file, the one large part of the smaller
+    downloads, is begun at once in a thread of its own, keyed on the Parquet files made for it now
+    (_early_database).
 
     Nothing in this process may fork while the thread runs (a child would inherit the locks it holds):
     a build starts its children (Great Expectations, the workbooks, the charts) first."""
@@ -323,12 +327,34 @@ class Downloads:
             raise
         self._args = (catalog, workbooks, release)
         self._thread: threading.Thread | None = None
-        self._switch: float | None = None  # the switch interval to restore, while the thread runs
+        self._switch: float | None = None  # the switch interval to restore, while a thread runs
+        self._database: _Database | None = None  # begun early (early_database)
+        self._early: dict[str, str] = {}  # the Parquet files' hashes it was begun with
         if self.threaded(catalog):
             self._thread = threading.Thread(target=self._run, args=self._args, name="downloads", daemon=True)
-            self._switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch, THREAD_SWITCH_SECONDS))
+            self._switch_to_short()
             self._thread.start()
+        elif workbooks is not None and parallel.WORKERS > 1:
+            self._early_database(catalog, workbooks)
+
+    def _switch_to_short(self) -> None:
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, THREAD_SWITCH_SECONDS))
+
+    def _early_database(self, catalog: Catalog, workbooks: Workbooks) -> None:
+        """Without the downloads' thread (every table small enough for a workbook, so every table's
+        TableFiles is made): the Parquet files made now, and the DuckDB file, keyed on their hashes,
+        begun in a thread of its own, so that it is written while the pages render (DuckDB and the
+        file's hashing run mostly without the GIL) instead of after them (a fifth of `serve`'s
+        rebuild). join() checks that the files written have the hashes it was begun with."""
+        texts = workbooks.texts
+        if any(table.name not in texts for table in ALL_TABLES):
+            return
+        for table in ALL_TABLES:
+            parquet = made_parquet(texts[table.name], published_frame(catalog, table))
+            self._early[f"site/data/{table.name}.parquet"] = file_hash(parquet)
+        self._switch_to_short()
+        self._database = _Database(self.folder, catalog, self._early, self.previous)
 
     @staticmethod
     def threaded(catalog: Catalog) -> bool:
@@ -347,7 +373,8 @@ class Downloads:
         # path checked before: download_paths names them all before any is made. In this thread, the
         # DuckDB file is begun in a thread of its own: at once when there is no previous build to
         # keep tables from (it needs no hash), else once every Parquet file is written (a table is
-        # kept by its Parquet file's hash). Without this thread it is written after the rest.
+        # kept by its Parquet file's hash). Without this thread it was begun before the pages
+        # rendered (_early_database), or, with one worker, it is written after the rest.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
         parquet, threaded = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}, self._thread is not None
         database = None
@@ -366,6 +393,10 @@ class Downloads:
                     database = _Database(self.folder, catalog, self.hashes, self.previous)
             else:
                 assert made == expected, "download_paths is out of date"
+                if self._database is not None:
+                    database, self._database = self._database, None
+                    written = {rel: self.hashes[rel] for rel in self._early}
+                    assert written == self._early, "the Parquet files differ from those the database was begun with"
                 database = database or _Database(self.folder, catalog, self.hashes, self.previous, threaded=False)
                 self.database = database.join(self.hashes)
                 self.hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
@@ -373,6 +404,8 @@ class Downloads:
         finally:
             if database is not None and database.thread.is_alive():  # stopped or failed: interrupted, its error dropped
                 database.stop()
+            if self._database is not None:  # begun early and not reached: the same
+                self._database.stop()
 
     def join(self) -> None:
         """Wait for the downloads (or write them now, when no thread was started); their error, if any,
@@ -381,7 +414,7 @@ class Downloads:
             self._run(*self._args)
         else:
             self._thread.join()
-            self._switch_back()
+        self._switch_back()
         if self._error is not None:
             raise self._error
 
@@ -396,7 +429,9 @@ class Downloads:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self._switch_back()
+        if self._database is not None:  # begun early, not joined yet: interrupted, its error dropped
+            self._database.stop()
+        self._switch_back()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

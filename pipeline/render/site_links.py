@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-from markupsafe import Markup
-
 from pipeline.messages import message
-from pipeline.problems import Problem
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a no-change build needs none)
+if TYPE_CHECKING:  # imported where used: `build` checks its base URL here before the no-change check
+    from markupsafe import Markup
+
+    from pipeline.problems import Problem
 
 # The calculator's URL parameters (the `name` of its fields, read back by calculator.js).
 CALCULATOR_FIELDS = (
@@ -57,6 +60,8 @@ def base_url_warning(base_url: str) -> list[Problem]:
     """The warning of a build without an absolute --base-url."""
     if is_absolute(base_url):
         return []
+    from pipeline.problems import Problem
+
     return [
         Problem(
             "--base-url",
@@ -77,5 +82,7 @@ def calculator_url(**fields) -> Markup:
         raise KeyError(
             message("articles.calculator_fields", fields=", ".join(unknown), known=", ".join(CALCULATOR_FIELDS))
         )
+    from markupsafe import Markup
+
     query = {k: ("1" if v is True else str(v)) for k, v in sorted(fields.items()) if v not in (None, False, "")}
     return Markup("calculator.html" + ("?" + urlencode(query) if query else ""))

@@ -479,8 +479,9 @@ def test_the_row_writer_refuses_nan_as_xlsxwriter_does(tmp_path):
 
 
 def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
-    """xlsx_rows.prepare (whole columns with polars) writes the sheet write_rows writes: numbers of every
-    kind, dates, booleans, escaped text and text with spaces at an edge, empty cells and rows."""
+    """xlsx_rows.prepare_arrow (whole Arrow columns) writes the sheet write_rows writes: numbers of every
+    kind, dates, booleans, escaped text and text with spaces at an edge, empty cells and rows; and
+    ArrowRows, what the workbook child is given, makes those rows."""
     import polars as pl
 
     from pipeline.publish import xlsx_rows
@@ -509,7 +510,7 @@ def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
     def from_prepared(ws, rows, kinds, formats):
         for cell in ws.table[0].values():  # the header's Format is asked for its index first, as it is written first
             cell.format._get_xf_index()
-        made.append(xlsx_rows.prepare(frame, kinds, xlsx_rows.styles(kinds, formats)))
+        made.append(xlsx_rows.ArrowRows(frame.to_arrow(), kinds, xlsx_rows.styles(kinds, formats)).rows())
         xlsx_rows.write_prepared(ws, made[0], formats)
 
     expected = _sheet_xml(xlsx_rows.write_rows, rows, kinds, tmp_path, "rows")
@@ -525,7 +526,9 @@ def test_the_prepared_rows_are_the_row_writers_bytes(tmp_path):
         ("<r>rich</r>", "str", "text"),
         (float("nan"), "float", "number"),
         (-0.0, "float", "number"),
+        (float("inf"), "float", "number"),
         ("7", "str", "number"),
+        ("2026-01-01", "str", "date"),
     ],
 )
 def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, kind):
@@ -536,9 +539,37 @@ def test_a_cell_for_xlsxwriter_leaves_the_table_to_the_row_writer(value, dtype, 
     types = {"str": pl.Utf8, "float": pl.Float64}
     plain = "x" if dtype == "str" else 1.0
     frame = pl.DataFrame({"c": [plain, value, None]}, schema={"c": types[dtype]})
-    assert xlsx_rows.prepare(frame, [kind], [""]) is None
+    assert xlsx_rows.prepare_arrow(frame.to_arrow(), [kind], [""]) is None
+    assert repr(xlsx_rows.ArrowRows(frame.to_arrow(), [kind], [""]).rows()) == repr(frame.rows())  # for write_rows
     if kind == "text" or dtype == "float":  # the plain cell alone is prepared
-        assert xlsx_rows.prepare(frame.head(1), [kind], [""]) is not None
+        assert xlsx_rows.prepare_arrow(frame.head(1).to_arrow(), [kind], [""]) is not None
+
+
+def test_a_zero_beside_a_negative_zero_is_left_to_the_row_writer():
+    """-0.0 next to 0.0 (which a dictionary of the column's values may merge): the row writer's cell."""
+    import polars as pl
+
+    from pipeline.publish import xlsx_rows
+
+    frame = pl.DataFrame({"c": [0.0, -0.0, 2.0]})
+    assert xlsx_rows.prepare_arrow(frame.to_arrow(), ["number"], [""]) is None
+
+
+def test_every_table_made_in_the_workbook_child_from_arrow_is_the_row_writers_workbook(catalog, monkeypatch):
+    """sheet_inputs hands a table of PREPARE_ROWS rows or more to the workbook child as its Arrow table
+    (xlsx_rows.ArrowRows, no polars in the child); the workbook is byte for byte the one written from
+    the rows a cell at a time, for every table of the catalog (every type of column)."""
+    from pipeline.publish import downloads, xlsx_rows
+
+    monkeypatch.setattr(downloads, "PREPARE_ROWS", 2)
+    stamp = downloads.data_date(catalog)
+    for table in ALL_TABLES:
+        frame = downloads.published_frame(catalog, table)
+        widths, rows = downloads.sheet_inputs(table, frame)
+        assert isinstance(rows, xlsx_rows.ArrowRows) is (frame.height >= 2), table.name
+        assert isinstance(rows, list) or isinstance(rows.rows(), xlsx_rows.Prepared), table.name
+        book = downloads.workbook_bytes(table, widths, rows, stamp)
+        assert book == downloads.workbook_bytes(table, widths, frame.rows(), stamp), table.name
 
 
 def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:

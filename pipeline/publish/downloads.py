@@ -56,11 +56,9 @@ FORMATS = ("csv", "xlsx", "parquet")
 # Python (about 40 s for a million rows) and Excel opens such a sheet slowly: past 100 000 rows the
 # CSV and Parquet files serve an analyst better.
 EXCEL_MAX_ROWS = 100_000
-# From this many rows a sheet's rows are made with polars in the build process (xlsx_rows.prepare);
-# below it the workbook worker writes tuples a cell at a time. polars costs about 3 ms a column
-# whatever the rows, the worker about 1 µs a cell more than writing prepared rows: they cost the
-# same at 3,000–4,000 rows (the real catalog's tables, December 2026), and below that the worker,
-# on the other core, is also off the build's own path.
+# From this many rows a sheet's rows are made as whole columns (xlsx_rows.prepare_arrow, in the
+# workbook child, from the Arrow table the build process hands it); below it the child writes the
+# tuples the build process made a cell at a time, about 1 µs a cell more than writing prepared rows.
 PREPARE_ROWS = 5_000
 
 # What each table without a reference_id column of its own is made from: its sources are the
@@ -510,10 +508,10 @@ def column_width(field: Field, frame: pl.DataFrame) -> float:
 
 
 def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_rows.Prepared | list[tuple]]:
-    """What a workbook needs from the frame: column widths and the data rows (so no polars runs in a
-    worker), made as sheet XML a column at a time (xlsx_rows.prepare) when the table has PREPARE_ROWS
-    rows or more, or as tuples for the worker to write a cell at a time (a smaller table, or a cell
-    that needs XlsxWriter's own handling)."""
+    """What a workbook needs from the frame (so no polars runs in the workbook child): column widths
+    and the data rows, as tuples for the child to write a cell at a time (a table of fewer than
+    PREPARE_ROWS rows), or as the frame's Arrow table, which the child makes into sheet XML a column
+    at a time (xlsx_rows.ArrowRows: most of a second at 10^5 rows, off the build process's path)."""
     widths = [column_width(f, frame) for f in table.fields]
     if frame.height < PREPARE_ROWS:
         return widths, frame.rows()
@@ -522,8 +520,7 @@ def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_r
     bold, column_formats = _formats(probe, table)
     bold._get_xf_index()  # first, as the header row is written before the data rows
     styles = xlsx_rows.styles(kinds, column_formats)
-    prepared = xlsx_rows.prepare(in_order(frame, table), kinds, styles)
-    return widths, frame.rows() if prepared is None else prepared
+    return widths, xlsx_rows.ArrowRows(in_order(frame, table).to_arrow(), kinds, styles)
 
 
 def _formats(wb: xlsxwriter.Workbook, table: Table) -> tuple:
@@ -539,9 +536,14 @@ def _xlsx_job(job: tuple) -> bytes:
 
 
 def workbook_bytes(
-    table: Table, widths: list[float], rows: xlsx_rows.Prepared | list[tuple], stamp: dt.datetime
+    table: Table,
+    widths: list[float],
+    rows: xlsx_rows.ArrowRows | xlsx_rows.Prepared | list[tuple],
+    stamp: dt.datetime,
 ) -> bytes:
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
+    if isinstance(rows, xlsx_rows.ArrowRows):
+        rows = rows.rows()
     wb, contents = _workbook()
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})

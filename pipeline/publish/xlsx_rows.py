@@ -104,14 +104,14 @@ def _through_xlsxwriter(ws, write: Callable, r: int, c: int, *value_and_format) 
         ws._write_cell(r, c, cell)
 
 
-# --- the same rows made as whole columns (polars), for a large table -------------------------------
+# --- a large sheet's rows made as whole columns ------------------------------------------------------
 
 _CHUNK_ROWS = 20_000  # rows joined into one string: the prepared sheet is a few such strings
 
 
 class Prepared:
-    """A sheet's data rows made in advance, as write_rows would write them (prepare): the row XML in
-    chunks, and the column styles it was made with (checked against the workbook's)."""
+    """A sheet's data rows made in advance, as write_rows would write them (prepare_arrow): the row
+    XML in chunks, and the column styles it was made with (checked against the workbook's)."""
 
     def __init__(self, chunks: list[str], rows: int, last: int | None, kinds: Sequence[str], styles: Sequence[str]):
         self.chunks, self.rows, self.last, self.kinds, self.styles = chunks, rows, last, list(kinds), list(styles)
@@ -135,88 +135,6 @@ def styles(kinds: Sequence[str], formats: Sequence) -> list[str]:
     return out
 
 
-def prepare(frame, kinds: Sequence[str], styles: Sequence[str]) -> Prepared | None:
-    """The data rows of `frame` (columns in sheet order) as write_rows writes them, made a column at a
-    time with polars instead of a cell at a time in Python; None when a cell needs XlsxWriter's own
-    handling (text that is long, "<r>…</r>", holds a control character or "_x"; a number that is not
-    finite, or -0.0; a column of another type than its kind), and then the rows go to write_rows.
-    `styles`: each column's style attribute (styles()). Made in the build process: polars never runs
-    in the forked workbook child."""
-    import polars as pl
-
-    if frame.height == 0:
-        return Prepared([], 0, None, kinds, styles)
-    number = pl.int_range(2, frame.height + 2, eager=False).cast(pl.Utf8)  # the sheet's row number
-    cells, present = [], []
-    for c, (name, kind) in enumerate(zip(frame.columns, kinds, strict=True)):
-        column, dtype = frame[name], frame.schema[name]
-        value = _column_text(column, dtype, kind)
-        if value is None:
-            return None
-        ref = xl_col_to_name(c)
-        if kind == TEXT:
-            head, tail = f'<c r="{ref}', '" t="inlineStr"><is>'
-            cell = pl.concat_str([pl.lit(head), number, pl.lit(tail), value, pl.lit("</t></is></c>")])
-        elif kind == BOOL:
-            cell = pl.concat_str([pl.lit(f'<c r="{ref}'), number, pl.lit('" t="b"><v>'), value, pl.lit("</v></c>")])
-        else:
-            style = styles[c]
-            cell = pl.concat_str([pl.lit(f'<c r="{ref}'), number, pl.lit(f'"{style}><v>'), value, pl.lit("</v></c>")])
-        cells.append(pl.when(pl.col(name).is_not_null()).then(cell).otherwise(pl.lit("")))
-        present.append(pl.col(name).is_not_null())
-    row = pl.concat_str([pl.lit('<row r="'), number, pl.lit('">'), *cells, pl.lit("</row>")])
-    made = (
-        frame.lazy()
-        .select(
-            pl.when(pl.any_horizontal(present)).then(row).otherwise(pl.lit("")).alias("xml"),
-            pl.any_horizontal(present).alias("any"),
-        )
-        .collect()
-    )
-    filled = made["any"].arg_true()
-    last = int(filled[-1]) + 1 if len(filled) else None
-    xml = made["xml"]
-    chunks = ["".join(xml.slice(start, _CHUNK_ROWS).to_list()) for start in range(0, frame.height, _CHUNK_ROWS)]
-    return Prepared(chunks, frame.height, last, kinds, styles)
-
-
-def _column_text(column, dtype, kind: str):
-    """The polars expression of a column's cell text (for text: from the <t> element's attributes on),
-    or None when some cell of it must go through XlsxWriter (see prepare). Each distinct value is
-    formatted once, in Python, by the same rules as write_rows' cell writers."""
-    import polars as pl
-
-    distinct = column.drop_nulls().unique().to_list()
-    if kind == TEXT:
-        if dtype != pl.Utf8:
-            return None
-        shown = [_text_tail(v) for v in distinct]
-        if any(t is None for t in shown):
-            return None
-    elif kind == BOOL:
-        if dtype != pl.Boolean:
-            return None
-        shown = ["1" if v else "0" for v in distinct]
-    elif kind == DATE:
-        if dtype != pl.Date:
-            return None
-        from xlsxwriter.worksheet import Worksheet
-
-        convert = Worksheet()._convert_date_time  # the workbook's defaults: no 1904 dates, timezones kept
-        shown = [f"{convert(v):.16G}" for v in distinct]
-    else:
-        if not dtype.is_numeric() or any(type(v) is not int and type(v) is not float for v in distinct):
-            return None
-        if dtype.is_float():
-            import numpy as np
-
-            values = column.drop_nulls().to_numpy()
-            if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
-                return None  # NaN, infinity (XlsxWriter's error), -0.0 (which unique() may merge with 0.0)
-        shown = [f"{v:.16G}" for v in distinct]
-    return pl.col(column.name).replace_strict(distinct, shown, return_dtype=pl.Utf8)
-
-
 def _text_tail(value: str) -> str | None:
     """`<t…>text` of a text cell as write_rows writes it (after `<c r=… t="inlineStr"><is>`), None
     for a cell that write_rows hands to XlsxWriter (or whose "_x" or control character it escapes)."""
@@ -231,12 +149,12 @@ def _text_tail(value: str) -> str | None:
 
 
 def write_prepared(ws, prepared: Prepared, formats: Sequence) -> None:
-    """write_rows for rows made by prepare: the same sheet, provided the workbook gives the columns'
+    """write_rows for rows made by prepare_arrow: the same sheet, provided the workbook gives the columns'
     Formats the indexes the rows were made with (a ValueError, a bug, if not)."""
     if not ws.constant_memory or ws.previous_row != 0 or any(r for r in ws.table if r):
         raise ValueError("write_prepared needs a constant_memory sheet holding only its header row")
     if ws.date_1904 or ws.remove_timezone:
-        raise ValueError("prepare converted the dates with XlsxWriter's default settings")
+        raise ValueError("prepare_arrow converted the dates with XlsxWriter's default settings")
     ws._write_single_row(1)  # the header row, as writing the first cell of row 1 does
     if styles(prepared.kinds, formats) != prepared.styles:
         raise ValueError("the rows were prepared with other styles than the workbook's")
@@ -245,3 +163,123 @@ def write_prepared(ws, prepared: Prepared, formats: Sequence) -> None:
     if prepared.last is not None:
         ws._check_dimensions(prepared.last, len(prepared.kinds) - 1)
     ws.previous_row = prepared.rows
+
+
+class ArrowRows:
+    """A large sheet's rows as the build process hands them to the forked workbook child: the frame's
+    Arrow table (polars' to_arrow, made before the fork), turned into a Prepared by prepare_arrow in
+    the child, so that making the sheet's XML (most of a second at 10^5 rows) is off the build
+    process's path. polars never runs in the child (its thread pool does not survive a fork); Arrow's
+    element-wise kernels run on the calling thread. `styles`: each column's style attribute (styles())."""
+
+    def __init__(self, table, kinds: Sequence[str], styles: Sequence[str]):
+        self.table, self.kinds, self.styles = table, list(kinds), list(styles)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def rows(self) -> Prepared | list[tuple]:
+        """The Prepared rows, or the rows as tuples (as polars' rows() gives them) for write_rows when
+        a cell needs XlsxWriter's own handling (see prepare_arrow)."""
+        prepared = prepare_arrow(self.table, self.kinds, self.styles)
+        if prepared is not None:
+            return prepared
+        columns = [column.to_pylist() for column in self.table.columns]
+        return list(zip(*columns, strict=True)) if columns else [()] * self.table.num_rows
+
+
+def prepare_arrow(table, kinds: Sequence[str], styles: Sequence[str]) -> Prepared | None:
+    """The data rows of an Arrow table (columns in sheet order) as write_rows writes them, made a column
+    at a time with pyarrow's compute functions instead of a cell at a time in Python (each distinct
+    value formatted once, in Python, by the same rules as write_rows' cell writers); None when a cell
+    needs XlsxWriter's own handling (text that is long, "<r>…</r>", holds a control character or "_x";
+    a number that is not finite, or -0.0; a column of another type than its kind), and then the rows
+    go to write_rows."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = table.num_rows
+    if rows == 0:
+        return Prepared([], 0, None, kinds, styles)
+    if not kinds:
+        return None
+    text = pa.large_string()
+
+    def lit(value: str):
+        return pa.scalar(value, text)
+
+    number = pa.array([str(r) for r in range(2, rows + 2)], text)  # the sheet's row number
+    pieces, present = [lit('<row r="'), number, lit('">')], []
+    for c, (column, kind) in enumerate(zip(table.columns, kinds, strict=True)):
+        value = _arrow_text(column.combine_chunks(), kind)
+        if value is None:
+            return None
+        ref = xl_col_to_name(c)
+        if kind == TEXT:
+            head = [lit(f'<c r="{ref}'), number, lit('" t="inlineStr"><is>'), value, lit("</t></is></c>")]
+        elif kind == BOOL:
+            head = [lit(f'<c r="{ref}'), number, lit('" t="b"><v>'), value, lit("</v></c>")]
+        else:
+            head = [lit(f'<c r="{ref}'), number, lit(f'"{styles[c]}><v>'), value, lit("</v></c>")]
+        cell = pc.binary_join_element_wise(*head, lit(""), null_handling="emit_null")  # null: no cell
+        pieces.append(pc.fill_null(cell, lit("")) if cell.null_count else cell)
+        present.append(pc.is_valid(value))
+    pieces.append(lit("</row>"))
+    row = pc.binary_join_element_wise(*pieces, lit(""))
+    filled = present[0]
+    for valid in present[1:]:
+        filled = pc.or_(filled, valid)
+    if not pc.all(filled).as_py():
+        row = pc.if_else(filled, row, lit(""))  # a row without cells writes nothing
+    found = np.flatnonzero(filled.to_numpy(zero_copy_only=False))
+    last = int(found[-1]) + 1 if len(found) else None
+    offsets = np.frombuffer(row.buffers()[1], dtype=np.int64)[row.offset : row.offset + rows + 1]
+    data = row.buffers()[2]
+    chunks = [
+        data[int(offsets[start]) : int(offsets[min(start + _CHUNK_ROWS, rows)])].to_pybytes().decode("utf-8")
+        for start in range(0, rows, _CHUNK_ROWS)
+    ]
+    return Prepared(chunks, rows, last, kinds, styles)
+
+
+def _arrow_text(column, kind: str):
+    """_column_text of an Arrow column: each cell's text (large_string, null where the cell is), or
+    None when a cell must go through XlsxWriter; each distinct value formatted once."""
+    import pyarrow as pa
+    import pyarrow.types as at
+
+    kind_of = column.type
+    if kind == TEXT:
+        if not (at.is_string(kind_of) or at.is_large_string(kind_of) or at.is_string_view(kind_of)):
+            return None
+        format_one = _text_tail
+    elif kind == BOOL:
+        if not at.is_boolean(kind_of):
+            return None
+        format_one = lambda v: "1" if v else "0"  # noqa: E731
+    elif kind == DATE:
+        if not at.is_date32(kind_of):
+            return None
+        from xlsxwriter.worksheet import Worksheet
+
+        convert = Worksheet()._convert_date_time  # the workbook's defaults: no 1904 dates, timezones kept
+        format_one = lambda v: f"{convert(v):.16G}"  # noqa: E731
+    elif at.is_integer(kind_of) or at.is_floating(kind_of):
+        format_one = lambda v: f"{v:.16G}"  # noqa: E731
+    else:
+        return None
+    if at.is_floating(kind_of):
+        import numpy as np
+        import pyarrow.compute as pc
+
+        values = pc.drop_null(column).to_numpy(zero_copy_only=False)
+        if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
+            return None  # NaN, infinity (XlsxWriter's error), -0.0 (which the dictionary may merge with 0.0)
+    if at.is_string_view(kind_of):
+        column = column.cast(pa.large_string())
+    encoded = column.dictionary_encode()
+    shown = [format_one(v) for v in encoded.dictionary.to_pylist()]
+    if any(s is None for s in shown):
+        return None
+    return pa.array(shown, pa.large_string()).take(encoded.indices)

@@ -150,12 +150,18 @@ def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Proble
 
 def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm: Warm, clock: Clock) -> tuple:  # noqa: PLR0913
     """(rendered, staging, seconds spent staging after rendering): every page rendered while a thread
-    writes the downloads into the new build's folder (staging.Downloads), then the pages added to it.
-    The charts' child is forked first: nothing may fork once the thread runs. After a failure the
+    writes the downloads into the new build's folder (staging.Downloads) and Pagefind indexes the pages
+    (search.Indexer), then the pages added to it. The charts' child is forked first, and Pagefind
+    started: nothing may fork once the thread runs. After a failure the
     thread is stopped, its folder removed and the child waited for."""
+    from pipeline import parallel
+    from pipeline.publish.search import Indexer
     from pipeline.publish.staging import Downloads, stage
 
     drawing, downloads = renderer.start_drawing(), None
+    # Pagefind reads each page as it is rendered, on the other core; started before the downloads'
+    # threads, as every process the build starts.
+    renderer.indexer = indexer = Indexer(stream=parallel.WORKERS > 1)
     try:
         downloads = Downloads(out, renderer.catalog, workbooks, renderer.history.current, force)
         rendered = clock.timed("render", lambda: renderer.render(drawing))
@@ -168,9 +174,11 @@ def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm
             indexes=warm.indexes,
             downloads=downloads,
             keep_pages=False,
+            indexer=indexer,
         )
         return rendered, staging, time.perf_counter() - tick
     except BaseException as exc:
+        indexer.discard()
         if downloads is not None:
             downloads.discard()
         if isinstance(exc, Exception):

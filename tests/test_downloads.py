@@ -572,6 +572,30 @@ def test_every_table_made_in_the_workbook_child_from_arrow_is_the_row_writers_wo
         assert book == downloads.workbook_bytes(table, widths, frame.rows(), stamp), table.name
 
 
+def test_handing_a_sheet_to_the_workbook_child_leaves_the_frame_as_it_was(catalog, monkeypatch):
+    """sheet_inputs and arrow_for_duckdb take the frame's Arrow table without aligning the frame's own
+    chunks (polars' to_arrow does that in place): the Parquet file written from the same frame has the
+    same row groups whether or not its workbook was made in this build (a workbook can come from the
+    cache), and whenever the DuckDB file's thread reads it."""
+    import polars as pl
+
+    from pipeline.publish import downloads
+
+    monkeypatch.setattr(downloads, "PREPARE_ROWS", 2)
+    table = TABLES_BY_NAME["models"]
+    frame = downloads.published_frame(catalog, table)
+    frame = pl.concat([frame.head(3), frame.slice(3)], rechunk=False)
+    name = table.fields[1].name
+    frame = frame.with_columns(pl.Series(name, frame[name].to_list(), dtype=frame.schema[name]))  # chunks not aligned
+    chunks = frame.n_chunks("all")
+    assert len(set(chunks)) == 2
+    before = downloads.parquet_bytes(frame)
+    downloads.sheet_inputs(table, frame)
+    assert frame.n_chunks("all") == chunks and downloads.parquet_bytes(frame) == before
+    assert downloads.arrow_for_duckdb(frame).num_rows == frame.height  # nor does the DuckDB file's thread
+    assert frame.n_chunks("all") == chunks and downloads.parquet_bytes(frame) == before
+
+
 def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
     """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr
     (at the level the workbooks are deflated at)."""

@@ -264,8 +264,8 @@ def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path
     first = search.start_index(site, tmp_path, kept=kept)()
     assert any(name.startswith("site/pagefind/pagefind-entry") for name in first) and len(kept) == 1
     runs = []
-    started = search._pagefind
-    monkeypatch.setattr(search, "_pagefind", lambda *a: runs.append(a) or started(*a))
+    started = search._Service
+    monkeypatch.setattr(search, "_Service", lambda *a: runs.append(a) or started(*a))
     assert (
         search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, tmp_path, kept=kept)() == first
     )
@@ -275,6 +275,99 @@ def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path
     )()
     assert len(runs) == 1 and again != first and len(kept) == 1
     assert list(tmp_path.iterdir()) == []  # its working folder removed
+
+
+_PAGE = (
+    '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>{0}</title></head><body>'
+    "<main data-pagefind-body><h1>{0}</h1><p>{1}</p></main></body></html>"
+)
+
+
+def _site(**texts) -> dict[str, str]:
+    return {f"site/{name}.html": _PAGE.format(name, text) for name, text in texts.items()}
+
+
+def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after(tmp_path):
+    """search.Indexer: the pages handed over as they are rendered (Pagefind reads them meanwhile) give
+    the index Pagefind makes of the same pages given afterwards in that order (one worker, or a page
+    that changed after it was handed over); the order is the index's, so another order is another
+    index; pages not indexed (search.html) are never sent, and the working folders are removed."""
+    from pipeline.publish import search
+
+    site = _site(a="Первая карта памяти", b="Вторая страница про обучение", c="Третья: LoRA и QLoRA")
+    streamed = search.Indexer()
+    assert streamed.service is not None
+    for rel in ("site/b.html", "site/a.html", "site/c.html"):
+        streamed.add(rel.removeprefix("site/"), site[rel])
+    streamed.add("search.html", "не индексируется")
+    assert list(streamed.sent) == ["b.html", "a.html", "c.html"]
+    index = streamed.finish(site | {"site/search.html": "x"}, tmp_path)()
+    assert streamed.service is None and any(name.startswith("site/pagefind/pagefind-entry") for name in index)
+
+    after = search.Indexer(stream=False)  # one worker: the order recorded, nothing sent
+    for name in ("b.html", "a.html", "c.html"):
+        after.add(name, site[f"site/{name}"])
+    assert after.service is None and after.finish(site, tmp_path)() == index
+
+    changed = search.Indexer()  # a page handed over with other text than it has in the end
+    for name, text in (("b.html", _PAGE.format("b", "старый текст")), ("a.html", site["site/a.html"])):
+        changed.add(name, text)
+    assert changed.finish(site, tmp_path)() == index  # b, a as handed over, then c by name
+
+    assert search.start_index(site, tmp_path)() != index  # by name: a, b, c
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_page_handed_over_twice_or_a_pagefind_that_died_gives_the_same_index(tmp_path):
+    """A path rendered twice, or Pagefind's process gone while the pages rendered: the pages are given
+    to a new process at the end, in the order they were first handed over."""
+    from pipeline.publish import search
+
+    site = _site(a="Первая карта памяти", b="Вторая страница про обучение")
+    expected = search.Indexer(stream=False)
+    for name in ("b.html", "a.html"):
+        expected.add(name, site[f"site/{name}"])
+    index = expected.finish(site, tmp_path)()
+
+    twice = search.Indexer()
+    for name in ("b.html", "a.html", "b.html"):
+        twice.add(name, site[f"site/{name}"])
+    assert twice.again and twice.finish(site, tmp_path)() == index
+
+    died = search.Indexer()
+    died.add("b.html", site["site/b.html"])
+    died.service.process.kill()
+    died.service.process.wait()
+    died.add("a.html", site["site/a.html"])  # the broken pipe drops the process
+    assert died.service is None and died.finish(site, tmp_path)() == index
+
+
+def test_a_pagefind_failure_is_an_os_error_and_discard_stops_it(tmp_path, monkeypatch):
+    """Pagefind answering with an error (here: an index asked of an index it does not have) fails
+    the build with "Pagefind failed" (exit 3, as a missing binary); discard() ends the process."""
+    from pipeline.publish import search
+
+    indexer = search.Indexer()
+    process = indexer.service.process
+    indexer.discard()
+    assert process.poll() is not None and indexer.service is None
+
+    service = search._Service()
+    service.index = 12345
+    service.add("a.html", _site(a="текст")["site/a.html"])
+    with pytest.raises(OSError, match="Pagefind failed"):
+        service.write(tmp_path / "index")()
+    service.kill()
+
+    def missing():
+        raise OSError(2, "the Pagefind binary is missing", "pagefind")
+
+    monkeypatch.setattr(search, "executable", missing)
+    indexer = search.Indexer()  # renders on; the build stops at the end, as it did without streaming
+    indexer.add("a.html", _site(a="текст")["site/a.html"])
+    with pytest.raises(OSError, match="binary is missing"):
+        indexer.finish(_site(a="текст"), tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_rows_are_cut_as_the_regular_expression_cuts_them():

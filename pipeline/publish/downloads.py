@@ -378,9 +378,12 @@ def arrow_for_duckdb(frame: pl.DataFrame):
     """The frame as an Arrow table for DuckDB: its text as string views, polars' own, handed over
     without a copy, where pyarrow has them (16 and later; DuckDB reads them from 1.2). Arrow's large
     strings (polars' default, and pyarrow 15's only kind) copy every text column: at 10^7 rows of
-    recommendations, 1 GB more while the file is written."""
+    recommendations, 1 GB more while the file is written. Taken from a clone: to_arrow aligns the
+    chunks of the frame it is called on, in place, and the catalog's frame is the one the Parquet file
+    (whose row groups follow its chunks) is written from, meanwhile, by the downloads' thread."""
     import pyarrow
 
+    frame = frame.clone()  # a new frame of the same columns: no copy
     return frame.to_arrow(compat_level=pl.CompatLevel.newest()) if hasattr(pyarrow, "string_view") else frame.to_arrow()
 
 
@@ -520,7 +523,9 @@ def sheet_inputs(table: Table, frame: pl.DataFrame) -> tuple[list[float], xlsx_r
     bold, column_formats = _formats(probe, table)
     bold._get_xf_index()  # first, as the header row is written before the data rows
     styles = xlsx_rows.styles(kinds, column_formats)
-    return widths, xlsx_rows.ArrowRows(in_order(frame, table).to_arrow(), kinds, styles)
+    # A clone: to_arrow aligns the chunks of the frame it is called on, in place, and the Parquet file
+    # written from the catalog's frame follows its chunks (its row groups).
+    return widths, xlsx_rows.ArrowRows(in_order(frame, table).clone().to_arrow(), kinds, styles)
 
 
 def _formats(wb: xlsxwriter.Workbook, table: Table) -> tuple:

@@ -7,17 +7,23 @@ each page's `<main data-pagefind-body>` is indexed, so the header and footer nev
 without the rows of its tables (`<tbody>`; their headers stay): the rows of an entity page name
 every entity on the other side, so a search for a GPU would match every model page, and at 10^6
 server_fit rows the rows were two thirds of Pagefind's work. An entity is found by its own page.
-The index runs in a child process while the build writes its downloads.
+Pagefind runs as its service (`pagefind --service`), handed each page as it is rendered, so that it
+reads the pages on the other core while the build renders the rest (Indexer); it writes the index
+once the build's pages are all written.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import errno
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,51 +109,105 @@ def executable() -> str:
 def start_index(
     site: dict[str, str | bytes], inside: Path, prefix: str = "site/", kept: dict | None = None
 ) -> Callable[[], dict[str, bytes]]:
-    """Index the pages among `site` (paths under `prefix`) in a child process; the returned function
-    waits for it and gives the index files by path (`site/pagefind/...`). Pagefind reads the pages
-    from, and writes its index into, a folder made inside `inside` (the build's staging folder, so
-    nothing is written outside the build's own folder), removed when the function returns.
-    `kept` (pipeline.warm: a warm process's last index, by what Pagefind read) gives the index at once
-    when no page's indexed text changed (an edit that changes only the rows of tables, which are not
-    indexed)."""
-    texts = indexed_pages(site, prefix)
-    if not texts:  # no page to index (a site of downloads only): no index, no search files
-        return dict
-    kept = {} if kept is None else kept
-    key = _texts_key(texts, prefix)
-    if key in kept:
-        return lambda: dict(kept[key])
-    work = Path(tempfile.mkdtemp(prefix=".search-", dir=inside))
-    try:
-        pages = work / "site"
-        for name, text in texts.items():
-            path = pages / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        child = _pagefind(pages, work / "index")
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    """Index the pages among `site` (paths under `prefix`, in the order of their names) in Pagefind's
+    process; the returned function waits for it and gives the index files by path
+    (`site/pagefind/...`). See Indexer.finish, which this is without pages handed over before."""
+    return Indexer(stream=False).finish(site, inside, prefix, kept)
 
-    def finish() -> dict[str, bytes]:
+
+class Indexer:
+    """The build's search index, made by Pagefind's service (`pagefind --service`, the protocol of its
+    Python and Node.js APIs: base64 JSON messages, each ended by a comma) as the pages are rendered:
+    the renderer hands each page over (add) and Pagefind reads it on the other core meanwhile, instead
+    of reading them all once rendering has ended (at 10^6 rows, the build's last 2.5 s with one core
+    idle). The order the pages came in is the index's (its page numbers): a build that hands nothing
+    over, or whose pages differ from what was handed over, gives Pagefind the same pages in that order
+    afterwards, so the index is the same whichever way it was made. Without `stream` nothing is sent
+    before finish (one worker, PIPELINE_WORKERS=1, or a caller with all its pages at once)."""
+
+    def __init__(self, stream: bool = True) -> None:
+        self.sent: dict[str, str] = {}  # name -> indexed text, in the order handed over
+        self.again = False  # a page handed over twice: what was sent is not the site
+        self.service: _Service | None = None
+        if stream:
+            try:
+                self.service = _Service()
+            except OSError:  # no binary: finish reports it, as a build without streaming would
+                self.service = None
+
+    def add(self, name: str, html: str) -> None:
+        """A rendered page (its path in the site, its HTML): sent to Pagefind when it is indexed."""
+        if not name.endswith(".html") or name in NOT_INDEXED:
+            return
+        text = indexed_text(html)
+        if name in self.sent:
+            self.again = True
+            return
+        self.sent[name] = text
+        if self.service is not None:
+            try:
+                self.service.add(name, text)
+            except OSError:  # gone: finish gives the pages to a new process
+                self.discard()
+
+    def discard(self) -> None:
+        """Stop Pagefind's process (a build that failed, or an index made another way)."""
+        if self.service is not None:
+            self.service.kill()
+            self.service = None
+
+    def finish(
+        self, site: dict[str, str | bytes], inside: Path, prefix: str = "site/", kept: dict | None = None
+    ) -> Callable[[], dict[str, bytes]]:
+        """The index of the pages among `site` (paths under `prefix`): when every page was handed over,
+        once, with the text it has in `site`, Pagefind writes what it has read; otherwise the pages are
+        given to a new Pagefind process, those handed over first in their order, then the others by
+        name. Pagefind writes into a folder made inside `inside` (the build's staging folder, so nothing
+        is written outside the build's own folder), removed when the returned function returns.
+        `kept` (pipeline.warm: a warm process's last index, by what Pagefind read and in which order)
+        gives the index at once when no page's indexed text changed (an edit that changes only the rows
+        of tables, which are not indexed)."""
+        texts = indexed_pages(site, prefix)
+        order = [name for name in self.sent if name in texts] + sorted(name for name in texts if name not in self.sent)
+        kept = {} if kept is None else kept
+        key = _texts_key(texts, order, prefix)
+        if not texts or key in kept:  # no page to index (a site of downloads only): no index, no search files
+            self.discard()
+            return (lambda: dict(kept[key])) if texts else dict
+        streamed = not self.again and list(self.sent) == order and all(self.sent[n] == texts[n] for n in order)
+        service, self.service = (self.service if streamed else None), None
+        work = Path(tempfile.mkdtemp(prefix=".search-", dir=inside))
         try:
-            _, errors = child.communicate()
-            if child.returncode != 0:
-                text = errors.decode("utf-8", "replace").strip().splitlines()
-                raise OSError(errno.EIO, f"Pagefind failed: {text[-1] if text else child.returncode}", "pagefind")
-            index = work / "index"
-            files = {
-                f"{prefix}{FOLDER}/{path.relative_to(index).as_posix()}": path.read_bytes()
-                for path in sorted(index.rglob("*"))
-                if path.is_file() and not path.name.startswith(UNUSED)
-            }
-        finally:
+            if service is None:
+                self.discard()
+                service = _Service()
+                for name in order:
+                    service.add(name, texts[name])
+            written = service.write(work / "index")
+        except BaseException:
+            if service is not None:
+                service.kill()
             shutil.rmtree(work, ignore_errors=True)
-        kept.clear()  # only the last index: an editing session does not pile them up
-        kept[key] = files
-        return dict(files)
+            raise
 
-    return finish
+        def finish() -> dict[str, bytes]:
+            try:
+                written()
+                service.close()  # its answer may come before the last file is whole: read once it has exited
+                index = work / "index"
+                files = {
+                    f"{prefix}{FOLDER}/{path.relative_to(index).as_posix()}": path.read_bytes()
+                    for path in sorted(index.rglob("*"))
+                    if path.is_file() and not path.name.startswith(UNUSED)
+                }
+            finally:
+                service.kill()
+                shutil.rmtree(work, ignore_errors=True)
+            kept.clear()  # only the last index: an editing session does not pile them up
+            kept[key] = files
+            return dict(files)
+
+        return finish
 
 
 def indexed_pages(site: dict[str, str | bytes], prefix: str) -> dict[str, str]:
@@ -160,24 +220,115 @@ def indexed_pages(site: dict[str, str | bytes], prefix: str) -> dict[str, str]:
     return texts
 
 
-def _pagefind(pages: Path, index: Path) -> subprocess.Popen:
-    """Pagefind started on the folder `pages`, writing its index into `index` (killed with the build:
-    it writes into the build's folder)."""
-    command = [executable(), "--site", str(pages), "--output-path", str(index)]
-    parent = os.getpid()
-    with sigint_held():
-        return subprocess.Popen(
-            [*command, "--force-language", "ru", "--keep-index-url"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PAGEFIND_QUIET": "true"},
-            preexec_fn=lambda: die_with_parent(parent),
-        )
+class _Service:
+    """One `pagefind --service` process (killed with the build: it writes into the build's folder),
+    with one index; a thread reads its answers, so that neither side waits on a full pipe. Every
+    failure is an OSError "Pagefind failed: …" (an error for a page, the process gone)."""
+
+    CONFIG = {"force_language": "ru", "keep_index_url": True}  # the site is Russian; URLs as written
+
+    def __init__(self) -> None:
+        parent = os.getpid()
+        with sigint_held():
+            self.process = subprocess.Popen(
+                [executable(), "--service"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=lambda: die_with_parent(parent),
+            )
+        self.answers: dict[int, dict] = {}
+        self.errors: list[str] = []
+        self.ended = False
+        self.arrived = threading.Condition()
+        self.sent = 0
+        threading.Thread(target=self._read, name="pagefind", daemon=True).start()
+        try:
+            self.index = self._answer(self._send({"type": "NewIndex", "config": self.CONFIG}))().get("index_id")
+        except BaseException:
+            self.kill()
+            raise
+
+    def _send(self, payload: dict) -> int:
+        self.sent += 1
+        message = json.dumps({"message_id": self.sent, "payload": payload})  # ASCII: any text can be sent
+        try:
+            self.process.stdin.write(base64.b64encode(message.encode("ascii")) + b",")
+            self.process.stdin.flush()
+        except (OSError, ValueError) as exc:  # the process is gone (a broken pipe, a closed file)
+            raise _failed(str(exc)) from None
+        return self.sent
+
+    def _answer(self, message: int) -> Callable[[], dict]:
+        """A function that waits for the answer to `message` and gives it."""
+
+        def wait() -> dict:
+            with self.arrived:
+                self.arrived.wait_for(lambda: message in self.answers or self.errors or self.ended)
+                answer = self.answers.get(message)
+                errors = list(self.errors)
+            if errors or answer is None:
+                raise _failed(errors[0] if errors else "the process ended")
+            return answer
+
+        return wait
+
+    def _read(self) -> None:
+        buffer, stream = b"", self.process.stdout
+        try:
+            while chunk := stream.read1(1 << 16):
+                buffer += chunk
+                *messages, buffer = buffer.split(b",")
+                with self.arrived:
+                    for message in messages:
+                        self._take(json.loads(base64.b64decode(message)))
+                    self.arrived.notify_all()
+        except (OSError, ValueError) as exc:
+            with self.arrived:
+                self.errors.append(f"unreadable answer: {exc}")
+        finally:
+            with self.arrived:
+                self.ended = True
+                self.arrived.notify_all()
+
+    def _take(self, answer: dict) -> None:
+        payload = answer.get("payload") or {}
+        if payload.get("type") == "Error":
+            self.errors.append(str(payload.get("message", "")))
+        elif payload.get("type") != "IndexedFile":  # a page's answer is not waited for
+            self.answers[answer.get("message_id")] = payload
+
+    def add(self, name: str, text: str) -> None:
+        """Hand a page over (its indexed text)."""
+        self._send({"type": "AddFile", "index_id": self.index, "url": f"/{name}", "file_contents": text})
+
+    def write(self, output: Path) -> Callable[[], dict]:
+        """Ask Pagefind to write the index into `output`; the returned function waits for it."""
+        return self._answer(self._send({"type": "WriteFiles", "index_id": self.index, "output_path": str(output)}))
+
+    def close(self) -> None:
+        """End the process (it ends when its input does) and wait for it; OSError unless it ended well."""
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        if self.process.wait() != 0:
+            raise _failed(f"exit status {self.process.returncode}")
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
 
 
-def _texts_key(texts: dict[str, str], prefix: str) -> str:
-    """What an index is made from: every page's name and indexed text, the prefix and the binary."""
+def _failed(reason: str) -> OSError:
+    return OSError(errno.EIO, f"Pagefind failed: {reason}", "pagefind")
+
+
+def _texts_key(texts: dict[str, str], order: list[str], prefix: str) -> str:
+    """What an index is made from: every page's name and indexed text in the index's order, the
+    prefix and the binary."""
     digest = hashlib.sha256(f"{executable()}\0{prefix}\0".encode())
-    for name in sorted(texts):
+    for name in order:
         digest.update(f"{name}\0{len(texts[name])}\0{texts[name]}\0".encode())
     return digest.hexdigest()

@@ -445,6 +445,7 @@ def stage(  # noqa: PLR0913
     indexes: dict | None = None,
     downloads: Downloads | None = None,
     keep_pages: bool = True,
+    indexer: search.Indexer | None = None,
 ) -> Staging:
     """Write the pages, articles and downloads into a fresh sibling folder of `out`; the site
     files named in `skip` are left for Staging.swap(); `workbooks` as downloads.iter_downloads;
@@ -452,7 +453,8 @@ def stage(  # noqa: PLR0913
     Downloads the build started into that folder before rendering (started here if None). Without
     `keep_pages` the text of each page once written is dropped from `rendered` (its name stays, with
     None): a build does not hold its pages while it waits for the downloads (237 MB of HTML at 10^7
-    rows, twice that as Python text).
+    rows, twice that as Python text). `indexer`: the search.Indexer the pages were handed to as they
+    were rendered (a new one by default).
 
     Every path is checked before a byte is written to it. With `force` nothing is taken
     from the previous build. datapackage.json carries the release the render shows (rendered.release)."""
@@ -466,7 +468,8 @@ def stage(  # noqa: PLR0913
     try:
         for rel in [*files, *later]:
             safe_path(staging, rel)  # UnsafePath before a page is written
-        searching = search.start_index(files, staging, kept=indexes)  # made while the downloads are written
+        indexer = search.Indexer(stream=False) if indexer is None else indexer
+        searching = indexer.finish(files, staging, kept=indexes)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         if not keep_pages:

@@ -764,8 +764,10 @@ class Renderer:
         """`warm`: what a warm process keeps between builds (pipeline.warm); a new one by default.
         `memo`: the pages of the previous build that may be taken as they are (pipeline.render.page_memo);
         None renders every page. `sources`: whose release history (sources/releases/, pipeline.publish.releases)
-        the data page, the changelog and the data package show; None: no release."""
+        the data page, the changelog and the data package show; None: no release. `indexer` (set by the
+        build: pipeline.publish.search.Indexer) is handed each page as it is rendered."""
         self.memo = memo
+        self.indexer = None
         self.history = releases.History() if sources is None else releases.read_history(sources)
         self.warm = Warm() if warm is None else warm
         # Only this build's article bodies: each is registered again as it is compiled (an editing
@@ -915,6 +917,8 @@ class Renderer:
             for filename in assets:  # published with this build, as the page links to them
                 self.asset(filename)
             self.memo.record(path, digest, assets, reused=True)
+            if self.indexer is not None:
+                self.indexer.add(path, text)
             return text
         used: list[str] = []
         tables: list[str] = []  # typeset apart; the page's pass sees a comment in each one's place
@@ -947,6 +951,8 @@ class Renderer:
         html = russian.typograph(html, "html")
         for i, typeset in enumerate(tables):
             html = html.replace(f"{self.table_mark}{i}-->", typeset, 1)
+        if self.indexer is not None:
+            self.indexer.add(path, html)
         return html
 
     def entity_pages(self) -> dict[str, str]:

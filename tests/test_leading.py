@@ -185,7 +185,7 @@ def test_search_reads_pages_without_their_table_rows_and_script_content():
     )
 
 
-def test_pagefind_makes_the_same_index_without_a_scripts_content(tmp_path, monkeypatch):
+def test_pagefind_makes_the_same_index_without_a_scripts_content(monkeypatch):
     """What indexed_text leaves out of a script is what Pagefind drops itself: given the whole page,
     Pagefind makes of a page whose script holds words the index of the same page with an empty script."""
     from pipeline.publish import search
@@ -198,13 +198,13 @@ def test_pagefind_makes_the_same_index_without_a_scripts_content(tmp_path, monke
         '<main data-pagefind-body><h1>H100</h1><p>Карта</p><script type="application/json">{}</script>'
         "</main></body></html>"
     )
-    words = search.start_index({"site/gpus/h100.html": page.format('{"name": "Уникальнословный"}')}, tmp_path)
-    empty = search.start_index({"site/gpus/h100.html": page.format("")}, tmp_path)
+    words = search.start_index({"site/gpus/h100.html": page.format('{"name": "Уникальнословный"}')})
+    empty = search.start_index({"site/gpus/h100.html": page.format("")})
     assert words() == empty()
     assert cut(page.format("[1, 2]")) == page.format("")
 
 
-def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(tmp_path, monkeypatch):
+def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(monkeypatch):
     """Of a page whose main is its data-pagefind-body, Pagefind reads only that main and the head: the
     index of the whole page (a header, a menu and a footer with words of their own) is the index of the
     cut one. A page without such a main is read as it is."""
@@ -216,8 +216,8 @@ def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(tmp_path, monke
     main = '<main id="main" data-pagefind-body><h1>H100</h1><p>Карта</p></main>'
     page = f'{head}<body class="x"><header><a href="/">Шапкослово</a></header>{main}<footer>Подвалослово</footer></body></html>'
     assert cut(page) == f'{head}<body class="x">{main}</body></html>'
-    whole = search.start_index({"site/gpus/h100.html": page}, tmp_path)
-    alone = search.start_index({"site/gpus/h100.html": cut(page)}, tmp_path)
+    whole = search.start_index({"site/gpus/h100.html": page})
+    alone = search.start_index({"site/gpus/h100.html": cut(page)})
     assert whole() == alone()
     for other in (
         page.replace(" data-pagefind-body", ""),  # not the indexed body: Pagefind reads the whole page
@@ -228,7 +228,7 @@ def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(tmp_path, monke
         assert cut(other) == other
 
 
-def test_a_tables_header_words_are_found_apart(tmp_path):
+def test_a_tables_header_words_are_found_apart():
     """Pagefind separates td cells but joins adjacent th cells into one word: indexed_text puts a space
     after each header cell, so a search finds each header's word and the excerpt wraps on a phone."""
     import gzip
@@ -242,14 +242,14 @@ def test_a_tables_header_words_are_found_apart(tmp_path):
         '<th scope="col">Заголовок</th></tr></thead><tbody><tr><td>a</td><td>b</td></tr></tbody></table>'
         "</main></body></html>"
     )
-    index = search.start_index({"site/data.html": page}, tmp_path)()
+    index = search.start_index({"site/data.html": page})()
     [fragment] = [data for name, data in index.items() if "/fragment/" in name]
     unzipped = gzip.decompress(fragment)
     content = json.loads(unzipped[unzipped.index(b"{") :])["content"]
     assert "Столбец Заголовок" in content and "СтолбецЗаголовок" not in content
 
 
-def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path, monkeypatch):
+def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(monkeypatch):
     """start_index with `kept`: the same indexed texts give the last index without running Pagefind;
     a changed row of a table (not indexed) does not run it; a changed sentence does."""
     from pipeline.publish import search
@@ -261,20 +261,15 @@ def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(tmp_path
     )
     site = {"site/gpus/h100.html": page.format("Карта", "585 000 ₽"), "site/search.html": "не индексируется"}
     kept: dict = {}
-    first = search.start_index(site, tmp_path, kept=kept)()
+    first = search.start_index(site, kept=kept)()
     assert any(name.startswith("site/pagefind/pagefind-entry") for name in first) and len(kept) == 1
     runs = []
     started = search._Service
     monkeypatch.setattr(search, "_Service", lambda *a: runs.append(a) or started(*a))
-    assert (
-        search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, tmp_path, kept=kept)() == first
-    )
+    assert search.start_index(site | {"site/gpus/h100.html": page.format("Карта", "1 ₽")}, kept=kept)() == first
     assert runs == []
-    again = search.start_index(
-        site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, tmp_path, kept=kept
-    )()
+    again = search.start_index(site | {"site/gpus/h100.html": page.format("Другая карта", "1 ₽")}, kept=kept)()
     assert len(runs) == 1 and again != first and len(kept) == 1
-    assert list(tmp_path.iterdir()) == []  # its working folder removed
 
 
 _PAGE = (
@@ -287,7 +282,7 @@ def _site(**texts) -> dict[str, str]:
     return {f"site/{name}.html": _PAGE.format(name, text) for name, text in texts.items()}
 
 
-def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after(tmp_path):
+def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after():
     """search.Indexer: the pages handed over as they are rendered (Pagefind reads them meanwhile) give
     the index Pagefind makes of the same pages given afterwards in that order (one worker, or a page
     that changed after it was handed over); the order is the index's, so another order is another
@@ -301,24 +296,44 @@ def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after(tmp_p
         streamed.add(rel.removeprefix("site/"), site[rel])
     streamed.add("search.html", "не индексируется")
     assert list(streamed.sent) == ["b.html", "a.html", "c.html"]
-    index = streamed.finish(site | {"site/search.html": "x"}, tmp_path)()
+    index = streamed.finish(site | {"site/search.html": "x"})()
     assert streamed.service is None and any(name.startswith("site/pagefind/pagefind-entry") for name in index)
 
     after = search.Indexer(stream=False)  # one worker: the order recorded, nothing sent
     for name in ("b.html", "a.html", "c.html"):
         after.add(name, site[f"site/{name}"])
-    assert after.service is None and after.finish(site, tmp_path)() == index
+    assert after.service is None and after.finish(site)() == index
 
     changed = search.Indexer()  # a page handed over with other text than it has in the end
     for name, text in (("b.html", _PAGE.format("b", "старый текст")), ("a.html", site["site/a.html"])):
         changed.add(name, text)
-    assert changed.finish(site, tmp_path)() == index  # b, a as handed over, then c by name
+    assert changed.finish(site)() == index  # b, a as handed over, then c by name
 
-    assert search.start_index(site, tmp_path)() != index  # by name: a, b, c
-    assert list(tmp_path.iterdir()) == []
+    assert search.start_index(site)() != index  # by name: a, b, c
 
 
-def test_a_page_handed_over_twice_or_a_pagefind_that_died_gives_the_same_index(tmp_path):
+def test_each_page_is_read_for_the_index_once(monkeypatch):
+    """A page handed over is cut for Pagefind once (indexed_text): finish takes that text when the site
+    has the very page that was handed over, and cuts again a page that is another object."""
+    from pipeline.publish import search
+
+    site = _site(a="Первая карта памяти", b="Вторая страница про обучение")
+    cut, calls = search.indexed_text, []
+    monkeypatch.setattr(search, "indexed_text", lambda html: calls.append(html) or cut(html))
+    indexer = search.Indexer(stream=False)
+    for name in ("a.html", "b.html"):
+        indexer.add(name, site[f"site/{name}"])
+    assert search.indexed_pages(site, "site/", {n: (indexer.pages[n], indexer.sent[n]) for n in indexer.pages}) == {
+        "a.html": cut(site["site/a.html"]),
+        "b.html": cut(site["site/b.html"]),
+    }
+    assert len(calls) == 2
+    copy = site | {"site/b.html": "".join(list(site["site/b.html"]))}  # equal, another object
+    indexer.finish(copy)()
+    assert len(calls) == 3 and calls[-1] is copy["site/b.html"] and indexer.pages == {}
+
+
+def test_a_page_handed_over_twice_or_a_pagefind_that_died_gives_the_same_index():
     """A path rendered twice, or Pagefind's process gone while the pages rendered: the pages are given
     to a new process at the end, in the order they were first handed over."""
     from pipeline.publish import search
@@ -327,22 +342,22 @@ def test_a_page_handed_over_twice_or_a_pagefind_that_died_gives_the_same_index(t
     expected = search.Indexer(stream=False)
     for name in ("b.html", "a.html"):
         expected.add(name, site[f"site/{name}"])
-    index = expected.finish(site, tmp_path)()
+    index = expected.finish(site)()
 
     twice = search.Indexer()
     for name in ("b.html", "a.html", "b.html"):
         twice.add(name, site[f"site/{name}"])
-    assert twice.again and twice.finish(site, tmp_path)() == index
+    assert twice.again and twice.finish(site)() == index
 
     died = search.Indexer()
     died.add("b.html", site["site/b.html"])
     died.service.process.kill()
     died.service.process.wait()
     died.add("a.html", site["site/a.html"])  # the broken pipe drops the process
-    assert died.service is None and died.finish(site, tmp_path)() == index
+    assert died.service is None and died.finish(site)() == index
 
 
-def test_a_pagefind_failure_is_an_os_error_and_discard_stops_it(tmp_path, monkeypatch):
+def test_a_pagefind_failure_is_an_os_error_and_discard_stops_it(monkeypatch):
     """Pagefind answering with an error (here: an index asked of an index it does not have) fails
     the build with "Pagefind failed" (exit 3, as a missing binary); discard() ends the process."""
     from pipeline.publish import search
@@ -356,7 +371,7 @@ def test_a_pagefind_failure_is_an_os_error_and_discard_stops_it(tmp_path, monkey
     service.index = 12345
     service.add("a.html", _site(a="текст")["site/a.html"])
     with pytest.raises(OSError, match="Pagefind failed"):
-        service.write(tmp_path / "index")()
+        service.files()()
     service.kill()
 
     def missing():
@@ -366,8 +381,7 @@ def test_a_pagefind_failure_is_an_os_error_and_discard_stops_it(tmp_path, monkey
     indexer = search.Indexer()  # renders on; the build stops at the end, as it did without streaming
     indexer.add("a.html", _site(a="текст")["site/a.html"])
     with pytest.raises(OSError, match="binary is missing"):
-        indexer.finish(_site(a="текст"), tmp_path)
-    assert list(tmp_path.iterdir()) == []
+        indexer.finish(_site(a="текст"))
 
 
 def test_the_rows_are_cut_as_the_regular_expression_cuts_them():

@@ -8,8 +8,8 @@ without the rows of its tables (`<tbody>`; their headers stay): the rows of an e
 every entity on the other side, so a search for a GPU would match every model page, and at 10^6
 server_fit rows the rows were two thirds of Pagefind's work. An entity is found by its own page.
 Pagefind runs as its service (`pagefind --service`), handed each page as it is rendered, so that it
-reads the pages on the other core while the build renders the rest (Indexer); it writes the index
-once the build's pages are all written.
+reads the pages on the other core while the build renders the rest (Indexer); it hands the index's
+files over once the build's pages are all written.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -107,12 +106,12 @@ def executable() -> str:
 
 
 def start_index(
-    site: dict[str, str | bytes], inside: Path, prefix: str = "site/", kept: dict | None = None
+    site: dict[str, str | bytes], prefix: str = "site/", kept: dict | None = None
 ) -> Callable[[], dict[str, bytes]]:
     """Index the pages among `site` (paths under `prefix`, in the order of their names) in Pagefind's
     process; the returned function waits for it and gives the index files by path
     (`site/pagefind/...`). See Indexer.finish, which this is without pages handed over before."""
-    return Indexer(stream=False).finish(site, inside, prefix, kept)
+    return Indexer(stream=False).finish(site, prefix, kept)
 
 
 class Indexer:
@@ -127,6 +126,7 @@ class Indexer:
 
     def __init__(self, stream: bool = True) -> None:
         self.sent: dict[str, str] = {}  # name -> indexed text, in the order handed over
+        self.pages: dict[str, str] = {}  # name -> the page handed over, until finish (no second reading)
         self.again = False  # a page handed over twice: what was sent is not the site
         self.service: _Service | None = None
         if stream:
@@ -143,7 +143,7 @@ class Indexer:
         if name in self.sent:
             self.again = True
             return
-        self.sent[name] = text
+        self.sent[name], self.pages[name] = text, html
         if self.service is not None:
             try:
                 self.service.add(name, text)
@@ -157,17 +157,18 @@ class Indexer:
             self.service = None
 
     def finish(
-        self, site: dict[str, str | bytes], inside: Path, prefix: str = "site/", kept: dict | None = None
+        self, site: dict[str, str | bytes], prefix: str = "site/", kept: dict | None = None
     ) -> Callable[[], dict[str, bytes]]:
-        """The index of the pages among `site` (paths under `prefix`): when every page was handed over,
-        once, with the text it has in `site`, Pagefind writes what it has read; otherwise the pages are
-        given to a new Pagefind process, those handed over first in their order, then the others by
-        name. Pagefind writes into a folder made inside `inside` (the build's staging folder, so nothing
-        is written outside the build's own folder), removed when the returned function returns.
-        `kept` (pipeline.warm: a warm process's last index, by what Pagefind read and in which order)
-        gives the index at once when no page's indexed text changed (an edit that changes only the rows
-        of tables, which are not indexed)."""
-        texts = indexed_pages(site, prefix)
+        """The index of the pages among `site` (paths under `prefix`); the returned function waits for
+        it and gives its files by path (`site/pagefind/...`). When every page was handed over, once,
+        with the text it has in `site`, it is the index of what Pagefind has read; otherwise the pages
+        are given to a new Pagefind process, those handed over first in their order, then the others
+        by name. Nothing is written: Pagefind hands the files over. `kept` (pipeline.warm: a warm
+        process's last index, by what Pagefind read and in which order) gives the index at once when no
+        page's indexed text changed (an edit that changes only the rows of tables, which are not
+        indexed)."""
+        texts = indexed_pages(site, prefix, {name: (self.pages[name], self.sent[name]) for name in self.pages})
+        self.pages = {}
         order = [name for name in self.sent if name in texts] + sorted(name for name in texts if name not in self.sent)
         kept = {} if kept is None else kept
         key = _texts_key(texts, order, prefix)
@@ -176,33 +177,27 @@ class Indexer:
             return (lambda: dict(kept[key])) if texts else dict
         streamed = not self.again and list(self.sent) == order and all(self.sent[n] == texts[n] for n in order)
         service, self.service = (self.service if streamed else None), None
-        work = Path(tempfile.mkdtemp(prefix=".search-", dir=inside))
         try:
             if service is None:
                 self.discard()
                 service = _Service()
                 for name in order:
                     service.add(name, texts[name])
-            written = service.write(work / "index")
+            made = service.files()
         except BaseException:
             if service is not None:
                 service.kill()
-            shutil.rmtree(work, ignore_errors=True)
             raise
 
         def finish() -> dict[str, bytes]:
             try:
-                written()
-                service.close()  # its answer may come before the last file is whole: read once it has exited
-                index = work / "index"
                 files = {
-                    f"{prefix}{FOLDER}/{path.relative_to(index).as_posix()}": path.read_bytes()
-                    for path in sorted(index.rglob("*"))
-                    if path.is_file() and not path.name.startswith(UNUSED)
+                    f"{prefix}{FOLDER}/{path}": content
+                    for path, content in sorted(made().items())
+                    if not path.rpartition("/")[2].startswith(UNUSED)
                 }
             finally:
                 service.kill()
-                shutil.rmtree(work, ignore_errors=True)
             kept.clear()  # only the last index: an editing session does not pile them up
             kept[key] = files
             return dict(files)
@@ -210,19 +205,24 @@ class Indexer:
         return finish
 
 
-def indexed_pages(site: dict[str, str | bytes], prefix: str) -> dict[str, str]:
-    """The pages among `site` (paths under `prefix`) that are indexed, by name: their indexed text."""
-    texts = {}
+def indexed_pages(
+    site: dict[str, str | bytes], prefix: str, known: dict[str, tuple[str | bytes, str]] | None = None
+) -> dict[str, str]:
+    """The pages among `site` (paths under `prefix`) that are indexed, by name: their indexed text.
+    `known`: (a page's content, its indexed text) by name, taken when the page is that very object."""
+    texts, known = {}, known or {}
     for rel, content in site.items():
         name = rel.removeprefix(prefix)
         if rel.startswith(prefix) and name.endswith(".html") and name not in NOT_INDEXED:
-            texts[name] = indexed_text(content.decode("utf-8") if isinstance(content, bytes) else content)
+            page, text = known.get(name, (None, ""))
+            if page is not content:
+                text = indexed_text(content.decode("utf-8") if isinstance(content, bytes) else content)
+            texts[name] = text
     return texts
 
 
 class _Service:
-    """One `pagefind --service` process (killed with the build: it writes into the build's folder),
-    with one index; a thread reads its answers, so that neither side waits on a full pipe. Every
+    """One `pagefind --service` process (killed with the build), with one index; a thread reads its answers, so that neither side waits on a full pipe. Every
     failure is an OSError "Pagefind failed: …" (an error for a page, the process gone)."""
 
     CONFIG = {"force_language": "ru", "keep_index_url": True}  # the site is Russian; URLs as written
@@ -274,11 +274,15 @@ class _Service:
         return wait
 
     def _read(self) -> None:
-        buffer, stream = b"", self.process.stdout
+        parts, stream = [], self.process.stdout  # the pieces of an answer not yet ended
         try:
-            while chunk := stream.read1(1 << 16):
-                buffer += chunk
-                *messages, buffer = buffer.split(b",")
+            while chunk := stream.read1(1 << 20):
+                *ended, rest = chunk.split(b",")
+                if not ended:
+                    parts.append(rest)
+                    continue
+                messages = [b"".join([*parts, ended[0]]), *ended[1:]]
+                parts = [rest]
                 with self.arrived:
                     for message in messages:
                         self._take(json.loads(base64.b64decode(message)))
@@ -302,9 +306,12 @@ class _Service:
         """Hand a page over (its indexed text)."""
         self._send({"type": "AddFile", "index_id": self.index, "url": f"/{name}", "file_contents": text})
 
-    def write(self, output: Path) -> Callable[[], dict]:
-        """Ask Pagefind to write the index into `output`; the returned function waits for it."""
-        return self._answer(self._send({"type": "WriteFiles", "index_id": self.index, "output_path": str(output)}))
+    def files(self) -> Callable[[], dict[str, bytes]]:
+        """Ask Pagefind for the index's files; the returned function waits for them, by path. (Not
+        WriteFiles: Pagefind 1.5 answers it, and may even exit, before pagefind-entry.json is written:
+        one index in eight came out with that file empty.)"""
+        wait = self._answer(self._send({"type": "GetFiles", "index_id": self.index}))
+        return lambda: {file["path"]: base64.b64decode(file["content"]) for file in wait()["files"]}
 
     def close(self) -> None:
         """End the process (it ends when its input does) and wait for it; OSError unless it ended well."""

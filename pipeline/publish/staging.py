@@ -469,7 +469,7 @@ def stage(  # noqa: PLR0913
         for rel in [*files, *later]:
             safe_path(staging, rel)  # UnsafePath before a page is written
         indexer = search.Indexer(stream=False) if indexer is None else indexer
-        searching = indexer.finish(files, staging, kept=indexes)  # made while the downloads are written
+        searching = indexer.finish(files, kept=indexes)  # made while the downloads are written
         hashes: dict[str, str] = {}
         counts = write_tree(staging, files, previous, hashes)
         if not keep_pages:

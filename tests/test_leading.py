@@ -307,7 +307,9 @@ def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after():
     changed = search.Indexer()  # a page handed over with other text than it has in the end
     for name, text in (("b.html", _PAGE.format("b", "старый текст")), ("a.html", site["site/a.html"])):
         changed.add(name, text)
+    read = changed.service.process
     assert changed.finish(site)() == index  # b, a as handed over, then c by name
+    assert read.poll() is not None  # the process that read the old text was stopped
 
     assert search.start_index(site)() != index  # by name: a, b, c
 

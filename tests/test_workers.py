@@ -296,7 +296,10 @@ def test_a_small_catalogs_duckdb_file_is_begun_before_the_pages_render(catalog, 
         if not force and not out.is_dir():
             out.mkdir()
         before = sys.getswitchinterval()
-        written = staging.Downloads(out, catalog, downloads.start_workbooks(catalog), force=force)
+        monkeypatch.setattr(parallel, "WORKERS", 1)  # the workbooks made here: no fork beside other tests' threads
+        workbooks = downloads.start_workbooks(catalog)
+        monkeypatch.setattr(parallel, "WORKERS", count)
+        written = staging.Downloads(out, catalog, workbooks, force=force)
         if count > 1:  # begun now, before any download is written, with the Parquet files' hashes
             name, hashes, kept = begun.pop()
             assert name == "database" and set(hashes) == parquet and kept is not force
@@ -329,10 +332,12 @@ def test_an_early_duckdb_file_is_stopped_when_the_build_fails(catalog, tmp_path,
     from pipeline import parallel
     from pipeline.publish import downloads, staging
 
+    monkeypatch.setattr(parallel, "WORKERS", 1)  # the workbooks made here: no fork
+    workbooks = downloads.start_workbooks(catalog)
     monkeypatch.setattr(parallel, "WORKERS", 2)
     stopped, stop = [], staging._Database.stop
     monkeypatch.setattr(staging._Database, "stop", lambda self: stopped.append(self) or stop(self))
-    written = staging.Downloads(tmp_path / "output", catalog, downloads.start_workbooks(catalog), force=True)
+    written = staging.Downloads(tmp_path / "output", catalog, workbooks, force=True)
     assert written._database is not None
     written.discard()
     assert stopped == [written._database] and not written._database.thread.is_alive()

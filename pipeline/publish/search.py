@@ -175,11 +175,11 @@ class Indexer:
         if not texts or key in kept:  # no page to index (a site of downloads only): no index, no search files
             self.discard()
             return (lambda: dict(kept[key])) if texts else dict
-        streamed = not self.again and list(self.sent) == order and all(self.sent[n] == texts[n] for n in order)
-        service, self.service = (self.service if streamed else None), None
+        if self.again or list(self.sent) != order or any(self.sent[n] != texts[n] for n in order):
+            self.discard()  # what Pagefind read is not the site: it is given the site's pages anew
+        service, self.service = self.service, None
         try:
             if service is None:
-                self.discard()
                 service = _Service()
                 for name in order:
                     service.add(name, texts[name])
@@ -242,7 +242,8 @@ class _Service:
         self.ended = False
         self.arrived = threading.Condition()
         self.sent = 0
-        threading.Thread(target=self._read, name="pagefind", daemon=True).start()
+        self.reader = threading.Thread(target=self._read, name="pagefind", daemon=True)
+        self.reader.start()
         try:
             self.index = self._answer(self._send({"type": "NewIndex", "config": self.CONFIG}))().get("index_id")
         except BaseException:
@@ -313,19 +314,16 @@ class _Service:
         wait = self._answer(self._send({"type": "GetFiles", "index_id": self.index}))
         return lambda: {file["path"]: base64.b64decode(file["content"]) for file in wait()["files"]}
 
-    def close(self) -> None:
-        """End the process (it ends when its input does) and wait for it; OSError unless it ended well."""
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        if self.process.wait() != 0:
-            raise _failed(f"exit status {self.process.returncode}")
-
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.reader.join(READER_WAIT)  # ended by the process's end: no thread of it outlives it (a fork after)
+
+
+READER_WAIT = 10.0  # seconds: the reading thread sees the end of the output as soon as the process ends
 
 
 def _failed(reason: str) -> OSError:

@@ -284,34 +284,42 @@ def _site(**texts) -> dict[str, str]:
 
 def test_pages_handed_to_pagefind_as_they_render_make_the_index_made_after():
     """search.Indexer: the pages handed over as they are rendered (Pagefind reads them meanwhile) give
-    the index Pagefind makes of the same pages given afterwards in that order (one worker, or a page
-    that changed after it was handed over); the order is the index's, so another order is another
-    index; pages not indexed (search.html) are never sent, and the working folders are removed."""
+    the index Pagefind makes of the same pages afterwards (one worker, or a caller with its pages at
+    once): the index lists the pages in the site's order, which is the order a build renders them in,
+    so another order is another index; pages handed over in another order or with another text are
+    given to a new process in the site's order (the old one is stopped); pages not indexed
+    (search.html) are never sent."""
     from pipeline.publish import search
 
-    site = _site(a="Первая карта памяти", b="Вторая страница про обучение", c="Третья: LoRA и QLoRA")
+    site = _site(b="Вторая страница про обучение", a="Первая карта памяти", c="Третья: LoRA и QLoRA")
     streamed = search.Indexer()
     assert streamed.service is not None
-    for rel in ("site/b.html", "site/a.html", "site/c.html"):
+    for rel in site:
         streamed.add(rel.removeprefix("site/"), site[rel])
     streamed.add("search.html", "не индексируется")
     assert list(streamed.sent) == ["b.html", "a.html", "c.html"]
     index = streamed.finish(site | {"site/search.html": "x"})()
     assert streamed.service is None and any(name.startswith("site/pagefind/pagefind-entry") for name in index)
+    assert search.start_index(site)() == index  # the same pages given at once, in the site's order
 
-    after = search.Indexer(stream=False)  # one worker: the order recorded, nothing sent
-    for name in ("b.html", "a.html", "c.html"):
-        after.add(name, site[f"site/{name}"])
+    after = search.Indexer(stream=False)  # one worker: nothing sent before finish
+    for rel in site:
+        after.add(rel.removeprefix("site/"), site[rel])
     assert after.service is None and after.finish(site)() == index
 
-    changed = search.Indexer()  # a page handed over with other text than it has in the end
-    for name, text in (("b.html", _PAGE.format("b", "старый текст")), ("a.html", site["site/a.html"])):
-        changed.add(name, text)
-    read = changed.service.process
-    assert changed.finish(site)() == index  # b, a as handed over, then c by name
-    assert read.poll() is not None  # the process that read the old text was stopped
+    for handed in (
+        (("b.html", _PAGE.format("b", "старый текст")), ("a.html", site["site/a.html"])),
+        (("a.html", site["site/a.html"]), ("b.html", site["site/b.html"])),
+    ):
+        changed = search.Indexer()  # another text than the page has in the end; another order
+        for name, text in handed:
+            changed.add(name, text)
+        read = changed.service.process
+        assert changed.finish(site)() == index
+        assert read.poll() is not None  # the process that read them was stopped
 
-    assert search.start_index(site)() != index  # by name: a, b, c
+    by_name = {rel: site[rel] for rel in sorted(site)}
+    assert search.start_index(by_name)() != index  # a, b, c: another index
 
 
 def test_each_page_is_read_for_the_index_once(monkeypatch):
@@ -337,7 +345,7 @@ def test_each_page_is_read_for_the_index_once(monkeypatch):
 
 def test_a_page_handed_over_twice_or_a_pagefind_that_died_gives_the_same_index():
     """A path rendered twice, or Pagefind's process gone while the pages rendered: the pages are given
-    to a new process at the end, in the order they were first handed over."""
+    to a new process at the end, in the site's order."""
     from pipeline.publish import search
 
     site = _site(a="Первая карта памяти", b="Вторая страница про обучение")

@@ -445,3 +445,22 @@ def test_a_stopped_build_interrupts_the_duckdb_file_instead_of_waiting_for_it(ca
     assert isinstance(database.error, duckdb.InterruptException)
     with pytest.raises(duckdb.InterruptException):
         database.join({})
+
+
+def test_stopping_a_duckdb_file_already_written_is_no_error(catalog, tmp_path, monkeypatch):
+    """A build that fails once its DuckDB file is written (its connection closed): discard() stops the
+    file's thread, which has nothing left to interrupt; the build's own error is the one reported."""
+    import duckdb
+
+    from pipeline.publish import staging
+
+    def written(path, catalog, replace=None, dropped=(), connected=None):
+        con = duckdb.connect(str(path))
+        connected(con)
+        con.close()
+
+    monkeypatch.setattr(staging, "write_database", written)
+    database = staging._Database(tmp_path, catalog, None, None)
+    database.thread.join()
+    database.stop()
+    assert database.error is None

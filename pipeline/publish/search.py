@@ -108,8 +108,8 @@ def executable() -> str:
 def start_index(
     site: dict[str, str | bytes], prefix: str = "site/", kept: dict | None = None
 ) -> Callable[[], dict[str, bytes]]:
-    """Index the pages among `site` (paths under `prefix`, in the order of their names) in Pagefind's
-    process; the returned function waits for it and gives the index files by path
+    """Index the pages among `site` (paths under `prefix`, in the order `site` lists them) in
+    Pagefind's process; the returned function waits for it and gives the index files by path
     (`site/pagefind/...`). See Indexer.finish, which this is without pages handed over before."""
     return Indexer(stream=False).finish(site, prefix, kept)
 
@@ -119,10 +119,11 @@ class Indexer:
     Python and Node.js APIs: base64 JSON messages, each ended by a comma) as the pages are rendered:
     the renderer hands each page over (add) and Pagefind reads it on the other core meanwhile, instead
     of reading them all once rendering has ended (at 10^6 rows, the build's last 2.5 s with one core
-    idle). The order the pages came in is the index's (its page numbers): a build that hands nothing
-    over, or whose pages differ from what was handed over, gives Pagefind the same pages in that order
-    afterwards, so the index is the same whichever way it was made. Without `stream` nothing is sent
-    before finish (one worker, PIPELINE_WORKERS=1, or a caller with all its pages at once)."""
+    idle). The index lists the pages in the site's order (its page numbers), which is the order a
+    build renders them in: a build that hands nothing over, or whose pages or their order differ from
+    what was handed over, gives a new Pagefind process the site's pages afterwards, so the index is the
+    same whichever way it was made. Without `stream` nothing is sent before finish (one worker,
+    PIPELINE_WORKERS=1, or a caller with all its pages at once)."""
 
     def __init__(self, stream: bool = True) -> None:
         self.sent: dict[str, str] = {}  # name -> indexed text, in the order handed over
@@ -159,17 +160,18 @@ class Indexer:
     def finish(
         self, site: dict[str, str | bytes], prefix: str = "site/", kept: dict | None = None
     ) -> Callable[[], dict[str, bytes]]:
-        """The index of the pages among `site` (paths under `prefix`); the returned function waits for
-        it and gives its files by path (`site/pagefind/...`). When every page was handed over, once,
-        with the text it has in `site`, it is the index of what Pagefind has read; otherwise the pages
-        are given to a new Pagefind process, those handed over first in their order, then the others
-        by name. Nothing is written: Pagefind hands the files over. `kept` (pipeline.warm: a warm
+        """The index of the pages among `site` (paths under `prefix`), in the order `site` lists them;
+        the returned function waits for it and gives its files by path (`site/pagefind/...`). When
+        every page was handed over, once, in that order, with the text it has in `site`, it is the
+        index of what Pagefind has read; otherwise the pages are given to a new Pagefind process. So
+        the index depends on the site alone, not on how it was made. Nothing is written: Pagefind
+        hands the files over. `kept` (pipeline.warm: a warm
         process's last index, by what Pagefind read and in which order) gives the index at once when no
         page's indexed text changed (an edit that changes only the rows of tables, which are not
         indexed)."""
         texts = indexed_pages(site, prefix, {name: (self.pages[name], self.sent[name]) for name in self.pages})
         self.pages = {}
-        order = [name for name in self.sent if name in texts] + sorted(name for name in texts if name not in self.sent)
+        order = list(texts)  # the site's order (the build's: its pages in the order they were rendered)
         kept = {} if kept is None else kept
         key = _texts_key(texts, order, prefix)
         if not texts or key in kept:  # no page to index (a site of downloads only): no index, no search files
@@ -321,6 +323,8 @@ class _Service:
             self.process.kill()
         self.process.wait()
         self.reader.join(READER_WAIT)  # ended by the process's end: no thread of it outlives it (a fork after)
+        if not self.reader.is_alive():
+            self.process.stdout.close()
 
 
 READER_WAIT = 10.0  # seconds: the reading thread sees the end of the output as soon as the process ends

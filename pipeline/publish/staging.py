@@ -529,7 +529,8 @@ class _Database:
         with self._lock:
             self._stopped = True
             for con in self._connections:
-                con.interrupt()
+                with contextlib.suppress(duckdb.Error):  # closed already: the file was written
+                    con.interrupt()
         if self.thread.is_alive():
             self.thread.join()
 

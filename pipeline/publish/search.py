@@ -179,6 +179,7 @@ class Indexer:
             return (lambda: dict(kept[key])) if texts else dict
         if self.again or list(self.sent) != order or any(self.sent[n] != texts[n] for n in order):
             self.discard()  # what Pagefind read is not the site: it is given the site's pages anew
+        self.sent = {}  # not held while the build waits for its downloads (tens of MB at 10^7 rows)
         service, self.service = self.service, None
         try:
             if service is None:

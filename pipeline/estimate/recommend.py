@@ -167,7 +167,9 @@ def _ranked_in_order(
     )
     del order
     frame = _priced_rows(wide.select(*JOB_SCHEMA, *training.PRICE_COLUMNS).with_columns(tokens=pl.lit(tokens)), c)
-    return _with_rank(frame).select(RECOMMENDATIONS.columns)
+    # Its columns' chunks aligned here, once: polars' to_arrow (the DuckDB file's thread, the workbook
+    # child's table) would align them on a copy each time, and the Parquet file's row groups follow them.
+    return _with_rank(frame).select(RECOMMENDATIONS.columns).rechunk()
 
 
 def _spreads(spread) -> dict[str, tuple[float, float]]:

@@ -229,8 +229,9 @@ def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(monkeypatch):
 
 
 def test_a_tables_header_words_are_found_apart():
-    """Pagefind separates td cells but joins adjacent th cells into one word: indexed_text puts a space
-    after each header cell, so a search finds each header's word and the excerpt wraps on a phone."""
+    """Pagefind separates td cells but joins adjacent th cells into one word, and a definition list's
+    term with its value: indexed_text puts a space after each header cell and term, so a search finds
+    each word and the excerpt wraps on a phone."""
     import gzip
     import json
 
@@ -240,13 +241,14 @@ def test_a_tables_header_words_are_found_apart():
         '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>Данные</title></head><body>'
         '<main data-pagefind-body><h1>Данные</h1><table><thead><tr><th scope="col">Столбец</th>'
         '<th scope="col">Заголовок</th></tr></thead><tbody><tr><td>a</td><td>b</td></tr></tbody></table>'
-        "</main></body></html>"
+        '<dl class="facts"><div><dt>Память, ГБ</dt><dd>80</dd></div></dl></main></body></html>'
     )
     index = search.start_index({"site/data.html": page})()
     [fragment] = [data for name, data in index.items() if "/fragment/" in name]
     unzipped = gzip.decompress(fragment)
     content = json.loads(unzipped[unzipped.index(b"{") :])["content"]
     assert "Столбец Заголовок" in content and "СтолбецЗаголовок" not in content
+    assert "Память, ГБ 80" in content and "ГБ80" not in content
 
 
 def test_a_warm_process_indexes_again_only_when_an_indexed_text_changed(monkeypatch):

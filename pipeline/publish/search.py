@@ -39,7 +39,9 @@ ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
 SCRIPT_OPEN, SCRIPT_CLOSE = "<script", "</script>"
 # A page's indexed body (site_templates/layout.html: `<main id="main" data-pagefind-body>`).
 MAIN_OPEN, MAIN_CLOSE, BODY_CLOSE = "<main", "</main>", "</body>"
-HEADER_CELL_CLOSE = "</th>"
+# Elements whose end Pagefind does not take for a break between words (a header cell, a term of a
+# definition list): a space follows each.
+JOINED_CLOSES = ("</th>", "</dt>")
 
 
 def indexed_text(html: str) -> str:
@@ -50,10 +52,14 @@ def indexed_text(html: str) -> str:
     pages are 60 MB). Scripts first: a table's tags in a script's text are not a table. Of a page
     whose `<main>` is its `data-pagefind-body`, the body holds only that main: Pagefind indexes
     nothing else of such a page (the header, the menu and the footer are a tenth of its work). A space
-    follows each header cell: Pagefind separates `td` cells but joins adjacent `th` cells into one word
-    (the data page's headers became one long word: none was found, and its excerpt overflowed a phone)."""
+    follows each header cell and each term of a definition list (JOINED_CLOSES): Pagefind separates
+    `td` cells but joins adjacent `th` cells into one word, and a `dt` with its `dd` (the data page's
+    headers became one long word: none was found, and its excerpt overflowed a phone; a GPU page's
+    facts read "Память, ГБ80")."""
     cut = _cut(_main_only(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True)), ROWS_OPEN, ROWS_CLOSE)
-    return cut.replace(HEADER_CELL_CLOSE, HEADER_CELL_CLOSE + " ")
+    for close in JOINED_CLOSES:
+        cut = cut.replace(close, close + " ")
+    return cut
 
 
 def _main_only(html: str) -> str:

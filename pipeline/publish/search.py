@@ -55,7 +55,7 @@ def indexed_text(html: str) -> str:
     follows each header cell and each term of a definition list (JOINED_CLOSES): Pagefind separates
     `td` cells but joins adjacent `th` cells into one word, and a `dt` with its `dd` (the data page's
     headers became one long word: none was found, and its excerpt overflowed a phone; a GPU page's
-    facts read "Память, ГБ80")."""
+    facts ran their label into their value)."""
     cut = _cut(_main_only(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True)), ROWS_OPEN, ROWS_CLOSE)
     for close in JOINED_CLOSES:
         cut = cut.replace(close, close + " ")

@@ -50,7 +50,10 @@ PARTS = [
     ("downloads: metadata.json", [("publish/downloads.py", "table_metadata")]),
     ("downloads: DuckDB file", [("publish/downloads.py", "write_database")]),
     ("  of which its key check", [("publish/downloads.py", "unique_keys")]),
-    ("search: pages handed to Pagefind", [("publish/search.py", "start_index")]),
+    (
+        "search: pages cut and handed to Pagefind",
+        [("publish/search.py", "indexed_text"), ("publish/search.py", "_send")],
+    ),
     ("writing and hashing files", [("publish/staging.py", "write_tree")]),
 ]
 

@@ -250,8 +250,9 @@ def _arrow_text(column, kind: str):
     import pyarrow.types as at
 
     kind_of = column.type
+    view = getattr(at, "is_string_view", lambda _: False)(kind_of)  # pyarrow 16 and later have string views
     if kind == TEXT:
-        if not (at.is_string(kind_of) or at.is_large_string(kind_of) or at.is_string_view(kind_of)):
+        if not (at.is_string(kind_of) or at.is_large_string(kind_of) or view):
             return None
         format_one = _text_tail
     elif kind == BOOL:
@@ -276,7 +277,7 @@ def _arrow_text(column, kind: str):
         values = pc.drop_null(column).to_numpy(zero_copy_only=False)
         if not np.isfinite(values).all() or (np.signbit(values) & (values == 0)).any():
             return None  # NaN, infinity (XlsxWriter's error), -0.0 (which the dictionary may merge with 0.0)
-    if at.is_string_view(kind_of):
+    if view:
         column = column.cast(pa.large_string())
     encoded = column.dictionary_encode()
     shown = [format_one(v) for v in encoded.dictionary.to_pylist()]

@@ -179,7 +179,7 @@ class Indexer:
         self.pages = {}
         order = list(texts)  # the site's order (the build's: its pages in the order they were rendered)
         kept = {} if kept is None else kept
-        key = _texts_key(texts, order, prefix)
+        key = _texts_key(texts, prefix)
         if not texts or key in kept:  # no page to index (a site of downloads only): no index, no search files
             self.discard()
             return (lambda: dict(kept[key])) if texts else dict
@@ -341,10 +341,10 @@ def _failed(reason: str) -> OSError:
     return OSError(errno.EIO, f"Pagefind failed: {reason}", "pagefind")
 
 
-def _texts_key(texts: dict[str, str], order: list[str], prefix: str) -> str:
-    """What an index is made from: every page's name and indexed text in the index's order, the
-    prefix and the binary."""
+def _texts_key(texts: dict[str, str], prefix: str) -> str:
+    """What an index is made from: every page's name and indexed text in the index's order (the
+    order of `texts`), the prefix and the binary."""
     digest = hashlib.sha256(f"{executable()}\0{prefix}\0".encode())
-    for name in order:
+    for name in texts:
         digest.update(f"{name}\0{len(texts[name])}\0{texts[name]}\0".encode())
     return digest.hexdigest()

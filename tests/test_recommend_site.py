@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -73,6 +74,26 @@ def test_quote_link_carries_the_configuration(built, catalog):
     # the server page too, and the calculator without JavaScript (a plain link in the HTML)
     assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in page(built, "servers/hgx-b200-8x.html")
     assert 'id="calc-quote" class="quote-link" href="mailto:' in page(built, "calculator.html")
+
+
+def test_calculator_page_carries_one_line_per_job_and_nothing_else(built, catalog):
+    """The page holds each job's headline as text (its script makes the quote link and the download
+    from the figures on the screen): no quote URL or figure per job, and Russian as it is, not as
+    \\uXXXX escapes. The headline the page opens on, and its quote link, are in the HTML itself."""
+    text = page(built, "calculator.html")
+    found = re.search(r'<script type="application/json" id="calc-headlines">(.*?)</script>', text, re.S).group(1)
+    headlines = json.loads(found)
+    assert headlines["opens_with"] == ["llama-3-1-70b", "lora"]
+    jobs = headlines["jobs"]
+    assert len(jobs) == catalog["models"].height * catalog["methods"].height
+    assert all(type(line) is str for line in jobs.values())
+    r = best_rows(catalog)[("generic-70b", "lora")]
+    assert cell_text(catalog, r) in jobs["generic-70b|lora"].replace("\xa0", " ")
+    assert "\\u04" not in found and "mailto:" not in found
+    opening = re.search(r'<strong id="calc-headline">(.*?)</strong>', text).group(1)
+    assert html.unescape(opening).replace("\xa0", " ") == jobs["llama-3-1-70b|lora"].replace("\xa0", " ")
+    # the page's weight: its headlines are most of it, a few hundred bytes each
+    assert len(found.encode()) < 700 * len(jobs)
 
 
 def test_quote_url_uses_the_form_when_one_is_set():

@@ -548,6 +548,9 @@ def html_environment(templates: Path, warm: Warm) -> jinja2.Environment:
             keep_trailing_newline=True,
         )
         env.bytecode_cache = _bytecode_cache(env)
+        # tojson writes text as it is (UTF-8), not as \uXXXX escapes: a third of the size for Russian
+        # (still safe in a script element: Jinja escapes <, >, & and ').
+        env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
         env.filters.update(gb=fmt.gb, integer=fmt.integer, date=functools.lru_cache(maxsize=4096)(fmt.date))
         env.filters.update(number=fmt.number, count=russian.count, listed=fmt.listed, noun=russian.noun_form)
         warm.environments[templates] = env
@@ -1243,6 +1246,7 @@ class Renderer:
 
     def calculator_page(self) -> str:
         """The calculator: its one-line answers, constants and sources (the figures are data/calculator.json's)."""
+        opens_with = self.site_config["calculator_opens_with"]
         return self.page(
             "calculator.html",
             "calculator.html",
@@ -1253,7 +1257,8 @@ class Renderer:
             ),
             headlines=self.entities.headlines(),
             plan_with=self.entities.plan_with,
-            opens_with=self.site_config["calculator_opens_with"],
+            opens_with=opens_with,
+            opens_quote=self.entities.quote_link(*opens_with),
             quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)

@@ -1189,7 +1189,7 @@ function setup(form, data, text) {
     const typedTime = field("tokens").value.trim() !== "" || parsePositive(field("util").value) !== null;
     const typical = Boolean(job) && changed.length === 0 && !(config && config.arch) && !typedTime;
     const method = data.methods.find((m) => m.id === field("method").value);
-    if (typical) line.textContent = job.text;
+    if (typical) line.textContent = job;
     else if (reco) line.textContent = fill(R.headline, { method: method.short_name, model: modelName(p), line: reco.line });
     else line.textContent = text.headline_custom;
     const note = $("calc-headline-changed");

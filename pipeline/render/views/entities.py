@@ -487,23 +487,19 @@ class EntityTables:
             high=fmt.number(spread[1], 2),
         )
 
-    def headlines(self) -> dict[str, dict]:
+    def headlines(self) -> dict[str, str]:
         """The calculator's one-line answer for every model x method ("model|method"): the recommendation's
-        line, the figures the estimate download saves, and the quote link."""
-        out = {}
-        for m in self.model_ids():
-            for me in self.method_ids():
-                r = self.recommended.get((m, me))
-                figures = {}
-                if r is not None:
-                    figures = {k: r[k] for k in ("server_id", "gpus_per_job", "per_gpu_memory_gb", "hours", "cost_rub")}
-                line = self.L["reco"]["headline"].format(
-                    method=self.t.method(me)["short_name_ru"],
-                    model=self.t.model(m)["display_name"],
-                    line=self.plan_text(m, me),
-                )
-                out[f"{m}|{me}"] = {"text": line, "figures": figures, "quote": self.quote_link(m, me)}
-        return out
+        line, as the model pages give it. Only the text: the page carries one per job (its script makes
+        the quote link and the download from the figures on the screen), so it grows by a line per job."""
+        return {
+            f"{m}|{me}": self.L["reco"]["headline"].format(
+                method=self.t.method(me)["short_name_ru"],
+                model=self.t.model(m)["display_name"],
+                line=self.plan_text(m, me),
+            )
+            for m in self.model_ids()
+            for me in self.method_ids()
+        }
 
     def model_cheapest(self, model_id: str) -> TableView:
         """Which server, for every method: the rank-1 row of `recommendations` (pipeline/recommend.py)."""

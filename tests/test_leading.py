@@ -87,9 +87,8 @@ def test_the_leading_ids_and_the_note(catalog):
     assert entities.leading(ids[:10], "servers") == (ids[:10], [])
 
 
-@pytest.fixture(scope="module")
-def small_pages(tmp_path_factory):
-    """The real catalog rendered with table_page_rows = 10 (site_templates copied and edited)."""
+def pages_of_size(tmp_path_factory, rows: int):
+    """The real catalog rendered with table_page_rows = `rows` (site_templates copied and edited)."""
     from pipeline.build import load_and_validate
     from pipeline.combine import combine
     from pipeline.render.site import TEMPLATES, Renderer
@@ -100,9 +99,15 @@ def small_pages(tmp_path_factory):
     config = templates / "site.toml"
     text = config.read_text(encoding="utf-8")
     assert "\ntable_page_rows = 100\n" in text
-    config.write_text(text.replace("\ntable_page_rows = 100\n", "\ntable_page_rows = 10\n"), encoding="utf-8")
+    config.write_text(text.replace("\ntable_page_rows = 100\n", f"\ntable_page_rows = {rows}\n"), encoding="utf-8")
     con, validation = load_and_validate(SOURCES)
     return Renderer(combine(con), validation, templates=templates, sources=SOURCES).render()
+
+
+@pytest.fixture(scope="module")
+def small_pages(tmp_path_factory):
+    """The real catalog rendered with table_page_rows = 10."""
+    return pages_of_size(tmp_path_factory, 10)
 
 
 def row_heads(html: str) -> list[str]:
@@ -130,6 +135,44 @@ def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
     assert len(row_heads(compare)) == 10
     assert "Показаны строки 1–10 из 45 (модели по размеру)" in compare.replace("\xa0", " ")
     assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
+
+
+def test_the_calculator_lists_the_cheapest_servers_up_to_the_page_size(small_pages, browser, tmp_path):
+    """The calculator's server table (the table rule, for the inputs on the screen) shows the cheapest
+    `table_page_rows` servers that take the job and says how many there are (the real catalog's ten
+    servers and five more added to its data, on a page of ten rows); a job that fits fewer says nothing."""
+    import json
+
+    from conftest import serve_directory
+
+    for name, content in small_pages.site.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    data_file = tmp_path / "data" / "calculator.json"
+    data = json.loads(data_file.read_text(encoding="utf-8"))
+    assert len(data["servers"]) == 10
+    for server in data["servers"][:5]:
+        data["servers"].append(server | {"id": server["id"] + "-b", "name": server["name"] + " B"})
+    data_file.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    context = browser.new_context(locale="ru-RU")
+    page = context.new_page()
+    with serve_directory(tmp_path) as url:
+        page.goto(url + "calculator.html?model=qwen2-5-0-5b&method=lora")  # fits every server
+        page.wait_for_selector("#calc[data-ready=true]")
+        shown = page.eval_on_selector_all("#out-servers tbody tr", "rows => rows.map((r) => r.dataset.server)")
+        note = page.text_content("#out-servers-more").replace("\xa0", " ")
+        page.goto(url + "calculator.html?model=llama-3-1-70b&method=full_amp")  # fits a few
+        page.wait_for_selector("#calc[data-ready=true]")
+        few = page.eval_on_selector_all("#out-servers tbody tr", "rows => rows.map((r) => r.dataset.server)")
+        assert 0 < len(few) <= 10 and page.is_hidden("#out-servers-more")
+    context.close()
+    cheapest = sorted(
+        data["servers"],
+        key=lambda s: (s["price_rub_month"] is None, s["price_rub_month"] or 0, s["server_memory_gb"], s["id"]),
+    )
+    assert shown == [s["id"] for s in cheapest[:10]]
+    assert note.startswith("Серверов в таблице: 10 из 15, сначала дешёвые.")
 
 
 def test_the_slice_window():

@@ -1259,6 +1259,7 @@ class Renderer:
             plan_with=self.entities.plan_with,
             opens_with=opens_with,
             opens_quote=self.entities.quote_link(*opens_with),
+            page_rows=self.site_config["table_page_rows"],
             quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)

@@ -1550,9 +1550,13 @@ function setup(form, data, text) {
       });
     }
 
+    // A catalog of hundreds of servers shows the cheapest site.toml table_page_rows, as the comparison pages do.
     const fitting = fittingServers(data, est);
+    const more = $("out-servers-more");
+    more.hidden = fitting.length <= text.servers_rows;
+    more.textContent = more.hidden ? "" : fill(text.servers_shown, { shown: formatInteger(text.servers_rows), total: formatInteger(fitting.length) });
     $("out-servers").tBodies[0].replaceChildren(
-      ...fitting.map((r) => {
+      ...fitting.slice(0, text.servers_rows).map((r) => {
         const row = element("tr", { "data-server": r.server.id });
         if (server && r.server.id === server.id) row.setAttribute("aria-current", "true");
         row.append(

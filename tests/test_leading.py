@@ -162,6 +162,7 @@ def test_the_calculator_lists_the_cheapest_servers_up_to_the_page_size(small_pag
         page.wait_for_selector("#calc[data-ready=true]")
         shown = page.eval_on_selector_all("#out-servers tbody tr", "rows => rows.map((r) => r.dataset.server)")
         note = page.text_content("#out-servers-more").replace("\xa0", " ")
+        assert page.get_attribute("#out-servers-wrap", "class") == "scroll"  # fewer rows than a tall table's
         page.goto(url + "calculator.html?model=llama-3-1-70b&method=full_amp")  # fits a few
         page.wait_for_selector("#calc[data-ready=true]")
         few = page.eval_on_selector_all("#out-servers tbody tr", "rows => rows.map((r) => r.dataset.server)")

@@ -1260,6 +1260,7 @@ class Renderer:
             opens_with=opens_with,
             opens_quote=self.entities.quote_link(*opens_with),
             page_rows=self.site_config["table_page_rows"],
+            tall_rows=TALL_MIN_ROWS,
             quote_contacts=self.site_config["quote"],
             sources=[
                 self.tables.reference(r)

@@ -1555,6 +1555,8 @@ function setup(form, data, text) {
     const more = $("out-servers-more");
     more.hidden = fitting.length <= text.servers_rows;
     more.textContent = more.hidden ? "" : fill(text.servers_shown, { shown: formatInteger(text.servers_rows), total: formatInteger(fitting.length) });
+    // As the site's tables (view.TALL_MIN_ROWS): a long one scrolls in a box of its own.
+    $("out-servers-wrap").classList.toggle("tall", Math.min(fitting.length, text.servers_rows) >= text.tall_rows);
     $("out-servers").tBodies[0].replaceChildren(
       ...fitting.slice(0, text.servers_rows).map((r) => {
         const row = element("tr", { "data-server": r.server.id });

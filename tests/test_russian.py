@@ -143,6 +143,10 @@ def test_typograph_twice_changes_nothing_more():
     once = russian.typograph(text, "md")
     assert once == f"Нужно 585 000{NBSP}₽/мес, «да»{NBSP}— т.{NBSP}е. 13{NBSP}млрд; №{NBSP}5"
     assert russian.typograph(once, "md") == once
+    # «×» with its spaces made non-breaking, or one of them already: once more is the same
+    for text in ("2 × H100", f"4{NBSP}× H100", f"8{NBSP}×{NBSP}7B", "2×H100"):
+        once = russian.typograph(text, "html")
+        assert NBSP + NBSP not in once and russian.typograph(once, "html") == once, text
 
 
 # -- the agreement checker --

@@ -247,8 +247,9 @@ _RULES_TEXT: tuple[tuple[re.Pattern, str, tuple[str, ...]], ...] = (
         r"\1" + NBSP,
         (),
     ),
-    # «×» between two numbers or a number and a name: «2 × H100», «8 × 7B»
-    (re.compile(r" ?× ?"), NBSP + "×" + NBSP, ("×",)),
+    # «×» between two numbers or a number and a name: «2 × H100», «8 × 7B» (a space already made
+    # non-breaking is taken too: a second pass changes nothing)
+    (re.compile(r"[ \u00a0]?×[ \u00a0]?"), NBSP + "×" + NBSP, ("×",)),
     # «т. е.», «т. д.», «т. п.», «т. к.», «и т. д.»
     (re.compile(r"\bт\. ?([едпк])\."), "т." + NBSP + r"\1.", ("т.",)),
     # a spaced hyphen or en dash between words becomes an em dash

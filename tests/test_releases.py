@@ -345,9 +345,14 @@ def config_problems_of(check, config):
 
     ids = {
         "methods": pl.DataFrame(
-            {"method_id": [m for m in config["index_methods"]] + [t[1] for t in config["compare_tasks"]]}
+            {
+                "method_id": [m for m in config["index_methods"]]
+                + [t[1] for t in [*config["compare_tasks"], config["calculator_opens_with"]]]
+            }
         ),
-        "models": pl.DataFrame({"model_id": [t[0] for t in config["compare_tasks"]]}),
+        "models": pl.DataFrame(
+            {"model_id": [t[0] for t in [*config["compare_tasks"], config["calculator_opens_with"]]]}
+        ),
     }
     return check(SimpleNamespace(c=ids), config)
 

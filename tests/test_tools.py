@@ -181,13 +181,47 @@ def test_licence_in_every_sidecar_and_on_the_data_page(built):
     assert "MIT License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    ("opens", "expected"),
+    [
+        (["nope", "lora"], [("nope", "rules.config_no_model")]),
+        (["m", "nope"], [("nope", "rules.config_no_method")]),
+        (["nope", "nope"], [("nope", "rules.config_no_model"), ("nope", "rules.config_no_method")]),
+        ("m", [("m", "rules.config_job")]),
+        (["m"], [(["m"], "rules.config_job")]),
+        (["m", 1], [(["m", 1], "rules.config_job")]),
+        (None, [(None, "rules.config_job")]),  # the key is missing
+    ],
+)
+def test_the_calculators_opening_job_is_checked_against_the_catalog(opens, expected):
+    """site.toml's calculator_opens_with: a [model_id, method_id] pair of the catalog, or a report that
+    names the key and the value (an editor's typo stopped the build with a traceback)."""
+    from pipeline.messages import message
+    from pipeline.render.views.entities import config_problems
+
+    class Tables:
+        c = {"methods": {"method_id": ["lora"]}, "models": {"model_id": ["m"]}}
+
+    site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100}
+    site["data_licence"] = {"id": "CC0-1.0", "title": "CC0", "title_ru": "CC0", "url": "https://example.org/"}
+    site["data_package"] = {"title": "Данные", "description": "Таблицы"}
+    site["releases"] = {"kept_releases": 12, "kept_days": 366}
+    if opens is not None:
+        site["calculator_opens_with"] = opens
+    problems = config_problems(Tables(), site)
+    assert [(p.file, p.column, p.value, p.rule) for p in problems] == [
+        ("site_templates/site.toml", "calculator_opens_with", value, message(rule)) for value, rule in expected
+    ]
+
+
 def test_a_licence_without_its_fields_stops_the_build_with_a_report(tmp_path):
     from pipeline.render.views.entities import config_problems
 
     class Tables:
-        c = {"methods": {"method_id": []}, "models": {"model_id": []}}
+        c = {"methods": {"method_id": ["lora"]}, "models": {"model_id": ["m"]}}
 
     site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100, "data_licence": {"id": "CC0-1.0"}}
+    site["calculator_opens_with"] = ["m", "lora"]
     site["data_package"] = {"title": "Данные", "description": "  "}
     site["releases"] = {"kept_releases": 12, "kept_days": 366}
     problems = config_problems(Tables(), site)

@@ -22,6 +22,18 @@ from pipeline.render.views.articles import Tables, _unique, link_words, time_wor
 from pipeline.render.views.estimator import signed_percent
 
 
+def _job_problems(shown: str, key: str, job, models: set[str], methods: set[str]) -> list[Problem]:
+    """A [model_id, method_id] setting of site.toml: a pair of the catalog's ids, or its problems."""
+    if not (isinstance(job, list) and len(job) == 2 and all(isinstance(i, str) for i in job)):
+        return [Problem(shown, 0, key, job, message("rules.config_job"))]
+    found = []
+    if job[0] not in models:
+        found.append(Problem(shown, 0, key, job[0], message("rules.config_no_model")))
+    if job[1] not in methods:
+        found.append(Problem(shown, 0, key, job[1], message("rules.config_no_method")))
+    return found
+
+
 def config_problems(tables: Tables, site: dict) -> list[Problem]:
     """Ids in site_templates/site.toml that the catalog does not have."""
     shown = "site_templates/site.toml"
@@ -36,6 +48,7 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
             out.append(Problem(shown, 0, "compare_tasks", model_id, message("rules.config_no_model")))
         if method_id not in methods:
             out.append(Problem(shown, 0, "compare_tasks", method_id, message("rules.config_no_method")))
+    out += _job_problems(shown, "calculator_opens_with", site.get("calculator_opens_with"), models, methods)
     rows = site.get("table_page_rows")
     if type(rows) is not int or rows < 10:
         out.append(Problem(shown, 0, "table_page_rows", rows, message("rules.config_page_rows")))

@@ -182,35 +182,48 @@ def test_licence_in_every_sidecar_and_on_the_data_page(built):
 
 
 @pytest.mark.parametrize(
-    ("opens", "expected"),
+    ("key", "value", "expected"),
     [
-        (["nope", "lora"], [("nope", "rules.config_no_model")]),
-        (["m", "nope"], [("nope", "rules.config_no_method")]),
-        (["nope", "nope"], [("nope", "rules.config_no_model"), ("nope", "rules.config_no_method")]),
-        ("m", [("m", "rules.config_job")]),
-        (["m"], [(["m"], "rules.config_job")]),
-        (["m", 1], [(["m", 1], "rules.config_job")]),
-        (None, [(None, "rules.config_job")]),  # the key is missing
+        ("calculator_opens_with", ["nope", "lora"], [("nope", "rules.config_no_model")]),
+        ("calculator_opens_with", ["m", "nope"], [("nope", "rules.config_no_method")]),
+        ("calculator_opens_with", ["nope", "x"], [("nope", "rules.config_no_model"), ("x", "rules.config_no_method")]),
+        ("calculator_opens_with", "m", [("m", "rules.config_job")]),
+        ("calculator_opens_with", ["m"], [(["m"], "rules.config_job")]),
+        ("calculator_opens_with", ["m", 1], [(["m", 1], "rules.config_job")]),
+        ("calculator_opens_with", None, [(None, "rules.config_job")]),  # the key is missing
+        ("compare_tasks", [["m", "lora"], ["m"]], [(["m"], "rules.config_job")]),
+        ("compare_tasks", [["m", "nope"]], [("nope", "rules.config_no_method")]),
+        ("compare_tasks", "m", [("m", "rules.config_jobs")]),
+        ("index_methods", "lora", [("lora", "rules.config_ids")]),
+        ("index_methods", ["lora", "nope"], [("nope", "rules.config_no_method")]),
+        ("gpu_card_counts", [1, 0], [([1, 0], "rules.config_counts")]),
+        ("gpu_card_counts", [], [([], "rules.config_counts")]),
+        ("gpu_card_counts", ["8"], [(["8"], "rules.config_counts")]),
     ],
 )
-def test_the_calculators_opening_job_is_checked_against_the_catalog(opens, expected):
-    """site.toml's calculator_opens_with: a [model_id, method_id] pair of the catalog, or a report that
-    names the key and the value (an editor's typo stopped the build with a traceback)."""
+def test_site_settings_that_name_the_catalog_are_checked(key, value, expected):
+    """site.toml's settings of ids and counts: each wrong one is reported by key and value, every
+    problem at once (a typo in calculator_opens_with or a task of one id stopped the build with a
+    traceback)."""
     from pipeline.messages import message
     from pipeline.render.views.entities import config_problems
 
     class Tables:
         c = {"methods": {"method_id": ["lora"]}, "models": {"model_id": ["m"]}}
 
-    site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100}
+    site = {"index_methods": ["lora"], "compare_tasks": [["m", "lora"]], "table_page_rows": 100}
+    site |= {"calculator_opens_with": ["m", "lora"], "gpu_card_counts": [1, 2, 4, 8]}
     site["data_licence"] = {"id": "CC0-1.0", "title": "CC0", "title_ru": "CC0", "url": "https://example.org/"}
     site["data_package"] = {"title": "Данные", "description": "Таблицы"}
     site["releases"] = {"kept_releases": 12, "kept_days": 366}
-    if opens is not None:
-        site["calculator_opens_with"] = opens
+    assert config_problems(Tables(), site) == []
+    if value is None:
+        del site[key]
+    else:
+        site[key] = value
     problems = config_problems(Tables(), site)
     assert [(p.file, p.column, p.value, p.rule) for p in problems] == [
-        ("site_templates/site.toml", "calculator_opens_with", value, message(rule)) for value, rule in expected
+        ("site_templates/site.toml", key, found, message(rule)) for found, rule in expected
     ]
 
 
@@ -221,7 +234,7 @@ def test_a_licence_without_its_fields_stops_the_build_with_a_report(tmp_path):
         c = {"methods": {"method_id": ["lora"]}, "models": {"model_id": ["m"]}}
 
     site = {"index_methods": [], "compare_tasks": [], "table_page_rows": 100, "data_licence": {"id": "CC0-1.0"}}
-    site["calculator_opens_with"] = ["m", "lora"]
+    site["calculator_opens_with"], site["gpu_card_counts"] = ["m", "lora"], [1, 2]
     site["data_package"] = {"title": "Данные", "description": "  "}
     site["releases"] = {"kept_releases": 12, "kept_days": 366}
     problems = config_problems(Tables(), site)

@@ -38,17 +38,23 @@ def config_problems(tables: Tables, site: dict) -> list[Problem]:
     """Ids in site_templates/site.toml that the catalog does not have."""
     shown = "site_templates/site.toml"
     methods, models = set(tables.c["methods"]["method_id"]), set(tables.c["models"]["model_id"])
-    out = [
-        Problem(shown, 0, "index_methods", m, message("rules.config_no_method"))
-        for m in site["index_methods"]
-        if m not in methods
-    ]
-    for model_id, method_id in site["compare_tasks"]:
-        if model_id not in models:
-            out.append(Problem(shown, 0, "compare_tasks", model_id, message("rules.config_no_model")))
-        if method_id not in methods:
-            out.append(Problem(shown, 0, "compare_tasks", method_id, message("rules.config_no_method")))
+    out = []
+    index_methods, tasks, counts = (site.get(k) for k in ("index_methods", "compare_tasks", "gpu_card_counts"))
+    if not (isinstance(index_methods, list) and all(isinstance(m, str) for m in index_methods)):
+        out.append(Problem(shown, 0, "index_methods", index_methods, message("rules.config_ids")))
+    else:
+        out += [
+            Problem(shown, 0, "index_methods", m, message("rules.config_no_method"))
+            for m in index_methods
+            if m not in methods
+        ]
+    if not isinstance(tasks, list):
+        out.append(Problem(shown, 0, "compare_tasks", tasks, message("rules.config_jobs")))
+    for task in tasks if isinstance(tasks, list) else ():
+        out += _job_problems(shown, "compare_tasks", task, models, methods)
     out += _job_problems(shown, "calculator_opens_with", site.get("calculator_opens_with"), models, methods)
+    if not (isinstance(counts, list) and counts and all(type(n) is int and n >= 1 for n in counts)):
+        out.append(Problem(shown, 0, "gpu_card_counts", counts, message("rules.config_counts")))
     rows = site.get("table_page_rows")
     if type(rows) is not int or rows < 10:
         out.append(Problem(shown, 0, "table_page_rows", rows, message("rules.config_page_rows")))

@@ -408,7 +408,9 @@ def child_render(sources: str, sample: str) -> dict:
     # servers -> the server pages of those, and the method, GPU, index and GPU comparison pages.
     sample_models = models[:: max(len(models) // k, 1)][:k]
     sample_servers = servers[:: max(len(servers) // k, 1)][:k]
-    keep_models = sorted(set(sample_models) | {m for m, _ in site["compare_tasks"]})
+    # The models site.toml names (its tasks, the calculator's opening job) stay: the renderer checks them.
+    named = {m for m, _ in site["compare_tasks"]} | {site["calculator_opens_with"][0]}
+    keep_models = sorted(set(sample_models) | named)
     costs_a, setup_a, _ = _entity_pages(_subset(catalog, "model_id", keep_models), validation)
     costs_b, setup_b, _ = _entity_pages(_subset(catalog, "server_id", sample_servers), validation)
 

@@ -212,7 +212,7 @@ def summary(  # noqa: PLR0913
         + list(flips),
         "pages": sum(1 for name in rendered.site if name.endswith(".html")),
         "markdown": len(rendered.markdown),
-        "rows": {t: catalog[t].height for t in ("estimates", "gpu_fit", "server_fit")},
+        "rows": {t: catalog.height(t) for t in ("estimates", "gpu_fit", "server_fit")},
     }
 
 

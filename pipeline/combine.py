@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import duckdb
 import polars as pl
@@ -35,13 +36,27 @@ from pipeline.schema import (
 
 @dataclass(frozen=True)
 class Catalog:
-    """Every source and derived table as polars frames, plus the rules' constants."""
+    """Every source and derived table as polars frames, plus the rules' constants. `server_fit` is not
+    among `tables`: it is the cross join of the jobs and the servers (table_rule.ServerFit, `fits`),
+    10^7 rows at scale, made when asked for (`catalog["server_fit"]`, whole: for tools and tests) or
+    piece by piece (the downloads) or looked up per page (the renderer); `height` counts any table."""
 
     tables: dict[str, pl.DataFrame]
     constants: dict[str, float]
 
     def __getitem__(self, name: str) -> pl.DataFrame:
+        if name == "server_fit" and name not in self.tables:
+            return self.fits.frame()
         return self.tables[name]
+
+    @cached_property
+    def fits(self) -> table_rule.ServerFit:
+        """The server_fit table without its rows (made from estimates, servers and gpus)."""
+        return table_rule.ServerFit(self.tables["estimates"], self.tables["servers"], self.tables["gpus"])
+
+    def height(self, name: str) -> int:
+        """A table's row count, without making server_fit's rows."""
+        return self.fits.height if name == "server_fit" and name not in self.tables else self.tables[name].height
 
 
 Tables = Mapping[str, pl.DataFrame]
@@ -58,6 +73,7 @@ class Step:
     inputs: tuple[str, ...]
     make: Callable[..., pl.DataFrame]
     memo: bool = False  # make takes the build's FrameMemo as a third argument (pipeline.frame_memo)
+    held: bool = True  # False: make gives an object that makes the rows when asked (server_fit), not in tables
 
 
 # -- the method-comparison article's setups --
@@ -167,10 +183,7 @@ def _gpus_of(t: Tables, model_id: str, method_id: str, scale: str, server_id: st
     count = t["servers"].filter(pl.col("server_id") == server_id)["gpu_count"].item()
     if scale == "server":
         return count
-    fit = t["server_fit"].filter(
-        (pl.col("model_id") == model_id) & (pl.col("method_id") == method_id) & (pl.col("server_id") == server_id)
-    )
-    return count * fit["servers_needed"].item()
+    return count * t["server_fit"].row(model_id, method_id, server_id)["servers_needed"]
 
 
 def _predictions(arch, setup, params_b: float, table_gb: float, c: Constants) -> dict[str, float | None]:
@@ -327,7 +340,8 @@ STEPS: tuple[Step, ...] = (
     Step(
         "server_fit",
         ("estimates", "servers", "gpus"),
-        lambda t, c: table_rule.server_fit(t["estimates"], t["servers"], t["gpus"]),
+        lambda t, c: table_rule.ServerFit(t["estimates"], t["servers"], t["gpus"]),
+        held=False,
     ),
     Step("calibration", ("measurements", "models", "estimates", "gpus", "constants"), _calibration),
     Step(
@@ -429,7 +443,9 @@ def combine(con: duckdb.DuckDBPyConnection, memo: FrameMemo | None = None) -> Ca
     tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
+    recipes: dict[str, object] = {}  # the steps not held (server_fit): what later steps see of them
     for step in STEPS:
-        seen = {name: tables[name] for name in step.inputs}
-        tables[step.name] = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
-    return Catalog(tables, constants)
+        seen = {name: tables[name] if name in tables else recipes[name] for name in step.inputs}
+        made = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
+        (tables if step.held else recipes)[step.name] = made
+    return Catalog(tables, constants)  # its `fits` is made again when asked for: two small sorts

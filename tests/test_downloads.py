@@ -369,7 +369,7 @@ def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, mo
     servers = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
     changed = type(catalog)(catalog.tables | {"servers": servers}, catalog.constants)
     downloads.start_workbooks(changed, {}, "code-a")()
-    assert asked[6] == ["servers"]
+    assert asked[6] == ["server_fit", "servers"]  # server_fit, made from the servers (Catalog.fits), has their prices
 
 
 def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeypatch):
@@ -386,7 +386,8 @@ def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeyp
     priced = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
     changed = type(catalog)(catalog.tables | {"servers": priced}, catalog.constants)
     again = dict(downloads.iter_downloads(changed, downloads.start_workbooks(changed, {}, files=files)))
-    assert made == ["servers"]  # the one changed table (and no table too large to keep: none here)
+    # the changed table and server_fit, made from it (Catalog.fits), with its prices; none too large to keep
+    assert made == ["servers", "server_fit"]
     assert files["gpus"] is gpus and again["gpus.parquet"] is gpus.parquet  # the very bytes, not made again
     assert files["servers"] is not servers and again["servers.parquet"] != first["servers.parquet"]
     assert set(files) == {t.name for t in ALL_TABLES}  # only this build's tables

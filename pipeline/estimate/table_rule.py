@@ -189,36 +189,83 @@ def server_memory(servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def server_fit(estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
-    """Rule 6: does each job fit each server, and how many such servers it takes."""
-    total = server_memory(servers, gpus).select("server_id", "server_memory_gb", "price_rub_month").sort("server_id")
-    # Both sides sorted and the cross join keeping their order give the rows already in key
-    # order: sorting ten million rows on three text keys was most of the time at scale.
-    jobs = estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb").sort("model_id", "method_id")
-    return (
-        jobs.join(total, how="cross", maintain_order="left_right")
-        .with_columns(
-            servers_needed=ceil_div(pl.col("memory_gb"), pl.col("server_memory_gb")),
-            servers_needed_high=ceil_div(pl.col("memory_high_gb"), pl.col("server_memory_gb")),
-        )
-        .with_columns(
-            # yes: S >= high; estimate_only: M <= S < high; no: S < M — read off the same counts.
-            fit=pl.when(pl.col("servers_needed_high") == 1)
-            .then(pl.lit("yes"))
-            .when(pl.col("servers_needed") == 1)
-            .then(pl.lit("estimate_only"))
-            .otherwise(pl.lit("no"))
-        )
-        .select(
-            "model_id",
-            "method_id",
-            "server_id",
-            "server_memory_gb",
-            "memory_gb",
-            "memory_high_gb",
-            "fit",
-            "servers_needed",
-            "servers_needed_high",
-            "price_rub_month",
-        )
+# The rows of one piece of server_fit that ServerFit.chunks gives (whole jobs: a piece holds every
+# server of each of its jobs, at least one job).
+CHUNK_ROWS = 1 << 18
+
+
+class ServerFit:
+    """Rule 6, `server_fit`: does each job (an `estimates` row) fit each server, and how many such
+    servers it takes. The table is the cross join of the jobs and the servers, both in key order, so
+    its rows are in key order (model, method, server) and row j x S + s is job j on server s (S
+    servers). It is never held whole: at 10^7 rows it was 1 GB of the build's memory, while a page
+    reads one model's or one server's rows and a download is written piece by piece (`chunks`).
+    The build keeps this object (Catalog.fits); `frame` makes rows when asked."""
+
+    COLUMNS = (
+        "model_id",
+        "method_id",
+        "server_id",
+        "server_memory_gb",
+        "memory_gb",
+        "memory_high_gb",
+        "fit",
+        "servers_needed",
+        "servers_needed_high",
+        "price_rub_month",
     )
+
+    def __init__(self, estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame):
+        # Both sides sorted and the cross join keeping their order give the rows already in key
+        # order: sorting ten million rows on three text keys was most of the time at scale.
+        self.jobs = estimates.select("model_id", "method_id", "memory_gb", "memory_high_gb").sort(
+            "model_id", "method_id"
+        )
+        self.servers = (
+            server_memory(servers, gpus).select("server_id", "server_memory_gb", "price_rub_month").sort("server_id")
+        )
+        self.height = self.jobs.height * self.servers.height
+
+    def frame(self, start: int = 0, stop: int | None = None) -> pl.DataFrame:
+        """The rows of jobs start..stop (every job by default), in key order."""
+        jobs = self.jobs.slice(start, (self.jobs.height if stop is None else stop) - start)
+        return (
+            jobs.join(self.servers, how="cross", maintain_order="left_right")
+            .with_columns(
+                servers_needed=ceil_div(pl.col("memory_gb"), pl.col("server_memory_gb")),
+                servers_needed_high=ceil_div(pl.col("memory_high_gb"), pl.col("server_memory_gb")),
+            )
+            .with_columns(
+                # yes: S >= high; estimate_only: M <= S < high; no: S < M — read off the same counts.
+                fit=pl.when(pl.col("servers_needed_high") == 1)
+                .then(pl.lit("yes"))
+                .when(pl.col("servers_needed") == 1)
+                .then(pl.lit("estimate_only"))
+                .otherwise(pl.lit("no"))
+            )
+            .select(self.COLUMNS)
+        )
+
+    def chunks(self, rows: int | None = None):
+        """The table in pieces of whole jobs, about `rows` rows each (CHUNK_ROWS by default), in key
+        order (one empty piece when the table has no rows)."""
+        if self.height == 0:
+            yield self.frame(0, 0)
+            return
+        step = max(1, (CHUNK_ROWS if rows is None else rows) // self.servers.height)
+        for start in range(0, self.jobs.height, step):
+            yield self.frame(start, start + step)
+
+    def row(self, model_id: str, method_id: str, server_id: str) -> dict:
+        """One row as a dict; KeyError when the table has none with these ids."""
+        jobs = self.jobs.with_row_index().filter((pl.col("model_id") == model_id) & (pl.col("method_id") == method_id))
+        server = self.servers.filter(pl.col("server_id") == server_id)
+        if jobs.is_empty() or server.is_empty():
+            raise KeyError((model_id, method_id, server_id))
+        j = jobs["index"][0]
+        return self.frame(j, j + 1).filter(pl.col("server_id") == server_id).row(0, named=True)
+
+
+def server_fit(estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    """Rule 6 as one frame (ServerFit, whose rows a build never holds whole)."""
+    return ServerFit(estimates, servers, gpus).frame()

@@ -8,10 +8,12 @@ file but the DuckDB one is byte-identical across builds of the same sources.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import hashlib
 import io
+import itertools
 import json
 import os
 import struct
@@ -79,7 +81,7 @@ MAX_WIDTH = 60
 
 def any_too_large(catalog: Catalog) -> bool:
     """Whether a table has more rows than a workbook takes (its CSV is then downloads.Streamed)."""
-    return any(catalog[t.name].height > EXCEL_MAX_ROWS for t in ALL_TABLES)
+    return any(catalog.height(t.name) > EXCEL_MAX_ROWS for t in ALL_TABLES)
 
 
 def file_names(table: Table, rows: int) -> dict[str, str]:
@@ -133,9 +135,9 @@ def start_workbooks(  # noqa: PLR0913
     stamp = data_date(catalog)
     texts, workbooks, missing = {}, {}, {}
     for table in ALL_TABLES:
-        frame = published_frame(catalog, table)
-        if frame.height > EXCEL_MAX_ROWS:
+        if catalog.height(table.name) > EXCEL_MAX_ROWS:
             continue  # no workbook; its CSV is made when it is written (iter_downloads), not held
+        frame = published_frame(catalog, table)
         texts[table.name] = made = table_files(table, frame, files)
         # The workbook holds the text as it is (a string cell is never a formula): keyed on the
         # CSV, and on the text itself where the CSV cannot tell an added "'" from one typed.
@@ -215,6 +217,14 @@ def published_frame(catalog: Catalog, table: Table) -> pl.DataFrame:
     return in_order(catalog[table.name], table)
 
 
+def published_pieces(catalog: Catalog, table: Table) -> Iterator[pl.DataFrame]:
+    """published_frame in pieces, one after the other: server_fit's rows as ServerFit.chunks makes them
+    (never held whole), any other table as its one frame."""
+    if table.name == "server_fit":
+        return (in_order(piece, table) for piece in catalog.fits.chunks())
+    return iter([published_frame(catalog, table)])
+
+
 def in_order(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
     """`frame` with the table's columns in the schema's order: the frame itself when it has just those
     (a polars select costs a query plan, and a build asks for every table several times)."""
@@ -232,6 +242,21 @@ def csv_bytes(table: Table, frame: pl.DataFrame) -> bytes:
 def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO | str) -> None:
     """csv_bytes, written to a binary file or to the file at a path."""
     spreadsheet_safe_frame(frame, table).write_csv(file, include_bom=True, date_format="%Y-%m-%d")
+
+
+def write_csv_pieces(table: Table, pieces: Callable[[], Iterator[pl.DataFrame]], file: BinaryIO | str) -> None:
+    """write_csv of the frames `pieces()` gives, one after the other, as one file: the same bytes as
+    write_csv of them concatenated (the header and the BOM once)."""
+    given = pieces()
+    first, second = next(given), next(given, None)
+    if second is None:  # one frame: polars writes it to the path itself (no call back into Python)
+        write_csv(table, first, file)
+        return
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(open(file, "wb")) if isinstance(file, str | os.PathLike) else file
+        for n, piece in enumerate(itertools.chain((first, second), given)):
+            safe = spreadsheet_safe_frame(piece, table)
+            safe.write_csv(out, include_bom=n == 0, include_header=n == 0, date_format="%Y-%m-%d")
 
 
 class Streamed:
@@ -263,7 +288,7 @@ def download_paths(catalog: Catalog) -> list[str]:
     """The name of every download under site/data/ (known before any of them is made)."""
     names = [DATABASE, datapackage.NAME]
     for table in ALL_TABLES:
-        names += [*file_names(table, catalog[table.name].height).values(), f"{table.name}.metadata.json"]
+        names += [*file_names(table, catalog.height(table.name)).values(), f"{table.name}.metadata.json"]
     return names
 
 
@@ -284,13 +309,14 @@ def iter_downloads(
     known: dict = {}  # what the tables' sidecars share (table_metadata)
     streamed = []
     for table in ALL_TABLES:
-        frame = published_frame(catalog, table)
         made = texts.pop(table.name, None)
         if made is not None:
             yield f"{table.name}.csv", made.csv
-        else:
-            streamed.append((f"{table.name}.csv", Streamed(partial(write_csv, table, frame))))
-        parquet = parquet_bytes(frame) if made is None else made_parquet(made, frame)
+            parquet = made_parquet(made, published_frame(catalog, table))
+        else:  # too large for a workbook: written in pieces where the table is made in pieces
+            pieces = partial(published_pieces, catalog, table)
+            streamed.append((f"{table.name}.csv", Streamed(partial(write_csv_pieces, table, pieces))))
+            parquet = parquet_of_pieces(pieces())
         yield f"{table.name}.parquet", parquet
         del made, parquet
         metadata_of[table.name] = metadata = table_metadata(table, catalog, licence, known)
@@ -316,6 +342,23 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     """A table's Parquet download."""
     buffer = io.BytesIO()
     frame.write_parquet(buffer, compression="zstd", statistics=True)
+    return buffer.getvalue()
+
+
+def parquet_of_pieces(pieces: Iterator[pl.DataFrame]) -> bytes:
+    """parquet_bytes of a table given in pieces: one piece as polars writes it; several, each a row
+    group of one file (pyarrow's writer, the same compression and statistics), never held together."""
+    first = next(pieces)
+    second = next(pieces, None)
+    if second is None:
+        return parquet_bytes(first)
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    arrow = first.to_arrow()
+    with pq.ParquetWriter(buffer, arrow.schema, compression="zstd", write_statistics=True) as writer:
+        for piece in itertools.chain((first, second), pieces):
+            writer.write_table(piece.to_arrow(), row_group_size=piece.height or None)
     return buffer.getvalue()
 
 
@@ -351,11 +394,9 @@ def write_database(
         con.execute("BEGIN TRANSACTION")
         xlsx = labels()["xlsx"]
         for table in ALL_TABLES if replace is None else replace:
-            frame = published_frame(catalog, table)
-            unique_keys(frame, table)
             con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             con.execute(ddl(table, primary_key=False))
-            con.register("frame", arrow_for_duckdb(frame))
+            con.register("frame", arrow_for_database(catalog, table))
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
             con.execute(comment_sql(table, xlsx))  # one call: a call per statement cost more than the statements
@@ -372,6 +413,23 @@ def write_database(
         codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
         code = next((c for words, c in codes.items() if words in text), errno.EIO)
         raise OSError(code, os.strerror(code), str(path)) from exc
+
+
+def arrow_for_database(catalog: Catalog, table: Table):
+    """What a table's INSERT reads: its one frame (arrow_for_duckdb, its primary key checked), or the pieces
+    of server_fit (unique by construction: jobs x servers) as one stream of Arrow batches, made as DuckDB
+    reads them. One INSERT of them all: an INSERT per piece in the file's one transaction held every
+    piece until COMMIT (1 GB at 10^7 rows), and a COMMIT per piece left 8 % of the file's blocks unused."""
+    pieces = published_pieces(catalog, table)
+    if table.name != "server_fit":
+        (frame,) = pieces
+        unique_keys(frame, table)
+        return arrow_for_duckdb(frame)
+    import pyarrow
+
+    first = arrow_for_duckdb(next(pieces))
+    batches = (b for piece in pieces for b in arrow_for_duckdb(piece).to_batches())
+    return pyarrow.RecordBatchReader.from_batches(first.schema, itertools.chain(first.to_batches(), batches))
 
 
 def arrow_for_duckdb(frame: pl.DataFrame):
@@ -458,14 +516,16 @@ def _typed_apostrophes(frame: pl.DataFrame, table: Table) -> str:
 
 def spreadsheet_safe_frame(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
     """Text cells a spreadsheet would run as a formula get a leading ' (format.spreadsheet_safe, vectorised).
-    Only the CSV downloads carry it: XLSX cells are typed, and Parquet and DuckDB keep the text as it is."""
+    Only the CSV downloads carry it: XLSX cells are typed, and Parquet and DuckDB keep the text as it is.
+    Only the columns that have such a cell are made again: each made again is a copy of the column
+    (at 10^7 rows the eight text columns of recommendations were 1.3 GB more while its CSV was written)."""
     text = [f.name for f in table.fields if f.type in ("str", "id")]
+    if not text or not frame.height:
+        return frame
+    risky = {c: pl.any_horizontal(pl.col(c).str.starts_with(p) for p in FORMULA_PREFIXES) for c in text}
+    found = frame.select(risky[c].any().alias(c) for c in text).row(0, named=True)
     return frame.with_columns(
-        pl.when(pl.any_horizontal(pl.col(c).str.starts_with(p) for p in FORMULA_PREFIXES))
-        .then(pl.lit("'") + pl.col(c))
-        .otherwise(pl.col(c))
-        .alias(c)
-        for c in text
+        pl.when(risky[c]).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c) for c in text if found[c]
     )
 
 
@@ -690,9 +750,9 @@ def table_metadata(table: Table, catalog: Catalog, licence: dict | None = None, 
         "description_ru": table.description_ru,
         "kind": table.kind,
         "primary_key": list(table.primary_key),
-        "row_count": catalog[table.name].height,
+        "row_count": catalog.height(table.name),
         "made_from": list(MADE_FROM.get(table.name, ())),
-        "files": file_names(table, catalog[table.name].height),
+        "files": file_names(table, catalog.height(table.name)),
         "columns": [
             {
                 "name": f.name,

@@ -1325,9 +1325,9 @@ class Renderer:
         return [
             {
                 "table": t,
-                "rows": self.catalog[t.name].height,
+                "rows": self.catalog.height(t.name),
                 "kind": t.kind,
-                "xlsx": self.catalog[t.name].height <= EXCEL_MAX_ROWS,
+                "xlsx": self.catalog.height(t.name) <= EXCEL_MAX_ROWS,
             }
             for t in ALL_TABLES
         ]

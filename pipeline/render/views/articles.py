@@ -85,7 +85,7 @@ class Tables:
         # The fit tables grow with models x servers (10^7 rows at scale): no Python object per row,
         # only an array of row numbers by key; a row becomes a dict when a template asks for it.
         self.gpu_grid = KeyGrid(catalog["gpu_fit"], ("model_id", "method_id", "gpu_id"))
-        self.server_grid = KeyGrid(catalog["server_fit"], ("model_id", "method_id", "server_id"))
+        self.server_grid = CrossGrid(catalog.fits)
         self.max_anchor_b = catalog["memory_anchors"]["params_b"].max()
 
     # -- lookups (each raises KeyError with the unknown id, which the renderer reports) --
@@ -156,8 +156,8 @@ class Tables:
 
     @cached_property
     def fit_cells(self) -> Cells:
-        """The fit label of every server_fit row."""
-        return Cells.of(self.c["server_fit"], ("fit", "servers_needed", "servers_needed_high"), self.fit_label)
+        """The fit label of every server_fit row (made piece by piece: the rows are never held whole)."""
+        return Cells.of_frames(self.c.fits.chunks(), ("fit", "servers_needed", "servers_needed_high"), self.fit_label)
 
     # -- inline figures for prose --
     def mem(self, model_id: str, method_id: str, which: str = "memory_gb") -> str:
@@ -611,18 +611,56 @@ class KeyGrid:
         return rows
 
 
+class CrossGrid(KeyGrid):
+    """A KeyGrid of server_fit (table_rule.ServerFit), whose rows are never held: row j x S + s is job j
+    (model, method) on server s, so the grid is made from the jobs and the servers alone."""
+
+    def __init__(self, fits):
+        self.fits = fits
+        jobs, servers = fits.jobs, fits.servers
+        self.codes = [
+            {v: i for i, v in enumerate(jobs[key].unique().sort().to_list())} for key in ("model_id", "method_id")
+        ]
+        self.codes.append({v: i for i, v in enumerate(servers["server_id"].to_list())})  # unique, sorted
+        kind = np.int64 if fits.height >= 2**31 else np.int32
+        self.grid = np.full([len(c) for c in self.codes], -1, dtype=kind)
+        models = jobs["model_id"].cast(pl.Enum(list(self.codes[0]))).to_physical().to_numpy()
+        methods = jobs["method_id"].cast(pl.Enum(list(self.codes[1]))).to_physical().to_numpy()
+        first = np.arange(jobs.height, dtype=kind)[:, None] * servers.height
+        self.grid[models, methods, :] = first + np.arange(servers.height, dtype=kind)
+
+    def row(self, *ids: str) -> dict:
+        """One row as a dict; KeyError when the table has none with these ids."""
+        return self.fits.row(*ids)
+
+
 @dataclass(frozen=True)
 class Cells:
-    """A formatted column: per row an index into the texts of its distinct values."""
+    """A formatted column: per row an index into the texts of its distinct values (`values`: the
+    distinct values themselves, in the same order, where made by of_frames)."""
 
     codes: np.ndarray
     texts: list[str]
+    values: list[dict] | None = None
 
     @classmethod
     def of(cls, frame: pl.DataFrame, columns: tuple[str, ...], text) -> Cells:
         distinct = frame.select(columns).unique().with_row_index("code")
         codes = frame.select(columns).join(distinct, on=list(columns), how="left", maintain_order="left")["code"]
         return cls(codes.to_numpy(), [text(r) for r in distinct.drop("code").iter_rows(named=True)])
+
+    @classmethod
+    def of_frames(cls, frames, columns: tuple[str, ...], text) -> Cells:
+        """`of` over the rows of several frames, one after the other (a table made piece by piece)."""
+        known: dict[tuple, int] = {}
+        parts = []
+        for frame in frames:
+            local = cls.of(frame, columns, lambda r: tuple(r.values()))
+            ids = np.array([known.setdefault(v, len(known)) for v in local.texts], dtype=np.int32)
+            parts.append(ids[local.codes] if len(ids) else local.codes.astype(np.int32))
+        values = [dict(zip(columns, v, strict=True)) for v in known]
+        codes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        return cls(codes, [text(v) for v in values], values)
 
     def table(self, rows: np.ndarray) -> list[list[str]]:
         """The texts of a 2-D block of row numbers, as rows of cells."""

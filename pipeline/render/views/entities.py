@@ -349,7 +349,8 @@ class EntityTables:
     @cached_property
     def _fits(self) -> np.ndarray:
         """Per server_fit row: whether the job fits the server (its `fit` is not "no")."""
-        return (self.c["server_fit"]["fit"] != "no").to_numpy()
+        cells = self.t.fit_cells
+        return np.array([v["fit"] != "no" for v in cells.values], dtype=bool)[cells.codes]
 
     def _slice_note(self, shown: int, kind: str, entity_id: str, fit: bool) -> list[str]:
         """The note of a model (`kind` "model") or server page's table that shows `shown` of its rows

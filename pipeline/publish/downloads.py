@@ -312,7 +312,7 @@ def iter_downloads(
         made = texts.pop(table.name, None)
         if made is not None:
             yield f"{table.name}.csv", made.csv
-            parquet = made_parquet(made, published_frame(catalog, table))
+            parquet = made_parquet(made, catalog, table)
         else:  # too large for a workbook: written in pieces where the table is made in pieces
             pieces = partial(published_pieces, catalog, table)
             streamed.append((f"{table.name}.csv", Streamed(partial(write_csv_pieces, table, pieces))))
@@ -362,11 +362,12 @@ def parquet_of_pieces(pieces: Iterator[pl.DataFrame]) -> bytes:
     return buffer.getvalue()
 
 
-def made_parquet(made: TableFiles, frame: pl.DataFrame) -> bytes:
-    """The Parquet bytes of a table whose TableFiles `made` holds (made from `frame` when not yet, and
-    kept there: start_workbooks' `files`, what a warm process keeps)."""
+def made_parquet(made: TableFiles, catalog: Catalog, table: Table) -> bytes:
+    """The Parquet bytes of a table whose TableFiles `made` holds (made from its published_frame when not
+    yet, and kept there: start_workbooks' `files`, what a warm process keeps). The frame is asked for
+    only then: server_fit's is made when asked (Catalog.fits)."""
     if made.parquet is None:
-        made.parquet = parquet_bytes(frame)
+        made.parquet = parquet_bytes(published_frame(catalog, table))
     return made.parquet
 
 

@@ -45,7 +45,6 @@ from pipeline.publish.downloads import (
     download_paths,
     iter_downloads,
     made_parquet,
-    published_frame,
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
@@ -351,7 +350,7 @@ class Downloads:
         if any(table.name not in texts for table in ALL_TABLES):
             return
         for table in ALL_TABLES:
-            parquet = made_parquet(texts[table.name], published_frame(catalog, table))
+            parquet = made_parquet(texts[table.name], catalog, table)
             self._early[f"site/data/{table.name}.parquet"] = file_hash(parquet)
         self._switch_to_short()
         self._database = _Database(self.folder, catalog, self._early, self.previous)

@@ -68,6 +68,12 @@ def test_the_grid_by_arithmetic_is_the_grid_by_keys(catalog):
     servers = whole["server_id"].unique().sort().to_list()[::-1]
     assert np.array_equal(crossed.block(model, [method], servers), by_keys.block(model, [method], servers))
     assert crossed.row(model, method, servers[0]) == by_keys.row(model, method, servers[0])
+    for i in range(0, whole.height, 7):  # every 7th row: more jobs than the rows kept of them
+        expected = whole.row(i, named=True)
+        assert crossed.row(expected["model_id"], expected["method_id"], expected["server_id"]) == expected
+    assert len(catalog.fits._jobs) == table_rule.JOBS_KEPT
+    with pytest.raises(KeyError):
+        crossed.row(model, method, "no-such-server")
 
 
 def test_cells_made_piece_by_piece_are_the_cells_of_the_whole(catalog, small_pieces):

@@ -192,6 +192,7 @@ def server_memory(servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
 # The rows of one piece of server_fit that ServerFit.chunks gives (whole jobs: a piece holds every
 # server of each of its jobs, at least one job).
 CHUNK_ROWS = 1 << 18
+JOBS_KEPT = 16  # ServerFit.job keeps the rows of the last jobs asked for (each one row per server)
 
 
 class ServerFit:
@@ -225,6 +226,7 @@ class ServerFit:
             server_memory(servers, gpus).select("server_id", "server_memory_gb", "price_rub_month").sort("server_id")
         )
         self.height = self.jobs.height * self.servers.height
+        self._jobs: dict[int, pl.DataFrame] = {}  # job(): the last JOBS_KEPT jobs' rows
 
     def frame(self, start: int = 0, stop: int | None = None) -> pl.DataFrame:
         """The rows of jobs start..stop (every job by default), in key order."""
@@ -255,6 +257,17 @@ class ServerFit:
         step = max(1, (CHUNK_ROWS if rows is None else rows) // self.servers.height)
         for start in range(0, self.jobs.height, step):
             yield self.frame(start, start + step)
+
+    def job(self, j: int) -> pl.DataFrame:
+        """The rows of job j (one per server, in id order); the last few asked for are kept, as a table of
+        servers x jobs asks for the same jobs on every server."""
+        rows = self._jobs.pop(j, None)
+        if rows is None:
+            rows = self.frame(j, j + 1)
+            if len(self._jobs) >= JOBS_KEPT:
+                del self._jobs[next(iter(self._jobs))]
+        self._jobs[j] = rows  # the last asked for is the last to go
+        return rows
 
     def row(self, model_id: str, method_id: str, server_id: str) -> dict:
         """One row as a dict; KeyError when the table has none with these ids."""

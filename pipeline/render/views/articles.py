@@ -631,7 +631,9 @@ class CrossGrid(KeyGrid):
 
     def row(self, *ids: str) -> dict:
         """One row as a dict; KeyError when the table has none with these ids."""
-        return self.fits.row(*ids)
+        (i,) = self.block(*ids).reshape(1)  # KeyError for an unknown id or a job without an estimate
+        job, server = divmod(int(i), self.fits.servers.height)
+        return self.fits.job(job).row(server, named=True)
 
 
 @dataclass(frozen=True)

@@ -385,7 +385,7 @@ def child_render(sources: str, sample: str) -> dict:
 
     con, validation = load_and_validate(Path(sources))
     catalog = combine(con)
-    rows = catalog["server_fit"].height
+    rows = catalog.height("server_fit")
     cpu_started = time.process_time()
     if rows <= FULL_RENDER_LIMIT:
         costs, setup, seconds = _entity_pages(catalog, validation)

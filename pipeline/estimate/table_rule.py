@@ -272,11 +272,10 @@ class ServerFit:
     def row(self, model_id: str, method_id: str, server_id: str) -> dict:
         """One row as a dict; KeyError when the table has none with these ids."""
         jobs = self.jobs.with_row_index().filter((pl.col("model_id") == model_id) & (pl.col("method_id") == method_id))
-        server = self.servers.filter(pl.col("server_id") == server_id)
+        server = self.servers.with_row_index().filter(pl.col("server_id") == server_id)
         if jobs.is_empty() or server.is_empty():
             raise KeyError((model_id, method_id, server_id))
-        j = jobs["index"][0]
-        return self.frame(j, j + 1).filter(pl.col("server_id") == server_id).row(0, named=True)
+        return self.job(jobs["index"][0]).row(server["index"][0], named=True)
 
 
 def server_fit(estimates: pl.DataFrame, servers: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:

@@ -247,16 +247,21 @@ def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO | str) -> None:
 def write_csv_pieces(table: Table, pieces: Callable[[], Iterator[pl.DataFrame]], file: BinaryIO | str) -> None:
     """write_csv of the frames `pieces()` gives, one after the other, as one file: the same bytes as
     write_csv of them concatenated (the header and the BOM once)."""
-    given = pieces()
-    first, second = next(given), next(given, None)
-    if second is None:  # one frame: polars writes it to the path itself (no call back into Python)
+    first, every = _one_or_more(pieces())
+    if every is None:  # one frame: polars writes it to the path itself (no call back into Python)
         write_csv(table, first, file)
         return
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(open(file, "wb")) if isinstance(file, str | os.PathLike) else file
-        for n, piece in enumerate(itertools.chain((first, second), given)):
+        for n, piece in enumerate(every):
             safe = spreadsheet_safe_frame(piece, table)
             safe.write_csv(out, include_bom=n == 0, include_header=n == 0, date_format="%Y-%m-%d")
+
+
+def _one_or_more(pieces: Iterator[pl.DataFrame]) -> tuple[pl.DataFrame, Iterator[pl.DataFrame] | None]:
+    """(the first piece, None) when there is one piece, else (the first, every piece again from it)."""
+    first, second = next(pieces), next(pieces, None)
+    return first, None if second is None else itertools.chain((first, second), pieces)
 
 
 class Streamed:
@@ -348,16 +353,15 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
 def parquet_of_pieces(pieces: Iterator[pl.DataFrame]) -> bytes:
     """parquet_bytes of a table given in pieces: one piece as polars writes it; several, each a row
     group of one file (pyarrow's writer, the same compression and statistics), never held together."""
-    first = next(pieces)
-    second = next(pieces, None)
-    if second is None:
+    first, every = _one_or_more(pieces)
+    if every is None:
         return parquet_bytes(first)
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
     arrow = first.to_arrow()
     with pq.ParquetWriter(buffer, arrow.schema, compression="zstd", write_statistics=True) as writer:
-        for piece in itertools.chain((first, second), pieces):
+        for piece in every:
             writer.write_table(piece.to_arrow(), row_group_size=piece.height or None)
     return buffer.getvalue()
 

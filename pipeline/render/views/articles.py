@@ -573,6 +573,12 @@ class Tables:
         return view
 
 
+def coded(column: pl.Series) -> tuple[dict[str, int], np.ndarray]:
+    """(each distinct value -> its number in sorted order, each row's number)."""
+    values = column.unique().sort()
+    return {v: i for i, v in enumerate(values.to_list())}, column.cast(pl.Enum(values)).to_physical().to_numpy()
+
+
 class KeyGrid:
     """Row numbers of a table laid out over the sorted values of its key columns (a dense array).
 
@@ -584,9 +590,9 @@ class KeyGrid:
         self.codes: list[dict[str, int]] = []
         positions = []
         for key in keys:
-            values = frame[key].unique().sort()
-            self.codes.append({v: i for i, v in enumerate(values.to_list())})
-            positions.append(frame[key].cast(pl.Enum(values)).to_physical().to_numpy())
+            codes, at = coded(frame[key])
+            self.codes.append(codes)
+            positions.append(at)
         self.grid = np.full([len(c) for c in self.codes], -1, dtype=np.int64 if frame.height >= 2**31 else np.int32)
         self.grid[tuple(positions)] = np.arange(frame.height, dtype=self.grid.dtype)
 
@@ -618,14 +624,10 @@ class CrossGrid(KeyGrid):
     def __init__(self, fits):
         self.fits = fits
         jobs, servers = fits.jobs, fits.servers
-        self.codes = [
-            {v: i for i, v in enumerate(jobs[key].unique().sort().to_list())} for key in ("model_id", "method_id")
-        ]
-        self.codes.append({v: i for i, v in enumerate(servers["server_id"].to_list())})  # unique, sorted
+        (model_codes, models), (method_codes, methods) = coded(jobs["model_id"]), coded(jobs["method_id"])
+        self.codes = [model_codes, method_codes, coded(servers["server_id"])[0]]
         kind = np.int64 if fits.height >= 2**31 else np.int32
         self.grid = np.full([len(c) for c in self.codes], -1, dtype=kind)
-        models = jobs["model_id"].cast(pl.Enum(list(self.codes[0]))).to_physical().to_numpy()
-        methods = jobs["method_id"].cast(pl.Enum(list(self.codes[1]))).to_physical().to_numpy()
         first = np.arange(jobs.height, dtype=kind)[:, None] * servers.height
         self.grid[models, methods, :] = first + np.arange(servers.height, dtype=kind)
 

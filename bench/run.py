@@ -368,9 +368,11 @@ def _subset(catalog, column: str, keep: list[str]):
 
     # Every table that names the entity (the entity's own, the fits, the recommendations, ...) keeps
     # only the sampled ones, so no page looks up a row the sample dropped.
+    # Of the recommendations, the rows the pages read (Ranked.leading), held as a frame (recommend.Whole).
+    tables = catalog.tables | {"recommendations": catalog.ranked.leading}
     tables = {
         name: table.filter(pl.col(column).is_in(keep)) if column in table.columns else table
-        for name, table in catalog.tables.items()
+        for name, table in tables.items()
     }
     return Catalog(tables, catalog.constants)
 

@@ -142,7 +142,7 @@ def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Proble
     from pipeline.problems import Problem
     from pipeline.schema import TABLES_BY_NAME
 
-    now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog["recommendations"])
+    now = verdicts.verdicts(catalog["legacy_offers"], catalog["legacy_offer_jobs"], catalog.ranked.leading)
     names = dict(catalog["servers"].select("server_id", "display_name").iter_rows())
     file = display_path(sources, TABLES_BY_NAME["legacy_offers"])
     return [Problem(file, 0, "", None, verdicts.flip_text(v, names)) for v in verdicts.flipped(before, now)]

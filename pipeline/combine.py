@@ -10,8 +10,8 @@ it; a step sees only the tables it names, so the lineage of the downloads (`made
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import duckdb
@@ -36,27 +36,50 @@ from pipeline.schema import (
 
 @dataclass(frozen=True)
 class Catalog:
-    """Every source and derived table as polars frames, plus the rules' constants. `server_fit` is not
-    among `tables`: it is the cross join of the jobs and the servers (table_rule.ServerFit, `fits`),
-    10^7 rows at scale, made when asked for (`catalog["server_fit"]`, whole: for tools and tests) or
-    piece by piece (the downloads) or looked up per page (the renderer); `height` counts any table."""
+    """Every source and derived table as polars frames, plus the rules' constants. Two tables are not
+    among `tables`, being 10^7 rows each at scale: `server_fit`, the cross join of the jobs and the
+    servers (table_rule.ServerFit, `fits`), and `recommendations`, held as its order (recommend.Ranked,
+    `ranked`, in `made`). Each is made when asked for (`catalog[name]`, whole: for tools and tests), piece
+    by piece (`pieces`: the downloads) or looked up per page (the renderer); `height` counts any table."""
 
     tables: dict[str, pl.DataFrame]
     constants: dict[str, float]
+    made: dict[str, object] = field(default_factory=dict)  # the steps not held (combine's recipes)
 
     def __getitem__(self, name: str) -> pl.DataFrame:
-        if name == "server_fit" and name not in self.tables:
+        if name in self.tables:
+            return self.tables[name]
+        if name == "server_fit":
             return self.fits.frame()
-        return self.tables[name]
+        if name == "recommendations":
+            return self.ranked.frame()
+        raise KeyError(name)
 
     @cached_property
     def fits(self) -> table_rule.ServerFit:
         """The server_fit table without its rows (made from estimates, servers and gpus)."""
         return table_rule.ServerFit(self.tables["estimates"], self.tables["servers"], self.tables["gpus"])
 
+    @cached_property
+    def ranked(self) -> recommend.JobRows:
+        """The recommendations table: as its order (recommend.Ranked) as combine made it, or a frame held
+        whole (a catalog read back from its downloads) read the same way (recommend.Whole)."""
+        if "recommendations" in self.tables:
+            return recommend.Whole(self.tables["recommendations"])
+        return self.made["recommendations"]
+
     def height(self, name: str) -> int:
-        """A table's row count, without making server_fit's rows."""
-        return self.fits.height if name == "server_fit" and name not in self.tables else self.tables[name].height
+        """A table's row count, without making server_fit's or recommendations' rows."""
+        if name in self.tables:
+            return self.tables[name].height
+        return self.fits.height if name == "server_fit" else self.ranked.height
+
+    def pieces(self, name: str) -> Iterator[pl.DataFrame]:
+        """A table's rows in order, in pieces of whole jobs for server_fit and recommendations (one piece
+        when small), any other table as its one frame."""
+        if name not in self.tables and name in ("server_fit", "recommendations"):
+            return self.fits.chunks() if name == "server_fit" else self.ranked.chunks()
+        return iter([self.tables[name]])
 
 
 Tables = Mapping[str, pl.DataFrame]
@@ -73,7 +96,7 @@ class Step:
     inputs: tuple[str, ...]
     make: Callable[..., pl.DataFrame]
     memo: bool = False  # make takes the build's FrameMemo as a third argument (pipeline.frame_memo)
-    held: bool = True  # False: make gives an object that makes the rows when asked (server_fit), not in tables
+    held: bool = True  # False: make gives an object that makes the rows when asked (Catalog.made), not in tables
 
 
 # -- the method-comparison article's setups --
@@ -312,11 +335,11 @@ def comparison_advice(t: Tables, c: Constants) -> pl.DataFrame:
 def _recommendations(t: Tables, c: Constants, memo: FrameMemo | None = None) -> pl.DataFrame:
     spreads = recommend.plan_spreads(t["estimator_range"])
     band = lookups.time_band(t["time_summary"], t["time_calibration"])
-    return recommend.recommendations(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band, memo)
+    return recommend.rank_plans(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band, memo)
 
 
 def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
-    cards = recommend.job_gpus(t["recommendations"])
+    cards = recommend.job_gpus(t["recommendations"].leading)
     return first_principles.memory_breakdown_table(t["models"], t["methods"], t["estimates"], c, cards)
 
 
@@ -395,6 +418,7 @@ STEPS: tuple[Step, ...] = (
         ),
         _recommendations,
         memo=True,
+        held=False,
     ),
     Step(
         "memory_breakdown",
@@ -443,9 +467,10 @@ def combine(con: duckdb.DuckDBPyConnection, memo: FrameMemo | None = None) -> Ca
     tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
-    recipes: dict[str, object] = {}  # the steps not held (server_fit): what later steps see of them
+    recipes: dict[str, object] = {}  # the steps not held (server_fit, recommendations): what later steps see
     for step in STEPS:
         seen = {name: tables[name] if name in tables else recipes[name] for name in step.inputs}
         made = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
         (tables if step.held else recipes)[step.name] = made
-    return Catalog(tables, constants)  # its `fits` is made again when asked for: two small sorts
+    # server_fit's recipe is made again when asked for (Catalog.fits: two small sorts), from the tables
+    return Catalog(tables, constants, {"recommendations": recipes["recommendations"]})

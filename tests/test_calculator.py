@@ -88,7 +88,7 @@ def test_anchor_sizes_are_data(catalog):
         ]
     )
     tables = dict(catalog.tables, memory_anchors=anchors)
-    data = calculator_data(type(catalog)(tables, catalog.constants))
+    data = calculator_data(replace(catalog, tables=tables))
     assert data["anchors"]["full_amp"][-1] == [110, 1200]
 
 

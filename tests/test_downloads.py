@@ -1,5 +1,6 @@
 """Downloads for analysts: every table read back from CSV, XLSX, Parquet, DuckDB and metadata.json equals the catalog."""
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -16,6 +17,7 @@ from polars.testing import assert_frame_equal
 
 from conftest import SOURCES, edit_csv
 from pipeline.build import build
+from pipeline.combine import Catalog
 from pipeline.publish.downloads import DATABASE, spreadsheet_safe_frame
 from pipeline.render.format import spreadsheet_safe
 from pipeline.schema import ALL_TABLES, DUCKDB_TYPES, TABLES_BY_NAME, Table
@@ -367,7 +369,7 @@ def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, mo
     inputs = {"code": "c", "templates": "t"}
     assert downloads.made_with(inputs) != downloads.made_with(inputs | {"templates": "t2"})  # labels.toml edited
     servers = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
-    changed = type(catalog)(catalog.tables | {"servers": servers}, catalog.constants)
+    changed = dataclasses.replace(catalog, tables=catalog.tables | {"servers": servers})
     downloads.start_workbooks(changed, {}, "code-a")()
     assert asked[6] == ["server_fit", "servers"]  # server_fit, made from the servers (Catalog.fits), has their prices
 
@@ -384,7 +386,7 @@ def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeyp
     made = []
     monkeypatch.setattr(downloads, "csv_bytes", lambda table, frame: made.append(table.name) or b"")
     priced = catalog["servers"].with_columns(pl.col("price_rub_month") + 1000)
-    changed = type(catalog)(catalog.tables | {"servers": priced}, catalog.constants)
+    changed = dataclasses.replace(catalog, tables=catalog.tables | {"servers": priced})
     again = dict(downloads.iter_downloads(changed, downloads.start_workbooks(changed, {}, files=files)))
     # the changed table and server_fit, made from it (Catalog.fits), with its prices; none too large to keep
     assert made == ["servers", "server_fit"]
@@ -725,7 +727,7 @@ def test_the_duckdb_file_of_a_large_table_has_no_unused_blocks(catalog, tmp_path
         server_id=pl.col("server_id") + "-" + (pl.int_range(pl.len()) // small.height).cast(pl.String)
     )
     path = tmp_path / "large.duckdb"
-    downloads.write_database(path, {table.name: frame}, replace=[table])
+    downloads.write_database(path, Catalog({table.name: frame}, {}), replace=[table])
     with duckdb.connect(str(path), read_only=True) as con:
         [(_, _, _, total, used, free, *_)] = con.sql("PRAGMA database_size").fetchall()
         ids = con.sql("SELECT server_id FROM recommendations").fetchall()

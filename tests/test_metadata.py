@@ -31,9 +31,10 @@ def test_every_frame_matches_its_registry_entry(catalog, table) -> None:
 
 
 def test_the_catalog_holds_exactly_the_registered_tables(catalog) -> None:
-    # server_fit is the one table the catalog makes when asked (Catalog.fits), never holds
-    assert "server_fit" not in catalog.tables and catalog.height("server_fit") == catalog["server_fit"].height
-    assert sorted([*catalog.tables, "server_fit"]) == sorted(t.name for t in ALL_TABLES)
+    # server_fit and recommendations are made when asked (Catalog.fits, Catalog.ranked), never held
+    for name in ("server_fit", "recommendations"):
+        assert name not in catalog.tables and catalog.height(name) == catalog[name].height > 0
+    assert sorted([*catalog.tables, "server_fit", "recommendations"]) == sorted(t.name for t in ALL_TABLES)
 
 
 @pytest.mark.parametrize("table", TABLES)

@@ -320,8 +320,8 @@ def test_servers_alike_but_for_price_share_one_plan(catalog, monkeypatch):
 
 
 def test_the_table_made_in_its_order_is_the_sorted_table(catalog):
-    """recommendations finds the rows' order on the rank's columns and joins the table in that order
-    (_ranked_in_order); it is the table that ranking the joined jobs gives (rank's one sort), row for
+    """recommendations finds the rows' order on the rank's numbers and makes the rows in that order
+    (recommend.Ranked); it is the table that ranking the joined jobs gives (rank's one sort), row for
     row and type for type, with prices by the hour and by the month, on request, and ties."""
     c = catalog.constants
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])

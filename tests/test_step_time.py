@@ -363,7 +363,6 @@ def test_a_time_is_measured_only_where_runs_in_the_figures_cover_the_card_and_th
 def test_cli_time_on_catalog_servers_follows_the_plan_rules(catalog) -> None:
     """--server: across servers with no declared network there is no time (as in the plan); with one
     declared in the catalog, its rate (one port per card) times the job without --network."""
-    from pipeline.combine import Catalog
     from pipeline.estimate.first_principles import model_architectures, typical_setup
     from pipeline.tools import estimate_cli
 
@@ -382,7 +381,7 @@ def test_cli_time_on_catalog_servers_follows_the_plan_rules(catalog) -> None:
     servers = catalog["servers"].with_columns(
         network=pl.when(joined).then(pl.lit("infiniband-ndr")).otherwise("network")
     )
-    networked = Catalog(catalog.tables | {"servers": servers}, catalog.constants)
+    networked = replace(catalog, tables=catalog.tables | {"servers": servers})
     t = _estimate(networked, *words)["time"]
     server = servers.filter(joined).row(0, named=True)
     assert step_time.server_network_gbps(server, catalog.constants) == 400 * 8

@@ -21,10 +21,11 @@ Pure: frames and constants in, one frame out.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from functools import partial
+from functools import cached_property, partial
 
+import numpy as np
 import polars as pl
 
 from pipeline import frame_memo, lookups
@@ -139,37 +140,200 @@ def recommendations(  # noqa: PLR0913
     `memo`: where the plans are remembered (they do not depend on the prices; `jobs_by_signature`).
 
     The estimator runs once per model x method x card count (`jobs_by_signature`); the rent is column arithmetic."""
+    return rank_plans(models, methods, servers, gpus, c, spread, band, memo).frame()
+
+
+def rank_plans(  # noqa: PLR0913
+    models: pl.DataFrame,
+    methods: pl.DataFrame,
+    servers: pl.DataFrame,
+    gpus: pl.DataFrame,
+    c: Mapping[str, object],
+    spread: tuple[float, float] | Spreads | None = None,
+    band: lookups.TimeBand | None = None,
+    memo: frame_memo.FrameMemo | None = None,
+) -> Ranked:
+    """`recommendations` (the same arguments) held as its order (Ranked): what a build keeps."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     plans, carried = jobs_by_signature(models, methods, servers, gpus, c, tokens, spreads, band, memo)
-    return _ranked_in_order(plans, carried, c, tokens)
+    return Ranked(plans, carried, c, tokens)
 
 
-def _ranked_in_order(
-    plans: pl.DataFrame, carried: pl.DataFrame, c: Mapping[str, object], tokens: float
-) -> pl.DataFrame:
-    """ranked(the jobs of jobs_by_signature, with `tokens`), made in its final order: the rows' order is
-    found on the few columns the rank reads (`_rank_keys`), and the table's rows are then joined in that
-    order, so the wide table is made once and never sorted (at 10^7 rows sorting it held two copies of
-    it, 3.6 GB, for 6 s)."""
-    keys = ("model_id", "method_id", "signature")
+class JobRows:
+    """What a reader of `recommendations` asks of it besides its rows in order: its jobs (model x
+    method, in key order, each a run of consecutive rows), the rows of one job, and `leading`, the rows
+    the pages read (each job's rank-1 row and its best-ranked `tight` row). Subclasses give `height`,
+    `frame`, `chunks`, `_span(a, b)` (rows a..b of the table) and `_at(positions)` (those rows, sorted)."""
+
+    height: int
+    jobs: pl.DataFrame  # model_id, method_id of each job, in the table's order
+    offsets: np.ndarray  # the first row of each job, then the height
+
+    def _set_jobs(self, job: pl.Series, tight: np.ndarray, jobs: pl.DataFrame) -> None:
+        """`jobs`, `offsets` and the leading rows' positions from each row's job number in rank order (`job`,
+        numbering `jobs`' rows) and whether its reason is tight (`tight`)."""
+        first = (job != job.shift()).fill_null(True).to_numpy()
+        starts = np.flatnonzero(first)
+        self.jobs = jobs[pl.Series(job.to_numpy()[starts], dtype=pl.Int64)]
+        self.offsets = np.append(starts, len(job)).astype(np.int64)
+        risks = np.flatnonzero(tight)
+        of_risk = np.searchsorted(self.offsets, risks, side="right") - 1
+        firsts = risks[np.r_[True, of_risk[1:] != of_risk[:-1]]] if len(risks) else risks
+        self._leading = np.union1d(starts, firsts).astype(np.int64)
+
+    @cached_property
+    def _job_numbers(self) -> dict[tuple[str, str], int]:
+        return {key: j for j, key in enumerate(self.jobs.iter_rows())}
+
+    @cached_property
+    def leading(self) -> pl.DataFrame:
+        """Each job's rank-1 row and its best-ranked `tight` row (fits one chassis only at the point
+        estimate), in the table's order: what lookups.best, job_gpus and the pages' risks read."""
+        return self._at(self._leading)
+
+    def job(self, model_id: str, method_id: str) -> pl.DataFrame:
+        """The rows of one job in rank order (none for a job the table does not have)."""
+        j = self._job_numbers.get((model_id, method_id))
+        if j is None:
+            return self._span(0, 0)
+        return self._span(int(self.offsets[j]), int(self.offsets[j + 1]))
+
+    def _chunk_bounds(self, rows: int | None) -> list[tuple[int, int]]:
+        """Row ranges of whole jobs, about `rows` rows each (CHUNK_ROWS by default)."""
+        step, bounds, start = CHUNK_ROWS if rows is None else rows, [], 0
+        while start < len(self.offsets) - 1:
+            stop = int(np.searchsorted(self.offsets, self.offsets[start] + step, side="right")) - 1
+            stop = max(start + 1, stop)
+            bounds.append((int(self.offsets[start]), int(self.offsets[stop])))
+            start = stop
+        return bounds
+
+
+class Whole(JobRows):
+    """A `recommendations` frame held whole (read back from a download, or a test's) read as Ranked is."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame, self.height = frame, frame.height
+        ids = frame.select("model_id", "method_id")
+        jobs = ids.unique(maintain_order=True)
+        job = ids.join(jobs.with_row_index("job"), on=["model_id", "method_id"], maintain_order="left")["job"]
+        self._set_jobs(job, (frame["reason"] == "tight").to_numpy(), jobs)
+
+    def frame(self) -> pl.DataFrame:
+        return self._frame
+
+    def chunks(self, rows: int | None = None) -> Iterator[pl.DataFrame]:
+        yield self._frame
+
+    def _span(self, a: int, b: int) -> pl.DataFrame:
+        return self._frame.slice(a, b - a)
+
+    def _at(self, positions: np.ndarray) -> pl.DataFrame:
+        return self._frame[pl.Series(positions, dtype=pl.Int64)]
+
+
+# A `recommendations` table of at most this many rows is made once and kept whole (Ranked.frame).
+CHUNK_ROWS = 1 << 18
+
+
+class Ranked(JobRows):
+    """Rule 11's `recommendations` table held as its order: the plans (one row per model x method x
+    server signature), the servers with their prices, and, for every row in rank order, which plan and
+    which server it is (two 32-bit numbers). Its rows are made when asked, in pieces of whole jobs
+    (`chunks`), a job's (`job`), the rows the pages read (`leading`) or whole (`frame`; kept when it has at
+    most CHUNK_ROWS rows): at 10^7 rows the table held whole was 2.7 GB of a build's memory.
+
+    The order is found on the few columns the rank reads (`_rank_keys`); a row is its plan's and its
+    server's columns, priced (_priced_rows) and ranked among its job's rows (_with_rank): the same rows
+    as ranking the whole joined table (`rank`'s one sort)."""
+
+    def __init__(self, plans: pl.DataFrame, carried: pl.DataFrame, c: Mapping[str, object], tokens: float) -> None:
+        self.c, self.tokens = c, tokens
+        jobs = plans.select("model_id", "method_id").unique().sort("model_id", "method_id")
+        servers = carried.sort("server_id")  # a server's row number then orders as its id
+        self._plans = plans.select("model_id", "method_id", *PLAN_COLUMNS)
+        self._servers = servers.select("server_id", *training.PRICE_COLUMNS)
+        order = _order(
+            plans.join(jobs.with_row_index("job"), on=["model_id", "method_id"], maintain_order="left"), servers, c
+        )
+        self.height = order.height
+        self._set_jobs(order["job"], order["tight"].to_numpy(), jobs)
+        self._order = order.select("plan_row", "server_row")
+        self._whole: pl.DataFrame | None = None
+
+    def frame(self) -> pl.DataFrame:
+        """The whole table (made again on each call above CHUNK_ROWS rows)."""
+        if self._whole is not None:
+            return self._whole
+        # Its columns' chunks aligned: polars' to_arrow (the DuckDB file's thread, the workbook child's
+        # table) would align them on a copy each time, and the Parquet file's row groups follow them.
+        whole = self._span(0, self.height).rechunk()
+        if self.height <= CHUNK_ROWS:
+            self._whole = whole
+        return whole
+
+    def chunks(self, rows: int | None = None) -> Iterator[pl.DataFrame]:
+        """The table in pieces of whole jobs, about `rows` rows each (CHUNK_ROWS by default), in rank
+        order; one piece (the kept frame) when the table is no larger, or has no rows."""
+        if self.height <= (CHUNK_ROWS if rows is None else rows):
+            yield self.frame()
+            return
+        for a, b in self._chunk_bounds(rows):
+            yield self._span(a, b)
+
+    def _span(self, a: int, b: int) -> pl.DataFrame:
+        return self._made(self._order.slice(a, b - a))
+
+    def _made(self, order: pl.DataFrame) -> pl.DataFrame:
+        """The table's rows for `order` (plan_row, server_row), ranked as consecutive rows of their jobs."""
+        plans = self._plans.select(pl.all().gather(order["plan_row"]))
+        servers = self._servers.select(pl.all().gather(order["server_row"]))
+        wide = pl.concat([plans, servers], how="horizontal").select(*JOB_SCHEMA, *training.PRICE_COLUMNS)
+        frame = _priced_rows(wide.with_columns(tokens=pl.lit(self.tokens)), self.c)
+        return _with_rank(frame).select(RECOMMENDATIONS.columns)
+
+    def _at(self, positions: np.ndarray) -> pl.DataFrame:
+        """The rows at `positions` (sorted, distinct), each made with its neighbours in its job (which
+        tied_on_cost reads), its rank its distance from its job's first row."""
+        job = np.searchsorted(self.offsets, positions, side="right") - 1
+        low = np.maximum(positions - 1, self.offsets[job])
+        high = np.minimum(positions + 2, self.offsets[job + 1])
+        lengths = high - low
+        before = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        rows = np.repeat(low, lengths) + np.arange(lengths.sum()) - before
+        centre = rows == np.repeat(positions, lengths)
+        made = self._made(self._order[pl.Series(rows, dtype=pl.Int64)])
+        rank = pl.Series("rank", positions - self.offsets[job] + 1, dtype=pl.Int64)
+        return made.filter(pl.Series(centre)).with_columns(rank)
+
+
+def _order(plans: pl.DataFrame, servers: pl.DataFrame, c: Mapping[str, object]) -> pl.DataFrame:
+    """Every row of the table in rank order (_rank_keys) as numbers: `job` (plans' job number, the jobs in
+    key order), `plan_row`, `server_row` (`servers` in id order) and whether its reason is `tight`. Sorted
+    on numbers only: on the ids' text it held 2.9 GB at 10^7 rows."""
     schema = RECOMMENDATIONS.polars_schema
-    narrow = plans.select(*keys, "reason", "hours", "servers_count").join(carried, on="signature")
-    narrow = narrow.with_columns(
-        cost_rub=priced(c)["cost_rub"].cast(schema["cost_rub"]),
-        hours=pl.col("hours").cast(schema["hours"]),
-        recommended=pl.col("reason").is_in(RECOMMENDED_REASONS),
+    place = pl.when(pl.col("reason").is_in(RECOMMENDED_REASONS)).then(0)
+    place = place.otherwise(
+        pl.col("reason").replace_strict({r: i for i, r in enumerate(REASONS)}, return_dtype=pl.Int64)
     )
-    order = narrow.sort(_rank_keys(), nulls_last=True).select(*keys, "server_id")
-    del narrow
-    wide = order.join(plans, on=list(keys), how="left", maintain_order="left").join(
-        carried.drop("signature"), on="server_id", how="left", maintain_order="left"
+    narrow = (
+        plans.select(
+            "job",
+            "signature",
+            "servers_count",
+            hours=pl.col("hours").cast(schema["hours"]),
+            place=place.cast(pl.Int8),  # recommended first, then the risks in REASONS' order
+            has_price=pl.col("reason").is_in(PRICED_REASONS),
+            tight=pl.col("reason") == "tight",
+        )
+        .with_row_index("plan_row")
+        .join(servers.select("signature", *training.PRICE_COLUMNS).with_row_index("server_row"), on="signature")
     )
-    del order
-    frame = _priced_rows(wide.select(*JOB_SCHEMA, *training.PRICE_COLUMNS).with_columns(tokens=pl.lit(tokens)), c)
-    # Its columns' chunks aligned here, once: polars' to_arrow (the DuckDB file's thread, the workbook
-    # child's table) would align them on a copy each time, and the Parquet file's row groups follow them.
-    return _with_rank(frame).select(RECOMMENDATIONS.columns).rechunk()
+    cost = pl.col("cost_rub")
+    narrow = narrow.with_columns(cost_rub=priced(c, pl.col("has_price"))["cost_rub"].cast(schema["cost_rub"]))
+    keys = ["job", "place", cost.is_null(), cost, "hours", "server_row"]
+    return narrow.sort(keys, nulls_last=True).select("job", "plan_row", "server_row", "tight")
 
 
 def _spreads(spread) -> dict[str, tuple[float, float]]:
@@ -180,12 +344,17 @@ def _spreads(spread) -> dict[str, tuple[float, float]]:
     return dict(spread)
 
 
-def priced(c: Mapping[str, object]) -> dict[str, pl.Expr]:
+# The reasons whose rows have a total price: a plan the site would run (recommended or a tight risk).
+PRICED_REASONS = ("one_chassis", "several_chassis", "tight")
+
+
+def priced(c: Mapping[str, object], has_price: pl.Expr | None = None) -> dict[str, pl.Expr]:
     """The rent (training.rental_terms) of a row of the jobs (jobs_by_signature) joined with the servers'
     prices: the hours on all the chassis' cards; none where the job does not fit or would span chassis
-    without a network (no total price for a plan the site does not recommend)."""
+    without a network (no total price for a plan the site does not recommend: `has_price`, by default
+    whether the row's reason is one of PRICED_REASONS)."""
     rent = training.rental_terms(pl.col("hours"), pl.col("servers_count"), c)
-    has_price = pl.col("reason").is_in(("one_chassis", "several_chassis", "tight"))
+    has_price = pl.col("reason").is_in(PRICED_REASONS) if has_price is None else has_price
     return {name: pl.when(has_price).then(expr) for name, expr in rent.items()}
 
 
@@ -220,8 +389,8 @@ def jobs_by_signature(  # noqa: PLR0913
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(plans, carried): the plans of every model x method (`plan_job`) in the typical setup on every server
     signature, and each server's signature with its prices (training.PRICE_COLUMNS); joined on
-    `signature` they are the jobs, one row per model x method x catalog server (_ranked_in_order joins
-    them in rank order).
+    `signature` they are the jobs, one row per model x method x catalog server (Ranked keeps their
+    order).
 
     A plan depends on a server only through its `SIGNATURE` (card, card count, interconnect, network):
     each job is planned once per distinct signature, and the plans are joined to the servers that have

@@ -218,11 +218,9 @@ def published_frame(catalog: Catalog, table: Table) -> pl.DataFrame:
 
 
 def published_pieces(catalog: Catalog, table: Table) -> Iterator[pl.DataFrame]:
-    """published_frame in pieces, one after the other: server_fit's rows as ServerFit.chunks makes them
-    (never held whole), any other table as its one frame."""
-    if table.name == "server_fit":
-        return (in_order(piece, table) for piece in catalog.fits.chunks())
-    return iter([published_frame(catalog, table)])
+    """published_frame in pieces, one after the other (Catalog.pieces: server_fit's and recommendations'
+    rows made piece by piece, never held whole; any other table as its one frame)."""
+    return (in_order(piece, table) for piece in catalog.pieces(table.name))
 
 
 def in_order(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
@@ -421,20 +419,20 @@ def write_database(
 
 
 def arrow_for_database(catalog: Catalog, table: Table):
-    """What a table's INSERT reads: its one frame (arrow_for_duckdb, its primary key checked), or the pieces
-    of server_fit (unique by construction: jobs x servers) as one stream of Arrow batches, made as DuckDB
-    reads them. One INSERT of them all: an INSERT per piece in the file's one transaction held every
-    piece until COMMIT (1 GB at 10^7 rows), and a COMMIT per piece left 8 % of the file's blocks unused."""
-    pieces = published_pieces(catalog, table)
-    if table.name != "server_fit":
-        (frame,) = pieces
-        unique_keys(frame, table)
-        return arrow_for_duckdb(frame)
+    """What a table's INSERT reads: its one frame (arrow_for_duckdb, its primary key checked), or its
+    pieces (server_fit's or recommendations', one row per job x server by construction) as one stream of
+    Arrow batches, made as DuckDB reads them. One INSERT of them all: an INSERT per piece in the file's
+    one transaction held every piece until COMMIT (1 GB at 10^7 rows of server_fit), and a COMMIT per
+    piece left 8 % of the file's blocks unused."""
+    first, every = _one_or_more(published_pieces(catalog, table))
+    if every is None:
+        unique_keys(first, table)
+        return arrow_for_duckdb(first)
     import pyarrow
 
-    first = arrow_for_duckdb(next(pieces))
-    batches = (b for piece in pieces for b in arrow_for_duckdb(piece).to_batches())
-    return pyarrow.RecordBatchReader.from_batches(first.schema, itertools.chain(first.to_batches(), batches))
+    schema = arrow_for_duckdb(first.clear()).schema
+    batches = (b for piece in every for b in arrow_for_duckdb(piece).to_batches())
+    return pyarrow.RecordBatchReader.from_batches(schema, batches)
 
 
 def arrow_for_duckdb(frame: pl.DataFrame):

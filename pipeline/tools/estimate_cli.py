@@ -425,7 +425,8 @@ def catalog_to_bytes(catalog) -> bytes:
     import io
 
     blobs, names = [], []
-    for name, frame in sorted(catalog.tables.items()):
+    tables = catalog.tables | {"recommendations": catalog["recommendations"]}  # a build holds it as its order
+    for name, frame in sorted(tables.items()):
         buffer = io.BytesIO()
         frame.write_ipc(buffer)
         blobs.append(buffer.getvalue())
@@ -849,7 +850,6 @@ def recommendation(catalog, args, setup: first_principles.Setup) -> dict | None:
     """The rank-1 row of `recommendations` (the same as data/recommendations.csv) for a catalog model in
     the typical setup; {"recommended": False} when no server takes the job; None for any other request
     (the table is computed for the typical setup only)."""
-    import polars as pl
 
     from pipeline.estimate import recommend
 
@@ -857,8 +857,7 @@ def recommendation(catalog, args, setup: first_principles.Setup) -> dict | None:
         return None
     if setup != first_principles.typical_setup(setup.method, catalog.constants, setup.gpus) or setup.gpus != 1:
         return None
-    rows = catalog["recommendations"].filter((pl.col("model_id") == args.model) & (pl.col("method_id") == setup.method))
-    best = recommend.best(rows)
+    best = recommend.best(catalog.ranked.job(args.model, setup.method))
     if best.is_empty():
         return {"recommended": False}
     return best.row(0, named=True)

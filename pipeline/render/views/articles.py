@@ -328,7 +328,7 @@ class Tables:
     @cached_property
     def recommended(self) -> dict[tuple[str, str], dict]:
         """(model, method) -> the rank-1 row of the `recommendations` table (pipeline/estimate/recommend.py)."""
-        best = lookups.best(self.c["recommendations"])
+        best = lookups.best(self.c.ranked.leading)
         return {(r["model_id"], r["method_id"]): r for r in best.iter_rows(named=True)}
 
     def plan_cell(self, model_id: str, method_id: str):
@@ -442,7 +442,7 @@ class Tables:
         """Seed 000's task -> server -> price rows, recomputed by the rules."""
         out = []
         jobs = self.c["legacy_offer_jobs"]
-        plans = verdicts.offer_plans(self.c["legacy_offers"], jobs, self.c["recommendations"])
+        plans = verdicts.offer_plans(self.c["legacy_offers"], jobs, self.c.ranked.leading)
         for offer in self.c["legacy_offers"].sort("sort_order").iter_rows(named=True):
             own = jobs.filter(pl.col("offer_id") == offer["offer_id"])
             row = {"offer": offer, "covered": own["method_id"].null_count() == 0}
@@ -456,11 +456,8 @@ class Tables:
                 row["same"] = row["recommended"] is not None and row["recommended"]["server_id"] == offer["server_id"]
                 # The plan's row of that job on the offer's own server: why the plan differs, from the data.
                 job = row["recommended"] or need
-                on_offer = self.c["recommendations"].filter(
-                    (pl.col("model_id") == job["model_id"])
-                    & (pl.col("method_id") == job["method_id"])
-                    & (pl.col("server_id") == offer["server_id"])
-                )
+                on_offer = self.c.ranked.job(job["model_id"], job["method_id"])
+                on_offer = on_offer.filter(pl.col("server_id") == offer["server_id"])
                 row["on_offer"] = on_offer.row(0, named=True) if on_offer.height else None
             out.append(row)
         return out

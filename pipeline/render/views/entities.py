@@ -396,7 +396,7 @@ class EntityTables:
     @cached_property
     def tight(self) -> dict[tuple[str, str], dict]:
         """(model, method) -> its best-ranked `tight` row (fits one chassis only at the point estimate)."""
-        rows = self.c["recommendations"].filter(pl.col("reason") == "tight").sort("rank")
+        rows = self.c.ranked.leading.filter(pl.col("reason") == "tight").sort("rank")  # each job's best
         out: dict[tuple[str, str], dict] = {}
         for r in rows.iter_rows(named=True):
             out.setdefault((r["model_id"], r["method_id"]), r)

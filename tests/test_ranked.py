@@ -1,0 +1,130 @@
+"""recommendations is never held whole (recommend.Ranked): the build keeps its order and makes its rows
+when asked, in pieces of whole jobs (the downloads), a job's (the CLI, an article's offer), the rows
+the pages read (`leading`) or whole (tools and tests). Each of those is what the whole table gives."""
+
+import io
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from pipeline.estimate import recommend
+from pipeline.publish import downloads
+from pipeline.schema import TABLES_BY_NAME
+
+RECOMMENDATIONS = TABLES_BY_NAME["recommendations"]
+
+
+@pytest.fixture(scope="module")
+def ranked(catalog):
+    """The real catalog's plans with prices by the hour (the H200 servers, the cheapest then), on request
+    (the servers without a price) and a copy of each H200 server under another id (the same plans and
+    prices: its jobs' rank-1 rows tie on cost with the copy's)."""
+    servers = catalog["servers"]
+    h200 = pl.col("server_id").str.contains("h200")
+    copies = servers.filter(h200).with_columns(server_id=pl.col("server_id") + "-copy")
+    servers = pl.concat([servers, copies]).with_columns(
+        price_rub_hour=pl.when(h200).then(pl.lit(900.0)),
+        price_rub_month=pl.when(h200).then(None).otherwise(pl.col("price_rub_month")),
+    )
+    spreads = recommend.plan_spreads(catalog["estimator_range"])
+    args = (catalog["models"], catalog["methods"], servers, catalog["gpus"], catalog.constants, spreads)
+    return recommend.rank_plans(*args)
+
+
+@pytest.fixture(scope="module")
+def whole(ranked):
+    return ranked.frame()
+
+
+def _jobs(frame: pl.DataFrame) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(frame.select("model_id", "method_id").iter_rows()))
+
+
+def test_the_whole_table_is_every_job_on_every_server_with_ties_and_risks(ranked, whole, catalog):
+    assert whole.columns == list(RECOMMENDATIONS.columns) and ranked.height == whole.height > 0
+    assert whole.select(RECOMMENDATIONS.primary_key).is_duplicated().sum() == 0
+    assert len(ranked.jobs) == len(_jobs(whole)) and ranked.jobs.rows() == _jobs(whole)
+    assert whole.filter(pl.col("rank") == 1)["tied_on_cost"].any()  # a copy ties with its original
+    assert (whole["reason"] == "tight").any() and set(whole["cost_basis"].drop_nulls()) == {"hour", "month", "on_request"}
+
+
+def test_pieces_are_whole_jobs_in_rank_order_and_make_the_table(ranked, whole):
+    pieces = list(ranked.chunks(rows=100))
+    assert len(pieces) > 10 and all(0 < p.height <= 100 for p in pieces)
+    jobs = [_jobs(p) for p in pieces]
+    assert sum(len(j) for j in jobs) == len(ranked.jobs)  # no job split between two pieces
+    assert_frame_equal(pl.concat(pieces), whole)
+    assert list(ranked.chunks()) == [whole]  # no larger than CHUNK_ROWS: the kept frame, one piece
+
+
+def test_the_leading_rows_are_each_jobs_first_and_its_best_risk(ranked, whole):
+    job = ["model_id", "method_id"]
+    tight = pl.col("reason") == "tight"
+    expected = whole.filter((pl.col("rank") == 1) | (tight & (tight.cum_sum().over(job) == 1)))
+    assert_frame_equal(ranked.leading, expected)
+    assert ranked.leading.filter(pl.col("rank") > 1).height > 0  # risks below the first row
+    assert ranked.leading.filter(pl.col("rank") == 1)["tied_on_cost"].any()  # read off its neighbour
+    assert_frame_equal(recommend.best(ranked.leading), recommend.best(whole))
+
+
+def test_a_jobs_rows_and_an_unknown_job(ranked, whole):
+    for model_id, method_id in ranked.jobs.rows()[::17]:
+        expected = whole.filter((pl.col("model_id") == model_id) & (pl.col("method_id") == method_id))
+        assert_frame_equal(ranked.job(model_id, method_id), expected)
+    none = ranked.job("no-such-model", "lora")
+    assert none.height == 0 and none.schema == whole.schema
+
+
+def test_a_table_held_whole_reads_as_ranked(ranked, whole):
+    held = recommend.Whole(whole)
+    assert held.height == whole.height and list(held.chunks()) == [whole] and held.frame() is whole
+    assert_frame_equal(held.leading, ranked.leading)
+    assert np.array_equal(held.offsets, ranked.offsets) and held.jobs.equals(ranked.jobs)
+    model_id, method_id = ranked.jobs.row(3)
+    assert_frame_equal(held.job(model_id, method_id), ranked.job(model_id, method_id))
+
+
+def test_an_empty_table_is_one_empty_piece(catalog):
+    spreads = recommend.plan_spreads(catalog["estimator_range"])
+    args = (catalog["models"].clear(), catalog["methods"], catalog["servers"], catalog["gpus"], catalog.constants)
+    empty = recommend.rank_plans(*args, spreads)
+    (piece,) = list(empty.chunks())
+    assert empty.height == 0 and piece.columns == list(RECOMMENDATIONS.columns) and piece.height == 0
+    assert empty.leading.height == 0 and empty.job("a", "b").height == 0
+
+
+@pytest.fixture
+def small_pieces(monkeypatch, catalog):
+    """Pieces of about 300 rows, so that the real catalog's recommendations come in several."""
+    monkeypatch.setattr(recommend, "CHUNK_ROWS", 300)
+
+
+def test_the_catalog_holds_no_recommendations_rows(catalog, small_pieces):
+    assert "recommendations" not in catalog.tables
+    pieces = list(catalog.pieces("recommendations"))
+    assert len(pieces) > 5 and catalog.height("recommendations") == sum(p.height for p in pieces)
+    assert_frame_equal(pl.concat(pieces), catalog["recommendations"])
+
+
+def test_the_downloads_written_piece_by_piece_are_those_of_the_whole(catalog, small_pieces, tmp_path):
+    import pyarrow.parquet as pq
+
+    whole = catalog["recommendations"]
+    pieces = list(downloads.published_pieces(catalog, RECOMMENDATIONS))
+    assert len(pieces) > 5
+    buffer = io.BytesIO()
+    downloads.write_csv_pieces(RECOMMENDATIONS, lambda: iter(pieces), buffer)
+    assert buffer.getvalue() == downloads.csv_bytes(RECOMMENDATIONS, whole)
+    made = downloads.parquet_of_pieces(iter(pieces))
+    assert_frame_equal(pl.read_parquet(io.BytesIO(made)), whole)
+    assert pq.ParquetFile(io.BytesIO(made)).metadata.num_row_groups == len(pieces)
+    path = tmp_path / "pieces.duckdb"
+    downloads.write_database(path, catalog)
+    with duckdb.connect(str(path), read_only=True) as con:
+        stored = con.sql("SELECT * FROM recommendations").pl()
+        [(_, _, _, total, used, free, *_)] = con.sql("PRAGMA database_size").fetchall()
+    assert_frame_equal(stored, whole, check_dtypes=False)
+    assert (free, used) == (0, total)

@@ -451,6 +451,8 @@ def plan_table(  # noqa: PLR0913
         return setups[method_id, cards]
 
     rows_of_gpu = gpu_rows(gpus)
+    # A method's sharded setup on n cards, shared by every model's card searches (each made once).
+    sharded = {method_id: _on_cards(typical(method_id, 2)) for method_id in method_ids}
 
     def model_plans(arch) -> list[tuple]:
         """(method id, signature, the PLAN_COLUMNS' values) of one model's plans."""
@@ -458,7 +460,7 @@ def plan_table(  # noqa: PLR0913
             (method_id, index, tuple(plan.get(name) for name in PLAN_COLUMNS))
             for method_id in method_ids
             for index, plan in plan_signatures(
-                arch, partial(typical, method_id), kinds, rows_of_gpu, c, tokens, spreads, band
+                arch, partial(typical, method_id), kinds, rows_of_gpu, c, tokens, spreads, band, at=sharded[method_id]
             )
         ]
 
@@ -538,9 +540,11 @@ def plan_signatures(  # noqa: PLR0913
     spreads: Spreads | None = None,
     band: lookups.TimeBand | None = None,
     share: float | None = None,
+    at: Callable[[int], memory.Setup] | None = None,
 ) -> list[tuple[int, dict]]:
     """`plan_job`'s plan (without the server id) for each server signature of `kinds` (`by_signature`);
-    `gpus`: each card's row by id (gpu_rows). Plain Python: it may run in a forked child."""
+    `gpus`: each card's row by id (gpu_rows); `at(n)`: `setup(2)` on n cards (made here when not given:
+    plan_table shares one per method between the models). Plain Python: it may run in a forked child."""
     spreads = spreads or {}
     estimate = _remembering(arch, c)
 
@@ -552,7 +556,7 @@ def plan_signatures(  # noqa: PLR0913
 
     searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
     fp8 = setup(1).fp8
-    at = _on_cards(setup(2))  # the job's card searches probe the same counts: each setup made once
+    at = at or _on_cards(setup(2))  # the job's card searches probe the same counts: each setup made once
 
     plans = []
     for index, server in kinds:

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import threading
@@ -185,6 +186,8 @@ class Indexer:
             return (lambda: dict(kept[key])) if texts else dict
         if self.again or list(self.sent) != order or any(self.sent[n] != texts[n] for n in order):
             self.discard()  # what Pagefind read is not the site: it is given the site's pages anew
+        elif self.service is not None and not self.service.alive():
+            self.discard()  # gone after the last page was handed over: a new process reads them
         self.sent = {}  # not held while the build waits for its downloads (tens of MB at 10^7 rows)
         service, self.service = self.service, None
         try:
@@ -231,8 +234,11 @@ def indexed_pages(
 
 
 class _Service:
-    """One `pagefind --service` process (killed with the build), with one index; a thread reads its answers, so that neither side waits on a full pipe. Every
-    failure is an OSError "Pagefind failed: …" (an error for a page, the process gone)."""
+    """One `pagefind --service` process (killed with the build), with one index. A thread writes the
+    messages and another reads the answers, so that neither side waits on a full pipe: a build's
+    rendering hands a page over and goes on while Pagefind, on the other core, reads the pages before it
+    (waiting for the pipe was a second of a 10^6-row build's rendering). Every failure is an OSError
+    "Pagefind failed: …" (an error for a page, the process gone)."""
 
     CONFIG = {"force_language": "ru", "keep_index_url": True}  # the site is Russian; URLs as written
 
@@ -253,21 +259,42 @@ class _Service:
         self.sent = 0
         self.reader = threading.Thread(target=self._read, name="pagefind", daemon=True)
         self.reader.start()
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()  # None: no more to write
+        self.broken: str | None = None  # why a write failed
+        self.writer = threading.Thread(target=self._write, name="pagefind-writer", daemon=True)
+        self.writer.start()
         try:
             self.index = self._answer(self._send({"type": "NewIndex", "config": self.CONFIG}))().get("index_id")
         except BaseException:
             self.kill()
             raise
 
+    def alive(self) -> bool:
+        """Whether the process runs and every message so far could be written."""
+        return self.broken is None and self.process.poll() is None
+
     def _send(self, payload: dict) -> int:
+        """Queue a message for the writing thread; its number. A process already gone is an OSError."""
+        if not self.alive():
+            raise _failed(self.broken or "the process ended")
         self.sent += 1
         message = json.dumps({"message_id": self.sent, "payload": payload})  # ASCII: any text can be sent
-        try:
-            self.process.stdin.write(base64.b64encode(message.encode("ascii")) + b",")
-            self.process.stdin.flush()
-        except (OSError, ValueError) as exc:  # the process is gone (a broken pipe, a closed file)
-            raise _failed(str(exc)) from None
+        self.outbox.put(base64.b64encode(message.encode("ascii")) + b",")
         return self.sent
+
+    def _write(self) -> None:
+        """The writing thread: each queued message into the pipe, until None or a failed write (the
+        process gone: a broken pipe, a closed file), which is noted for _send and the answers' waiters."""
+        while (data := self.outbox.get()) is not None:
+            try:
+                self.process.stdin.write(data)
+                self.process.stdin.flush()
+            except (OSError, ValueError) as exc:
+                with self.arrived:
+                    self.broken = str(exc) or type(exc).__name__
+                    self.errors.append(self.broken)
+                    self.arrived.notify_all()
+                return
 
     def _answer(self, message: int) -> Callable[[], dict]:
         """A function that waits for the answer to `message` and gives it."""
@@ -324,12 +351,17 @@ class _Service:
         return lambda: {file["path"]: base64.b64decode(file["content"]) for file in wait()["files"]}
 
     def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
+        self.outbox.put(None)
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self.reader.join(READER_WAIT)  # ended by the process's end: no thread of it outlives it (a fork after)
+        # Both threads end with the process (no thread of it outlives it: a fork after): the writer takes
+        # the None or fails on the closed pipe, the reader sees the end of the output.
+        self.writer.join(READER_WAIT)
+        if not self.writer.is_alive():
+            with contextlib.suppress(OSError, ValueError):
+                self.process.stdin.close()
+        self.reader.join(READER_WAIT)
         if not self.reader.is_alive():
             self.process.stdout.close()
 

@@ -667,13 +667,21 @@ def link_of(reason: str, cards: int | None, server: Mapping[str, object]) -> str
 
 
 def _remembering(arch, c: Mapping[str, object]) -> Callable[[memory.Setup], memory.Breakdown]:
-    """memory.estimate for one model, each setup's computed once (a job's card searches share them)."""
+    """memory.estimate for one model, each setup's computed once (a job's card searches share them).
+    A setup asked for again is mostly the very same object (plan_table keeps them): it is found by its
+    identity before its hash (a Setup's hash is made of its 22 fields on every call)."""
     estimates: dict[memory.Setup, memory.Breakdown] = {}
+    by_identity: dict[int, tuple[memory.Setup, memory.Breakdown]] = {}  # the setup kept: its id stays its own
 
     def estimate(setup: memory.Setup) -> memory.Breakdown:
-        if setup not in estimates:
-            estimates[setup] = memory.estimate(arch, setup, c)
-        return estimates[setup]
+        kept = by_identity.get(id(setup))
+        if kept is not None and kept[0] is setup:
+            return kept[1]
+        found = estimates.get(setup)
+        if found is None:
+            found = estimates[setup] = memory.estimate(arch, setup, c)
+        by_identity[id(setup)] = (setup, found)
+        return found
 
     return estimate
 

@@ -123,24 +123,9 @@ _MIN_GPUS_LIMIT = inspect.signature(memory.min_gpus).parameters["limit"].default
 rental_cost = training.rental_cost
 
 
-def recommendations(  # noqa: PLR0913
-    models: pl.DataFrame,
-    methods: pl.DataFrame,
-    servers: pl.DataFrame,
-    gpus: pl.DataFrame,
-    c: Mapping[str, object],
-    spread: tuple[float, float] | Spreads | None = None,
-    band: lookups.TimeBand | None = None,
-    memo: frame_memo.FrameMemo | None = None,
-) -> pl.DataFrame:
-    """The `recommendations` table: one row per model x method x server, ranked within model x method.
-    `spread`: the factors of the first-principles estimate's measured range per kind of setup
-    (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range (the headroom is
-    then the reserve alone). `band`: the time figures' measured range and coverage (`lookups.time_band`).
-    `memo`: where the plans are remembered (they do not depend on the prices; `jobs_by_signature`).
-
-    The estimator runs once per model x method x card count (`jobs_by_signature`); the rent is column arithmetic."""
-    return rank_plans(models, methods, servers, gpus, c, spread, band, memo).frame()
+def recommendations(*args, **kwargs) -> pl.DataFrame:
+    """The `recommendations` table as one frame (rank_plans' arguments; a build keeps its Ranked)."""
+    return rank_plans(*args, **kwargs).frame()
 
 
 def rank_plans(  # noqa: PLR0913
@@ -153,7 +138,14 @@ def rank_plans(  # noqa: PLR0913
     band: lookups.TimeBand | None = None,
     memo: frame_memo.FrameMemo | None = None,
 ) -> Ranked:
-    """`recommendations` (the same arguments) held as its order (Ranked): what a build keeps."""
+    """The `recommendations` table, one row per model x method x server ranked within model x method,
+    held as its order (Ranked). `spread`: the factors of the first-principles estimate's measured range
+    per kind of setup (`plan_spreads`), or one (low, high) pair for every kind; None: no measured range
+    (the headroom is then the reserve alone). `band`: the time figures' measured range and coverage
+    (`lookups.time_band`). `memo`: where the plans are remembered (they do not depend on the prices;
+    `jobs_by_signature`).
+
+    The estimator runs once per model x method x card count (`jobs_by_signature`); the rent is column arithmetic."""
     spreads = _spreads(spread)
     tokens = float(c["typical_dataset_tokens_m"]) * 1e6 * float(c["typical_epochs"])
     plans, carried = jobs_by_signature(models, methods, servers, gpus, c, tokens, spreads, band, memo)

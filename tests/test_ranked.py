@@ -48,7 +48,11 @@ def test_the_whole_table_is_every_job_on_every_server_with_ties_and_risks(ranked
     assert whole.select(RECOMMENDATIONS.primary_key).is_duplicated().sum() == 0
     assert len(ranked.jobs) == len(_jobs(whole)) and ranked.jobs.rows() == _jobs(whole)
     assert whole.filter(pl.col("rank") == 1)["tied_on_cost"].any()  # a copy ties with its original
-    assert (whole["reason"] == "tight").any() and set(whole["cost_basis"].drop_nulls()) == {"hour", "month", "on_request"}
+    assert (whole["reason"] == "tight").any() and set(whole["cost_basis"].drop_nulls()) == {
+        "hour",
+        "month",
+        "on_request",
+    }
 
 
 def test_pieces_are_whole_jobs_in_rank_order_and_make_the_table(ranked, whole):
@@ -57,7 +61,7 @@ def test_pieces_are_whole_jobs_in_rank_order_and_make_the_table(ranked, whole):
     jobs = [_jobs(p) for p in pieces]
     assert sum(len(j) for j in jobs) == len(ranked.jobs)  # no job split between two pieces
     assert_frame_equal(pl.concat(pieces), whole)
-    assert list(ranked.chunks()) == [whole]  # no larger than CHUNK_ROWS: the kept frame, one piece
+    assert list(ranked.chunks()) == [whole]  # no larger than KEPT_ROWS: the kept frame, one piece
 
 
 def test_the_leading_rows_are_each_jobs_first_and_its_best_risk(ranked, whole):
@@ -99,7 +103,8 @@ def test_an_empty_table_is_one_empty_piece(catalog):
 @pytest.fixture
 def small_pieces(monkeypatch, catalog):
     """Pieces of about 300 rows, so that the real catalog's recommendations come in several."""
-    monkeypatch.setattr(recommend, "CHUNK_ROWS", 300)
+    monkeypatch.setattr(recommend, "KEPT_ROWS", 300)
+    monkeypatch.setattr(recommend, "PIECE_ROWS", 300)
 
 
 def test_the_catalog_holds_no_recommendations_rows(catalog, small_pieces):

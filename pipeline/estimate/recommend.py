@@ -192,8 +192,8 @@ class JobRows:
         return self._span(int(self.offsets[j]), int(self.offsets[j + 1]))
 
     def _chunk_bounds(self, rows: int | None) -> list[tuple[int, int]]:
-        """Row ranges of whole jobs, about `rows` rows each (CHUNK_ROWS by default)."""
-        step, bounds, start = CHUNK_ROWS if rows is None else rows, [], 0
+        """Row ranges of whole jobs, about `rows` rows each (PIECE_ROWS by default)."""
+        step, bounds, start = PIECE_ROWS if rows is None else rows, [], 0
         while start < len(self.offsets) - 1:
             stop = int(np.searchsorted(self.offsets, self.offsets[start] + step, side="right")) - 1
             stop = max(start + 1, stop)
@@ -225,8 +225,11 @@ class Whole(JobRows):
         return self._frame[pl.Series(positions, dtype=pl.Int64)]
 
 
-# A `recommendations` table of at most this many rows is made once and kept whole (Ranked.frame).
-CHUNK_ROWS = 1 << 18
+# A `recommendations` table of at most KEPT_ROWS rows is made once and kept whole (Ranked.frame); a larger
+# one is made in pieces of about PIECE_ROWS rows: its 33 columns make a piece of 2^18 rows four times
+# server_fit's, and the three writers that take pieces at once held 0.25 GB more at 10^6 rows.
+KEPT_ROWS = 1 << 18
+PIECE_ROWS = 1 << 16
 
 
 class Ranked(JobRows):
@@ -234,7 +237,7 @@ class Ranked(JobRows):
     server signature), the servers with their prices, and, for every row in rank order, which plan and
     which server it is (two 32-bit numbers). Its rows are made when asked, in pieces of whole jobs
     (`chunks`), a job's (`job`), the rows the pages read (`leading`) or whole (`frame`; kept when it has at
-    most CHUNK_ROWS rows): at 10^7 rows the table held whole was 2.7 GB of a build's memory.
+    most KEPT_ROWS rows): at 10^7 rows the table held whole was 2.7 GB of a build's memory.
 
     The order is found on the few columns the rank reads (`_rank_keys`); a row is its plan's and its
     server's columns, priced (_priced_rows) and ranked among its job's rows (_with_rank): the same rows
@@ -255,20 +258,20 @@ class Ranked(JobRows):
         self._whole: pl.DataFrame | None = None
 
     def frame(self) -> pl.DataFrame:
-        """The whole table (made again on each call above CHUNK_ROWS rows)."""
+        """The whole table (made again on each call above KEPT_ROWS rows)."""
         if self._whole is not None:
             return self._whole
         # Its columns' chunks aligned: polars' to_arrow (the DuckDB file's thread, the workbook child's
         # table) would align them on a copy each time, and the Parquet file's row groups follow them.
         whole = self._span(0, self.height).rechunk()
-        if self.height <= CHUNK_ROWS:
+        if self.height <= KEPT_ROWS:
             self._whole = whole
         return whole
 
     def chunks(self, rows: int | None = None) -> Iterator[pl.DataFrame]:
-        """The table in pieces of whole jobs, about `rows` rows each (CHUNK_ROWS by default), in rank
-        order; one piece (the kept frame) when the table is no larger, or has no rows."""
-        if self.height <= (CHUNK_ROWS if rows is None else rows):
+        """The table in pieces of whole jobs, about `rows` rows each (PIECE_ROWS by default), in rank
+        order; one piece (the kept frame) when it has at most KEPT_ROWS rows (or `rows`), or none."""
+        if self.height <= (KEPT_ROWS if rows is None else rows):
             yield self.frame()
             return
         for a, b in self._chunk_bounds(rows):

@@ -18,7 +18,7 @@ RECOMMENDATIONS = TABLES_BY_NAME["recommendations"]
 
 
 @pytest.fixture(scope="module")
-def ranked(catalog):
+def inputs(catalog):
     """The real catalog's plans with prices by the hour (the H200 servers, the cheapest then), on request
     (the servers without a price) and a copy of each H200 server under another id (the same plans and
     prices: its jobs' rank-1 rows tie on cost with the copy's)."""
@@ -30,13 +30,21 @@ def ranked(catalog):
         price_rub_month=pl.when(h200).then(None).otherwise(pl.col("price_rub_month")),
     )
     spreads = recommend.plan_spreads(catalog["estimator_range"])
-    args = (catalog["models"], catalog["methods"], servers, catalog["gpus"], catalog.constants, spreads)
-    return recommend.rank_plans(*args)
+    return (catalog["models"], catalog["methods"], servers, catalog["gpus"], catalog.constants, spreads)
 
 
 @pytest.fixture(scope="module")
-def whole(ranked):
-    return ranked.frame()
+def whole(inputs):
+    return recommend.rank_plans(*inputs).frame()
+
+
+@pytest.fixture(params=["kept", "pieced"])
+def ranked(request, inputs, monkeypatch):
+    """The table held as its order: kept whole once made (a small catalog's), or made in pieces and
+    windows of each job's rows every time (a large catalog's: KEPT_ROWS 0)."""
+    if request.param == "pieced":
+        monkeypatch.setattr(recommend, "KEPT_ROWS", 0)
+    return recommend.rank_plans(*inputs)
 
 
 def _jobs(frame: pl.DataFrame) -> list[tuple[str, str]]:
@@ -61,7 +69,11 @@ def test_pieces_are_whole_jobs_in_rank_order_and_make_the_table(ranked, whole):
     jobs = [_jobs(p) for p in pieces]
     assert sum(len(j) for j in jobs) == len(ranked.jobs)  # no job split between two pieces
     assert_frame_equal(pl.concat(pieces), whole)
-    assert list(ranked.chunks()) == [whole]  # no larger than KEPT_ROWS: the kept frame, one piece
+    if recommend.KEPT_ROWS >= ranked.height:
+        (piece,) = ranked.chunks()  # no larger than KEPT_ROWS: the kept frame, one piece
+        assert piece is ranked.frame() and piece.equals(whole)
+    else:
+        assert_frame_equal(pl.concat(ranked.chunks()), whole) and ranked._whole is None  # never held
 
 
 def test_the_leading_rows_are_each_jobs_first_and_its_best_risk(ranked, whole):

@@ -263,7 +263,7 @@ class Ranked(JobRows):
             return self._whole
         # Its columns' chunks aligned: polars' to_arrow (the DuckDB file's thread, the workbook child's
         # table) would align them on a copy each time, and the Parquet file's row groups follow them.
-        whole = self._span(0, self.height).rechunk()
+        whole = self._made(self._order).rechunk()
         if self.height <= KEPT_ROWS:
             self._whole = whole
         return whole
@@ -278,6 +278,8 @@ class Ranked(JobRows):
             yield self._span(a, b)
 
     def _span(self, a: int, b: int) -> pl.DataFrame:
+        if self.height <= KEPT_ROWS:  # a slice of the kept frame: making a job's rows is a dozen queries
+            return self.frame().slice(a, b - a)
         return self._made(self._order.slice(a, b - a))
 
     def _made(self, order: pl.DataFrame) -> pl.DataFrame:
@@ -291,6 +293,8 @@ class Ranked(JobRows):
     def _at(self, positions: np.ndarray) -> pl.DataFrame:
         """The rows at `positions` (sorted, distinct), each made with its neighbours in its job (which
         tied_on_cost reads), its rank its distance from its job's first row."""
+        if self.height <= KEPT_ROWS:
+            return self.frame()[pl.Series(positions, dtype=pl.Int64)]
         job = np.searchsorted(self.offsets, positions, side="right") - 1
         low = np.maximum(positions - 1, self.offsets[job])
         high = np.minimum(positions + 2, self.offsets[job + 1])

@@ -283,6 +283,38 @@ def test_pagefind_makes_the_same_index_of_the_indexed_main_alone(monkeypatch):
         assert cut(other) == other
 
 
+def test_pagefind_makes_the_same_index_without_the_elements_it_ignores(monkeypatch):
+    """indexed_text cuts each element marked data-pagefind-ignore (with the same elements nested in it),
+    as Pagefind leaves it out itself: the index of the whole page is the index of the cut one. An
+    element with a filter inside, the attribute's name as words or another attribute's value, and an
+    element never closed are left to Pagefind."""
+    from pipeline.publish import search
+
+    cut = search.indexed_text
+    monkeypatch.setattr(search, "indexed_text", lambda html: html)
+    head = '<!doctype html><html lang="ru"><head><meta charset="utf-8"><title>H100</title></head><body>'
+    main = (
+        "<main data-pagefind-body><h1>H100</h1><p>Карта</p>"
+        '<p class="source" data-pagefind-ignore="">Источникослово <a href="x">ссылкослово</a></p>'
+        '<section data-pagefind-ignore="all"><section><p>Вложенослово</p></section><pre>Преслово</pre></section>'
+        '<svg data-pagefind-ignore viewBox="0 0 1 1"><title>Рисунокслово</title><rect/></svg>'
+        "<p>Конецслово</p></main>"
+    )
+    page = f"{head}{main}</body></html>"
+    kept = "<main data-pagefind-body><h1>H100</h1><p>Карта</p><p>Конецслово</p></main>"
+    assert cut(page) == f"{head}{kept}</body></html>"
+    assert (
+        search.start_index({"site/gpus/h100.html": page})() == search.start_index({"site/gpus/h100.html": cut(page)})()
+    )
+    for other in (
+        '<div data-pagefind-ignore><span data-pagefind-filter="вид">карта</span></div>',
+        '<p title="x data-pagefind-ignore">слово</p>',
+        "<p>слова data-pagefind-ignore в тексте</p>",
+        "<p data-pagefind-ignore>не закрыт",
+    ):
+        assert search._cut_ignored(other) == other
+
+
 def test_a_tables_header_words_are_found_apart():
     """Pagefind separates td cells but joins adjacent th cells into one word, and a definition list's
     term with its value: indexed_text puts a space after each header cell and term, so a search finds

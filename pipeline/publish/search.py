@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -40,6 +41,12 @@ ROWS_OPEN, ROWS_CLOSE = "<tbody>", "</tbody>"
 SCRIPT_OPEN, SCRIPT_CLOSE = "<script", "</script>"
 # A page's indexed body (site_templates/layout.html: `<main id="main" data-pagefind-body>`).
 MAIN_OPEN, MAIN_CLOSE, BODY_CLOSE = "<main", "</main>", "</body>"
+# The attribute that keeps an element out of Pagefind's index (its documentation: "Indexing");
+# indexed_text cuts such elements before Pagefind reads them.
+IGNORED = "data-pagefind-ignore"
+# An opening tag: its name and its attributes' text; an attribute's name (its value skipped).
+_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)((?:\s+[^\s=>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>\"']+))?)*)\s*/?>")
+_ATTRIBUTE = re.compile(r"\s+([^\s=>/\"']+)(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>\"']+))?")
 # Elements whose end Pagefind does not take for a break between words (a header cell, a term of a
 # definition list): a space follows each.
 JOINED_CLOSES = ("</th>", "</dt>")
@@ -58,9 +65,60 @@ def indexed_text(html: str) -> str:
     headers became one long word: none was found, and its excerpt overflowed a phone; a GPU page's
     facts ran their label into their value)."""
     cut = _cut(_main_only(_cut(html, SCRIPT_OPEN, SCRIPT_CLOSE, keep_tags=True)), ROWS_OPEN, ROWS_CLOSE)
+    cut = _cut_ignored(cut)
     for close in JOINED_CLOSES:
         cut = cut.replace(close, close + " ")
     return cut
+
+
+def _cut_ignored(html: str) -> str:
+    """`html` without the elements that carry IGNORED (their tags too), which Pagefind leaves out of
+    the index itself (the templates mark a table's sources and downloads, the quote link, a chart's
+    drawing and a form: the same words on every page, a third of what Pagefind read at 10^6 rows).
+    An element is kept as it is where Pagefind might still read something of it (a `data-pagefind-`
+    attribute inside: a filter or a meta) or where its end is not found."""
+    parts, start, at = [], 0, html.find(IGNORED)
+    while at >= 0:
+        begin = html.rfind("<", start, at)
+        name, tag_end = _ignoring_tag(html, begin, at)
+        end = _closing(html, name, tag_end) if name else -1
+        if end < 0 or "data-pagefind-" in html[tag_end:end].replace(IGNORED, ""):
+            at = html.find(IGNORED, at + len(IGNORED))
+            continue
+        parts.append(html[start:begin])
+        start = end + len(name) + 3  # past "</name>"
+        at = html.find(IGNORED, start)
+    parts.append(html[start:])
+    return "".join(parts)
+
+
+def _ignoring_tag(html: str, begin: int, at: int) -> tuple[str, int]:
+    """(the tag's name, the index past its ">") when the tag opened at `begin` has the attribute IGNORED
+    found at `at` (an attribute of its own, not words in another's value); ("", -1) otherwise."""
+    tag_end = html.find(">", at)
+    tag = _TAG.match(html, begin, tag_end + 1) if begin >= 0 and tag_end >= 0 else None
+    if tag is None or tag.group(0).endswith("/>"):
+        return "", -1
+    names = [m.group(1).lower() for m in _ATTRIBUTE.finditer(tag.group(2))]
+    return (tag.group(1).lower(), tag_end + 1) if IGNORED in names else ("", -1)
+
+
+def _closing(html: str, name: str, position: int) -> int:
+    """Where the element `name` whose content starts at `position` ends (its "</name>"), counting the
+    elements of the same name opened inside it; -1 when it never ends."""
+    depth, opening, closing = 1, f"<{name}", f"</{name}>"
+    while depth:
+        end = html.find(closing, position)
+        if end < 0:
+            return -1
+        inner = html.find(opening, position, end)
+        while inner >= 0 and html[inner + len(opening) : inner + len(opening) + 1] not in (" ", ">", "/", "\n", "\t"):
+            inner = html.find(opening, inner + 1, end)  # <p> is not <pre>
+        if inner >= 0:
+            depth, position = depth + 1, inner + len(opening)
+        else:
+            depth, position = depth - 1, end + len(closing)
+    return position - len(closing)
 
 
 def _main_only(html: str) -> str:

@@ -56,6 +56,7 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "nav": frozenset({"aria-label"}),
     "details": frozenset({"open"}),
     "div": frozenset({"tabindex", "role", "aria-label"}),  # a table's scroll box is a focusable region
+    "p": frozenset({"data-pagefind-ignore"}),  # a table's sources line, left out of the search index
 }
 # The classes of the site's stylesheet and table script that an article's markup carries
 # (the table helpers' figure, scroll box, sortable table, numeric cells, notes, sources, pager).

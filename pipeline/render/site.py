@@ -673,7 +673,9 @@ def _table_tail(view: TableView, refs: list[dict], root_: str, C: dict, date: Ca
     """html_table's text after the rows: the notes, the sources line and the downloads."""
     parts = ["</tbody>\n</table></div>\n<figcaption>\n"]
     parts += [f'<p class="note">{escape(note)}</p>' for note in view.notes]
-    parts.append(f'\n<p class="source">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n')
+    parts.append(
+        f'\n<p class="source" data-pagefind-ignore="">{escape(C["sources"] if len(refs) > 1 else C["source"])}:\n'
+    )
     shown = [
         (f'<a href="{escape(r["url"])}">{escape(r["title"])}</a>' if r["url"] else str(escape(r["title"])))
         + f", {escape(C['checked'])} {escape(date(r['checked_on']))}"

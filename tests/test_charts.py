@@ -257,44 +257,134 @@ def test_a_broken_chart_entry_is_drawn_again(catalog, svgs, tmp_path, monkeypatc
     labels = load_labels()
     alt = charts.memory_alt(catalog, labels)
     charts.memory_svg(catalog, labels, alt)
-    folder = tmp_path / "cache" / charts.MEMORY_NAMESPACE
+    folder = tmp_path / "cache" / charts.SVG_NAMESPACE
     (entry,) = folder.iterdir()
-    cache.Cache().put(charts.MEMORY_NAMESPACE, entry.stem, payload)
+    cache.Cache().put(charts.SVG_NAMESPACE, entry.stem, payload)
     assert charts.memory_svg(catalog, labels, alt) == svgs["memory"]
 
 
-def test_the_price_charts_spec_is_remembered_and_draws_the_same_chart(catalog, svgs, tmp_path, monkeypatch):
-    """A build after a price edit takes the price chart's spec from the user cache, without Altair:
-    it draws the same bytes as the chart made with Altair; a changed label makes the spec again."""
-    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+def _altair_memory_chart(data, labels: dict):
+    """The memory chart as Vega-Altair builds it (what charts._memory_chart writes as plain data)."""
+    import altair as alt
+
+    L = labels["charts"]
+    x = alt.X(
+        "params_b:Q",
+        title=L["memory_x"],
+        scale=alt.Scale(type="log", domain=list(data.x_domain), nice=False),
+        axis=alt.Axis(values=charts._ticks(*data.x_domain), format=charts.AXIS_FORMAT),
+    )
+    y_scale = alt.Scale(type="log", domain=list(data.y_domain), nice=False)
+    y = alt.Y(
+        "memory_gb:Q",
+        title=L["memory_y"],
+        scale=y_scale,
+        axis=alt.Axis(values=charts._ticks(*data.y_domain), format=charts.AXIS_FORMAT),
+    )
+    gpu_data = alt.Data(name="gpus")
+    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
+    lines = (
+        alt.Chart(alt.Data(name="curves"))
+        .mark_line(strokeWidth=2)
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "method:N",
+                title=L["memory_method"],
+                sort=data.methods,
+                scale=alt.Scale(domain=data.methods, scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
+            ),
+            strokeDash=alt.StrokeDash(
+                "basis:N",
+                title=L["memory_basis"],
+                scale=alt.Scale(domain=data.bases, range=[[1, 0], [6, 4]][: len(data.bases)]),
+                legend=alt.Legend(orient="bottom", labelLimit=320),
+            ),
+        )
+    )
+    hidden = alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=None)
+    leaders = (
+        alt.Chart(gpu_data)
+        .mark_rule(color="#888", strokeWidth=1)
+        .encode(
+            x=alt.X("from:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
+            x2="to:Q",
+            y=alt.Y("memory_gb:Q", scale=y_scale, axis=hidden),
+            y2="label_gb:Q",
+        )
+    )
+    names = (
+        alt.Chart(gpu_data)
+        .mark_text(align="left", baseline="middle", dx=4, fontSize=11, color="#444")
+        .encode(
+            x=alt.X("to:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
+            y=alt.Y("label_gb:Q", scale=y_scale, axis=hidden),
+            text="label:N",
+        )
+    )
+    plot = (rules + lines).properties(width=charts.WIDTH, height=charts.HEIGHT)
+    return (
+        alt.hconcat(plot, (leaders + names).properties(width=24, height=charts.HEIGHT), spacing=0)
+        .resolve_scale(y="shared")
+        .properties(title=alt.Title(L["memory_title"], anchor="start"))
+        .configure(font=charts.FONT, aria=False)
+        .configure_view(strokeWidth=0)
+    )
+
+
+def _altair_price_chart(labels: dict):
+    """The price chart as Vega-Altair builds it (what charts.price_spec writes as plain data)."""
+    import altair as alt
+
+    L = labels["charts"]
+    x = alt.X(
+        "server_memory_gb:Q",
+        title=L["price_x"],
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(format=charts.AXIS_FORMAT, tickCount=6),
+    )
+    y = alt.Y(
+        "price_rub_month:Q",
+        title=L["price_y"],
+        scale=alt.Scale(zero=True, nice=True),
+        axis=alt.Axis(format=charts.AXIS_FORMAT),
+    )
+    base = alt.Chart(alt.Data(name="servers")).encode(x=x, y=y)
+    points = base.mark_point(filled=True, size=70, color="#4c78a8")
+    right = base.mark_text(align="left", dx=8, fontSize=11).encode(text="server:N")
+    left = base.mark_text(align="right", dx=-8, fontSize=11).encode(text="server:N")
+    return (
+        (points + right.transform_filter(alt.datum.side == "right") + left.transform_filter(alt.datum.side == "left"))
+        .properties(width=charts.WIDTH, height=360, title=alt.Title(L["price_title"], anchor="start"))
+        .configure(font=charts.FONT, aria=False)
+        .configure_view(strokeWidth=0)
+    )
+
+
+def _without_schema(spec: dict) -> dict:
+    return {k: v for k, v in spec.items() if k != "$schema"}
+
+
+def test_the_charts_specs_are_what_altair_builds(catalog, svgs):
+    """The specs written as plain data are the Vega-Lite that Vega-Altair builds of the same charts
+    (and validates against Vega-Lite's schema): for the real catalog, and for a catalog without a model
+    beyond the anchor table (one line style, no extrapolation legend) and with other labels."""
     labels = load_labels()
-    first = charts.price_spec(labels)
-    assert first == charts.price_layers(labels).to_dict()
+    data = charts._memory_data(catalog, labels["charts"])
+    spec, datasets = charts._memory_chart(data, labels)
+    assert spec == _without_schema(_altair_memory_chart(data, labels).to_dict())
+    assert len(data.bases) == 2 and datasets == {"curves": data.rows, "gpus": data.gpu_rows}
+    single = dataclasses.replace(data, bases=data.bases[:1], x_domain=(1.0, 70.0))
+    assert charts._memory_chart(single, labels)[0] == _without_schema(_altair_memory_chart(single, labels).to_dict())
+    assert charts.price_spec(labels) == _without_schema(_altair_price_chart(labels).to_dict())
+    renamed = labels | {"charts": labels["charts"] | {"price_title": "Другой заголовок", "price_x": "Память"}}
+    assert charts.price_spec(renamed) == _without_schema(_altair_price_chart(renamed).to_dict())
     alt_text = charts.price_alt(catalog, labels)
-    assert charts.spec_svg(first, {"servers": charts.price_rows(catalog)}, alt_text) == svgs["price"]
-
-    def refuse(labels):
-        raise AssertionError("made again")
-
-    monkeypatch.setattr(charts, "price_layers", refuse)
-    assert charts.price_spec(labels) == first
-    files = charts.pages(catalog, labels, lambda *args, **kwargs: "", lambda view: [])  # the page's own path
-    assert [text for name, text in files.items() if name.startswith("charts/price.")] == [svgs["price"]]
-    renamed = labels | {"charts": labels["charts"] | {"price_title": "Другой заголовок"}}
-    with pytest.raises(AssertionError, match="made again"):
-        charts.price_spec(renamed)
-
-
-@pytest.mark.parametrize("payload", [b"", b"\xff\xfe", b"[1, 2]", b'{"layer": 3}', b"{not json"])
-def test_a_broken_price_spec_entry_is_made_again(tmp_path, monkeypatch, payload):
-    from pipeline import cache
-
-    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
-    labels = load_labels()
-    made = charts.price_spec(labels)
-    (entry,) = (tmp_path / "cache" / charts.PRICE_SPEC_NAMESPACE).iterdir()
-    cache.Cache().put(charts.PRICE_SPEC_NAMESPACE, entry.stem, payload)
-    assert charts.price_spec(labels) == made
+    assert (
+        charts.spec_svg(charts.price_spec(labels), {"servers": charts.price_rows(catalog)}, alt_text) == svgs["price"]
+    )
 
 
 def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(catalog):
@@ -351,10 +441,11 @@ def test_a_new_process_draws_the_charts_in_a_child_with_the_same_bytes(svgs, tmp
         "drawing = charts.start_drawing(catalog, load_labels())\n"
         "time.sleep(1)  # the child takes the first chart at once\n"
         "alts, drawn = drawing()\n"
-        "print(json.dumps({'me': os.getpid(), 'drawn': drawn}))\n"
+        "print(json.dumps({'me': os.getpid(), 'drawn': drawn, 'altair': 'altair' in sys.modules}))\n"
     )
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PIPELINE_WORKERS": "2"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["drawn"]["memory"][0] != answer["me"]  # drawn by the child
+    assert answer["altair"] is False  # the specs are plain data: Altair is never imported
     assert {name: svg for name, (_, svg) in answer["drawn"].items()} == svgs

@@ -1,7 +1,9 @@
 """Charts: memory against model size and server price against GPU memory, as static SVG.
 
-Drawn at build time with Vega-Altair and rendered by vl-convert (no JavaScript at view
-time). Every plotted number comes from the catalog through the rules in `estimate`;
+Each chart is a Vega-Lite spec written here as plain data (the spec Vega-Altair would build of it:
+tests/test_charts.py builds both and compares them; importing Altair cost a build 0.9 s of CPU), drawn
+at build time by vl-convert (no JavaScript at view time). Every plotted number comes from the catalog
+through the rules in `estimate`;
 words come from the [charts] section of site_templates/labels.toml. The page shows
 each chart with a text alternative and the data table beside it.
 """
@@ -113,33 +115,42 @@ def memory_chart(catalog: Catalog, labels: dict) -> tuple:
 
 
 def _memory_chart(data: _MemoryData, labels: dict) -> tuple:
-    """memory_chart from its data (plain Python: no polars)."""
-    import altair as alt
-
+    """memory_chart from its data (plain Python: no polars): its Vega-Lite spec and named datasets."""
     L = labels["charts"]
-    x = alt.X(
-        "params_b:Q",
-        title=L["memory_x"],
-        scale=alt.Scale(type="log", domain=list(data.x_domain), nice=False),
-        axis=alt.Axis(values=_ticks(*data.x_domain), format=AXIS_FORMAT),
+    x = _axis(
+        "params_b", L["memory_x"], _log_scale(data.x_domain), {"format": AXIS_FORMAT, "values": _ticks(*data.x_domain)}
     )
-    y_scale = alt.Scale(type="log", domain=list(data.y_domain), nice=False)
-    y = alt.Y(
-        "memory_gb:Q",
-        title=L["memory_y"],
-        scale=y_scale,
-        axis=alt.Axis(values=_ticks(*data.y_domain), format=AXIS_FORMAT),
-    )
-    gpu_data = alt.Data(name="gpus")
-    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
-    plot = (rules + _memory_lines(alt, L, x, y, data)).properties(width=WIDTH, height=HEIGHT)
-    return (
-        alt.hconcat(plot, _gpu_names(alt, gpu_data, y_scale), spacing=0)
-        .resolve_scale(y="shared")
-        .properties(title=alt.Title(L["memory_title"], anchor="start"))
-        .configure(font=FONT, aria=False)
-        .configure_view(strokeWidth=0)
-    ), {"curves": data.rows, "gpus": data.gpu_rows}
+    y_scale = _log_scale(data.y_domain)
+    y = _axis("memory_gb", L["memory_y"], y_scale, {"format": AXIS_FORMAT, "values": _ticks(*data.y_domain)})
+    rules = {
+        "data": {"name": "gpus"},
+        "mark": {"type": "rule", "color": "#888", "strokeDash": [2, 3], "strokeWidth": 1},
+        "encoding": {"y": y},
+    }
+    plot = {"layer": [rules, _memory_lines(L, x, y, data)], "height": HEIGHT, "width": WIDTH}
+    spec = {
+        "config": _CONFIG,
+        "hconcat": [plot, _gpu_names(y_scale)],
+        "resolve": {"scale": {"y": "shared"}},
+        "spacing": 0,
+        "title": {"text": L["memory_title"], "anchor": "start"},
+    }
+    return spec, {"curves": data.rows, "gpus": data.gpu_rows}
+
+
+# Every chart's configuration: the site's font, no ARIA attributes (the page's alt text describes the
+# chart), no frame; Vega-Lite's default view size, as Altair writes it.
+_CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "aria": False, "font": FONT}
+
+
+def _log_scale(domain: tuple[float, float]) -> dict:
+    return {"domain": list(domain), "nice": False, "type": "log"}
+
+
+def _axis(field: str, title: str | None, scale: dict, axis: dict | None) -> dict:
+    """A quantitative position channel: its field, title (None: none), scale and axis (None: no axis)."""
+    channel = {"axis": axis, "field": field, "scale": scale, "type": "quantitative"}
+    return channel if title is None else channel | {"title": title}
 
 
 @dataclass(frozen=True)
@@ -192,61 +203,58 @@ def _memory_data(catalog: Catalog, L: dict) -> _MemoryData:
     )
 
 
-def _memory_lines(alt, L: dict, x, y, data: _MemoryData):
+def _memory_lines(L: dict, x: dict, y: dict, data: _MemoryData) -> dict:
     """One line per method, solid where the anchor table covers the size, dashed beyond it."""
-    return (
-        alt.Chart(alt.Data(name="curves"))
-        .mark_line(strokeWidth=2)
-        .encode(
-            x=x,
-            y=y,
-            color=alt.Color(
-                "method:N",
-                title=L["memory_method"],
-                sort=data.methods,
-                scale=alt.Scale(domain=data.methods, scheme="tableau10"),
-                legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
-            ),
-            strokeDash=alt.StrokeDash(
-                "basis:N",
-                title=L["memory_basis"],
-                scale=alt.Scale(domain=data.bases, range=[[1, 0], [6, 4]][: len(data.bases)]),
-                legend=alt.Legend(orient="bottom", labelLimit=320),
-            ),
-        )
-    )
+    color = {
+        "field": "method",
+        "legend": {"columns": 2, "labelLimit": 320, "orient": "bottom"},
+        "scale": {"domain": data.methods, "scheme": "tableau10"},
+        "sort": data.methods,
+        "title": L["memory_method"],
+        "type": "nominal",
+    }
+    dash = {
+        "field": "basis",
+        "legend": {"labelLimit": 320, "orient": "bottom"},
+        "scale": {"domain": data.bases, "range": [[1, 0], [6, 4]][: len(data.bases)]},
+        "title": L["memory_basis"],
+        "type": "nominal",
+    }
+    return {
+        "data": {"name": "curves"},
+        "mark": {"type": "line", "strokeWidth": 2},
+        "encoding": {"color": color, "strokeDash": dash, "x": x, "y": y},
+    }
 
 
-def _gpu_names(alt, gpu_data, y_scale):
+def _gpu_names(y_scale: dict) -> dict:
     """A narrow column beside the plot that names the GPU of each reference line; a leader joins
     the line's height to its label where labels had to be pushed apart."""
-    hidden = alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=None)
-    lx = alt.X("from:Q", scale=alt.Scale(domain=[0, 1]), axis=None)
-    leaders = (
-        alt.Chart(gpu_data)
-        .mark_rule(color="#888", strokeWidth=1)
-        .encode(
-            x=lx,
-            x2="to:Q",
-            y=alt.Y("memory_gb:Q", scale=y_scale, axis=hidden),
-            y2="label_gb:Q",
-        )
-    )
-    names = (
-        alt.Chart(gpu_data)
-        .mark_text(align="left", baseline="middle", dx=4, fontSize=11, color="#444")
-        .encode(
-            x=alt.X("to:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
-            y=alt.Y("label_gb:Q", scale=y_scale, axis=hidden),
-            text="label:N",
-        )
-    )
-    return (leaders + names).properties(width=24, height=HEIGHT)
+    hidden = {"domain": False, "grid": False, "labels": False, "ticks": False, "title": None}
+    unit = {"domain": [0, 1]}
+    leaders = {
+        "mark": {"type": "rule", "color": "#888", "strokeWidth": 1},
+        "encoding": {
+            "x": _axis("from", None, unit, None),
+            "x2": {"field": "to"},
+            "y": _axis("memory_gb", None, y_scale, hidden),
+            "y2": {"field": "label_gb"},
+        },
+    }
+    names = {
+        "mark": {"type": "text", "align": "left", "baseline": "middle", "color": "#444", "dx": 4, "fontSize": 11},
+        "encoding": {
+            "text": {"field": "label", "type": "nominal"},
+            "x": _axis("to", None, unit, None),
+            "y": _axis("label_gb", None, y_scale, hidden),
+        },
+    }
+    return {"layer": [leaders, names], "data": {"name": "gpus"}, "height": HEIGHT, "width": 24}
 
 
 def price_chart(catalog: Catalog, labels: dict) -> tuple:
-    """The chart and its named datasets."""
-    return price_layers(labels), {"servers": price_rows(catalog)}
+    """The chart's Vega-Lite spec and its named datasets."""
+    return price_spec(labels), {"servers": price_rows(catalog)}
 
 
 # The price chart names at most this many servers beside their points: more names overlap into an
@@ -294,70 +302,35 @@ def price_note(catalog: Catalog, labels: dict) -> str | None:
     return labels["charts"]["price_named"].format(named=fmt.integer(named), servers=russian.Shown(fmt.integer(servers)))
 
 
-def price_layers(labels: dict):
-    """The price chart without its data (the named dataset "servers", joined when it is drawn)."""
-    import altair as alt
-
-    L = labels["charts"]
-    x = alt.X(
-        "server_memory_gb:Q",
-        title=L["price_x"],
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(format=AXIS_FORMAT, tickCount=6),
-    )
-    y = alt.Y(
-        "price_rub_month:Q",
-        title=L["price_y"],
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(format=AXIS_FORMAT),
-    )
-    base = alt.Chart(alt.Data(name="servers")).encode(x=x, y=y)
-    points = base.mark_point(filled=True, size=70, color="#4c78a8")
-    # Labels point away from the nearer edge, so none runs off the chart.
-    right = base.mark_text(align="left", dx=8, fontSize=11).encode(text="server:N")
-    left = base.mark_text(align="right", dx=-8, fontSize=11).encode(text="server:N")
-    return (
-        (points + right.transform_filter(alt.datum.side == "right") + left.transform_filter(alt.datum.side == "left"))
-        .properties(width=WIDTH, height=360, title=alt.Title(L["price_title"], anchor="start"))
-        .configure(font=FONT, aria=False)
-        .configure_view(strokeWidth=0)
-    )
-
-
-PRICE_SPEC_NAMESPACE = "price-chart-spec"  # pipeline.cache: the price chart's spec without data, by labels and code
-PRICE_LABELS = ("price_x", "price_y", "price_title")
-
-
 def price_spec(labels: dict) -> dict:
-    """The price chart's Vega-Lite spec without its data and description (price_layers(labels).to_dict()).
-    It depends only on the chart's labels and the code, and importing Altair to make it was half of the
-    chart's cost in a build after a price edit, so it is remembered in the user cache (pipeline.cache) by
-    those and Altair's version; an entry that does not decode to a layered spec is made again."""
-    from importlib.metadata import version
+    """The price chart's Vega-Lite spec without its data (the named dataset "servers", joined when it
+    is drawn) and description: a point per server, and beside the named ones their names, pointing
+    away from the nearer edge so that none runs off the chart."""
+    L = labels["charts"]
+    scale = {"nice": True, "zero": True}
+    x = _axis("server_memory_gb", L["price_x"], scale, {"format": AXIS_FORMAT, "tickCount": 6})
+    y = _axis("price_rub_month", L["price_y"], scale, {"format": AXIS_FORMAT})
+    name = {"field": "server", "type": "nominal"}
 
-    from pipeline import fingerprint
+    def names(side: str, dx: int) -> dict:
+        return {
+            "mark": {"type": "text", "align": side, "dx": dx, "fontSize": 11},
+            "encoding": {"text": name, "x": x, "y": y},
+            "transform": [{"filter": f"(datum.side === '{'left' if side == 'right' else 'right'}')"}],
+        }
 
-    parts = (
-        json.dumps({k: labels["charts"][k] for k in PRICE_LABELS}, ensure_ascii=False, sort_keys=True),
-        fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
-        version("altair"),
-    )
-    text = remembered(
-        PRICE_SPEC_NAMESPACE,
-        parts,
-        lambda: json.dumps(price_layers(labels).to_dict(), ensure_ascii=False),
-        valid=_layered_spec,
-    )
-    return json.loads(text)
-
-
-def _layered_spec(text: str) -> bool:
-    """Whether `text` is the JSON of a layered Vega-Lite spec (a price_spec entry)."""
-    try:
-        spec = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(spec, dict) and isinstance(spec.get("layer"), list)
+    return {
+        "config": _CONFIG,
+        "layer": [
+            {"mark": {"type": "point", "color": "#4c78a8", "filled": True, "size": 70}, "encoding": {"x": x, "y": y}},
+            names("left", 8),
+            names("right", -8),
+        ],
+        "data": {"name": "servers"},
+        "height": 360,
+        "title": {"text": L["price_title"], "anchor": "start"},
+        "width": WIDTH,
+    }
 
 
 SVG_NAMESPACE = "chart-svg"  # pipeline.cache: Vega-Lite's drawing of a spec, by the spec and vl-convert's version
@@ -376,12 +349,9 @@ def drawn(spec: dict, vl_convert) -> str:
     )
 
 
-def remembered(
-    namespace: str, parts: tuple[str, ...], make: Callable[[], str], valid: Callable[[str], bool] | None = None
-) -> str:
-    """A text (by default an SVG) from the user cache (pipeline.cache) under the key of `parts`, else
-    `make()` stored there; an entry that does not decode or fails `valid` (by default: is not an SVG) is
-    made again."""
+def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) -> str:
+    """An SVG from the user cache (pipeline.cache) under the key of `parts`, else `make()` stored there;
+    an entry that does not decode or is not an SVG is made again."""
     from pipeline import cache
 
     store = cache.Cache()
@@ -390,22 +360,21 @@ def remembered(
     if kept is not None:
         with contextlib.suppress(UnicodeDecodeError):
             text = kept.decode("utf-8")
-            if valid(text) if valid is not None else text.startswith("<svg"):
+            if text.startswith("<svg"):
                 return text
     text = make()
     store.put(namespace, key, text.encode("utf-8"))
     return text
 
 
-def to_svg(chart, datasets: dict[str, list[dict]], description: str) -> str:
-    """The chart as a self-contained SVG: no network, Russian number format, stable ids."""
-    # The rows join the spec only after Altair is done with it: Altair deep-copies inline
-    # data on every layer and concat, which took most of the time.
-    return spec_svg(chart.to_dict(), datasets, description)
+def to_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
+    """The chart of `spec` (without data and description) as a self-contained SVG: no network, Russian
+    number format, stable ids."""
+    return spec_svg(spec, datasets, description)
 
 
 def spec_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
-    """to_svg of a chart's spec (Altair's to_dict() of it, without description and data)."""
+    """to_svg: the rows join the spec only here, so the spec is written once whatever the data."""
     import vl_convert
 
     spec = {k: v for k, v in spec.items() if k != "$schema"} | {"description": description, "datasets": datasets}
@@ -553,50 +522,24 @@ def _hashed(name: str, svg: str) -> str:
     return f"charts/{name}.{hashlib.sha256(svg.encode()).hexdigest()[:10]}.svg"
 
 
-# Every table memory_chart reads, directly or through the estimate rules.
-MEMORY_CHART_TABLES = ("memory_anchors", "methods", "models", "gpus", "constants")
-MEMORY_NAMESPACE = "memory-chart"  # pipeline.cache: the memory chart's SVG, by its tables, labels and the code
-
-
-def _content_key(catalog: Catalog, tables: tuple[str, ...], *extra) -> str:
-    """A hash of the content of some catalog tables and of other inputs."""
-    digest = hashlib.sha256()
-    for name in tables:
-        digest.update(name.encode() + b"\0" + catalog[name].write_csv().encode() + b"\0")
-    digest.update(json.dumps(extra, sort_keys=True, ensure_ascii=False, default=str).encode())
-    return digest.hexdigest()
-
-
 def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
-    """The memory chart's SVG. It does not depend on servers or prices, and building it with Altair is
-    the slow part, so it is remembered in the user cache (pipeline.cache) by the tables it is drawn
-    from, its labels and alt text, the pipeline's code and vl-convert's version: a build after a price
-    edit, in any process, reuses it."""
+    """The memory chart's SVG (drawn, or from the user cache: `drawn`)."""
     return _draw(_memory_job(catalog, labels, alt))
 
 
 def _memory_job(catalog: Catalog, labels: dict, alt: str) -> tuple:
-    """What drawing the memory chart needs, in plain Python (made here with polars): its cache key's
-    parts but vl-convert's version, its data, labels and alt text."""
-    from pipeline import fingerprint
-
-    parts = (
-        _content_key(catalog, MEMORY_CHART_TABLES, labels["charts"], alt),
-        fingerprint.tree_hash(fingerprint.PACKAGE, "*.py"),
-    )
-    return "memory", (parts, _memory_data(catalog, labels["charts"]), labels, alt)
+    """What drawing the memory chart needs, in plain Python (made here with polars): its data, labels
+    and alt text."""
+    return "memory", (_memory_data(catalog, labels["charts"]), labels, alt)
 
 
 def _draw(job: tuple) -> str:
-    """A chart's SVG from its job (_memory_job, or the price chart's labels, rows and alt text): Altair
-    and vl-convert only, so that a forked child can draw it (start_drawing)."""
-    import vl_convert
-
+    """A chart's SVG from its job (_memory_job, or the price chart's labels, rows and alt text):
+    vl-convert only, so that a forked child can draw it (start_drawing)."""
     name, inputs = job
     if name == "memory":
-        parts, data, labels, alt = inputs
-        version = getattr(vl_convert, "__version__", "?")
-        return remembered(MEMORY_NAMESPACE, (*parts, version), lambda: to_svg(*_memory_chart(data, labels), alt))
+        data, labels, alt = inputs
+        return to_svg(*_memory_chart(data, labels), alt)
     labels, rows, alt = inputs
     return spec_svg(price_spec(labels), {"servers": rows}, alt)
 

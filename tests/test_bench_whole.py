@@ -48,3 +48,33 @@ def test_a_forked_child_adds_only_what_it_does_not_share():
             subprocess.run(["kill", str(pid)], check=False)
         proc.kill()
         proc.wait()
+
+
+def test_cpu_tree_counts_each_process_and_thread_of_the_tree():
+    """bench/cpu_tree.py: a parent that spins on two threads and forks a child that spins too; each is
+    listed with its CPU (about what it spun), the child under its parent, and the exit code passes."""
+    code = (
+        "import os, threading, time\n"
+        "def spin(seconds):\n"
+        "    end = time.process_time() + seconds\n"
+        "    while time.thread_time() < seconds and time.process_time() < end + 5: pass\n"
+        "if os.fork() == 0:\n"
+        "    spin(0.6); os._exit(0)\n"
+        "t = threading.Thread(target=spin, args=(0.4,)); t.start(); spin(0.4); t.join(); os.wait()\n"
+        "raise SystemExit(3)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cpu_tree.py"), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stderr
+    lines = done.stdout.splitlines()
+    parent, child = lines[0], lines[1]
+    parent_pid = int(parent.split()[1])
+    assert f"(parent {parent_pid})" in child
+    cpu = [float(line.split(", ")[1].split()[0]) for line in (parent, child)]
+    assert 0.7 <= cpu[0] <= 1.5 and 0.5 <= cpu[1] <= 1.2, lines
+    assert len(parent.split("threads: ")[1].split(", ")) == 2, parent  # both spinning threads
+    assert lines[-1].startswith("wall ") and lines[-1].endswith("exit code 3")

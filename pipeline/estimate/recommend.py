@@ -556,6 +556,7 @@ def plan_signatures(  # noqa: PLR0913
         return (upper_gb(estimate(s).total / memory.GB, s.gpus, spreads) + reserve_gb(s.gpus, c)) * memory.GB
 
     searched: dict[float, tuple[int | None, int | None]] = {}  # the cards depend on the card's memory only
+    figures = step_time.SetupFigures(arch, c)  # the setup on n cards: its FLOPs and step bytes, made once
     fp8 = setup(1).fp8
     at = at or _on_cards(setup(2))  # the job's card searches probe the same counts: each setup made once
 
@@ -587,7 +588,7 @@ def plan_signatures(  # noqa: PLR0913
         if cards is not None:
             row |= _figures(per_gpu(cards), cards, size, spreads, c)
             if reason != "needs_network":  # no time across servers with no declared network
-                time = step_time.server_time(arch, setup(cards), gpu, tokens, c, server, chassis, share)
+                time = step_time.server_time(arch, setup(cards), gpu, tokens, c, server, chassis, share, figures)
                 row |= _time(time, gpu["gpu_id"], band or lookups.TimeBand())
         plans.append((index, row))
     return plans

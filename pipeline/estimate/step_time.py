@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pipeline.estimate import first_principles
 from pipeline.estimate.architecture import Architecture, lora_trainable_params, parameter_counts
@@ -144,16 +144,19 @@ def peak_efficiency(peak_tflops: float, c: Mapping[str, float]) -> float:
     return low + (high - low) * at
 
 
-def efficiency(setup: first_principles.Setup, c: Mapping[str, float], peak_tflops: float) -> float:
+def efficiency(
+    setup: first_principles.Setup, c: Mapping[str, float], peak_tflops: float, fp8: bool | None = None
+) -> float:
     """Share of the card's dense BF16 peak the compute reaches: full training's on such a card
     (`peak_efficiency`), times LoRA's (small adapter matmuls beside the frozen ones) and QLoRA's
-    (dequantising the base) factors, times FP8's measured speed-up where the matmuls run in FP8."""
+    (dequantising the base) factors, times FP8's measured speed-up where the matmuls run in FP8
+    (`fp8`: whether they do, when not as the setup says: a card without FP8 runs them in BF16)."""
     share = peak_efficiency(peak_tflops, c)
     if not setup.is_full:
         share *= float(c["lora_efficiency_factor"])
     if setup.is_quantised:
         share *= float(c["qlora_efficiency_factor"])
-    if setup.fp8:
+    if setup.fp8 if fp8 is None else fp8:
         share *= float(c["fp8_speedup"])
     if setup.torch_compile:  # measured runs only: the memory estimate refuses torch.compile
         share *= float(c["compile_speedup"])
@@ -220,6 +223,35 @@ def step_bytes(arch: Architecture, setup: first_principles.Setup) -> float:
     return accum * (2 * stored + grads)  # gathered for the forward and the backward, gradients scattered
 
 
+class SetupFigures:
+    """What `training_time` computes of a setup alone (its FLOPs per token, the bytes of a step's
+    collectives) and the time constants it reports, for one architecture and constants: a job planned on
+    every server signature (recommend.plan_signatures) asks for the same setup on each signature with as
+    many cards. The caller makes one per job; a setup is found by its identity (it is kept here)."""
+
+    def __init__(self, arch: Architecture, c: Mapping[str, float], active_params: float | None = None) -> None:
+        self.arch, self.c, self.active_params = arch, c, active_params
+        self.constants = {k: float(c[k]) for k in TIME_CONSTANTS}
+        self._flops: dict[int, tuple[first_principles.Setup, float]] = {}
+        self._bytes: dict[int, tuple[first_principles.Setup, float]] = {}
+
+    def fits(self, arch: Architecture, c: Mapping[str, float], active_params: float | None) -> bool:
+        """Whether these are the figures of `arch` under `c` (the objects themselves)."""
+        return arch is self.arch and c is self.c and active_params == self.active_params
+
+    def flops_per_token(self, setup: first_principles.Setup) -> float:
+        kept = self._flops.get(id(setup))
+        if kept is None or kept[0] is not setup:
+            kept = self._flops[id(setup)] = (setup, flops_per_token(self.arch, setup, self.c, self.active_params))
+        return kept[1]
+
+    def step_bytes(self, setup: first_principles.Setup) -> float:
+        kept = self._bytes.get(id(setup))
+        if kept is None or kept[0] is not setup:
+            kept = self._bytes[id(setup)] = (setup, step_bytes(self.arch, setup))
+        return kept[1]
+
+
 def training_time(  # noqa: PLR0913
     arch: Architecture,
     setup: first_principles.Setup,
@@ -231,26 +263,29 @@ def training_time(  # noqa: PLR0913
     network_gbps: float | None = None,
     active_params: float | None = None,
     share: float | None = None,
+    figures: SetupFigures | None = None,
 ) -> TrainingTime:
     """Hours of training `setup` (setup.gpus cards in all, on `nodes` servers) on `tokens` tokens; `link` is
     how the cards of one server are joined (LINKS), `network_gbps` the Gbit/s of each server's network.
     `active_params` overrides the architecture's active parameters (a MoE given by its counts only);
     `share` the share of the BF16 peak the compute reaches (a reader's own figure instead of `efficiency`).
-    A card without an FP8 figure computes in BF16: FP8's speed-up applies only where `fp8_dense_tflops` is."""
+    A card without an FP8 figure computes in BF16: FP8's speed-up applies only where `fp8_dense_tflops` is.
+    `figures`: the setup's own figures kept for the job (the same numbers, made once)."""
+    if figures is None or not figures.fits(arch, c, active_params):
+        figures = SetupFigures(arch, c, active_params)
     cards = setup.gpus
     link = "one_card" if cards == 1 else link
-    per_token = flops_per_token(arch, setup, c, active_params)
+    per_token = figures.flops_per_token(setup)
     peak = float(gpu["bf16_dense_tflops"])
-    computed = setup if gpu.get("fp8_dense_tflops") else replace(setup, fp8=False)
-    share = efficiency(computed, c, peak) if share is None else share
+    share = efficiency(setup, c, peak, fp8=setup.fp8 and bool(gpu.get("fp8_dense_tflops"))) if share is None else share
     rate = peak * 1e12 * share  # achieved FLOP/s of one card
     tokens_per_step = setup.micro_batch * setup.seq_len * setup.grad_accum * cards
     compute = per_token * tokens_per_step / cards / rate
     bw = busbw_gbs(gpu, link, cards, nodes, network_gbps, c)
-    communication = 0.0 if bw is None else step_bytes(arch, setup) * (cards - 1) / cards / (bw * 1e9)
+    communication = 0.0 if bw is None else figures.step_bytes(setup) * (cards - 1) / cards / (bw * 1e9)
     exposed = max(0.0, communication - float(c["comm_overlap"]) * compute)
     steps = tokens / tokens_per_step
-    used = {k: float(c[k]) for k in TIME_CONSTANTS}
+    used = figures.constants
     return TrainingTime(
         hours=steps * (compute + exposed) / 3600,
         hours_compute=steps * compute / 3600,
@@ -286,6 +321,7 @@ def server_time(  # noqa: PLR0913
     server: Mapping[str, object],
     servers_count: int = 1,
     share: float | None = None,
+    figures: SetupFigures | None = None,
 ) -> TrainingTime | None:
     """`training_time` of `setup` on `servers_count` catalog servers: their interconnect inside each, their
     declared network between them. None when the job spans servers with no declared network (no plan), or
@@ -294,5 +330,5 @@ def server_time(  # noqa: PLR0913
     if servers_count > 1 and network is None:
         return None
     link = SERVER_LINKS[str(server["interconnect"])]
-    t = training_time(arch, setup, gpu, tokens, c, link, servers_count, network, share=share)
+    t = training_time(arch, setup, gpu, tokens, c, link, servers_count, network, share=share, figures=figures)
     return t if math.isfinite(t.hours) else None  # a constant at the edge of its bounds: no time, not infinity

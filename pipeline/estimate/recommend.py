@@ -546,8 +546,7 @@ def plan_signatures(  # noqa: PLR0913
     """`plan_job`'s plan (without the server id) for each server signature of `kinds` (`by_signature`);
     `gpus`: each card's row by id (gpu_rows); `at(n)`: `setup(2)` on n cards (made here when not given:
     plan_table shares one per method between the models). Plain Python: it may run in a forked child."""
-    spreads = spreads or {}
-    estimate = _remembering(arch, c)
+    spreads, estimate = spreads or {}, _remembering(arch, c)
 
     def per_gpu(cards: int) -> float:
         return estimate(setup(cards)).total / memory.GB

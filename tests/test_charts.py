@@ -89,8 +89,8 @@ def test_charts_render_identically_again(catalog, svgs):
     """A second render in the same process gives the same bytes (no counters, ids or timestamps)."""
     labels = load_labels()
     again = {
-        "memory": charts.to_svg(*charts.memory_chart(catalog, labels), charts.memory_alt(catalog, labels)),
-        "price": charts.to_svg(*charts.price_chart(catalog, labels), charts.price_alt(catalog, labels)),
+        "memory": charts.spec_svg(*charts.memory_chart(catalog, labels), charts.memory_alt(catalog, labels)),
+        "price": charts.spec_svg(*charts.price_chart(catalog, labels), charts.price_alt(catalog, labels)),
     }
     assert again == svgs
 

@@ -44,9 +44,10 @@ MAIN_OPEN, MAIN_CLOSE, BODY_CLOSE = "<main", "</main>", "</body>"
 # The attribute that keeps an element out of Pagefind's index (its documentation: "Indexing");
 # indexed_text cuts such elements before Pagefind reads them.
 IGNORED = "data-pagefind-ignore"
-# An opening tag: its name and its attributes' text; an attribute's name (its value skipped).
-_TAG = re.compile(r"<([A-Za-z][A-Za-z0-9-]*)((?:\s+[^\s=>/\"']+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>\"']+))?)*)\s*/?>")
-_ATTRIBUTE = re.compile(r"\s+([^\s=>/\"']+)(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>\"']+))?")
+# An attribute: its name (its value skipped); an opening tag: its name and its attributes' text.
+_ATTRIBUTE_TEXT = r"\s+([^\s=>/\"']+)(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s>\"']+))?"
+_ATTRIBUTE = re.compile(_ATTRIBUTE_TEXT)
+_TAG = re.compile(rf"<([A-Za-z][A-Za-z0-9-]*)((?:{_ATTRIBUTE_TEXT})*)\s*/?>")
 # Elements whose end Pagefind does not take for a break between words (a header cell, a term of a
 # definition list): a space follows each.
 JOINED_CLOSES = ("</th>", "</dt>")

@@ -367,14 +367,10 @@ def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) 
     return text
 
 
-def to_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
-    """The chart of `spec` (without data and description) as a self-contained SVG: no network, Russian
-    number format, stable ids."""
-    return spec_svg(spec, datasets, description)
-
-
 def spec_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
-    """to_svg: the rows join the spec only here, so the spec is written once whatever the data."""
+    """The chart of `spec` (without data and description) as a self-contained SVG: no network, Russian
+    number format, stable ids. The rows join the spec only here, so the spec is written once whatever
+    the data."""
     import vl_convert
 
     spec = {k: v for k, v in spec.items() if k != "$schema"} | {"description": description, "datasets": datasets}
@@ -539,7 +535,7 @@ def _draw(job: tuple) -> str:
     name, inputs = job
     if name == "memory":
         data, labels, alt = inputs
-        return to_svg(*_memory_chart(data, labels), alt)
+        return spec_svg(*_memory_chart(data, labels), alt)
     labels, rows, alt = inputs
     return spec_svg(price_spec(labels), {"servers": rows}, alt)
 

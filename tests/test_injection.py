@@ -795,3 +795,39 @@ def test_the_editors_guide_states_the_sandbox_limits():
     guide = (Path(__file__).parents[1] / "site_templates" / "README.md").read_text(encoding="utf-8")
     assert f"циклы, которые вместе делают больше {MAX_LOOP_STEPS:_} шагов".replace("_", " ") in guide
     assert f"ширина больше {MAX_REPEAT:_} знаков".replace("_", " ") in guide
+
+
+def test_an_articles_table_is_made_once_for_both_its_forms(catalog):
+    """An article is rendered twice (Markdown for the CMS, HTML for the site): a table asked for with the
+    same kind and arguments is made once; other arguments make another table, and arguments that are
+    not plain values are not remembered."""
+    from pipeline.render.site import Renderer
+
+    renderer = Renderer(catalog)
+    made = []
+    real = renderer.tables.cards_table
+
+    def counted(**kwargs):
+        made.append(kwargs)
+        return real(**kwargs)
+
+    renderer.tables.cards_table = counted
+    gpus = catalog["gpus"]["gpu_id"].to_list()[:2]
+    task = catalog["estimates"].row(0, named=True)
+    tasks = [(task["model_id"], task["method_id"])]
+    body = "".join(f'{{{{ table("cards", tasks={tasks!r}, gpus={g!r}) }}}}\n\n' for g in (gpus, gpus[:1], gpus))
+    markdown, html, _ = render_hostile(renderer, body)
+    assert made == [{"tasks": tasks, "gpus": gpus}, {"tasks": tasks, "gpus": gpus[:1]}]
+    fresh_markdown, fresh_html, _ = render_hostile(Renderer(catalog), body)
+    assert (markdown, html) == (fresh_markdown, fresh_html)
+    assert html.count("<table") == 3
+
+
+def test_only_plain_arguments_name_an_articles_table():
+    from pipeline.render.site import _view_key
+
+    keys = [_view_key("min", {"models": value}) for value in (1, 1.0, True, "1", [1], (1,), {"a": 1}, None)]
+    assert None not in keys and len(set(keys)) == len(keys)
+    assert _view_key("min", {"models": [("a", "b")]}) == _view_key("min", {"models": [("a", "b")]})
+    assert _view_key("min", {"models": [object()]}) is None
+    assert _view_key("min", {"models": {1: "a"}}) is None

@@ -755,6 +755,30 @@ def check_articles(catalog: Catalog, validation: Validation | None = None, templ
         raise TemplateError(problems)
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _frozen(value) -> tuple:
+    """A hashable form of a plain value (lists, tuples and dicts of text, numbers and None; ValueError
+    for anything else), its types kept: 1, 1.0 and True differ."""
+    if isinstance(value, _PLAIN):
+        return type(value).__name__, value
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, tuple(_frozen(item) for item in value)
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return "dict", tuple((key, _frozen(item)) for key, item in value.items())
+    raise ValueError(type(value).__name__)
+
+
+def _view_key(kind: str, kwargs: dict) -> tuple | None:
+    """What names an article's table: its kind and arguments, when they are plain values (an article
+    is rendered twice, as HTML and as Markdown, and its tables are the same); None otherwise."""
+    try:
+        return kind, _frozen(kwargs)
+    except ValueError:
+        return None
+
+
 class Renderer:
     def __init__(  # noqa: PLR0913 (what a render is of, and the two things it may reuse)
         self,
@@ -801,6 +825,7 @@ class Renderer:
         self.article_warnings: set[Problem] = set()
         self.pages: list[str] = []  # every page rendered (the sitemap lists them)
         self.article_helpers: dict[str, Helpers] = {}
+        self.article_views: dict[tuple, TableView] = {}  # an article's tables, made once for both its forms
         # Where a typeset table goes (Renderer.page): a comment no template or data can hold.
         self.table_mark = f"<!--table-{os.urandom(8).hex()}-"
 
@@ -841,7 +866,12 @@ class Renderer:
         def table(kind: str, **kwargs) -> Markup:
             if kind not in builders:
                 raise SecurityError(message("articles.not_table", kind=kind))
-            view = builders[kind](**kwargs)
+            key = _view_key(kind, kwargs)
+            view = self.article_views.get(key) if key else None
+            if view is None:
+                view = builders[kind](**kwargs)
+                if key:
+                    self.article_views[key] = view
             if mode == "md":
                 return Markup(markdown_table(view, self.sources_markdown(view)))
             token = TOKEN.format(len(views))

@@ -428,12 +428,20 @@ class Tables:
             [False, False, True] + [True] * (len(headers) - 3),
         )
 
+    @cached_property
+    def _interconnects(self) -> dict[str, set]:
+        """gpu_id -> the interconnects of the catalog's servers with that card."""
+        out: dict[str, set] = {}
+        for server in self._rows["servers"].values():
+            out.setdefault(server["gpu_id"], set()).add(server["interconnect"])
+        return out
+
     def _nvlink_words(self, model_id: str, method_id: str, gpu_id: str) -> str:
         """Rule 7's need for a card, unless no catalog server links that card by NVLink: then it says the
         catalog's servers exchange over PCIe (never "required" beside hardware without NVLink)."""
         N = self.labels["nvlink"]
         need = self.fit(model_id, method_id, gpu_id)["nvlink_need"]
-        links = set(self.c["servers"].filter(pl.col("gpu_id") == gpu_id)["interconnect"].to_list())
+        links = self._interconnects.get(gpu_id, set())
         if need in ("required", "recommended") and links and not links & {"nvswitch", "nvlink-bridge"}:
             return N["catalog_pcie"]
         return N[need]

@@ -16,6 +16,13 @@ Two kinds of entry, each keyed by everything that determines it:
   and the library versions. A `check`, `estimate` or build of sources validated before reads it
   and runs no rule at all, before polars, DuckDB or Great Expectations are imported.
 
+- **the rules' queries** (namespace `validation-queries`): the answers of the cross-table rules'
+  DuckDB queries (pipeline/validate/query_memo.py), each kept by its text, its parameters and the
+  SHA-256 of each source file it reads; one entry, the last validation's, keyed by the pipeline's
+  code, the build date and the library versions. A build in a new process after a one-price edit
+  asks DuckDB again only about the queries that read servers.csv. `build --force` reads only which
+  tables each query reads (DuckDB's parse of its text), not the answers.
+
 Neither key names a folder: a copy of the sources anywhere (another checkout, a test's temporary
 folder) finds the outcomes of the same content. What names a file (a problem, a warning) is stored
 by the file's name in the sources folder and named as reports name it from the working directory
@@ -285,6 +292,33 @@ def remember_articles(sources: Path, digests: dict[str, str] | None = None) -> N
     except OSError:
         return
     _write(ARTICLES_NAMESPACE, key, parts, {"articles": "passed"})
+
+
+# -- the rules' queries --------------------------------------------------------------------------
+
+QUERIES_NAMESPACE = "validation-queries"
+
+
+def _queries_key(today) -> tuple[str, list[str]]:
+    parts = [FORMAT, "queries", today.isoformat(), _code("package")]
+    return cache.make_key(*parts, *versions()), parts
+
+
+def stored_queries(today) -> dict | None:
+    """The rules' queries as the last validation stored them (query_memo.to_data's data), None when
+    the cache is off or no entry verifies."""
+    if not enabled():
+        return None
+    key, parts = _queries_key(today)
+    data = _read(QUERIES_NAMESPACE, key, parts)
+    return None if data is None else data.get("store")
+
+
+def store_queries(data: dict, today) -> None:
+    """Keep the rules' queries (query_memo.to_data's data) for the next process."""
+    if enabled():
+        key, parts = _queries_key(today)
+        _write(QUERIES_NAMESPACE, key, parts, {"store": data})
 
 
 # -- entries -----------------------------------------------------------------------------------

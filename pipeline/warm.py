@@ -41,8 +41,9 @@ class Warm:
     suites: dict = field(default_factory=dict)
     # pipeline/validate: (table, file, build date, cells) -> (problems, checks) of its suites; the last build's.
     outcomes: dict = field(default_factory=dict)
-    # pipeline/validate/query_memo.py: the cross-table rules' queries and the last build's answers,
-    # by the files they read (a QueryStore, made on first use by a process that lives on).
+    # pipeline/validate/query_memo.py: the cross-table rules' queries and the last build's answers
+    # by the files they read (a QueryStore, read from the user cache on first use and written back
+    # after each validation: pipeline.validation_cache, `validation-queries`).
     queries: object | None = None
     # pipeline/publish/downloads.py: (table, CSV hash, date, text hash) -> XLSX bytes; the last build's.
     workbooks: dict = field(default_factory=dict)

@@ -99,3 +99,79 @@ def test_a_query_on_anything_but_a_source_file_is_always_asked(sources):
         "gpus",
         "servers",
     }
+
+
+def disk_rules(sources: Path) -> tuple[Validation, list[str]]:
+    """The rules as a build in a new process runs them (validate.run_rules with a fresh Warm): the
+    answers of the last validation come from the user cache; and the queries run."""
+    from pipeline.validate import run_rules
+    from pipeline.warm import Warm
+
+    digests: dict[str, str] = {}
+    frames, _, _ = read_sources(sources, digests)
+    con = Counting(connect(frames))
+    out = Validation(build_date=TODAY)
+    run_rules(con, sources, list(frames), TODAY, Warm(), digests, out)
+    return out, con.asked
+
+
+def test_a_new_process_asks_only_about_the_files_changed_since_the_last_validation(sources, tmp_path, monkeypatch):
+    from pipeline import validation_cache
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    cold, _ = rules(sources, None)
+    first, per_table = disk_rules(sources)
+    assert as_text(first) == as_text(cold) and len(per_table) > 30
+    again, none = disk_rules(sources)
+    assert as_text(again) == as_text(cold) and none == []  # every answer (and parse) from the disk
+
+    edit_csv(sources / "servers.csv", ",h200-sxm,", ",h300,")
+    cold, plain = rules(sources, None)
+    edited, asked = disk_rules(sources)
+    assert as_text(edited) == as_text(cold) and any("h300" in p for p in as_text(cold)[0])
+    assert asked and all("servers" in q for q in asked)
+
+    with validation_cache.fresh():  # build --force: which tables a query reads is known, no answer is taken
+        forced, asked = disk_rules(sources)
+    assert as_text(forced) == as_text(cold) and not any("json_serialize_sql" in q for q in asked)
+    assert len(asked) == len(per_table) - sum("json_serialize_sql" in q for q in per_table)
+    monkeypatch.setenv(validation_cache.ENV_SWITCH, "off")
+    off, asked = disk_rules(sources)
+    assert as_text(off) == as_text(cold) and asked == plain  # the connection itself: all tables at once
+
+
+def test_the_stored_answers_are_json_and_read_back_exactly_or_not_at_all():
+    from pipeline.validate.query_memo import Result, from_data, to_data
+
+    store = QueryStore(
+        tables={"SELECT 1": frozenset({"servers", "gpus"}), "SELECT 2": None},
+        answers={
+            ("SELECT 1", ("a", 2, dt.date(2026, 1, 2)), ("d1", "d2")): Result(
+                ["x", "y"], [(1, "б", None, 0.1, True, dt.date(2025, 12, 31)), (2**70, "", None, -0.0, False, None)]
+            )
+        },
+    )
+    data = to_data(store)
+    import json
+
+    back = from_data(json.loads(json.dumps(data)))
+    assert back.tables == store.tables and back.answers == store.answers
+    [row] = [r for r in back.answers.values()]
+    assert [type(v) for v in row.rows[0]] == [int, str, type(None), float, bool, dt.date]
+    for broken in (
+        {"tables": []},
+        {"tables": [["q", [1]]], "answers": []},
+        {"tables": [], "answers": [["q", [], [], [], [[{"x": 1}]]]]},
+    ):
+        try:
+            from_data(broken)
+        except (ValueError, TypeError):
+            continue
+        raise AssertionError(broken)
+    with_object = QueryStore(answers={("q", (), ()): Result(["x"], [(object(),)])})
+    try:
+        to_data(with_object)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("an object was written")

@@ -8,6 +8,7 @@ outcome is kept, for the data-quality page.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib
 import importlib.util
@@ -1431,17 +1432,44 @@ def cross_table_rules(con, sources_dir: Path, names: set[str], today: dt.date, o
     out.warnings = capped(warnings(con, sources_dir, names, today))
 
 
-def _rules_connection(con, names: list[str], warm: Warm, digests: dict[str, str] | None):
-    """What the rules query: in a process that lives on, given the files' digests, a MemoConnection
-    (its answers kept in warm.queries); otherwise `con` itself (a process that ends keeps nothing)."""
-    if not warm.lives_on or digests is None:
+def _rules_connection(con, names: list[str], warm: Warm, digests: dict[str, str] | None, today: dt.date):
+    """What the rules query: given the files' digests, a MemoConnection whose answers are kept in
+    warm.queries (a process that lives on) or on disk (validation_cache: the last validation's, for
+    the next process); `con` itself without digests or with the cache off."""
+    if digests is None:
         return con
-    from pipeline.validate.query_memo import MemoConnection, QueryStore
+    from pipeline import validation_cache
+    from pipeline.validate import query_memo
 
     if warm.queries is None:
-        warm.queries = QueryStore()
+        if not validation_cache.enabled():
+            return con
+        warm.queries = query_memo.stored(validation_cache.stored_queries(today), validation_cache.reading())
     by_table = {n: digests[TABLES_BY_NAME[n].file] for n in names if TABLES_BY_NAME[n].file in digests}
-    return MemoConnection(con, by_table, warm.queries)
+    return query_memo.MemoConnection(con, by_table, warm.queries)
+
+
+def run_rules(  # noqa: PLR0913
+    con,
+    sources_dir: Path,
+    names: list[str],
+    today: dt.date,
+    warm: Warm,
+    digests: dict[str, str] | None,
+    out: Validation,
+) -> None:
+    """The cross-table rules and the warnings, into `out`; with the files' digests, a query whose
+    files are unchanged is answered as the last validation answered it (_rules_connection), and this
+    validation's answers are kept for the next."""
+    asked = _rules_connection(con, names, warm, digests, today)
+    cross_table_rules(asked, sources_dir, set(names), today, out)
+    if warm.queries is not None:
+        from pipeline import validation_cache
+        from pipeline.validate.query_memo import to_data
+
+        warm.queries.cut_back()
+        with contextlib.suppress(TypeError):  # an answer JSON cannot hold: nothing is kept
+            validation_cache.store_queries(to_data(warm.queries), today)
 
 
 def validate(
@@ -1463,23 +1491,19 @@ def start_validation(
     Great Expectations starts in a forked child; the cross-table rules and the warnings run
     here. Returns what is known now (the rules' problems and checks, the warnings) and a
     function that waits for the suites and returns exactly what validate() returns.
-    `digests`: the SHA-256 of each source file as read (load.read_sources); with them, a warm
-    process that lives on (`serve`) answers the rules' queries on unchanged files from the last
-    build (query_memo).
+    `digests`: the SHA-256 of each source file as read (load.read_sources); with them, the rules'
+    queries on unchanged files are answered as the last validation answered them (run_rules: kept in
+    a process that lives on, `serve`, and on disk for the next process).
     """
     today = build_date()
-    loaded = set(names)
     warm = Warm() if warm is None else warm
     expectations = start_expectations(con, sources_dir, names, today, warm)
     early = Validation(build_date=today)
-    con = _rules_connection(con, names, warm, digests)
     try:
-        cross_table_rules(con, sources_dir, loaded, today, early)
+        run_rules(con, sources_dir, names, today, warm, digests, early)
     except BaseException:
         expectations(Validation())  # ran first in validate(): its error, if any, is the one raised
         raise
-    if warm.queries is not None:
-        warm.queries.cut_back()
 
     def finish() -> Validation:
         out = Validation(build_date=today)

@@ -6,11 +6,14 @@ one file, so most answers are those of the last build. `MemoConnection` stands i
 the rules are given: each query's rows are kept by its text, its parameters and the SHA-256 of each
 source file it reads (the tables DuckDB's own parser names in it: raw_<table> and its typed view
 typed_<table>, load.connect); a query that reads anything else is always run. The answers kept are the last build's
-(`Warm.queries`), so an editing session does not pile them up.
+(`Warm.queries`), so an editing session does not pile them up. A process that ends keeps them on disk
+instead (pipeline.validation_cache, `validation-queries`: `to_data` and `from_data`), so that the next
+build in a new process, after a one-price edit, asks again only about the tables that changed.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -103,6 +106,82 @@ class MemoConnection:
                 return None
             names.add(source)
         return frozenset(names)
+
+
+def to_data(store: QueryStore) -> dict:
+    """The store as JSON data: each query's tables and the answers the last build asked for (a date
+    becomes {"date": "YYYY-MM-DD"}); TypeError when a value is of another type."""
+    return {
+        "tables": [[query, None if tables is None else sorted(tables)] for query, tables in store.tables.items()],
+        "answers": [
+            [query, _values(params), list(digests), list(result.columns), [_values(row) for row in result.rows]]
+            for (query, params, digests), result in store.answers.items()
+        ],
+    }
+
+
+def stored(data, answers: bool = True) -> QueryStore:
+    """A store from what was kept on disk (to_data's data, or None): empty where it is not of that shape;
+    without the answers unless `answers` (build --force reads only which tables each query reads)."""
+    try:
+        store = QueryStore() if data is None else from_data(data)
+    except (ValueError, TypeError):  # not a list where one belongs, a row of the wrong length
+        store = QueryStore()
+    if not answers:
+        store.answers = {}
+    return store
+
+
+def from_data(data) -> QueryStore:
+    """A store from to_data's JSON data; ValueError when any part of it is not of that shape."""
+    if not isinstance(data, dict) or set(data) != {"tables", "answers"}:
+        raise ValueError("not a query store")
+    store = QueryStore()
+    for query, tables in data["tables"]:
+        if not isinstance(query, str) or not (tables is None or _strings(tables)):
+            raise ValueError("malformed tables")
+        store.tables[query] = None if tables is None else frozenset(tables)
+    for query, params, digests, columns, rows in data["answers"]:
+        if not (isinstance(query, str) and _strings(digests) and _strings(columns) and isinstance(rows, list)):
+            raise ValueError("malformed answer")
+        key = (query, _typed(params), tuple(digests))
+        store.answers[key] = Result(list(columns), [_typed(row) for row in rows])
+    return store
+
+
+def _strings(items) -> bool:
+    return isinstance(items, list) and all(isinstance(item, str) for item in items)
+
+
+_JSON_VALUES = (str, int, float, bool, type(None))
+
+
+def _values(values) -> list:
+    out = []
+    for value in values:
+        if type(value) is dt.date:
+            out.append({"date": value.isoformat()})
+        elif type(value) in _JSON_VALUES:
+            out.append(value)
+        else:
+            raise TypeError(f"a {type(value).__name__} in a query's answer")
+    return out
+
+
+def _typed(values) -> tuple:
+    if not isinstance(values, list):
+        raise ValueError("not a row")
+    out = []
+    for value in values:
+        if isinstance(value, dict):
+            if set(value) != {"date"} or not isinstance(value["date"], str):
+                raise ValueError("malformed value")
+            out.append(dt.date.fromisoformat(value["date"]))
+        elif type(value) in _JSON_VALUES:
+            out.append(value)
+        else:
+            raise ValueError("malformed value")
+    return tuple(out)
 
 
 def _nodes(tree) -> Iterator[dict]:

@@ -717,28 +717,3 @@ print(scipy.stats.entropy([1, 1]) > 0, altair.Chart is not None, boto3.__name__)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["[]", "True True boto3"]
-
-
-@pytest.mark.parametrize("where", ["", "WHERE i IS NOT NULL", "WHERE i IS NULL", "WHERE false"])
-def test_the_suites_frames_are_what_duckdb_makes(where):
-    """Great Expectations runs on the frame that DuckDB's .df() made; the build hands the suites the
-    query's columns instead (no pandas in the build process) and pandas_frame makes that frame of them:
-    every type a source column has, with and without a NULL, and no row at all."""
-    import duckdb
-    import pandas as pd
-
-    from pipeline.schema import DUCKDB_TYPES
-    from pipeline.validate import pandas_frame
-
-    types = sorted(set(DUCKDB_TYPES.values()))
-    values = {"BIGINT": "7", "BOOLEAN": "true", "DATE": "DATE '2026-12-06'", "DOUBLE": "1.5", "VARCHAR": "'a'"}
-    assert set(values) == set(types)
-    full = ", ".join(f"{values[t]}::{t} AS full_{t.lower()}" for t in types)
-    some = ", ".join(f"CASE WHEN i THEN {values[t]}::{t} END AS some_{t.lower()}" for t in types)
-    none = ", ".join(f"NULL::{t} AS none_{t.lower()}" for t in types)
-    con = duckdb.connect()
-    con.execute(f"CREATE TABLE t AS SELECT i, {full}, {some}, {none} FROM (VALUES (true), (NULL)) v(i)")
-    query = con.sql(f"SELECT * FROM t {where}")
-    made = pandas_frame(query.fetchnumpy())
-    pd.testing.assert_frame_equal(made, query.df(), check_exact=True)
-    assert list(made.columns)[:2] == ["i", "full_bigint"]

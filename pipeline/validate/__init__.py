@@ -355,10 +355,8 @@ def start_expectations(
             if stored is not None:
                 outcomes[key] = stored
                 continue
-            # As columns, not DuckDB's .df(): that imports pandas here (0.4 s), where only the process
-            # that runs the suites needs it (pandas_frame makes the same frame there).
-            raw = con.sql(f"SELECT * FROM raw_{name}").fetchnumpy()
-            typed = con.sql(f"SELECT * FROM typed_{name}").fetchnumpy()
+            raw = con.sql(f"SELECT * FROM raw_{name}").df()
+            typed = con.sql(f"SELECT * FROM typed_{name}").df()
             # In a process that lives on (`serve`), GX and the suites are made here, before the fork:
             # the child inherits them and this process keeps them for the next build. Otherwise the
             # process that runs a suite makes it: the child imports GX while this process computes
@@ -370,7 +368,7 @@ def start_expectations(
                     definition()  # kept in warm.suites: the call in _run_suite finds it
                 jobs[key, on] = (table, on, shown, frame, texts, definition)
     # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
-    weights = [len(job[0].fields) * (1 + len(job[3][LINE]) / 2000) for job in jobs.values()]
+    weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
     # This process takes suites the child has not begun only where GX is imported here already (a
     # warm process): importing it for them costs a second of CPU, more than the suites it would take.
     finish = start_map(_run_suite, list(jobs.values()), weights, joins=lambda: "great_expectations" in sys.modules)
@@ -390,28 +388,9 @@ def start_expectations(
     return collect
 
 
-def pandas_frame(columns: dict):
-    """The pandas frame that DuckDB's .df() makes of a query, from the query's .fetchnumpy(): a column
-    with a NULL is a masked array, and .df() makes an integer or boolean one nullable (Int64, boolean);
-    the other types hold NULL as NaN or NaT as pandas makes them of a masked array."""
-    import numpy as np
-    import pandas as pd
-
-    data = {}
-    for name, values in columns.items():
-        mask = np.ma.getmaskarray(values)
-        if values.dtype.kind in "iub" and mask.any():
-            array = pd.arrays.BooleanArray if values.dtype.kind == "b" else pd.arrays.IntegerArray
-            data[name] = array(np.ma.getdata(values), mask)
-        else:
-            data[name] = values
-    return pd.DataFrame(data)
-
-
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
-    table, on, shown, columns, raw_columns, definition = job
+    table, on, shown, frame, raw, definition = job
     suite, by_id, batch = definition()  # first: it imports GX as _import_gx does, deferring what it can
-    frame = pandas_frame(columns)
     from great_expectations.validator.v1_validator import Validator
 
     problems, checks = [], []
@@ -429,8 +408,7 @@ def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
     if not result.success:
         result = run({"result_format": "COMPLETE", "unexpected_index_column_names": [LINE]})
     # The cells' text by line, for a typed suite's failures (made once, only when something failed).
-    failed = raw_columns is not None and not result.success
-    texts = pandas_frame(raw_columns).set_index(LINE).to_dict("index") if failed else {}
+    texts = raw.set_index(LINE).to_dict("index") if raw is not None and not result.success else {}
     # GX does not keep the suite's order in its results: match them by expectation id.
     for outcome in result.results:
         check = by_id[outcome.expectation_config.id]

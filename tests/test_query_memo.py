@@ -175,3 +175,22 @@ def test_the_stored_answers_are_json_and_read_back_exactly_or_not_at_all():
         pass
     else:
         raise AssertionError("an object was written")
+
+
+def test_a_process_that_lives_on_remembers_even_with_the_cache_off(sources, tmp_path, monkeypatch):
+    from pipeline import validation_cache
+    from pipeline.validate import run_rules
+    from pipeline.warm import Warm
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(validation_cache.ENV_SWITCH, "off")
+    warm = Warm(lives_on=True)
+    asked = []
+    for _ in range(2):
+        digests: dict[str, str] = {}
+        frames, _, _ = read_sources(sources, digests)
+        con = Counting(connect(frames))
+        run_rules(con, sources, list(frames), TODAY, warm, digests, Validation(build_date=TODAY))
+        asked.append(con.asked)
+    assert len(asked[0]) > 30 and asked[1] == []
+    assert not (tmp_path / "cache").exists()  # nothing written with the cache off

@@ -1412,15 +1412,15 @@ def cross_table_rules(con, sources_dir: Path, names: set[str], today: dt.date, o
 
 def _rules_connection(con, names: list[str], warm: Warm, digests: dict[str, str] | None, today: dt.date):
     """What the rules query: given the files' digests, a MemoConnection whose answers are kept in
-    warm.queries (a process that lives on) or on disk (validation_cache: the last validation's, for
-    the next process); `con` itself without digests or with the cache off."""
+    warm.queries (a process that lives on) and on disk (validation_cache: the last validation's, for
+    the next process); `con` itself without digests, or in a process that ends with the cache off."""
     if digests is None:
         return con
     from pipeline import validation_cache
     from pipeline.validate import query_memo
 
     if warm.queries is None:
-        if not validation_cache.enabled():
+        if not (warm.lives_on or validation_cache.enabled()):
             return con
         warm.queries = query_memo.stored(validation_cache.stored_queries(today), validation_cache.reading())
     by_table = {n: digests[TABLES_BY_NAME[n].file] for n in names if TABLES_BY_NAME[n].file in digests}

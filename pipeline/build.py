@@ -234,12 +234,12 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
         if "validation" in previous and all(
             previous.get("inputs", {}).get(k) == inputs[k] for k in ("sources", "code", "build_date")
         ):
-            con = load_validated_before(sources, read=read)
+            con = load_validated_before(sources, digests, read, warm)
             clock.record("load (validation reused)", time.perf_counter() - tick)
             return con, Validation.from_dict(previous["validation"]), None, digests
         remembered = cache.remembered(sources, digests)
         if remembered is not None:  # these bytes passed before, in this or another --out, build or check
-            con = load_validated_before(sources, read=read)
+            con = load_validated_before(sources, digests, read, warm)
             clock.record("load (validation remembered)", time.perf_counter() - tick)
             return con, published(remembered, sources), None, digests
     with cache.fresh(previous is None):  # --force validates every table anew
@@ -334,7 +334,7 @@ def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, st
 
     digests = {} if digests is None else digests
     frames, problems, notices = read if read is not None else read_sources(sources, digests)
-    con = connect(frames)
+    con = connect(frames, warm, digests)
     early, finish_suites = start_validation(con, sources, list(frames), warm, digests)
 
     def pending() -> Validation:
@@ -351,24 +351,24 @@ def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, st
         pending()  # raises DataError with every problem, as load_and_validate does
         raise DataError(unsafe)  # (the suites check ids too: not reached unless they disagree)
     try:
-        create_core_tables(con)  # strict casts: cells GX has yet to reject may fail here
+        create_core_tables(con, warm)  # strict casts: cells GX has yet to reject may fail here
     except Exception:
         pending()
         raise
     return con, Validation(warnings=sorted(notices) + early.warnings, build_date=early.build_date), pending
 
 
-def load_validated_before(sources: Path, digests: dict[str, str] | None = None, read=None):
+def load_validated_before(sources: Path, digests: dict[str, str] | None = None, read=None, warm: Warm | None = None):
     """Load sources that an earlier build already validated (unchanged since): no GX run (`read`:
-    what read_sources returned, when the caller has read them)."""
+    what read_sources returned, when the caller has read them; `digests` their SHA-256 then)."""
     from pipeline.load import connect, create_core_tables, read_sources
 
     frames, problems, _ = read if read is not None else read_sources(sources, digests)
     problems = problems + path_id_problems(frames, sources)
     if problems:
         raise DataError(problems)
-    con = connect(frames)
-    create_core_tables(con)
+    con = connect(frames, warm, digests)
+    create_core_tables(con, warm)
     return con
 
 

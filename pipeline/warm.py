@@ -45,6 +45,11 @@ class Warm:
     # by the files they read (a QueryStore, read from the user cache on first use and written back
     # after each validation: pipeline.validation_cache, `validation-queries`).
     queries: object | None = None
+    # pipeline/load.py: the last build's DuckDB connection and, per table, the digest of the file its
+    # raw, typed and core tables were made of (connect takes it, create_core_tables puts it back);
+    # `duck_pending` holds it between the two.
+    duck: tuple | None = None
+    duck_pending: tuple | None = None
     # pipeline/publish/downloads.py: (table, CSV hash, date, text hash) -> XLSX bytes; the last build's.
     workbooks: dict = field(default_factory=dict)
     # pipeline/publish/downloads.py: table -> its CSV and Parquet bytes by frame content; the last build's.

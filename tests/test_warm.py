@@ -60,3 +60,45 @@ def test_a_warm_build_keeps_what_it_keeps_in_its_warm(sources, tmp_path):
     warm.article_bodies["finetune-memory.an-older-version"] = ("old body", "old file")  # an earlier save
     build(sources, tmp_path / "warm", force=True, warm=warm)
     assert warm.article_bodies == articles  # this render's articles only
+
+
+def test_a_warm_process_makes_again_only_the_tables_of_changed_files(sources):
+    """serve keeps its DuckDB connection (warm.duck): after an edit of servers.csv only the raw, typed and
+    core tables of servers are made again (new table ids), and every table holds what a connection
+    made anew holds; a build that stops before its core tables are made leaves no connection to take."""
+    from conftest import edit_csv
+    from pipeline.load import connect, create_core_tables, read_sources
+
+    warm = Warm(lives_on=True)
+
+    def load(keep: Warm | None, core: bool = True):
+        digests: dict[str, str] = {}
+        frames, problems, _ = read_sources(sources, digests)
+        assert not problems
+        con = connect(frames, keep, digests)
+        if core:
+            create_core_tables(con, keep)
+        return con
+
+    def ids(con) -> dict[str, int]:
+        return dict(con.execute("SELECT table_name, table_oid FROM duckdb_tables()").fetchall())
+
+    def rows(con) -> dict[str, list]:
+        names = [t.name for t in SOURCE_TABLES] + [f"typed_{t.name}" for t in SOURCE_TABLES]
+        return {name: con.execute(f'SELECT * FROM "{name}" ORDER BY ALL').fetchall() for name in names}
+
+    first = load(warm)
+    before = ids(first)
+    assert len(before) == 2 * len(SOURCE_TABLES) and warm.duck[0] is first
+    edit_csv(sources / "servers.csv", ",585000,", ",585001,")
+    second = load(warm)
+    after = ids(second)
+    assert second is first and after.keys() == before.keys()
+    assert {name for name in after if after[name] != before[name]} == {"raw_servers", "servers"}
+    assert rows(second) == rows(load(None))
+
+    edit_csv(sources / "servers.csv", ",585001,", ",585000,")
+    load(warm, core=False)  # stopped (a problem found) before the core tables
+    assert warm.duck is None
+    third = load(warm)
+    assert third is not first and rows(third) == rows(load(None))

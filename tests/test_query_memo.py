@@ -193,4 +193,19 @@ def test_a_process_that_lives_on_remembers_even_with_the_cache_off(sources, tmp_
         run_rules(con, sources, list(frames), TODAY, warm, digests, Validation(build_date=TODAY))
         asked.append(con.asked)
     assert len(asked[0]) > 30 and asked[1] == []
-    assert not (tmp_path / "cache").exists()  # nothing written with the cache off
+    assert not (tmp_path / "cache").exists()  # nothing written with the cache off, nor by a process that lives on
+
+
+def test_a_process_that_lives_on_reads_the_answers_once_and_writes_none(sources, tmp_path, monkeypatch):
+    from pipeline.validate import run_rules
+    from pipeline.warm import Warm
+
+    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
+    disk_rules(sources)  # a process that ends writes the answers
+    [entry] = (tmp_path / "cache").rglob("*.bin")
+    written = entry.read_bytes()
+    digests: dict[str, str] = {}
+    frames, _, _ = read_sources(sources, digests)
+    con = Counting(connect(frames))
+    run_rules(con, sources, list(frames), TODAY, Warm(lives_on=True), digests, Validation(build_date=TODAY))
+    assert con.asked == [] and entry.read_bytes() == written

@@ -18,8 +18,9 @@ Two kinds of entry, each keyed by everything that determines it:
 
 - **the rules' queries** (namespace `validation-queries`): the answers of the cross-table rules'
   DuckDB queries (pipeline/validate/query_memo.py), each kept by its text, its parameters and the
-  SHA-256 of each source file it reads; one entry, the last validation's, keyed by the pipeline's
-  code, the build date and the library versions. A build in a new process after a one-price edit
+  SHA-256 of each source file it reads; one entry, the last validation's in a process that ends (`serve`
+  reads it once and keeps its answers in memory), keyed by the pipeline's code, the build date and the
+  library versions. A build in a new process after a one-price edit
   asks DuckDB again only about the queries that read servers.csv. `build --force` reads only which
   tables each query reads (DuckDB's parse of its text), not the answers.
 

@@ -435,18 +435,18 @@ def connect(
 
     In a process that lives on (`warm.lives_on`), given the files' digests, the last build's connection
     is taken (`warm.duck`: the connection and, per table, the digest of the file its tables were made
-    of): only the tables of files that changed are dropped and made again, with their core tables
-    (create_core_tables puts the connection back once they are made)."""
-    kept = warm.duck if warm is not None and warm.lives_on and digests is not None else None
+    of): only the tables of files that changed are dropped and made again, their core tables with them
+    (create_core_tables makes the missing ones and puts the connection back)."""
+    keeps = warm is not None and warm.lives_on and digests is not None
+    kept = warm.duck if keeps else None
     if warm is not None:
         warm.duck = None  # taken: a build that fails before its core tables are made leaves none
     con, made = kept if kept is not None else (duckdb.connect(), {})
     for table in SOURCE_TABLES:
         name = table.name
-        if name in frames and made.get(name) is not None and made[name] == (digests or {}).get(table.file):
-            continue
-        made.pop(name, None)
         if kept is not None:
+            if name in frames and made.get(name) == digests.get(table.file):
+                continue
             con.execute(f'DROP TABLE IF EXISTS "{name}"')
             con.execute(f"DROP VIEW IF EXISTS typed_{name}")
             con.execute(f"DROP TABLE IF EXISTS raw_{name}")
@@ -457,22 +457,22 @@ def connect(
         con.unregister("frame")
         casts = ", ".join(f"{typed_sql(f, f.name)} AS {f.name}" for f in table.fields)
         con.execute(f"CREATE VIEW typed_{name} AS SELECT {LINE}, {casts} FROM raw_{name}")
-    if warm is not None and warm.lives_on and digests is not None:
-        warm.duck_pending = (con, made, {t.name: digests.get(t.file) for t in SOURCE_TABLES if t.name in frames})
+    if keeps:
+        warm.duck_pending = (con, {t.name: digests[t.file] for t in SOURCE_TABLES if t.name in frames})
     return con
 
 
 def create_core_tables(con: duckdb.DuckDBPyConnection, warm=None) -> None:
-    """Strictly typed tables (DDL from the schema registry), filled from the validated views: those of
-    the tables connect() made again, when it took the connection from `warm` (then the connection is
-    kept for the next build), else every one."""
-    pending = getattr(warm, "duck_pending", None)
-    made, digests = ({}, {}) if pending is None or pending[0] is not con else pending[1:]
+    """Strictly typed tables (DDL from the schema registry), filled from the validated views: every one
+    the connection lacks (all, unless connect() took it from `warm`: then it is put back for the next
+    build)."""
+    have = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     for table in SOURCE_TABLES:
-        if table.name in made:
+        if table.name in have:
             continue
         con.execute(ddl(table))
         cols = ", ".join(table.columns)
         con.execute(f'INSERT INTO "{table.name}" SELECT {cols} FROM typed_{table.name} ORDER BY {LINE}')
+    pending = getattr(warm, "duck_pending", None)
     if pending is not None and pending[0] is con:
-        warm.duck, warm.duck_pending = (con, {name: digest for name, digest in digests.items() if digest}), None
+        warm.duck, warm.duck_pending = pending, None

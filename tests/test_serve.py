@@ -47,7 +47,17 @@ def loop(tmp_path_factory):
     loop.stop()
 
 
-def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys):
+def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys, monkeypatch):
+    from pipeline.render import charts
+
+    forked = []  # charts drawn in a child (start_map), which would start vl-convert's runtime again
+    start_map = charts.start_map
+    monkeypatch.setattr(charts, "start_map", lambda *args, **kwargs: forked.append(args) or start_map(*args, **kwargs))
+
+    def price_chart() -> str:
+        return next((loop.out / "site" / "charts").glob("price.*.svg")).name
+
+    chart_before = price_chart()
     sources = loop.sources
     on_disk = (loop.out / "site" / PAGE).read_text(encoding="utf-8")
     page = fetch(loop.url + PAGE)
@@ -72,6 +82,9 @@ def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys):
     assert {(name, on) for name, on, _ in loop.warm.suites} == {
         (t.name, on) for t in SOURCE_TABLES for on in ("raw", "typed")
     }
+    # and vl-convert's runtime was started (charts.start_runtime): the edited price's chart was drawn here
+    assert forked == []
+    assert price_chart() != chart_before
     page = fetch(loop.url + PAGE)
     assert f"2{NBSP}450{NBSP}000" in page and f"2{NBSP}373{NBSP}300" not in page
     assert "pipeline-serve-error" not in page

@@ -541,7 +541,11 @@ def _draw(job: tuple) -> str:
 
 
 # The smallest chart: drawing it starts vl-convert's runtime (start_runtime).
-_FIRST_SPEC = {"data": {"values": [{"x": 0}]}, "mark": "point", "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+_FIRST_SPEC = {
+    "data": {"values": [{"x": 0}]},
+    "mark": "point",
+    "encoding": {"x": {"field": "x", "type": "quantitative"}},
+}
 
 
 def start_runtime() -> None:

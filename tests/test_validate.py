@@ -693,6 +693,58 @@ def test_gx_reads_each_expectations_configuration_once_per_call_with_the_same_kw
         assert success(e) == success.__wrapped__(e)
 
 
+def test_gx_metric_ids_kept_by_content_are_the_ids_gx_makes():
+    """pipeline.validate._ids_by_content: the same id as GX's own IDDict.to_id for every content, a
+    kept one included; values whose JSON differs (0.0 and -0.0, 1, 1.0 and True) never share one."""
+    import datetime as dt
+    import math
+
+    from pipeline import validate
+
+    validate._import_gx()
+    from great_expectations.core.id_dict import IDDict
+
+    original = IDDict.to_id.__wrapped__
+    contents = [
+        {"column": "price", "min_value": 0.0, "max_value": None},
+        {"column": "price", "min_value": -0.0, "max_value": None},
+        {"column": "price", "min_value": 1, "max_value": None},
+        {"column": "price", "min_value": 1.0, "max_value": None},
+        {"column": "price", "min_value": True, "max_value": None},
+        {"column": "price", "min_value": math.nan, "max_value": math.inf},
+        {"max_value": None, "column": "price", "min_value": 0.0},  # another order: the same id
+        {"column_list": ["a", "b"], "ignore_row_if": "all_values_are_missing"},
+        {"column_list": ("a", "b"), "nested": {"x": [1, 2.5, None]}},
+        {"column": "released", "max_value": dt.datetime(2026, 12, 6)},  # not kept: GX's own method
+        {"column": "name"},
+        {},
+    ]
+    ids = []
+    for content in contents * 2:  # the second time from what was kept
+        made = IDDict(content).to_id()
+        assert made == original(IDDict(content)), content
+        ids.append(made)
+    assert len(set(ids[:5])) == 5
+    assert ids[0] == ids[6]
+    assert IDDict({"a": 1, "b": 2}).to_id(id_keys=["a"]) == original(IDDict({"a": 1, "b": 2}), ["a"])
+
+
+def test_gx_expectation_types_are_the_names_gx_makes():
+    from pipeline import validate
+
+    validate._import_gx()
+    import great_expectations.expectations as gxe
+    import great_expectations.expectations.expectation as module
+    from great_expectations import util
+
+    assert module.camel_to_snake is not util.camel_to_snake
+    for name in dir(gxe):
+        if name.startswith("Expect"):
+            assert module.camel_to_snake(name) == util.camel_to_snake(name)
+    between = gxe.ExpectColumnValuesToBeBetween(column="price", min_value=1)
+    assert between.configuration.type == "expect_column_values_to_be_between"
+
+
 def test_validating_imports_neither_scipy_stats_nor_altair_nor_boto3(sources):
     """GX loads them for what the suites never use; pipeline.validate defers them (and they still import)."""
     import subprocess

@@ -693,6 +693,27 @@ def test_gx_reads_each_expectations_configuration_once_per_call_with_the_same_kw
         assert success(e) == success.__wrapped__(e)
 
 
+def test_gx_runtime_kwargs_from_one_configuration_are_gx_own():
+    """pipeline.validate._runtime_from_one_configuration gives what GX's own _get_runtime_kwargs gives,
+    keys in the same order, for every expectation the registry generates and the runtime settings a
+    suite's run passes."""
+    import datetime as dt
+
+    from pipeline import validate
+
+    validate._import_gx()
+    from great_expectations.expectations.expectation import Expectation
+
+    runtime = Expectation._get_runtime_kwargs
+    assert runtime.__wrapped__
+    checks = [c for table in SOURCE_TABLES for c in validate.table_checks(table, dt.date(2026, 10, 12))]
+    settings = [None, {}, {"result_format": "BOOLEAN_ONLY"}, {"result_format": {"result_format": "COMPLETE"}}]
+    for check in checks:
+        for setting in settings:
+            made, own = runtime(check.expectation, setting), runtime.__wrapped__(check.expectation, setting)
+            assert made == own and list(made) == list(own)
+
+
 def test_gx_metric_ids_kept_by_content_are_the_ids_gx_makes():
     """pipeline.validate._ids_by_content: the same id as GX's own IDDict.to_id for every content, a
     kept one included; values whose JSON differs (0.0 and -0.0, 1, 1.0 and True) never share one."""

@@ -238,8 +238,9 @@ def _import_gx():
 def _shortcuts() -> None:
     """GX's own work per expectation made cheaper, with the same results (each is left out where GX's
     code differs from the one it was written for): an expectation's configuration read once per call
-    (_fewer_configurations), its type's name converted once (_once_per_name), and a metric's id made
-    once per content (_ids_by_content). Together about a third of a suite's run."""
+    (_fewer_configurations, _runtime_from_one_configuration), its type's name converted once
+    (_once_per_name), and a metric's id made once per content (_ids_by_content). Together they halve a
+    suite's run (docs/architecture.md, what GX costs)."""
     import great_expectations.expectations.expectation as module
     from great_expectations.core.id_dict import IDDict
 
@@ -252,7 +253,7 @@ def _shortcuts() -> None:
 def _once_per_name(module) -> None:
     """GX converts an expectation's class name to its type (snake case) with two regular expressions
     every time it builds the expectation's configuration, a dozen times per expectation and run: the
-    answer for a name never changes, so it is kept (functools.cache)."""
+    answer for a name never changes, so it is kept (functools.lru_cache)."""
     import functools
 
     from great_expectations import util
@@ -328,8 +329,8 @@ _GX_RUNTIME_NAMES = ("_get_success_kwargs", "runtime_keys", "update", "parse_res
 
 def _ids_by_content(id_dict) -> None:
     """GX names each metric it needs by the MD5 of its arguments as JSON (IDDict.to_id: a JSON-safe
-    copy, a dump, a digest), a hundred times per expectation and run, for a few hundred distinct
-    argument sets in all. The id is kept by the arguments' exact content: their types and values (a
+    copy, a dump, a digest), about forty times per expectation and run, for under two hundred
+    distinct argument sets over the real catalog's suites. The id is kept by the arguments' exact content: their types and values (a
     float by its repr, so that 0.0 and -0.0, 1 and 1.0 and True stay apart), the keys in their order.
     Arguments of any other type (a date) are given to GX's own method, and so are calls with explicit
     keys; at most ID_CACHE_SIZE ids are kept."""

@@ -713,6 +713,17 @@ def test_gx_runtime_kwargs_from_one_configuration_are_gx_own():
             made, own = runtime(check.expectation, setting), runtime.__wrapped__(check.expectation, setting)
             assert made == own and list(made) == list(own)
 
+    # Installed only over GX's own method, and only where _fewer_configurations is in place.
+    def on(success):
+        methods = {"_get_runtime_kwargs": runtime.__wrapped__, "_get_success_kwargs": success}
+        return type("Like", (), methods | {"_get_success_kwarg": Expectation._get_success_kwarg})
+
+    own_success, shortcut = on(Expectation._get_success_kwargs.__wrapped__), on(Expectation._get_success_kwargs)
+    validate._runtime_from_one_configuration(own_success)
+    validate._runtime_from_one_configuration(shortcut)
+    assert own_success._get_runtime_kwargs is runtime.__wrapped__
+    assert shortcut._get_runtime_kwargs.__wrapped__ is runtime.__wrapped__
+
 
 def test_gx_metric_ids_kept_by_content_are_the_ids_gx_makes():
     """pipeline.validate._ids_by_content: the same id as GX's own IDDict.to_id for every content, a

@@ -296,6 +296,8 @@ def _runtime_from_one_configuration(gx_expectation) -> None:
     original = gx_expectation._get_runtime_kwargs
     if hasattr(original, "__wrapped__") or original.__code__.co_names != _GX_RUNTIME_NAMES:
         return
+    if not hasattr(gx_expectation._get_success_kwargs, "__wrapped__"):
+        return  # _fewer_configurations left GX's own: its keys may be found otherwise than read here
     parse_result_format, success_kwarg = original.__globals__["parse_result_format"], gx_expectation._get_success_kwarg
     shortcut = gx_expectation._get_success_kwargs  # _fewer_configurations's, whose keys this reads as it does
 

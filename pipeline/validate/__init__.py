@@ -269,7 +269,7 @@ def _fewer_configurations(gx_expectation) -> None:
     __wrapped__, look every key up in the same configuration); a GX whose methods differ from the
     ones this was written for is left alone."""
     original_domain, original_success = gx_expectation._get_domain_kwargs, gx_expectation._get_success_kwargs
-    if hasattr(original_domain, "__wrapped__") or not _is_gx_code(original_domain, original_success):
+    if hasattr(original_domain, "__wrapped__") or not _is_gx_code(_GX_KWARGS_CODE, original_domain, original_success):
         return
 
     def _get_domain_kwargs(self) -> dict:
@@ -277,13 +277,18 @@ def _fewer_configurations(gx_expectation) -> None:
         return {key: kwargs.get(key, self._get_default_value(key)) for key in self.domain_keys}
 
     def _get_success_kwargs(self) -> dict:
-        kwargs = self.configuration.kwargs
-        found = {key: kwargs.get(key, self._get_default_value(key)) for key in self.success_keys}
-        found.update((key, kwargs.get(key, self._get_default_value(key))) for key in self.domain_keys)
-        return found
+        return _success_kwargs(self, self.configuration.kwargs)
 
     _get_domain_kwargs.__wrapped__, _get_success_kwargs.__wrapped__ = original_domain, original_success
     gx_expectation._get_domain_kwargs, gx_expectation._get_success_kwargs = _get_domain_kwargs, _get_success_kwargs
+
+
+def _success_kwargs(expectation, kwargs: dict) -> dict:
+    """What GX's _get_success_kwargs gives, found in `kwargs` (one configuration's): the success keys,
+    then the domain keys, each a default where the configuration lacks it."""
+    found = {key: kwargs.get(key, expectation._get_default_value(key)) for key in expectation.success_keys}
+    found.update((key, kwargs.get(key, expectation._get_default_value(key))) for key in expectation.domain_keys)
+    return found
 
 
 def _runtime_from_one_configuration(gx_expectation) -> None:
@@ -314,10 +319,8 @@ def _runtime_from_one_configuration(gx_expectation) -> None:
             return original(self, runtime_configuration)
         runtime_configuration = runtime_configuration or {}
         kwargs = self.configuration.kwargs
-        found = {key: kwargs.get(key, self._get_default_value(key)) for key in self.success_keys}
-        found.update((key, kwargs.get(key, self._get_default_value(key))) for key in self.domain_keys)
         runtime = {key: runtime_configuration.get(key, runtime_kwarg(self, kwargs, key)) for key in self.runtime_keys}
-        runtime.update(found)
+        runtime.update(_success_kwargs(self, kwargs))
         runtime["result_format"] = parse_result_format(runtime["result_format"])
         return runtime
 
@@ -337,7 +340,7 @@ def _ids_by_content(id_dict) -> None:
     Arguments of any other type (a date) are given to GX's own method, and so are calls with explicit
     keys; at most ID_CACHE_SIZE ids are kept."""
     original = id_dict.to_id
-    if hasattr(original, "__wrapped__") or not _is_gx_code_of(original, _GX_TO_ID_NAMES):
+    if hasattr(original, "__wrapped__") or not _is_gx_code((_GX_TO_ID_NAMES,), original):
         return
     kept: dict = {}
 
@@ -382,10 +385,6 @@ def _content_key(value) -> tuple:
     raise _NotPlain
 
 
-def _is_gx_code_of(function, names: tuple[str, ...]) -> bool:
-    return set(names) <= set(function.__code__.co_names)
-
-
 # GX 1.x's two methods, as _fewer_configurations replaces them (their code's names and constants).
 _GX_KWARGS_CODE = (
     ("configuration", "kwargs", "get", "_get_default_value", "domain_keys", "set", "keys"),
@@ -393,14 +392,16 @@ _GX_KWARGS_CODE = (
 )
 
 
-def _is_gx_code(*functions) -> bool:
+def _is_gx_code(expected: tuple[tuple[str, ...], ...], *functions) -> bool:
+    """Whether each function's code (with the functions defined in it) uses every name of its entry
+    in `expected`: GX's code as a shortcut was written for."""
     import inspect
 
     names = []
     for function in functions:
         code = function.__code__
         names.append(code.co_names + tuple(n for c in code.co_consts if inspect.iscode(c) for n in c.co_names))
-    return all(set(expected) <= set(found) for expected, found in zip(_GX_KWARGS_CODE, names, strict=True))
+    return all(set(want) <= set(found) for want, found in zip(expected, names, strict=True))
 
 
 def _gx_context(warm: Warm):
@@ -1566,9 +1567,10 @@ def run_rules(  # noqa: PLR0913
     process that lives on reads them from disk once, and writing them at every edit cost 0.03 s)."""
     asked = _rules_connection(con, names, warm, digests, today)
     cross_table_rules(asked, sources_dir, set(names), today, out)
-    if warm.queries is not None:
-        warm.queries.cut_back()
-    if warm.queries is not None and not warm.lives_on:
+    if warm.queries is None:
+        return
+    warm.queries.cut_back()
+    if not warm.lives_on:
         from pipeline import validation_cache
         from pipeline.validate.query_memo import to_data
 

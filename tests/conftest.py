@@ -98,6 +98,15 @@ def shared_build(name: str, sources: Path = SOURCES, **options) -> Path:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def great_expectations_once():
+    """Great Expectations imported once per test process, as the guide asks (about 2 s): the forked
+    child that runs an edited table's suites inherits it, where each such validation imported it anew."""
+    from pipeline import validate
+
+    validate._import_gx()
+
+
 @pytest.fixture(scope="session")
 def built() -> Path:
     """output/ of one build of the real sources, shared by the whole run: never write into it."""
@@ -237,6 +246,39 @@ def page(browser):
     yield page
     context.close()
     assert errors == []
+
+
+# Form actions and a read, in the page: what Playwright's select_option and fill send (a select: its
+# option chosen, then `input` and `change`, both bubbling; a text field: its value, then `input`), then
+# the read function's result. A sweep over every model is one call instead of two or three per model.
+_SWEEP = """async ([steps, readSource]) => {
+  const read = (0, eval)(`(${readSource})`);
+  const out = [];
+  for (const actions of steps) {
+    for (const [selector, value] of actions) {
+      const field = document.querySelector(selector);
+      if (field === null) throw new Error(`no ${selector}`);
+      if (field.tagName === "SELECT") {
+        if (![...field.options].some((o) => o.value === value)) throw new Error(`${selector} has no option ${value}`);
+        field.value = value;
+        field.dispatchEvent(new Event("input", { bubbles: true, composed: true }));
+        field.dispatchEvent(new Event("change", { bubbles: true }));
+      } else {
+        field.focus();
+        field.value = value;
+        field.dispatchEvent(new InputEvent("input", { bubbles: true, composed: true, inputType: "insertText", data: value }));
+      }
+    }
+    out.push(await read());
+  }
+  return out;
+}"""
+
+
+def sweep(page, steps: list[list[tuple[str, str]]], read: str) -> list:
+    """For each step, its (selector, value) form actions as select_option and fill make them, then the
+    JavaScript function `read` (its source): the reads, in one round trip to the page."""
+    return page.evaluate(_SWEEP, [steps, read])
 
 
 def serious_axe_violations(page) -> list[dict]:

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 import polars as pl
 import pytest
 
-from conftest import METHOD_IDS
+from conftest import METHOD_IDS, sweep
 from pipeline import lookups
 from pipeline.estimate import first_principles as memory
 from pipeline.estimate import step_time, training
@@ -254,35 +254,51 @@ def read(page) -> dict:
 @pytest.mark.parametrize("method", METHOD_IDS)
 def test_parity_with_the_pipeline(page, site_server, catalog, expected, method):
     """Drive the form like a reader: every catalog model and every custom size, with every method (one
-    test per method)."""
+    test per method). The form is set in the page (conftest.sweep), as Playwright's actions set it
+    (test_the_sweep_shows_what_playwright_actions_show)."""
     open_calculator(page, site_server)
-    methods = [method]
-    mismatches, compared = [], 0
-
-    def check(key, method_id):
-        nonlocal compared
-        shown, _ = read(page)
-        want = {k: v for k, v in public(expected[(key, method_id)]).items() if k in FIGURES}
-        if shown != want:
-            mismatches.append((key, method_id, shown, want))
-        compared += 1
-
-    for model_id in catalog["models"]["model_id"].to_list():
-        page.select_option("#calc-model", model_id)
-        for method_id in methods:
-            page.select_option("#calc-method", method_id)
-            check(model_id, method_id)
-
-    page.select_option("#calc-model", "custom")
+    models = catalog["models"]["model_id"].to_list()
+    steps = [[("#calc-model", model_id), ("#calc-method", method)] for model_id in models]
+    keys = list(models)
     for i, size in enumerate(SIZES):
         # Half of the sizes typed the Russian way, with a decimal comma.
-        page.fill("#calc-params", str(size).replace(".", ",") if i % 2 else str(size))
-        for method_id in methods:
-            page.select_option("#calc-method", method_id)
-            check(f"custom:{size}", method_id)
-
+        typed = str(size).replace(".", ",") if i % 2 else str(size)
+        steps.append([("#calc-model", "custom"), ("#calc-params", typed), ("#calc-method", method)])
+        keys.append(f"custom:{size}")
+    mismatches = []
+    for key, everything in zip(keys, sweep(page, steps, READ), strict=True):
+        shown = {k: everything[k] for k in FIGURES}
+        want = {k: v for k, v in public(expected[(key, method)]).items() if k in FIGURES}
+        if shown != want:
+            mismatches.append((key, method, shown, want))
     assert mismatches == []
-    assert compared == (catalog["models"].height + len(SIZES)) * len(methods)
+    assert len(keys) == catalog["models"].height + len(SIZES)
+
+
+def test_the_sweep_shows_what_playwright_actions_show(page, site_server, catalog):
+    """The sweeps set the form in the page; Playwright's own select_option and fill, step by step, make
+    the page show the same figures, in the basic and the advanced mode (models, methods, a typed size)."""
+    both = f"() => ({{basic: ({READ})(), advanced: ({READ_ADVANCED})()}})"
+    models = catalog["models"]["model_id"].to_list()
+    steps = [
+        [("#calc-model", models[0]), ("#calc-method", "lora")],
+        [("#calc-model", models[-1]), ("#calc-method", "full_amp")],
+        [("#calc-model", "custom"), ("#calc-params", "12,5"), ("#calc-method", "qlora_4bit")],
+        [("#calc-model", models[len(models) // 2]), ("#calc-method", "qlora_4bit")],
+    ]
+    open_calculator(page, site_server, {"advanced": "1"})
+    swept = sweep(page, steps, both)
+    open_calculator(page, site_server, {"advanced": "1"})
+    by_hand = []
+    for actions in steps:
+        for selector, value in actions:
+            if selector == "#calc-params":
+                page.fill(selector, value)
+            else:
+                page.select_option(selector, value)
+        by_hand.append(page.evaluate(both))
+    assert len({json.dumps(r, sort_keys=True) for r in by_hand}) == len(steps)  # each step shows other figures
+    assert swept == by_hand
 
 
 # URL-driven cases: GPU, server and the time block. Each key is a field of the form.
@@ -1041,20 +1057,17 @@ def advanced_mismatches(catalog, architectures, expected, text, case, shown) -> 
 @pytest.mark.parametrize("method", METHOD_IDS)
 def test_advanced_parity_every_model_and_method(page, site_server, catalog, built, architectures, expected, method):
     """Every catalog model x every method with Setup's defaults: the breakdown, fits, servers equal Python's
-    (one test per method)."""
+    (one test per method; the form set in the page, conftest.sweep)."""
     text = page_text(built)
     open_calculator(page, site_server, {"advanced": "1"})
-    methods = [method]
-    mismatches, compared = [], 0
-    for model_id in catalog["models"]["model_id"].to_list():
-        page.select_option("#calc-model", model_id)
-        for method_id in methods:
-            page.select_option("#calc-method", method_id)
-            case = {"model": model_id, "method": method_id}
-            mismatches += advanced_mismatches(catalog, architectures, expected, text, case, read_advanced(page))
-            compared += 1
+    models = catalog["models"]["model_id"].to_list()
+    shown = sweep(page, [[("#calc-model", model_id), ("#calc-method", method)] for model_id in models], READ_ADVANCED)
+    mismatches = []
+    for model_id, figures in zip(models, shown, strict=True):
+        case = {"model": model_id, "method": method}
+        mismatches += advanced_mismatches(catalog, architectures, expected, text, case, figures)
     assert mismatches == []
-    assert compared == catalog["models"].height * len(methods)
+    assert len(shown) == catalog["models"].height
 
 
 @pytest.mark.parametrize("half", [0, 1])

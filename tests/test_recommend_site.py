@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import polars as pl
 import pytest
 
-from conftest import METHOD_IDS
+from conftest import METHOD_IDS, sweep
 from pipeline.estimate import recommend
 from pipeline.render import format as fmt
 from pipeline.render import quote
@@ -144,9 +144,24 @@ def test_server_page_price_date(built):
     assert "<dt>Цена на</dt><dd>12.10.2026</dd>" in text
 
 
+READ_HEADLINE = """() => {
+  const text = (id) => document.getElementById(id).textContent;
+  return {
+    line: text("calc-headline"),
+    reco: text("out-reco"),
+    cards: text("out-fp-cards"),
+    memory: text("out-fp-memory"),
+    low: text("out-fp-low"),
+    high: text("out-fp-high"),
+    quote: document.getElementById("calc-quote").getAttribute("href"),
+  };
+}"""
+
+
 @pytest.mark.parametrize("method", METHOD_IDS)
 def test_calculator_headline_matches_the_table_for_every_job(browser, site_server, catalog, method):
-    """For every catalog model (one test per method): the headline is recommendations.csv's plan."""
+    """For every catalog model (one test per method): the headline is recommendations.csv's plan (the form
+    set in the page, conftest.sweep)."""
     best = best_rows(catalog)
     context = browser.new_context(locale="ru-RU")
     p = context.new_page()
@@ -154,39 +169,36 @@ def test_calculator_headline_matches_the_table_for_every_job(browser, site_serve
     p.wait_for_selector("#calc[data-ready=true]")
     # opens with a model (site.toml), not an empty form
     assert p.input_value("#calc-model") == "llama-3-1-70b" and p.input_value("#calc-method") == "lora"
-    for model_id in catalog["models"]["model_id"]:
-        p.select_option("#calc-model", model_id)
-        for method_id in [method]:
-            p.select_option("#calc-method", method_id)
-            line = p.text_content("#calc-headline").replace("\xa0", " ")
-            r = best.get((model_id, method_id))
-            if r is None:
-                # a server that holds it only at the point estimate is said as a risk, never as the plan
-                risky = catalog["recommendations"].filter(
-                    (pl.col("model_id") == model_id)
-                    & (pl.col("method_id") == method_id)
-                    & (pl.col("reason") == "tight")
-                )
-                if risky.height:
-                    first = risky.sort("rank").row(0, named=True)
-                    assert "впритык: при верхней границе не помещается" in line, (model_id, method_id)
-                    assert cell_text(catalog, first).replace("\xa0", " ") in line, (model_id, method_id)
-                else:
-                    assert "ни один сервер каталога" in line, (model_id, method_id)
-                continue
-            assert cell_text(catalog, r) in line, (model_id, method_id)
-            assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method_id)
-            # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
-            shown = p.text_content("#out-reco").replace("\xa0", " ")
-            assert line.endswith(shown), (model_id, method_id, line, shown)
-            # nothing below contradicts it: the per-card figure is the plan's, on the plan's cards, with the
-            # measured range of its kind of setup, as recommendations.csv has it
-            assert p.text_content("#out-fp-cards") == fmt.integer(r["gpus_per_job"]), (model_id, method_id)
-            assert p.text_content("#out-fp-memory") == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method_id)
-            assert p.text_content("#out-fp-low") == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method_id)
-            assert p.text_content("#out-fp-high") == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method_id)
-            href = p.get_attribute("#calc-quote", "href")
-            assert unquote(href).count(catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]) >= 1
+    models = catalog["models"]["model_id"].to_list()
+    shown = sweep(p, [[("#calc-model", model_id), ("#calc-method", method)] for model_id in models], READ_HEADLINE)
+    assert len(shown) == len(models)
+    for model_id, page_says in zip(models, shown, strict=True):
+        line = page_says["line"].replace("\xa0", " ")
+        r = best.get((model_id, method))
+        if r is None:
+            # a server that holds it only at the point estimate is said as a risk, never as the plan
+            risky = catalog["recommendations"].filter(
+                (pl.col("model_id") == model_id) & (pl.col("method_id") == method) & (pl.col("reason") == "tight")
+            )
+            if risky.height:
+                first = risky.sort("rank").row(0, named=True)
+                assert "впритык: при верхней границе не помещается" in line, (model_id, method)
+                assert cell_text(catalog, first).replace("\xa0", " ") in line, (model_id, method)
+            else:
+                assert "ни один сервер каталога" in line, (model_id, method)
+            continue
+        assert cell_text(catalog, r) in line, (model_id, method)
+        assert f"≈ {fmt.number(r['hours'])} ч".replace("\xa0", " ") in line, (model_id, method)
+        # the result's own recommendation, computed in the page by recommend.py's rules, is the same row
+        assert line.endswith(page_says["reco"].replace("\xa0", " ")), (model_id, method, line, page_says["reco"])
+        # nothing below contradicts it: the per-card figure is the plan's, on the plan's cards, with the
+        # measured range of its kind of setup, as recommendations.csv has it
+        assert page_says["cards"] == fmt.integer(r["gpus_per_job"]), (model_id, method)
+        assert page_says["memory"] == fmt.gb(r["per_gpu_memory_gb"]), (model_id, method)
+        assert page_says["low"] == fmt.gb(r["per_gpu_memory_low_gb"]), (model_id, method)
+        assert page_says["high"] == fmt.gb(r["per_gpu_memory_high_gb"]), (model_id, method)
+        name = catalog["models"].filter(pl.col("model_id") == model_id)["display_name"][0]
+        assert unquote(page_says["quote"]).count(name) >= 1
     context.close()
 
 

@@ -99,12 +99,16 @@ def shared_build(name: str, sources: Path = SOURCES, **options) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def great_expectations_once():
-    """Great Expectations imported once per test process, as the guide asks (about 2 s): the forked
-    child that runs an edited table's suites inherits it, where each such validation imported it anew."""
+def heavy_runtimes_once():
+    """Great Expectations imported and vl-convert's runtime started once per test process (about 2 s and
+    0.6 s): the forked child that runs an edited table's suites inherits GX, where each such validation
+    imported it anew, and a build draws a changed chart here instead of in a child that starts the
+    runtime again (charts.start_drawing; a new process's forked drawing: tests/test_charts.py)."""
     from pipeline import validate
+    from pipeline.render import charts
 
     validate._import_gx()
+    charts.start_runtime()
 
 
 @pytest.fixture(scope="session")

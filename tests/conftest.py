@@ -255,8 +255,8 @@ def page(browser):
 # Form actions and a read, in the page: what Playwright's select_option and fill send (a select: its
 # option chosen, then `input` and `change`, both bubbling; a text field: its value, then `input`), then
 # the read function's result. A sweep over every model is one call instead of two or three per model.
-_SWEEP = """async ([steps, readSource]) => {
-  const read = (0, eval)(`(${readSource})`);
+_SWEEP = """async (steps) => {
+  const read = READ;
   const out = [];
   for (const actions of steps) {
     for (const [selector, value] of actions) {
@@ -281,8 +281,9 @@ _SWEEP = """async ([steps, readSource]) => {
 
 def sweep(page, steps: list[list[tuple[str, str]]], read: str) -> list:
     """For each step, its (selector, value) form actions as select_option and fill make them, then the
-    JavaScript function `read` (its source): the reads, in one round trip to the page."""
-    return page.evaluate(_SWEEP, [steps, read])
+    JavaScript function `read` (its source, written into the sweep: no eval, which a page's content
+    security policy may forbid): the reads, in one round trip to the page."""
+    return page.evaluate(_SWEEP.replace("READ", f"({read})", 1), steps)
 
 
 def serious_axe_violations(page) -> list[dict]:

@@ -246,9 +246,14 @@ def open_calculator(page, site_server, query: dict | None = None):
     page.wait_for_selector("#calc[data-ready='true']")
 
 
-def read(page) -> dict:
+def figures(shown: dict) -> dict:
+    """The figures of READ's result that the pipeline's tables hold."""
+    return {k: shown[k] for k in FIGURES}
+
+
+def read(page) -> tuple[dict, dict]:
     shown = page.evaluate(READ)
-    return {k: shown[k] for k in FIGURES}, shown
+    return figures(shown), shown
 
 
 @pytest.mark.parametrize("method", METHOD_IDS)
@@ -267,7 +272,7 @@ def test_parity_with_the_pipeline(page, site_server, catalog, expected, method):
         keys.append(f"custom:{size}")
     mismatches = []
     for key, everything in zip(keys, sweep(page, steps, READ), strict=True):
-        shown = {k: everything[k] for k in FIGURES}
+        shown = figures(everything)
         want = {k: v for k, v in public(expected[(key, method)]).items() if k in FIGURES}
         if shown != want:
             mismatches.append((key, method, shown, want))

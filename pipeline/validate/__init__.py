@@ -335,10 +335,10 @@ _GX_RUNTIME_NAMES = ("_get_success_kwargs", "runtime_keys", "update", "parse_res
 def _ids_by_content(id_dict) -> None:
     """GX names each metric it needs by the MD5 of its arguments as JSON (IDDict.to_id: a JSON-safe
     copy, a dump, a digest), about forty times per expectation and run, for under two hundred
-    distinct argument sets over the real catalog's suites. The id is kept by the arguments' exact content: their types and values (a
-    float by its repr, so that 0.0 and -0.0, 1 and 1.0 and True stay apart), the keys in their order.
-    Arguments of any other type (a date) are given to GX's own method, and so are calls with explicit
-    keys; at most ID_CACHE_SIZE ids are kept."""
+    distinct argument sets over the real catalog's suites. The id is kept by the arguments' exact
+    content: their types and values (a float by its repr, so that 0.0 and -0.0, 1 and 1.0 and True
+    stay apart), the keys in their order. Arguments of any other type (a date) are given to GX's own
+    method, and so are calls with explicit keys; at most ID_CACHE_SIZE ids are kept."""
     original = id_dict.to_id
     if hasattr(original, "__wrapped__") or not _is_gx_code((_GX_TO_ID_NAMES,), original):
         return

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # imported where used: their dataclasses import `inspect`, wh
     from pipeline.warm import Warm
 
 Progress = Callable[[str, float], None]
+# serve's pages ahead of the build (show_ahead): given the renderer, what shows them once validated, or None.
+Preview = Callable[[object], Callable[[], None] | None]
 
 
 def build(  # noqa: PLR0913
@@ -38,11 +40,13 @@ def build(  # noqa: PLR0913
     force: bool = False,
     progress: Progress | None = None,
     warm: Warm | None = None,
+    preview: Preview | None = None,
 ) -> dict:
     """Build `sources` into `out`: the output folder is checked first (outdir.check_output,
     outdir.writable), and the build holds the folder's lock, so that a second build of it waits.
     `progress` hears each stage's time; `warm` is what a warm process keeps from build to build
-    (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns."""
+    (pipeline.warm: `serve` passes its own), by default this build's own, dropped when it returns.
+    `preview` (`serve`'s) is given the renderer before the pages are rendered (show_ahead)."""
     from pipeline.errors import ConfigError
     from pipeline.publish import outdir
     from pipeline.render.site_links import check_base_url
@@ -55,13 +59,14 @@ def build(  # noqa: PLR0913
     outdir.writable(folder)
     with outdir.locked(folder):
         outdir.tidy(folder)
-        return run(sources, folder, base_url, force, progress, warm)
+        return run(sources, folder, base_url, force, progress, warm, preview)
 
 
 def run(  # noqa: PLR0913
-    sources: Path, out: Path, base_url: str, force: bool, progress: Progress | None, warm: Warm | None
+    sources: Path, out: Path, base_url: str, force: bool, progress: Progress | None, warm: Warm | None, preview=None
 ) -> dict:
-    """The whole pipeline; returns counts and stage times for the summary line (see the module's docstring)."""
+    """The whole pipeline; returns counts and stage times for the summary line (see the module's docstring).
+    `preview`: build's (a Preview or None)."""
     from pipeline import fingerprint
 
     clock = Clock(progress)
@@ -92,6 +97,8 @@ def run(  # noqa: PLR0913
         workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.table_files)  # forked
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
+        if preview is not None:
+            clock.timed("preview", lambda: show_ahead(preview, renderer, pending))
         rendered, staging, writing = render_and_stage(renderer, out, workbooks, force, warm, clock)
     except Exception:
         abandon(workbooks, pending)
@@ -115,6 +122,19 @@ def run(  # noqa: PLR0913
     remember_articles(sources, digests)  # this build rendered every article: their claims hold for these bytes
     extra = staging.outcome(counts) | {"seconds": clock.seconds, "rendered": sorted(memo.rendered)}
     return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
+
+
+def show_ahead(preview: Preview, renderer, pending: Callable[[], Validation] | None) -> None:
+    """`serve`'s fast path: `preview` renders the pages an editor has open (Renderer.preview) and
+    returns what shows them; they are shown only once the sources have passed every check, the
+    suites included (`pending`, waited for here: its DataError stops the build as it would later),
+    and the build then renders and writes everything as it would have without them."""
+    show = preview(renderer)
+    if show is None:
+        return
+    if pending is not None:
+        pending()
+    show()
 
 
 def remember_articles(sources: Path, digests: dict[str, str]) -> None:
@@ -225,6 +245,7 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
     from pipeline import fingerprint
     from pipeline import validation_cache as cache
     from pipeline.load import read_sources
+    from pipeline.parallel import once
     from pipeline.problems import Validation
 
     tick, digests = time.perf_counter(), {}
@@ -245,7 +266,8 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
     with cache.fresh(previous is None):  # --force validates every table anew
         con, validation, pending = start_loading(sources, warm, digests, read)
     clock.record("load, validation started", time.perf_counter() - tick)
-    return con, published(validation, sources), pending, digests
+    # Waited for once or twice (show_ahead waits before the pages are shown): the same outcome each time.
+    return con, published(validation, sources), once(pending), digests
 
 
 def check(sources: Path, on_warnings: Callable[[list[Problem]], None]) -> int:

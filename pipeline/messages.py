@@ -59,6 +59,7 @@ STAGES = {
     "load (validation reused)": "stages.load_reused",
     "load (validation remembered)": "stages.load_remembered",
     "compute": "stages.compute",
+    "preview": "stages.preview",
     "render": "stages.render",
     "validation (rest)": "stages.validation_rest",
     "write": "stages.write",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+import pytest
 
 from conftest import ROOT, edit_csv
 from pipeline.__main__ import main
@@ -172,3 +173,37 @@ def test_template_ids_missing_from_the_catalog_stop_the_build_without_a_tracebac
     assert code == 2 and "Traceback" not in stderr
     assert 'site_templates/site.toml: compare_tasks = "generic-32b": такой модели нет в models.csv' in stderr
     assert not out.exists()
+
+
+def test_pages_are_shown_ahead_only_once_the_suites_have_passed():
+    """build.show_ahead (serve's fast path): the pages are rendered while the suites run, and shown
+    only after they pass; their DataError stops the build with nothing shown."""
+    from pipeline.build import show_ahead
+    from pipeline.problems import DataError, Problem
+
+    calls = []
+
+    def preview(renderer):
+        calls.append(("rendered", renderer))
+        return lambda: calls.append("shown")
+
+    def passed():
+        calls.append("suites")
+
+    show_ahead(preview, "renderer", passed)
+    assert calls == [("rendered", "renderer"), "suites", "shown"]
+    calls.clear()
+    problem = Problem("servers.csv", 4, "price_rub_month", -5, "rule")
+
+    def rejected():
+        calls.append("suites")
+        raise DataError([problem])
+
+    with pytest.raises(DataError):
+        show_ahead(preview, "renderer", rejected)
+    assert calls == [("rendered", "renderer"), "suites"]
+    calls.clear()
+    show_ahead(lambda renderer: calls.append("rendered"), "renderer", rejected)  # no page open: no wait
+    assert calls == ["rendered"]
+    show_ahead(preview, "renderer", None)  # validated before (nothing pending)
+    assert calls == ["rendered", ("rendered", "renderer"), "shown"]

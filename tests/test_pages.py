@@ -116,3 +116,29 @@ def test_a_model_below_the_smallest_anchor_warns_that_the_table_falls_short(buil
     seventy = text(built / "site" / "models" / "llama-3-1-70b.html")
     assert "* — размер больше наибольшего опорного" not in seventy
     assert "* — размер больше наибольшего опорного" in text(built / "site" / "models" / "qwen2-5-72b.html")
+
+
+def test_a_page_made_ahead_is_the_page_the_render_writes(catalog):
+    """Renderer.preview (`serve` shows the open pages with it): each kind of page it makes equals the
+    render's, and a render after it writes every byte it writes without it (the sitemap, the memo)."""
+    from pipeline.render.page_memo import PageMemo
+    from pipeline.render.site import Renderer
+
+    plain_memo = PageMemo({"sources": "x"})
+    plain = Renderer(catalog, memo=plain_memo).render()
+    renderer = Renderer(catalog, memo=PageMemo({"sources": "x"}))
+    paths = [
+        "models/llama-3-1-8b.html",
+        "methods/lora.html",
+        "gpus/index.html",
+        "servers/esc8000a-8x-h100.html",
+        "gpu-count.html",
+    ]
+    ahead = {path: renderer.preview(path) for path in paths}
+    assert renderer.pages == [] and renderer.memo.now == {} and renderer.indexer is None
+    for other in ("calculator.html", "models/no-such-model.html", "models/", "quality.html", "charts.html"):
+        assert renderer.preview(other) is None, other
+    rendered = renderer.render()
+    assert {path: rendered.site[path] for path in paths} == ahead
+    assert rendered.site == plain.site and rendered.markdown == plain.markdown
+    assert rendered.warnings == plain.warnings and renderer.memo.now == plain_memo.now

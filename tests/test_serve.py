@@ -153,8 +153,12 @@ def test_open_page_reloads_in_a_browser(loop, browser):
         page.wait_for_function("!window.notReloaded", timeout=30_000)
         page.wait_for_load_state("load")
         elapsed = time.monotonic() - started
-        assert json.loads(fetch(loop.url + "__status"))["generation"] == before["generation"] + 1
         assert f"2{NBSP}600{NBSP}000" in page.text_content("body")
+        # Shown ahead of the rebuild (EditorLoop.preview), which then wrote it as shown: no second reload.
+        page.evaluate("window.notReloaded = true")
+        wait_for(loop, lambda s: s["generation"] == before["generation"] + 1)
+        time.sleep(0.5)
+        assert page.evaluate("window.notReloaded") is True
         print(f"edit → page reloaded in the browser: {elapsed:.1f} s")
     finally:
         context.close()
@@ -173,6 +177,116 @@ def test_status_answers_a_long_poll_when_the_version_changes(loop):
         loop.changed.notify_all()
     waiting.join(timeout=5)
     assert answers and answers[0]["version"] == now["version"] + 1
+
+
+def open_page(loop: EditorLoop, page: str) -> tuple[dict, list, threading.Thread]:
+    """A page open in a browser: its reload script's long poll, naming it, waiting in a thread (the
+    version the page knows may be behind the site's: EditorLoop.seen_by). Returns the site's status."""
+    now, seen = loop.status(), loop.status(page=page)["version"]
+    answers: list[dict] = []
+    poll = threading.Thread(target=lambda: answers.append(loop.status(after=seen, page=page)))
+    poll.start()
+    deadline = time.monotonic() + 10
+    while page not in loop.open_pages and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert loop.open_pages.get(page) == 1
+    return now, answers, poll
+
+
+def without_script(page: str) -> str:
+    return page.replace(page[page.rindex("<script>/* pipeline serve") : page.rindex("</body>")], "")
+
+
+def price_of(loop: EditorLoop) -> str:
+    """The price of PAGE's server in servers.csv, as the row has it."""
+    row = next(
+        line
+        for line in (loop.sources / "servers.csv").read_text(encoding="utf-8").splitlines()
+        if line.startswith("esc8000a-8x-h100,")
+    )
+    return row.split(",")[6]
+
+
+def test_an_open_page_is_shown_as_soon_as_the_edit_is_valid(loop, monkeypatch):
+    """An open page reloads with the edit before the whole rebuild is written (held here until the test
+    has looked), from the same renderer; the rebuild then writes it byte for byte, so it does not reload
+    again, while the other pages, served from the last build meanwhile, do."""
+    from pipeline.render.site import Renderer
+
+    render, release = Renderer.render, threading.Event()
+    monkeypatch.setattr(Renderer, "render", lambda self, *a: release.wait(30) and render(self, *a))
+    price, other = price_of(loop), "gpu-count.html"  # an article that shows the price, not open
+    other_before = fetch(loop.url + other)
+    assert f"{int(price):,}".replace(",", NBSP) in other_before
+    now, answers, poll = open_page(loop, PAGE)
+    try:
+        edit_csv(loop.sources / "servers.csv", f",8,pcie,{price},", ",8,pcie,2512300,")
+        poll.join(timeout=30)
+        assert answers and answers[0]["version"] == now["version"] + 1
+        assert answers[0]["building"] is True and answers[0]["generation"] == now["generation"]
+        shown = fetch(loop.url + PAGE)
+        assert f"2{NBSP}512{NBSP}300" in shown and f"var version = {now['version'] + 1};" in shown
+        on_disk = (loop.out / "site" / PAGE).read_text(encoding="utf-8")
+        assert f"2{NBSP}512{NBSP}300" not in on_disk  # the last build's, until this one is written
+        assert without_script(fetch(loop.url + other)) == without_script(other_before)
+    finally:
+        release.set()
+    wait_for(loop, lambda s: s["generation"] == now["generation"] + 1)
+    assert without_script(shown) == (loop.out / "site" / PAGE).read_text(encoding="utf-8")
+    assert loop.status(page=PAGE)["version"] == now["version"] + 1  # nothing new for the page shown
+    assert loop.status(page=other)["version"] == loop.status()["version"] == now["version"] + 2
+    assert f"2{NBSP}512{NBSP}300" in fetch(loop.url + other)
+    assert f"var version = {now['version'] + 1};" in fetch(loop.url + PAGE)
+    assert loop.ahead == {} and loop.open_pages == {}
+
+
+def test_a_page_shown_ahead_reloads_to_the_last_good_site_when_the_rebuild_fails(loop, monkeypatch):
+    from pipeline.render.site import Renderer
+
+    def fail(self, *args):
+        raise RuntimeError("rendering failed on purpose")
+
+    monkeypatch.setattr(Renderer, "render", fail)
+    price = price_of(loop)
+    now, answers, poll = open_page(loop, PAGE)
+    edit_csv(loop.sources / "servers.csv", f",8,pcie,{price},", ",8,pcie,2523400,")
+    poll.join(timeout=30)
+    assert answers and answers[0]["version"] == now["version"] + 1  # shown ahead: the sources are valid
+    status = wait_for(loop, lambda s: s["version"] == now["version"] + 2)
+    assert status["ok"] is False and "rendering failed on purpose" in status["report"]
+    assert loop.status(page=PAGE)["version"] == now["version"] + 2  # it reloads: to the last good build
+    page = fetch(loop.url + PAGE)
+    assert f"2{NBSP}523{NBSP}400" not in page and "pipeline-serve-error" in page
+    monkeypatch.undo()
+    edit_csv(loop.sources / "servers.csv", ",8,pcie,2523400,", f",8,pcie,{price},")
+    assert wait_for(loop, lambda s: s["version"] == now["version"] + 3)["ok"] is True
+
+
+def test_a_page_is_never_shown_ahead_of_a_value_the_suites_reject(loop):
+    """A negative price passes the cross-table rules; only Great Expectations rejects it, in its child:
+    the page open meanwhile is not shown, and it reloads once, to the last good site and its report."""
+    price = price_of(loop)
+    now, answers, poll = open_page(loop, PAGE)
+    edit_csv(loop.sources / "servers.csv", f",8,pcie,{price},", ",8,pcie,-5,")
+    poll.join(timeout=30)
+    assert answers and answers[0]["version"] == now["version"] + 1 and answers[0]["ok"] is False
+    assert answers[0]["generation"] == now["generation"] and loop.ahead == {}
+    page = fetch(loop.url + PAGE)
+    assert "pipeline-serve-error" in page and f"{NBSP}-5" not in without_script(page)
+    edit_csv(loop.sources / "servers.csv", ",8,pcie,-5,", f",8,pcie,{price},")
+    assert wait_for(loop, lambda s: s["version"] == now["version"] + 2)["ok"] is True
+
+
+def test_a_long_poll_names_its_page_as_the_reload_script_sends_it(site_loop):
+    loop = site_loop()
+    page = get(loop, "/servers/")[2].decode("utf-8")
+    assert '"&page=" + encodeURIComponent(location.pathname)' in page
+    status = json.loads(get(loop, "/__status?after=5&page=%2Fservers%2F")[2])
+    assert status["version"] == 0 and loop.open_pages == {}  # answered at once: no longer counted
+    from pipeline.tools.serve import page_key
+
+    assert page_key("/servers/") == "servers/index.html" and page_key("/") == "index.html"
+    assert page_key("/models/%D0%B0.html") == "models/а.html" and page_key("/a/../b.html") is None
 
 
 # --- The server: every request gets an answer, under load too ---------------------------------------

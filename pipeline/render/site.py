@@ -46,6 +46,8 @@ from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, TYPE_NAMES_RU
 from pipeline.warm import Warm
 
 TOKEN = "TABLEPLACEHOLDER{}X"
+# The kinds of entity with a page each (and an index of them), and the template of that page.
+ENTITY_KINDS = {"models": "model.html", "methods": "method.html", "gpus": "gpu.html", "servers": "server.html"}
 
 
 @dataclass(frozen=True)
@@ -824,6 +826,7 @@ class Renderer:
         self.asset_names: dict[str, str] = {}
         self.article_warnings: set[Problem] = set()
         self.pages: list[str] = []  # every page rendered (the sitemap lists them)
+        self.articles: list[Article] | None = None  # read_articles(), when render() starts
         self.article_helpers: dict[str, Helpers] = {}
         self.article_views: dict[tuple, TableView] = {}  # an article's tables, made once for both its forms
         # Where a typeset table goes (Renderer.page): a comment no template or data can hold.
@@ -992,38 +995,63 @@ class Renderer:
 
     def entity_pages(self) -> dict[str, str]:
         """A page per model, method, GPU and server, an index of each kind, and the comparisons."""
-        entities, out = self.entities, {}
-        kinds = self.labels["entity_pages"]
-        for kind, view in (
-            ("models", entities.models_index()),
-            ("methods", entities.methods_index()),
-            ("gpus", entities.gpus_index()),
-            ("servers", entities.servers_index()),
-        ):
-            out[f"{kind}/index.html"] = self.page(
-                "list.html",
-                f"{kind}/index.html",
-                heading=kinds[kind]["title"],
-                description=kinds[kind]["description"],
-                view=view,
-            )
-        for kind, ids, template, context in (
-            ("models", entities.model_ids, "model.html", self.model_context),
-            ("methods", entities.method_ids, "method.html", self.method_context),
-            ("gpus", entities.gpu_ids, "gpu.html", self.gpu_context),
-            ("servers", entities.server_ids, "server.html", self.server_context),
-        ):
-            section = (f"{kind}/index.html", kinds[kind]["title"])
-            for entity_id in ids():
-                out[f"{kind}/{entity_id}.html"] = self.page(
-                    template,
-                    f"{kind}/{entity_id}.html",
-                    section_href=section[0],
-                    section_title=section[1],
-                    **context(entity_id),
-                )
+        out = {}
+        for kind in ENTITY_KINDS:
+            path = f"{kind}/index.html"
+            out[path] = self.page("list.html", path, **self.index_context(kind))
+        for kind, template in ENTITY_KINDS.items():
+            for entity_id in self.entity_ids(kind):
+                path = f"{kind}/{entity_id}.html"
+                out[path] = self.page(template, path, **self.entity_context(kind, entity_id))
         self.comparison_pages(out)
         return out
+
+    def index_context(self, kind: str) -> dict:
+        """What list.html shows of the index of one kind of entity (ENTITY_KINDS)."""
+        names, view = self.labels["entity_pages"][kind], getattr(self.entities, f"{kind}_index")()
+        return dict(heading=names["title"], description=names["description"], view=view)
+
+    def entity_ids(self, kind: str) -> list[str]:
+        """The ids of the entities of one kind that have a page."""
+        return getattr(self.entities, f"{kind[:-1]}_ids")()
+
+    def entity_context(self, kind: str, entity_id: str) -> dict:
+        """What the page of one entity shows: its kind's context and the way back to the kind's index."""
+        context = getattr(self, f"{kind[:-1]}_context")
+        section = dict(section_href=f"{kind}/index.html", section_title=self.labels["entity_pages"][kind]["title"])
+        return section | context(entity_id)
+
+    def preview(self, path: str) -> str | None:
+        """The page at `path` exactly as render() writes it, made on its own and ahead of the rest: an
+        entity's page, an index of entities or an article (`serve` shows the pages an editor has open
+        before the whole build is written). None for any other page. This render's own record (the
+        page memo, the search index, the pages the sitemap lists, the articles' warnings) is left as it
+        was, so render() afterwards writes what it would have written without it."""
+        kept = self.memo, self.indexer, self.pages, set(self.article_warnings)
+        self.memo, self.indexer, self.pages = None, None, []
+        try:
+            return self._preview(path)
+        finally:
+            self.memo, self.indexer, self.pages = kept[:3]
+            self.article_warnings = kept[3]
+
+    def _preview(self, path: str) -> str | None:
+        if self.articles is None:  # every page's navigation lists them
+            self.articles = read_articles(self.templates)
+        kind, _, name = path.partition("/")
+        if kind in ENTITY_KINDS:
+            if name == "index.html":
+                return self.page("list.html", path, **self.index_context(kind))
+            entity_id = name.removesuffix(".html")
+            if name.endswith(".html") and entity_id in set(self.entity_ids(kind)):
+                return self.page(ENTITY_KINDS[kind], path, **self.entity_context(kind, entity_id))
+            return None
+        for article in self.articles:
+            if path == f"{article.slug}.html":
+                body = Markup(self.article_html(article))
+                closing = self.closing(path, article.title)
+                return self.page("article.html", path, article=article, body=body, closing=closing)
+        return None
 
     def model_context(self, m: str) -> dict:
         """What model.html shows of one model."""

@@ -3,7 +3,10 @@
 A watcher thread polls the sizes and modification times of sources/ and site_templates/
 and rebuilds in this (warm) process with pipeline.build.build. HTML is sent with a small
 script that long-polls /__status (the answer comes as soon as a rebuild finishes) and
-reloads the page; after a failed
+reloads the page. The script names its page: a rebuild renders the pages open in a browser
+first and shows them as soon as the sources have passed their checks (Renderer.preview), then
+renders and writes the whole build as usual (a page that then differs reloads again; see
+EditorLoop.preview). After a failed
 rebuild every page also gets a banner with the report, while the last good site stays in
 OUT/site (a failed build writes nothing). Both are added as the page is sent: the files on
 disk never contain them. Changes to pipeline/*.py need a restart.
@@ -26,6 +29,7 @@ import threading
 import time
 import traceback
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import HTTPServer, SimpleHTTPRequestHandler
 from pathlib import Path
@@ -53,6 +57,8 @@ LONG_POLL_SECONDS = 25.0
 # for REQUEST_TIMEOUT seconds is dropped.
 WORKERS = 32
 LONG_POLLS = 24
+# A rebuild renders at most this many of the pages open in browsers ahead of the rest (EditorLoop.preview).
+PREVIEW_PAGES = 4
 WAITING = 512
 BACKLOG = 512
 REQUEST_TIMEOUT = 15
@@ -60,12 +66,14 @@ IDLE_SECONDS = 10  # a connection that sends nothing for this long is closed, wi
 MAX_URL_BYTES = 4096  # a longer request target is answered 414
 MAX_NAME_BYTES = 255  # the longest file name: a longer path segment is answered 414
 
-# Serve mode only, never written to disk. `version` counts finished rebuilds, good or not;
-# /__status?after=N answers when it is no longer N (or after LONG_POLL_SECONDS).
+# Serve mode only, never written to disk. `version` counts finished rebuilds, good or not, and the
+# pages shown ahead of one (EditorLoop.preview); /__status?after=N answers when it is no longer N
+# (or after LONG_POLL_SECONDS), &page=PATH names the page that asks.
 RELOAD_SCRIPT = """<script>/* pipeline serve: live reload */(function () {
   var version = %d;
   function poll() {
-    fetch("%s?after=" + version, {cache: "no-store"}).then(function (r) {
+    var page = "&page=" + encodeURIComponent(location.pathname);
+    fetch("%s?after=" + version + page, {cache: "no-store"}).then(function (r) {
       if (!r.ok) { throw r; }
       return r.json();
     }).then(function (s) {
@@ -130,6 +138,17 @@ def site_segments(url_path: str) -> tuple[list[str], tuple[int, str] | None]:
     return parts, None
 
 
+def page_key(url_path: str) -> str | None:
+    """The site file a page's URL path names ("servers/x.html"; a folder's is its index.html), as
+    Renderer.preview takes it; None for a path that cannot name one."""
+    segments, problem = site_segments(url_path)
+    if problem is not None:
+        return None
+    if not segments or url_path.endswith("/"):
+        segments = [*segments, "index.html"]
+    return "/".join(segments)
+
+
 def _kind(path: Path) -> str | None:
     """ "dir", "file" or None (absent, unreadable or a symbolic link: served as missing). A link is
     never followed: the site's folder holds none, and one planted there could lead anywhere."""
@@ -181,7 +200,7 @@ class Handler(SimpleHTTPRequestHandler):
             self.wfile.write(body)
 
     def send_page(self, page: bytes, status: int = 200) -> None:
-        status_now = self.editor.status()
+        status_now = self.editor.status(page=page_key(urllib.parse.urlsplit(self.path).path))
         body = inject(page, status_now["version"], status_now["report"])
         self.send_body(body, "text/html; charset=utf-8", status)
 
@@ -213,6 +232,9 @@ class Handler(SimpleHTTPRequestHandler):
         segments, problem = site_segments(url.path)
         if problem is not None:
             return self.refuse(*problem)
+        ahead = self.editor.shown_ahead(url.path)
+        if ahead is not None:
+            return self.send_page(ahead)
         root = Path(self.directory)
         path = _site_path(root, segments)
         kind = _kind(path) if path is not None else None
@@ -240,11 +262,13 @@ class Handler(SimpleHTTPRequestHandler):
         after = values.get("after")
         if after is not None and (len(after) != 1 or not re.fullmatch(r"[0-9]{1,18}", after[0])):
             return self.refuse(400, message("serve.bad_after"))
+        page = values.get("page", [None])[-1]
+        page = None if page is None else page_key(page)
         if after is None or self.command == "HEAD":
-            status = self.editor.status()
+            status = self.editor.status(page=page)
         elif self.server.long_polls.acquire(blocking=False):
             try:
-                status = self.editor.status(int(after[0]))
+                status = self.editor.status(int(after[0]), page)
             finally:
                 self.server.long_polls.release()
         else:  # too many pages wait already: this one asks again in a moment (the reload script does)
@@ -409,6 +433,10 @@ class EditorLoop:
         self.report: str | None = None  # the last rebuild's problems; None when it was good
         self.building = False
         self.last_seconds: dict | None = None  # the last rebuild's stage times
+        self.open_pages: dict[str, int] = {}  # pages whose reload script waits now (long poll), and how many
+        self.ahead: dict[str, bytes] = {}  # pages shown ahead of the rebuild that is under way (preview)
+        self.ahead_version: int | None = None  # the version at which the last rebuild showed pages ahead
+        self.same_as_ahead: frozenset[str] = frozenset()  # those the rebuild then wrote as they were shown
         self.warm = Warm(lives_on=True)  # the caches every rebuild of this loop shares (pipeline.warm)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when `version` changes
@@ -425,20 +453,80 @@ class EditorLoop:
         host = "[::1]" if host == "::" else f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
         return f"http://{host}:{self.server.server_address[1]}/"
 
-    def status(self, after: int | None = None) -> dict:
-        """The build's status; with `after`, once the version differs from it (long poll)."""
+    def status(self, after: int | None = None, page: str | None = None) -> dict:
+        """The build's status; with `after`, once the version `page` sees differs from it (long poll)."""
         with self.lock:
             if after is not None:
-                self.changed.wait_for(
-                    lambda: self.version != after or self.stopping.is_set(), timeout=LONG_POLL_SECONDS
-                )
+                if page is not None:
+                    self.open_pages[page] = self.open_pages.get(page, 0) + 1
+                try:
+                    self.changed.wait_for(
+                        lambda: self.seen_by(page) != after or self.stopping.is_set(), timeout=LONG_POLL_SECONDS
+                    )
+                finally:
+                    if page is not None:
+                        self.open_pages[page] -= 1
+                        if not self.open_pages[page]:
+                            del self.open_pages[page]
             return {
                 "generation": self.generation,
-                "version": self.version,
+                "version": self.seen_by(page),
                 "ok": self.report is None,
                 "report": self.report,
                 "building": self.building,
             }
+
+    def seen_by(self, page: str | None) -> int:
+        """The version as `page` sees it: a page shown ahead of the last rebuild that the rebuild then
+        wrote as it was shown has nothing new to reload (called with the lock held)."""
+        if page in self.same_as_ahead and self.ahead_version is not None and self.version == self.ahead_version + 1:
+            return self.ahead_version
+        return self.version
+
+    def shown_ahead(self, url_path: str) -> bytes | None:
+        """The page at `url_path` as the rebuild under way showed it ahead of the rest, if it did."""
+        key = page_key(url_path)
+        with self.lock:
+            return None if key is None else self.ahead.get(key)
+
+    def preview(self, renderer) -> Callable[[], None] | None:
+        """build's `preview` (pipeline.build.show_ahead): the pages open in browsers now, at most
+        PREVIEW_PAGES of them, rendered as the rebuild will write them (Renderer.preview), and what
+        shows them: they are served instead of the files on disk until the rebuild ends, and the
+        version moves, so that their pages reload. None when no open page can be shown ahead. A page
+        that fails here is left to the whole build, which reports its problem."""
+        with self.lock:
+            wanted = sorted(self.open_pages, key=lambda page: -self.open_pages[page])[:PREVIEW_PAGES]
+        pages = {}
+        for page in wanted:
+            with contextlib.suppress(Exception):
+                text = renderer.preview(page)
+                if text is not None:
+                    pages[page] = text.encode("utf-8")
+        if not pages:
+            return None
+
+        def show() -> None:
+            with self.lock:
+                self.ahead, self.ahead_version = pages, self.version + 1
+                self.version += 1
+                self.changed.notify_all()
+
+        return show
+
+    def after_ahead(self, ok: bool) -> None:
+        """At the end of a rebuild that showed pages ahead (called with the lock held, before the version
+        moves): which of them it wrote byte for byte as they were shown; those pages do not reload."""
+        if not self.ahead:  # none shown by this rebuild: those of an earlier one stay as they are
+            return
+        same = set()
+        if ok:
+            site = self.out / "site"
+            for page, text in self.ahead.items():
+                path = _site_path(site, page.split("/"))
+                if path is not None and _kind(path) == "file" and _read(path) == text:
+                    same.add(page)
+        self.same_as_ahead, self.ahead = frozenset(same), {}
 
     def say(self, text: str, stream=None) -> None:
         """A timestamped line on stream; standard output by default, looked up at the call (not at import)."""
@@ -458,8 +546,10 @@ class EditorLoop:
         if self.warming is not None:  # an edit during the warm-up waits for it (it does what the rebuild would)
             self.warming.join()
             self.warming = None
+        with self.lock:  # after a failed rebuild, its banner stays until a whole build replaces it
+            preview = self.preview if self.report is None else None
         try:
-            summary = build(self.sources, self.out, self.base_url, progress=progress, warm=self.warm)
+            summary = build(self.sources, self.out, self.base_url, progress=progress, warm=self.warm, preview=preview)
         except Exception as exc:  # the loop must survive any broken template or source
             problems = getattr(exc, "problems", None)
             if problems is not None:
@@ -468,6 +558,7 @@ class EditorLoop:
                 report = "".join(traceback.format_exception_only(exc)).strip()
                 traceback.print_exc()
             with self.lock:
+                self.after_ahead(ok=False)
                 self.report, self.building = report, False
                 self.version += 1
                 self.changed.notify_all()
@@ -479,6 +570,7 @@ class EditorLoop:
             fixed = self.report is not None
             if not skipped:
                 self.generation += 1
+            self.after_ahead(ok=True)
             if not skipped or fixed:
                 self.version += 1
                 self.changed.notify_all()

@@ -264,7 +264,7 @@ def serve_edit(b: Bench, sources: Path, edit, edits: int = 5, page: str | None =
     reload script's long poll names it, and each time runs until the page, fetched after the reload
     signal, shows the edit (its bytes differ from before it). Without, until /__status's version
     changes (the whole rebuild written). Wall clock only (the serving process is not waited for per edit)."""
-    port, out = _free_port(), b.work / "serve-out"
+    port, out = _free_port(), b.work / ("serve-out" if page is None else "serve-out-page")  # a first build each
     cmd = [sys.executable, "-m", "pipeline", "serve", "--sources", str(sources), "--out", str(out)]
     proc = subprocess.Popen(
         [*cmd, "--port", str(port), "--quiet"],

@@ -65,8 +65,7 @@ def build(  # noqa: PLR0913
 def run(  # noqa: PLR0913
     sources: Path, out: Path, base_url: str, force: bool, progress: Progress | None, warm: Warm | None, preview=None
 ) -> dict:
-    """The whole pipeline; returns counts and stage times for the summary line (see the module's docstring).
-    `preview`: build's (a Preview or None)."""
+    """The whole pipeline (`preview` as build's); returns counts and stage times for the summary line."""
     from pipeline import fingerprint
 
     clock = Clock(progress)
@@ -81,7 +80,7 @@ def run(  # noqa: PLR0913
 
     warm = Warm() if warm is None else warm
     clock.record("imports", clock.elapsed())
-    previous, before = fingerprint.read_state(out), read_verdicts(out)  # of the build this one replaces
+    previous = fingerprint.read_state(out)  # of the build this one replaces
 
     #
     # Load inputs.
@@ -93,12 +92,13 @@ def run(  # noqa: PLR0913
     #
     workbooks = None
     try:
-        catalog = clock.timed("compute", lambda: combine(con, FrameMemo(warm.frames, read=not force)))
-        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.table_files)  # forked
+        kept = None if force else warm.steps  # the tables an edit left as they were (serve's rebuilds)
+        catalog = clock.timed("compute", lambda: combine(con, FrameMemo(warm.frames, read=not force), kept, digests))
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
-        if preview is not None:
+        if preview is not None:  # before the workbooks' child is forked: the open pages wait for nothing else
             clock.timed("preview", lambda: show_ahead(preview, renderer, pending))
+        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.table_files)  # forked
         rendered, staging, writing = render_and_stage(renderer, out, workbooks, force, warm, clock)
     except Exception:
         abandon(workbooks, pending)
@@ -113,7 +113,7 @@ def run(  # noqa: PLR0913
             rendered.site["quality.html"] = renderer.page("quality.html", "quality.html", validation=validation)
         state = {"inputs": inputs, "validation": validation.to_dict(), "pages": memo.now}
         late = {name: rendered.site[name] for name in ("quality.html",) if name in rendered.site}
-        tick = time.perf_counter()
+        tick, before = time.perf_counter(), read_verdicts(out)  # those of the build this one replaces
         counts = staging.swap(state, late, warm.exchange)
         clock.record("write", writing + time.perf_counter() - tick)  # before and after the wait
     except BaseException:

@@ -17,7 +17,7 @@ from functools import cached_property
 import duckdb
 import polars as pl
 
-from pipeline import lookups
+from pipeline import cache, lookups
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.frame_memo import FrameMemo
@@ -460,17 +460,45 @@ def filled_memory_notes(gpus: pl.DataFrame) -> pl.DataFrame:
     return gpus.with_columns(pl.Series("memory_note_ru", notes, dtype=gpus.schema["memory_note_ru"]))
 
 
-def combine(con: duckdb.DuckDBPyConnection, memo: FrameMemo | None = None) -> Catalog:
+def combine(
+    con: duckdb.DuckDBPyConnection,
+    memo: FrameMemo | None = None,
+    kept: dict | None = None,
+    digests: Mapping[str, str] | None = None,
+) -> Catalog:
     """Read the typed tables and make every derived table, step by step (`STEPS`); `memo`: where the
-    costly steps find what an earlier build made from the same inputs (pipeline.frame_memo)."""
+    costly steps find what an earlier build made from the same inputs (pipeline.frame_memo). `kept`
+    (a warm process's `Warm.steps`) with `digests` (the SHA-256 of each source file as read, by file
+    name): each table a step made in the last build, by its lineage key (`lineage_keys`), so that a step
+    none of whose sources changed since is not made again (a price edit leaves the calibration alone)."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
+    keys = lineage_keys(digests) if kept is not None and digests is not None else {}
     recipes: dict[str, object] = {}  # the steps not held (server_fit, recommendations): what later steps see
     for step in STEPS:
         seen = {name: tables[name] if name in tables else recipes[name] for name in step.inputs}
-        made = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
+        key = keys.get(step.name) if step.held else None
+        if key is not None and kept.get(step.name, (None,))[0] == key:
+            made = kept[step.name][1]
+        else:
+            made = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
+            if key is not None:
+                kept[step.name] = (key, made)
         (tables if step.held else recipes)[step.name] = made
     # server_fit's recipe is made again when asked for (Catalog.fits: two small sorts), from the tables
     return Catalog(tables, constants, {"recommendations": recipes["recommendations"]})
+
+
+def lineage_keys(digests: Mapping[str, str]) -> dict[str, str]:
+    """Each derived table's key by its lineage: the digests of the source files it is made from,
+    through the steps between (every step also reads the constants mapping, which holds the constants
+    and the typical setup); a table made from a file that was not read has none. Within one process
+    (whose code does not change) the same key means the same table."""
+    keys: dict[str, str | None] = {t.name: digests.get(t.file) for t in SOURCE_TABLES}
+    mapping = [keys["constants"], keys["typical_setup"]]
+    for step in STEPS:
+        parts = [keys.get(name) for name in step.inputs] + mapping
+        keys[step.name] = None if None in parts else cache.make_key("step", step.name, *parts)
+    return {step.name: key for step in STEPS if (key := keys[step.name]) is not None}

@@ -9,7 +9,7 @@ return: a cold process keeps no module state, and no stage function depends on w
 Every entry is keyed by what determines it (a template folder, a partial's source, a table's
 cells, a CSV's hash, a device), so a hit is always right. What grows with edits is cut back to
 what the last build used (`outcomes`, `workbooks`, `table_files`, `article_bodies`, `queries`,
-`indexes`), so an editing session does not pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
+`indexes`; `frames` and `steps` hold one entry per step), so an editing session does not pile up old entries; the rest is bounded by the inputs (a folder or two, one partial, the tables'
 suites; Jinja keeps at most 400 compiled templates).
 """
 
@@ -58,5 +58,8 @@ class Warm:
     indexes: dict = field(default_factory=dict)
     # pipeline/frame_memo.py: step name -> (key, frame) of the last build (the recommendations' plans).
     frames: dict = field(default_factory=dict)
+    # pipeline/combine.py: derived table -> (its key by the source files it is made from, the table) of
+    # the last build: a table none of whose sources an edit changed is taken as it is.
+    steps: dict = field(default_factory=dict)
     # pipeline/publish/staging.py: device -> whether its file system exchanges two folders atomically.
     exchange: dict = field(default_factory=dict)

@@ -90,3 +90,75 @@ def test_a_price_edit_reuses_the_plans_and_gives_the_table_made_anew(catalog, st
     moved = recommend.recommendations(*args, edited.with_columns(network=pl.lit("infiniband-ndr")), *rest, memo=memo)
     assert memo.made == ["plans"]  # a server's network is part of its plan
     assert not moved.equals(anew)
+
+
+SERVERS_REACH = {
+    "server_fit",
+    "pretraining",
+    "recommendations",
+    "memory_breakdown",
+    "server_memory",
+    "comparison",
+    "comparison_advice",
+}
+
+
+def test_a_tables_lineage_key_changes_with_the_files_it_is_made_from_only():
+    from pipeline.combine import STEPS, lineage_keys
+    from pipeline.schema import SOURCE_TABLES
+
+    digests = {t.file: f"digest of {t.file}" for t in SOURCE_TABLES}
+    keys = lineage_keys(digests)
+    assert set(keys) == {step.name for step in STEPS}
+
+    def changed(**files) -> set[str]:
+        edited = lineage_keys(digests | {f"{name}.csv": "edited" for name in files})
+        return {name for name, key in edited.items() if keys[name] != key}
+
+    assert changed(servers=1) == SERVERS_REACH
+    assert changed(measurements=1) == {
+        "calibration",
+        "calibration_summary",
+        "calibration_breakdown",
+        "estimator_range",
+        "calibration_out_of_sample",
+        "estimator_constants",
+        "recommendations",
+        "memory_breakdown",
+        "comparison",
+    }
+    assert changed(constants=1) == changed(typical_setup=1) == set(keys)  # every step reads the constants
+    unread = lineage_keys({f: d for f, d in digests.items() if f != "throughput.csv"})
+    assert "time_calibration" not in unread and "pretraining" not in unread and "estimates" in unread
+
+
+def test_a_warm_rebuild_takes_the_tables_an_edit_did_not_reach(sources):
+    """combine with a warm process's `kept`: after a price edit, the tables the servers do not reach are
+    the last build's own frames, the others made anew, and every table is what a cold combine makes."""
+    from pipeline.build import load_and_validate
+    from pipeline.combine import STEPS, combine
+    from pipeline.load import read_sources
+
+    def combined(kept):
+        digests: dict = {}
+        read_sources(sources, digests)
+        return combine(load_and_validate(sources)[0], None, kept, digests)
+
+    kept: dict = {}
+    before = combined(kept)
+    held = {step.name for step in STEPS if step.held}
+    assert set(kept) == held and all(kept[name][1] is before.tables[name] for name in held)
+    edit_text = (sources / "servers.csv").read_text(encoding="utf-8").replace(",8,pcie,2373300,", ",8,pcie,2400000,")
+    (sources / "servers.csv").write_text(edit_text, encoding="utf-8")
+    after, cold = combined(kept), combined(None)
+    for name, frame in after.tables.items():
+        assert frame.equals(cold.tables[name]), name
+        if name in kept and name not in SERVERS_REACH:
+            assert frame is before.tables[name], name
+    reached = {name for name in kept if after.tables[name] is not before.tables[name]}
+    assert (
+        reached
+        == (SERVERS_REACH & set(kept))
+        == {"pretraining", "memory_breakdown", "server_memory", "comparison", "comparison_advice"}
+    )
+    assert after.ranked.frame().equals(cold.ranked.frame())

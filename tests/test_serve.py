@@ -2,6 +2,7 @@
 
 import html
 import json
+import re
 import select
 import shutil
 import socket
@@ -229,6 +230,11 @@ def test_an_open_page_is_shown_as_soon_as_the_edit_is_valid(loop, monkeypatch):
         on_disk = (loop.out / "site" / PAGE).read_text(encoding="utf-8")
         assert f"2{NBSP}512{NBSP}300" not in on_disk  # the last build's, until this one is written
         assert without_script(fetch(loop.url + other)) == without_script(other_before)
+        # What the page loads comes with it: its data (the calculator panel's) and static files.
+        data = fetch(loop.url + "data/calculator.json")
+        assert "2512300" in data and "2512300" not in (loop.out / "site/data/calculator.json").read_text("utf-8")
+        css = re.search(r'href="(?:\.\./)*(style\.[0-9a-f]+\.css)"', shown).group(1)
+        assert fetch(loop.url + css) == (TEMPLATES / "static" / "style.css").read_text(encoding="utf-8")
     finally:
         release.set()
     wait_for(loop, lambda s: s["generation"] == now["generation"] + 1)
@@ -237,7 +243,48 @@ def test_an_open_page_is_shown_as_soon_as_the_edit_is_valid(loop, monkeypatch):
     assert loop.status(page=other)["version"] == loop.status()["version"] == now["version"] + 2
     assert f"2{NBSP}512{NBSP}300" in fetch(loop.url + other)
     assert f"var version = {now['version'] + 1};" in fetch(loop.url + PAGE)
-    assert loop.ahead == {} and loop.open_pages == {}
+    assert loop.ahead == {} and loop.ahead_files == {} and loop.open_pages == {}
+    assert fetch(loop.url + "data/calculator.json") == (loop.out / "site/data/calculator.json").read_text("utf-8")
+
+
+def test_a_page_shown_ahead_reloads_when_what_it_loads_was_written_otherwise(site_loop):
+    """A page shown ahead keeps its version only when the build wrote it, and every file it loads, as
+    they were shown; otherwise it reloads (a renderer stands in for the build's)."""
+    loop = site_loop()
+    site = loop.out / "site"
+
+    class Rendered:
+        def __init__(self, files: dict[str, bytes]):
+            self.files = files
+
+        def preview(self, page: str) -> str | None:
+            return "<html><body><p>Серверы, заранее</p></body></html>" if page == "servers/index.html" else None
+
+        def preview_files(self) -> dict[str, bytes]:
+            return self.files
+
+    for files, written, quiet in (
+        ({"style.css": b"p {}\n"}, "p {}\n", True),
+        ({"style.css": b"p {}\n"}, "a {}\n", False),
+    ):
+        loop.open_pages = {"servers/index.html": 1, "index.html": 1}
+        show = loop.preview(Rendered(files))
+        loop.open_pages = {}
+        show()
+        version = loop.version
+        assert get(loop, "/servers/")[2].decode("utf-8").startswith("<html><body><p>Серверы, заранее</p>")
+        status, headers, body = get(loop, "/style.css")
+        assert (status, headers["Content-Type"], body) == (200, "text/css", b"p {}\n")
+        (site / "servers" / "index.html").write_text(
+            "<html><body><p>Серверы, заранее</p></body></html>", encoding="utf-8"
+        )
+        (site / "style.css").write_text(written, encoding="utf-8")
+        with loop.lock:
+            loop.after_ahead(ok=True)
+            loop.version += 1
+        assert loop.status(page="servers/index.html")["version"] == (version if quiet else version + 1)
+        assert loop.status(page="index.html")["version"] == version + 1  # not shown ahead: it reloads
+        assert loop.ahead == {} and loop.ahead_files == {}
 
 
 def test_a_page_shown_ahead_reloads_to_the_last_good_site_when_the_rebuild_fails(loop, monkeypatch):

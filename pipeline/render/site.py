@@ -1035,6 +1035,13 @@ class Renderer:
             self.memo, self.indexer, self.pages = kept[:3]
             self.article_warnings = kept[3]
 
+    def preview_files(self) -> dict[str, bytes]:
+        """What the pages made ahead (preview) load besides themselves, as render() writes it: the
+        static files they link (under content-hashed names) and the data the calculator panels read."""
+        files = dict(self.assets)
+        files["data/calculator.json"] = calculator.calculator_json(self.catalog).encode("utf-8")
+        return files
+
     def _preview(self, path: str) -> str | None:
         if self.articles is None:  # every page's navigation lists them
             self.articles = read_articles(self.templates)

@@ -234,7 +234,8 @@ class Handler(SimpleHTTPRequestHandler):
             return self.refuse(*problem)
         ahead = self.editor.shown_ahead(url.path)
         if ahead is not None:
-            return self.send_page(ahead)
+            content, is_page = ahead
+            return self.send_page(content) if is_page else self.send_body(content, self.guess_type(url.path))
         root = Path(self.directory)
         path = _site_path(root, segments)
         kind = _kind(path) if path is not None else None
@@ -435,6 +436,7 @@ class EditorLoop:
         self.last_seconds: dict | None = None  # the last rebuild's stage times
         self.open_pages: dict[str, int] = {}  # pages whose reload script waits now (long poll), and how many
         self.ahead: dict[str, bytes] = {}  # pages shown ahead of the rebuild that is under way (preview)
+        self.ahead_files: dict[str, bytes] = {}  # and what they load: static files, the calculator's data
         self.ahead_version: int | None = None  # the version at which the last rebuild showed pages ahead
         self.same_as_ahead: frozenset[str] = frozenset()  # those the rebuild then wrote as they were shown
         self.warm = Warm(lives_on=True)  # the caches every rebuild of this loop shares (pipeline.warm)
@@ -483,11 +485,16 @@ class EditorLoop:
             return self.ahead_version
         return self.version
 
-    def shown_ahead(self, url_path: str) -> bytes | None:
-        """The page at `url_path` as the rebuild under way showed it ahead of the rest, if it did."""
+    def shown_ahead(self, url_path: str) -> tuple[bytes, bool] | None:
+        """The page at `url_path` as the rebuild under way showed it ahead of the rest, or a file such a
+        page loads, with whether it is a page; None when it showed neither."""
         key = page_key(url_path)
         with self.lock:
-            return None if key is None else self.ahead.get(key)
+            if key is None:
+                return None
+            if key in self.ahead:
+                return self.ahead[key], True
+            return (self.ahead_files[key], False) if key in self.ahead_files else None
 
     def preview(self, renderer) -> Callable[[], None] | None:
         """build's `preview` (pipeline.build.show_ahead): the pages open in browsers now, at most
@@ -505,10 +512,11 @@ class EditorLoop:
                     pages[page] = text.encode("utf-8")
         if not pages:
             return None
+        files = renderer.preview_files()
 
         def show() -> None:
             with self.lock:
-                self.ahead, self.ahead_version = pages, self.version + 1
+                self.ahead, self.ahead_files, self.ahead_version = pages, files, self.version + 1
                 self.version += 1
                 self.changed.notify_all()
 
@@ -519,14 +527,16 @@ class EditorLoop:
         moves): which of them it wrote byte for byte as they were shown; those pages do not reload."""
         if not self.ahead:  # none shown by this rebuild: those of an earlier one stay as they are
             return
+        site = self.out / "site"
+
+        def written(name: str, content: bytes) -> bool:
+            path = _site_path(site, name.split("/"))
+            return path is not None and _kind(path) == "file" and _read(path) == content
+
         same = set()
-        if ok:
-            site = self.out / "site"
-            for page, text in self.ahead.items():
-                path = _site_path(site, page.split("/"))
-                if path is not None and _kind(path) == "file" and _read(path) == text:
-                    same.add(page)
-        self.same_as_ahead, self.ahead = frozenset(same), {}
+        if ok and all(written(name, content) for name, content in self.ahead_files.items()):
+            same = {page for page, text in self.ahead.items() if written(page, text)}
+        self.same_as_ahead, self.ahead, self.ahead_files = frozenset(same), {}, {}
 
     def say(self, text: str, stream=None) -> None:
         """A timestamped line on stream; standard output by default, looked up at the call (not at import)."""

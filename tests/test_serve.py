@@ -286,6 +286,14 @@ def test_a_page_shown_ahead_reloads_when_what_it_loads_was_written_otherwise(sit
         assert loop.status(page="index.html")["version"] == version + 1  # not shown ahead: it reloads
         assert loop.ahead == {} and loop.ahead_files == {}
 
+    class Broken(Rendered):
+        def preview_files(self) -> dict[str, bytes]:
+            raise RuntimeError("what the page loads failed")
+
+    loop.open_pages = {"servers/index.html": 1}
+    assert loop.preview(Broken({})) is None  # nothing shown; the whole build reports what fails
+    loop.open_pages = {}
+
 
 def test_a_page_shown_ahead_reloads_to_the_last_good_site_when_the_rebuild_fails(loop, monkeypatch):
     from pipeline.render.site import Renderer

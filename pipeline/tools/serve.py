@@ -500,19 +500,20 @@ class EditorLoop:
         """build's `preview` (pipeline.build.show_ahead): the pages open in browsers now, at most
         PREVIEW_PAGES of them, rendered as the rebuild will write them (Renderer.preview), and what
         shows them: they are served instead of the files on disk until the rebuild ends, and the
-        version moves, so that their pages reload. None when no open page can be shown ahead. A page
-        that fails here is left to the whole build, which reports its problem."""
+        version moves, so that their pages reload. None when no open page can be shown ahead. What fails
+        here is left to the whole build, which reports its problem: it never stops the build."""
         with self.lock:
             wanted = sorted(self.open_pages, key=lambda page: -self.open_pages[page])[:PREVIEW_PAGES]
-        pages = {}
+        pages, files = {}, None
         for page in wanted:
             with contextlib.suppress(Exception):
                 text = renderer.preview(page)
                 if text is not None:
                     pages[page] = text.encode("utf-8")
-        if not pages:
+        with contextlib.suppress(Exception):
+            files = renderer.preview_files() if pages else None
+        if files is None:
             return None
-        files = renderer.preview_files()
 
         def show() -> None:
             with self.lock:

@@ -133,10 +133,19 @@ def test_a_page_made_ahead_is_the_page_the_render_writes(catalog):
         "gpus/index.html",
         "servers/esc8000a-8x-h100.html",
         "gpu-count.html",
+        "index.html",
+        "calculator.html",
     ]
     ahead = {path: renderer.preview(path) for path in paths}
     assert renderer.pages == [] and renderer.memo.now == {} and renderer.indexer is None
-    for other in ("calculator.html", "models/no-such-model.html", "models/", "quality.html", "charts.html"):
+    for other in (
+        "data.html",
+        "models/no-such-model.html",
+        "models/",
+        "quality.html",
+        "charts.html",
+        "compare/index.html",
+    ):
         assert renderer.preview(other) is None, other
     rendered = renderer.render()
     assert {path: rendered.site[path] for path in paths} == ahead

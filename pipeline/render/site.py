@@ -1023,8 +1023,8 @@ class Renderer:
 
     def preview(self, path: str) -> str | None:
         """The page at `path` exactly as render() writes it, made on its own and ahead of the rest: an
-        entity's page, an index of entities or an article (`serve` shows the pages an editor has open
-        before the whole build is written). None for any other page. This render's own record (the
+        entity's page, an index of entities, an article, the home page or the calculator (`serve` shows
+        the pages an editor has open before the whole build is written). None for any other page. This render's own record (the
         page memo, the search index, the pages the sitemap lists, the articles' warnings) is left as it
         was, so render() afterwards writes what it would have written without it."""
         kept = self.memo, self.indexer, self.pages, set(self.article_warnings)
@@ -1058,7 +1058,9 @@ class Renderer:
                 body = Markup(self.article_html(article))
                 closing = self.closing(path, article.title)
                 return self.page("article.html", path, article=article, body=body, closing=closing)
-        return None
+        if path == "index.html":
+            return self.page("index.html", path, articles=self.articles)
+        return self.calculator_page() if path == "calculator.html" else None
 
     def model_context(self, m: str) -> dict:
         """What model.html shows of one model."""

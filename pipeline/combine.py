@@ -17,7 +17,7 @@ from functools import cached_property
 import duckdb
 import polars as pl
 
-from pipeline import cache, lookups
+from pipeline import cache, frame_memo, lookups
 from pipeline.estimate import calibration, first_principles, recommend, table_rule, time_accuracy, training
 from pipeline.estimate.architecture import parameter_counts
 from pipeline.frame_memo import FrameMemo
@@ -338,9 +338,17 @@ def _recommendations(t: Tables, c: Constants, memo: FrameMemo | None = None) -> 
     return recommend.rank_plans(t["models"], t["methods"], t["servers"], t["gpus"], c, spreads, band, memo)
 
 
-def _memory_breakdown(t: Tables, c: Constants) -> pl.DataFrame:
+def _memory_breakdown(t: Tables, c: Constants, memo: FrameMemo | None = None) -> pl.DataFrame:
+    """Through `memo` by what the table is made from: the recommendations only through each job's cards,
+    which a price edit seldom changes (0.3 s of a new process's build when made)."""
     cards = recommend.job_gpus(t["recommendations"].leading)
-    return first_principles.memory_breakdown_table(t["models"], t["methods"], t["estimates"], c, cards)
+
+    def made() -> pl.DataFrame:
+        return first_principles.memory_breakdown_table(t["models"], t["methods"], t["estimates"], c, cards)
+
+    parts = [frame_memo.frame_digest(t[name]) for name in ("models", "methods", "estimates")]
+    parts += [frame_memo.mapping_digest(c), repr(sorted(cards.items()))]
+    return frame_memo.made_now("memory_breakdown", parts, made, memo)
 
 
 def _calibration(t: Tables, c: Constants) -> pl.DataFrame:
@@ -424,6 +432,7 @@ STEPS: tuple[Step, ...] = (
         "memory_breakdown",
         ("models", "methods", "constants", "typical_setup", "estimates", "recommendations"),
         _memory_breakdown,
+        memo=True,
     ),
     Step("server_memory", ("servers", "gpus"), server_memory),
     Step("memory_curve", ("memory_anchors", "models", "methods", "constants"), memory_curve),

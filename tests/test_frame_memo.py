@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import pytest
 
+from conftest import edit_csv
 from pipeline import cache, frame_memo
 from pipeline.estimate import recommend
 
@@ -162,3 +165,25 @@ def test_a_warm_rebuild_takes_the_tables_an_edit_did_not_reach(sources):
         == {"pretraining", "memory_breakdown", "server_memory", "comparison", "comparison_advice"}
     )
     assert after.ranked.frame().equals(cold.ranked.frame())
+
+
+def test_the_memory_breakdown_is_taken_from_the_memo_while_each_jobs_cards_stay(sources, store):
+    """A new process's build after a price edit reads the memory breakdown from the user cache when no
+    job's leading cards moved, and makes it anew when one did; either way the table made without a memo."""
+    from pipeline.build import load_and_validate
+    from pipeline.combine import combine
+
+    def made_with(memo: frame_memo.FrameMemo):
+        catalog = combine(load_and_validate(sources)[0], memo)
+        assert catalog["memory_breakdown"].equals(combine(load_and_validate(sources)[0])["memory_breakdown"])
+        return memo.made
+
+    assert made_with(frame_memo.FrameMemo({}, store=store)) == ["plans", "memory_breakdown"]
+    edit_csv(sources / "servers.csv", ",8,pcie,2373300,", ",8,pcie,2400000,")
+    assert made_with(frame_memo.FrameMemo({}, store=store)) == []  # a new process: from the disk
+    # Every 8-card server at 100,000 a month: some job's cheapest option, and so its cards, moves.
+    text = (sources / "servers.csv").read_text(encoding="utf-8")
+    edited = re.sub(r"(,8,(?:pcie|nvswitch|infinity-fabric),)\d+,", r"\g<1>100000,", text)
+    assert edited != text
+    (sources / "servers.csv").write_text(edited, encoding="utf-8")
+    assert made_with(frame_memo.FrameMemo({}, store=store)) == ["memory_breakdown"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 
 import duckdb
 import polars as pl
@@ -479,25 +479,38 @@ def combine(
     costly steps find what an earlier build made from the same inputs (pipeline.frame_memo). `kept`
     (a warm process's `Warm.steps`) with `digests` (the SHA-256 of each source file as read, by file
     name): each table a step made in the last build, by its lineage key (`lineage_keys`), so that a step
-    none of whose sources changed since is not made again (a price edit leaves the calibration alone)."""
+    none of whose sources changed since is not made again (a price edit leaves the calibration alone);
+    with `memo` too, such tables are also kept in the user cache by that key (`LINEAGE_NAMESPACE`), for
+    the next process."""
     tables = {t.name: con.sql(f'SELECT * FROM "{t.name}"').pl() for t in SOURCE_TABLES}
     tables["gpus"] = filled_memory_notes(tables["gpus"])
     constants = dict(tables["constants"].select("constant_id", "value").iter_rows())
     constants |= first_principles.typical_constants(tables["typical_setup"])  # the typical setup, as typical_<setting>
     keys = lineage_keys(digests) if kept is not None and digests is not None else {}
+    by_lineage = None if memo is None or not keys else memo.sibling(LINEAGE_NAMESPACE, LINEAGE_KEEP)
     recipes: dict[str, object] = {}  # the steps not held (server_fit, recommendations): what later steps see
     for step in STEPS:
         seen = {name: tables[name] if name in tables else recipes[name] for name in step.inputs}
         key = keys.get(step.name) if step.held else None
         if key is not None and kept.get(step.name, (None,))[0] == key:
             made = kept[step.name][1]
+        elif step.memo:
+            made = step.make(seen, constants, memo)
         else:
-            made = step.make(seen, constants, memo) if step.memo else step.make(seen, constants)
-            if key is not None:
-                kept[step.name] = (key, made)
+            made = frame_memo.made_now(
+                step.name, [key], partial(step.make, seen, constants), by_lineage if key else None
+            )
+        if key is not None:
+            kept[step.name] = (key, made)
         (tables if step.held else recipes)[step.name] = made
     # server_fit's recipe is made again when asked for (Catalog.fits: two small sorts), from the tables
     return Catalog(tables, constants, {"recommendations": recipes["recommendations"]})
+
+
+# The user cache's part for the tables by lineage (a new process's build takes those its edit did not
+# reach), apart from the plans' frames: about twenty small tables a catalog.
+LINEAGE_NAMESPACE = "frames-by-lineage"
+LINEAGE_KEEP = 64
 
 
 def lineage_keys(digests: Mapping[str, str]) -> dict[str, str]:

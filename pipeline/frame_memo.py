@@ -47,11 +47,24 @@ def mapping_digest(values: Mapping[str, object]) -> str:
 class FrameMemo:
     """Frames by (name, parts): in `held` first, then in the user cache; made and stored on a miss."""
 
-    def __init__(self, held: dict | None = None, read: bool = True, store: cache.Cache | None = None):
+    def __init__(  # noqa: PLR0913
+        self,
+        held: dict | None = None,
+        read: bool = True,
+        store: cache.Cache | None = None,
+        namespace: str = NAMESPACE,
+        keep: int = KEEP,
+    ):
         self.held = {} if held is None else held
         self.read = read
         self.store = store
+        self.namespace, self.keep = namespace, keep  # the user cache's part it uses, and its newest entries kept
         self.made: list[str] = []  # the names made (not found) by this memo: what a build recomputed
+
+    def sibling(self, namespace: str, keep: int) -> FrameMemo:
+        """A memo that reads as this one does, from the same store, in a namespace of its own (so that
+        many small frames do not push this one's few large ones out), holding nothing yet."""
+        return FrameMemo({}, self.read, self.store, namespace, keep)
 
     def key(self, name: str, parts: Iterable[str]) -> str:
         return cache.make_key(FORMAT, name, validation_cache._code("package"), *validation_cache.versions(), *parts)
@@ -61,21 +74,21 @@ class FrameMemo:
         if self.read and name in self.held and self.held[name][0] == key:
             return self.held[name][1]
         disk = self.store if self.store is not None else cache.Cache()
-        frame = self._read(disk, key) if self.read and validation_cache.enabled() else None
+        frame = self._read(disk, self.namespace, key) if self.read and validation_cache.enabled() else None
         if frame is None:
             frame = make()
             self.made.append(name)
             if validation_cache.enabled():
                 data = io.BytesIO()
                 frame.write_ipc(data, compression="lz4")
-                disk.put(NAMESPACE, key, data.getvalue())
-                disk.prune(NAMESPACE, KEEP)
+                disk.put(self.namespace, key, data.getvalue())
+                disk.prune(self.namespace, self.keep)
         self.held[name] = (key, frame)
         return frame
 
     @staticmethod
-    def _read(disk: cache.Cache, key: str) -> pl.DataFrame | None:
-        payload = disk.get(NAMESPACE, key)
+    def _read(disk: cache.Cache, namespace: str, key: str) -> pl.DataFrame | None:
+        payload = disk.get(namespace, key)
         if payload is None:
             return None
         try:

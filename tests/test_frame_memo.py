@@ -187,3 +187,35 @@ def test_the_memory_breakdown_is_taken_from_the_memo_while_each_jobs_cards_stay(
     assert edited != text
     (sources / "servers.csv").write_text(edited, encoding="utf-8")
     assert made_with(frame_memo.FrameMemo({}, store=store)) == ["memory_breakdown"]
+
+
+def test_a_new_process_takes_the_tables_its_edit_did_not_reach_from_the_user_cache(sources, store, monkeypatch):
+    """combine in a new process (nothing held) after a price edit: the calibration, which no server
+    reaches, comes from the user cache by its lineage key; every table is what a cold combine makes,
+    with the same types; a forced build makes it anew."""
+    from pipeline import combine as C
+    from pipeline.build import load_and_validate
+    from pipeline.load import read_sources
+
+    calls = []
+    real = C.calibration.calibration
+    monkeypatch.setattr(C.calibration, "calibration", lambda *args: calls.append(1) or real(*args))
+
+    def combined(force: bool = False):
+        digests: dict = {}
+        read_sources(sources, digests)
+        memo = frame_memo.FrameMemo({}, read=not force, store=store)
+        return C.combine(load_and_validate(sources)[0], memo, None if force else {}, digests)
+
+    combined()
+    stored = list((store.root / C.LINEAGE_NAMESPACE).glob("*.bin"))  # the plans' memo steps keep theirs
+    assert len(calls) == 1 and len(stored) == len([s for s in C.STEPS if s.held and not s.memo]) == 15
+    edit_csv(sources / "servers.csv", ",8,pcie,2373300,", ",8,pcie,2400000,")
+    again = combined()
+    assert len(calls) == 1  # from the user cache
+    cold = C.combine(load_and_validate(sources)[0])
+    assert len(calls) == 2
+    for name, frame in cold.tables.items():
+        assert again.tables[name].schema == frame.schema and again.tables[name].equals(frame), name
+    combined(force=True)
+    assert len(calls) == 3

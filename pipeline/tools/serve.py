@@ -650,6 +650,8 @@ class EditorLoop:
         self.server.server_close()
         for thread in self.threads:
             thread.join()
+        if self.warming is not None:  # nothing of the loop runs on after it stops (a test's process goes on)
+            self.warming.join()
 
 
 def serve(  # noqa: PLR0913

@@ -30,7 +30,8 @@ def module_state() -> dict[tuple[str, str], str]:
     for name, module in list(sys.modules.items()):
         if name == "pipeline" or name.startswith("pipeline."):
             for attr, value in vars(module).items():
-                if type(value) in MUTABLE and (name, attr) not in PARSE_CACHES:
+                # Not Python's own (`__builtins__` is the interpreter's one dict, which any library may add to).
+                if type(value) in MUTABLE and (name, attr) not in PARSE_CACHES and not attr.startswith("__"):
                     state[name, attr] = repr(value)
     return state
 

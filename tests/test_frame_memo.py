@@ -174,8 +174,8 @@ def test_the_memory_breakdown_is_taken_from_the_memo_while_each_jobs_cards_stay(
     from pipeline.combine import combine
 
     def made_with(memo: frame_memo.FrameMemo):
-        catalog = combine(load_and_validate(sources)[0], memo)
-        assert catalog["memory_breakdown"].equals(combine(load_and_validate(sources)[0])["memory_breakdown"])
+        con = load_and_validate(sources)[0]
+        assert combine(con, memo)["memory_breakdown"].equals(combine(con)["memory_breakdown"])
         return memo.made
 
     assert made_with(frame_memo.FrameMemo({}, store=store)) == ["plans", "memory_breakdown"]

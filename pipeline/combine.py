@@ -498,7 +498,7 @@ def combine(
             made = step.make(seen, constants, memo)
         else:
             made = frame_memo.made_now(
-                step.name, [key], partial(step.make, seen, constants), by_lineage if key else None
+                step.name, [key], partial(step.make, seen, constants), None if key is None else by_lineage
             )
         if key is not None:
             kept[step.name] = (key, made)

@@ -74,7 +74,7 @@ class FrameMemo:
         if self.read and name in self.held and self.held[name][0] == key:
             return self.held[name][1]
         disk = self.store if self.store is not None else cache.Cache()
-        frame = self._read(disk, self.namespace, key) if self.read and validation_cache.enabled() else None
+        frame = self._read(disk, key) if self.read and validation_cache.enabled() else None
         if frame is None:
             frame = make()
             self.made.append(name)
@@ -86,9 +86,8 @@ class FrameMemo:
         self.held[name] = (key, frame)
         return frame
 
-    @staticmethod
-    def _read(disk: cache.Cache, namespace: str, key: str) -> pl.DataFrame | None:
-        payload = disk.get(namespace, key)
+    def _read(self, disk: cache.Cache, key: str) -> pl.DataFrame | None:
+        payload = disk.get(self.namespace, key)
         if payload is None:
             return None
         try:

@@ -1024,9 +1024,9 @@ class Renderer:
     def preview(self, path: str) -> str | None:
         """The page at `path` exactly as render() writes it, made on its own and ahead of the rest: an
         entity's page, an index of entities, an article, the home page or the calculator (`serve` shows
-        the pages an editor has open before the whole build is written). None for any other page. This render's own record (the
-        page memo, the search index, the pages the sitemap lists, the articles' warnings) is left as it
-        was, so render() afterwards writes what it would have written without it."""
+        the pages an editor has open before the whole build is written). None for any other page. This
+        render's own record (the page memo, the search index, the pages the sitemap lists, the articles'
+        warnings) is left as it was, so render() afterwards writes what it would have written without it."""
         kept = self.memo, self.indexer, self.pages, set(self.article_warnings)
         self.memo, self.indexer, self.pages = None, None, []
         try:
@@ -1055,12 +1055,19 @@ class Renderer:
             return None
         for article in self.articles:
             if path == f"{article.slug}.html":
-                body = Markup(self.article_html(article))
-                closing = self.closing(path, article.title)
-                return self.page("article.html", path, article=article, body=body, closing=closing)
+                return self.article_page(article, Markup(self.article_html(article)))
         if path == "index.html":
-            return self.page("index.html", path, articles=self.articles)
+            return self.home_page()
         return self.calculator_page() if path == "calculator.html" else None
+
+    def article_page(self, article: Article, body: Markup) -> str:
+        """An article's page around its body (article_html)."""
+        path = f"{article.slug}.html"
+        return self.page("article.html", path, article=article, body=body, closing=self.closing(path, article.title))
+
+    def home_page(self) -> str:
+        """The home page: the articles."""
+        return self.page("index.html", "index.html", articles=self.articles)
 
     def model_context(self, m: str) -> dict:
         """What model.html shows of one model."""
@@ -1273,16 +1280,10 @@ class Renderer:
             except TemplateError as exc:
                 problems += exc.problems
                 continue
-            site[f"{article.slug}.html"] = self.page(
-                "article.html",
-                f"{article.slug}.html",
-                article=article,
-                body=body,
-                closing=self.closing(f"{article.slug}.html", article.title),
-            )
+            site[f"{article.slug}.html"] = self.article_page(article, body)
         if problems:
             raise TemplateError(problems)
-        site["index.html"] = self.page("index.html", "index.html", articles=self.articles)
+        site["index.html"] = self.home_page()
         site["data.html"] = self.page(
             "data.html",
             "data.html",

@@ -39,7 +39,6 @@ LIBRARIES = (
     "babel",
     "xlsxwriter",
     "altair",
-    "vl_convert",
     "great_expectations",
     "great_expectations.expectations",
 )

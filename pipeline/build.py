@@ -171,20 +171,19 @@ def verdict_warnings(before: dict | None, catalog, sources: Path) -> list[Proble
 def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm: Warm, clock: Clock) -> tuple:  # noqa: PLR0913
     """(rendered, staging, seconds spent staging after rendering): every page rendered while a thread
     writes the downloads into the new build's folder (staging.Downloads) and Pagefind indexes the pages
-    (search.Indexer), then the pages added to it. The charts' child is forked first, and Pagefind
-    started: nothing may fork once the thread runs. After a failure the
-    thread is stopped, its folder removed and the child waited for."""
+    (search.Indexer), then the pages added to it. Pagefind is started first: nothing may fork once
+    the thread runs. After a failure the thread is stopped and its folder removed."""
     from pipeline import parallel
     from pipeline.publish.search import Indexer
     from pipeline.publish.staging import Downloads, stage
 
-    drawing, downloads = renderer.start_drawing(), None
+    downloads = None
     # Pagefind reads each page as it is rendered, on the other core; started before the downloads'
     # threads, as every process the build starts.
     renderer.indexer = indexer = Indexer(stream=parallel.WORKERS > 1)
     try:
         downloads = Downloads(out, renderer.catalog, workbooks, renderer.history.current, force)
-        rendered = clock.timed("render", lambda: renderer.render(drawing))
+        rendered = clock.timed("render", renderer.render)
         tick = time.perf_counter()
         staging = stage(
             out,
@@ -197,13 +196,10 @@ def render_and_stage(renderer, out: Path, workbooks: Callable, force: bool, warm
             indexer=indexer,
         )
         return rendered, staging, time.perf_counter() - tick
-    except BaseException as exc:
+    except BaseException:
         indexer.discard()
         if downloads is not None:
             downloads.discard()
-        if isinstance(exc, Exception):
-            with contextlib.suppress(Exception):
-                drawing()  # the child is waited for (render waits for it too when it fails)
         raise
 
 

@@ -100,15 +100,11 @@ def shared_build(name: str, sources: Path = SOURCES, **options) -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def heavy_runtimes_once():
-    """Great Expectations imported and vl-convert's runtime started once per test process (about 2 s and
-    0.6 s): the forked child that runs an edited table's suites inherits GX, where each such validation
-    imported it anew, and a build draws a changed chart here instead of in a child that starts the
-    runtime again (charts.start_drawing; a new process's forked drawing: tests/test_charts.py)."""
+    """Great Expectations imported once per test process (about 2 s): the forked child that runs an
+    edited table's suites inherits it, where each such validation imported it anew."""
     from pipeline import validate
-    from pipeline.render import charts
 
     validate._import_gx()
-    charts.start_runtime()
 
 
 @pytest.fixture(scope="session")

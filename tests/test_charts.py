@@ -1,6 +1,7 @@
 """The charts page: static SVG charts from the catalog, each with alt text, its data table and sources."""
 
 import dataclasses
+import math
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -87,12 +88,7 @@ def test_both_charts_are_small_valid_svg(svgs):
 
 def test_charts_render_identically_again(catalog, svgs):
     """A second render in the same process gives the same bytes (no counters, ids or timestamps)."""
-    labels = load_labels()
-    again = {
-        "memory": charts.spec_svg(*charts.memory_chart(catalog, labels), charts.memory_alt(catalog, labels)),
-        "price": charts.spec_svg(*charts.price_chart(catalog, labels), charts.price_alt(catalog, labels)),
-    }
-    assert again == svgs
+    assert charts.drawn(catalog, load_labels())[1] == svgs
 
 
 def test_memory_chart_shows_every_method_and_gpu(catalog, svgs):
@@ -224,169 +220,6 @@ def test_catalog_without_prices_has_no_price_chart(catalog):
     assert 'id="chart-memory"' in site["charts.html"] and 'id="chart-price"' not in site["charts.html"]
 
 
-def test_a_drawn_chart_is_remembered_across_processes(catalog, svgs, tmp_path, monkeypatch):
-    """The memory chart comes from the user cache once drawn: a new process (here: a fresh cache
-    object, and vl-convert made to fail) gets the same bytes; a changed constant draws it again."""
-    import vl_convert
-
-    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
-    labels = load_labels()
-    alt = charts.memory_alt(catalog, labels)
-    first = charts.memory_svg(catalog, labels, alt)
-    assert first == svgs["memory"]
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("drawn again")
-
-    monkeypatch.setattr(vl_convert, "vegalite_to_svg", refuse)
-    assert charts.memory_svg(catalog, labels, alt) == first
-
-    import dataclasses
-
-    anchors = catalog["memory_anchors"].with_columns(pl.col("params_b") * 2)
-    changed = dataclasses.replace(catalog, tables=catalog.tables | {"memory_anchors": anchors})
-    with pytest.raises(AssertionError, match="drawn again"):
-        charts.memory_svg(changed, labels, alt)
-
-
-@pytest.mark.parametrize("payload", [b"", b"\xff\xfe", b"not an svg"])
-def test_a_broken_chart_entry_is_drawn_again(catalog, svgs, tmp_path, monkeypatch, payload):
-    from pipeline import cache
-
-    monkeypatch.setenv("GPU_FINETUNE_CACHE_DIR", str(tmp_path / "cache"))
-    labels = load_labels()
-    alt = charts.memory_alt(catalog, labels)
-    charts.memory_svg(catalog, labels, alt)
-    folder = tmp_path / "cache" / charts.SVG_NAMESPACE
-    (entry,) = folder.iterdir()
-    cache.Cache().put(charts.SVG_NAMESPACE, entry.stem, payload)
-    assert charts.memory_svg(catalog, labels, alt) == svgs["memory"]
-
-
-def _altair_memory_chart(data, labels: dict):
-    """The memory chart as Vega-Altair builds it (what charts._memory_chart writes as plain data)."""
-    import altair as alt
-
-    L = labels["charts"]
-    x = alt.X(
-        "params_b:Q",
-        title=L["memory_x"],
-        scale=alt.Scale(type="log", domain=list(data.x_domain), nice=False),
-        axis=alt.Axis(values=charts._ticks(*data.x_domain), format=charts.AXIS_FORMAT),
-    )
-    y_scale = alt.Scale(type="log", domain=list(data.y_domain), nice=False)
-    y = alt.Y(
-        "memory_gb:Q",
-        title=L["memory_y"],
-        scale=y_scale,
-        axis=alt.Axis(values=charts._ticks(*data.y_domain), format=charts.AXIS_FORMAT),
-    )
-    gpu_data = alt.Data(name="gpus")
-    rules = alt.Chart(gpu_data).mark_rule(color="#888", strokeWidth=1, strokeDash=[2, 3]).encode(y=y)
-    lines = (
-        alt.Chart(alt.Data(name="curves"))
-        .mark_line(strokeWidth=2)
-        .encode(
-            x=x,
-            y=y,
-            color=alt.Color(
-                "method:N",
-                title=L["memory_method"],
-                sort=data.methods,
-                scale=alt.Scale(domain=data.methods, scheme="tableau10"),
-                legend=alt.Legend(orient="bottom", columns=2, labelLimit=320),
-            ),
-            strokeDash=alt.StrokeDash(
-                "basis:N",
-                title=L["memory_basis"],
-                scale=alt.Scale(domain=data.bases, range=[[1, 0], [6, 4]][: len(data.bases)]),
-                legend=alt.Legend(orient="bottom", labelLimit=320),
-            ),
-        )
-    )
-    hidden = alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=None)
-    leaders = (
-        alt.Chart(gpu_data)
-        .mark_rule(color="#888", strokeWidth=1)
-        .encode(
-            x=alt.X("from:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
-            x2="to:Q",
-            y=alt.Y("memory_gb:Q", scale=y_scale, axis=hidden),
-            y2="label_gb:Q",
-        )
-    )
-    names = (
-        alt.Chart(gpu_data)
-        .mark_text(align="left", baseline="middle", dx=4, fontSize=11, color="#444")
-        .encode(
-            x=alt.X("to:Q", scale=alt.Scale(domain=[0, 1]), axis=None),
-            y=alt.Y("label_gb:Q", scale=y_scale, axis=hidden),
-            text="label:N",
-        )
-    )
-    plot = (rules + lines).properties(width=charts.WIDTH, height=charts.HEIGHT)
-    return (
-        alt.hconcat(plot, (leaders + names).properties(width=24, height=charts.HEIGHT), spacing=0)
-        .resolve_scale(y="shared")
-        .properties(title=alt.Title(L["memory_title"], anchor="start"))
-        .configure(font=charts.FONT, aria=False)
-        .configure_view(strokeWidth=0)
-    )
-
-
-def _altair_price_chart(labels: dict):
-    """The price chart as Vega-Altair builds it (what charts.price_spec writes as plain data)."""
-    import altair as alt
-
-    L = labels["charts"]
-    x = alt.X(
-        "server_memory_gb:Q",
-        title=L["price_x"],
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(format=charts.AXIS_FORMAT, tickCount=6),
-    )
-    y = alt.Y(
-        "price_rub_month:Q",
-        title=L["price_y"],
-        scale=alt.Scale(zero=True, nice=True),
-        axis=alt.Axis(format=charts.AXIS_FORMAT),
-    )
-    base = alt.Chart(alt.Data(name="servers")).encode(x=x, y=y)
-    points = base.mark_point(filled=True, size=70, color="#4c78a8")
-    right = base.mark_text(align="left", dx=8, fontSize=11).encode(text="server:N")
-    left = base.mark_text(align="right", dx=-8, fontSize=11).encode(text="server:N")
-    return (
-        (points + right.transform_filter(alt.datum.side == "right") + left.transform_filter(alt.datum.side == "left"))
-        .properties(width=charts.WIDTH, height=360, title=alt.Title(L["price_title"], anchor="start"))
-        .configure(font=charts.FONT, aria=False)
-        .configure_view(strokeWidth=0)
-    )
-
-
-def _without_schema(spec: dict) -> dict:
-    return {k: v for k, v in spec.items() if k != "$schema"}
-
-
-def test_the_charts_specs_are_what_altair_builds(catalog, svgs):
-    """The specs written as plain data are the Vega-Lite that Vega-Altair builds of the same charts
-    (and validates against Vega-Lite's schema): for the real catalog, and for a catalog without a model
-    beyond the anchor table (one line style, no extrapolation legend) and with other labels."""
-    labels = load_labels()
-    data = charts._memory_data(catalog, labels["charts"])
-    spec, datasets = charts._memory_chart(data, labels)
-    assert spec == _without_schema(_altair_memory_chart(data, labels).to_dict())
-    assert len(data.bases) == 2 and datasets == {"curves": data.rows, "gpus": data.gpu_rows}
-    single = dataclasses.replace(data, bases=data.bases[:1], x_domain=(1.0, 70.0))
-    assert charts._memory_chart(single, labels)[0] == _without_schema(_altair_memory_chart(single, labels).to_dict())
-    assert charts.price_spec(labels) == _without_schema(_altair_price_chart(labels).to_dict())
-    renamed = labels | {"charts": labels["charts"] | {"price_title": "Другой заголовок", "price_x": "Память"}}
-    assert charts.price_spec(renamed) == _without_schema(_altair_price_chart(renamed).to_dict())
-    alt_text = charts.price_alt(catalog, labels)
-    assert (
-        charts.spec_svg(charts.price_spec(labels), {"servers": charts.price_rows(catalog)}, alt_text) == svgs["price"]
-    )
-
-
 def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(catalog):
     """More than PRICE_NAMED_MAX priced servers: every one is a point, PRICE_NAMED_MAX are named (the
     lowest ₽ per GB, one per point), and the sentence under the chart says so."""
@@ -415,37 +248,106 @@ def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(c
     assert charts.price_note(catalog, load_labels()) is None  # the real catalog: every server named
 
 
-def test_a_new_process_draws_the_charts_in_a_child_with_the_same_bytes(svgs, tmp_path):
-    """start_drawing in a new process: a forked child takes the charts (vl-convert holds the GIL, so
-    the build renders its other pages meanwhile; this process takes what the child has not begun when
-    it asks for them), and the SVGs are the build's. An empty user cache, so that they are drawn."""
-    import json
-    import os
-    import subprocess
-    import sys
+SVG = "{http://www.w3.org/2000/svg}"
 
-    from conftest import SOURCES
 
-    script = (
-        "import json, os, sys, time\n"
-        "from pathlib import Path\n"
-        "from pipeline.build import load_and_validate\n"
-        "from pipeline.combine import combine\n"
-        "from pipeline.render import charts\n"
-        "from pipeline.render.site import load_labels\n"
-        f"catalog = combine(load_and_validate(Path({str(SOURCES)!r}))[0])\n"
-        "draw, by = charts._draw, {}\n"
-        "def _draw(job):\n"
-        "    return os.getpid(), draw(job)\n"
-        "charts._draw = _draw\n"
-        "drawing = charts.start_drawing(catalog, load_labels())\n"
-        "time.sleep(1)  # the child takes the first chart at once\n"
-        "alts, drawn = drawing()\n"
-        "print(json.dumps({'me': os.getpid(), 'drawn': drawn, 'altair': 'altair' in sys.modules}))\n"
+def _value(label: str) -> float:
+    return float(label.replace("\xa0", "").replace(" ", "").replace(",", "."))
+
+
+def _axes(root: ET.Element, log: bool):
+    """Pixel -> value on each axis, read back from the drawn tick labels (x: centred under the
+    plot, y: right-aligned left of it), so that a test checks positions against the labels a reader sees."""
+    ticks = {"middle": [], "end": []}
+    for text in root.iter(SVG + "text"):
+        anchor = text.get("text-anchor")
+        if anchor in ticks and text.get("font-size") == "10":
+            ticks[anchor].append((float(text.get("x")), float(text.get("y")), _value(text.text)))
+
+    def inverse(points: list[tuple[float, float]]):
+        (p0, v0), (p1, v1) = points[0], points[-1]
+        if log:
+            return lambda p: math.exp(math.log(v0) + (p - p0) / (p1 - p0) * (math.log(v1) - math.log(v0)))
+        return lambda p: v0 + (p - p0) / (p1 - p0) * (v1 - v0)
+
+    x = inverse([(px, v) for px, _, v in ticks["middle"]])
+    # a y label's baseline sits MIDDLE of its size below its tick
+    y = inverse([(py - 10 * charts.MIDDLE, v) for _, py, v in ticks["end"]])
+    return x, y
+
+
+def _path_points(path: ET.Element) -> list[tuple[float, float]]:
+    return [tuple(map(float, p.split(","))) for p in path.get("d")[1:].split("L")]
+
+
+def test_memory_curves_are_drawn_at_the_catalogs_figures(catalog, svgs):
+    """Each method's line, read back through the axes' tick labels, passes through exactly the
+    `memory_curve` points of that method; its colour is the one its legend entry shows; each GPU's
+    dotted line is at its memory."""
+    root = ET.fromstring(svgs["memory"])
+    x_of, y_of = _axes(root, log=True)
+    children = list(root)
+    legend = {  # a legend entry: its symbol (a line), then its label
+        nxt.text: line.get("stroke")
+        for line, nxt in zip(children, children[1:], strict=False)
+        if line.tag == SVG + "line" and line.get("stroke-width") == "2" and nxt.tag == SVG + "text"
+    }
+    curves = charts.memory_curves(catalog)
+    for method in catalog["methods"]["name_ru"]:
+        paths = [p for p in root.iter(SVG + "path") if p.get("stroke") == legend[method]]
+        assert len(paths) == 2  # solid to the largest anchor, dashed beyond (the real catalog)
+        pixels = {point for p in paths for point in _path_points(p)}  # the lines meet at the largest anchor
+        drawn = sorted((x_of(px), y_of(py)) for px, py in pixels)
+        expected = curves.filter(pl.col("name_ru") == method).select("params_b", "memory_gb").rows()
+        assert [d[0] for d in drawn] == pytest.approx([e[0] for e in expected], rel=1e-3)
+        assert [d[1] for d in drawn] == pytest.approx([e[1] for e in expected], rel=1e-3)
+    dotted = sorted(float(line.get("y1")) for line in root.iter(SVG + "line") if line.get("stroke-dasharray") == "2,3")
+    levels = [lv["memory_gb"] for lv in charts.gpu_levels(catalog)]
+    assert sorted(y_of(py) for py in dotted) == pytest.approx(sorted(levels), rel=1e-3)
+
+
+def test_price_points_are_drawn_at_each_servers_memory_and_price(catalog, svgs):
+    root = ET.fromstring(svgs["price"])
+    x_of, y_of = _axes(root, log=False)
+    drawn = sorted(
+        (round(x_of(float(c.get("cx"))), 1), round(y_of(float(c.get("cy"))), -2)) for c in root.iter(SVG + "circle")
     )
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PIPELINE_WORKERS": "2"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
-    assert answer["drawn"]["memory"][0] != answer["me"]  # drawn by the child
-    assert answer["altair"] is False  # the specs are plain data: Altair is never imported
-    assert {name: svg for name, (_, svg) in answer["drawn"].items()} == svgs
+    servers = charts.priced_servers(catalog)
+    expected = sorted(zip(servers["server_memory_gb"], servers["price_rub_month"], strict=True))
+    assert [d[0] for d in drawn] == pytest.approx([e[0] for e in expected], abs=0.5)
+    assert [d[1] for d in drawn] == pytest.approx([e[1] for e in expected], abs=2_000)
+    ticks = sorted(
+        _value(t.text) for t in root.iter(SVG + "text") if t.get("text-anchor") == "middle" and t.text[0].isdigit()
+    )
+    assert ticks == [0, 200, 400, 600, 800, 1000, 1200]  # from zero, a whole step past the largest memory
+
+
+def _extent(text: ET.Element) -> tuple[float, float]:
+    from pipeline.render import svg
+
+    x, size = float(text.get("x")), float(text.get("font-size"))
+    width = svg.text_width("".join(text.itertext()), size, text.get("font-weight") == "bold")
+    shift = {"start": 0, "middle": width / 2, "end": width}[text.get("text-anchor")]
+    return x - shift, x - shift + width
+
+
+def test_no_label_runs_off_the_drawing_however_long_the_names(catalog):
+    """Long GPU, method and server names widen the drawing instead of being cut at its edge (with the
+    fonts' widths as the layout estimates them)."""
+    long = " ".join(["Очень длинное название"] * 5)
+    tables = dict(
+        catalog.tables,
+        gpus=catalog["gpus"].with_columns(short_name=pl.col("short_name") + " " + long),
+        methods=catalog["methods"].with_columns(name_ru=pl.col("name_ru") + " " + long),
+        servers=catalog["servers"].with_columns(display_name=pl.col("display_name") + " " + long),
+    )
+    alts, drawn = charts.drawn(dataclasses.replace(catalog, tables=tables), load_labels())
+    _, usual = charts.drawn(catalog, load_labels())
+    for name, text in drawn.items():
+        root = ET.fromstring(text)
+        width = float(root.get("width"))
+        assert width > float(ET.fromstring(usual[name]).get("width")), name
+        for label in root.iter(SVG + "text"):
+            if label.get("x") is not None:  # the rotated y title is placed by its transform
+                left, right = _extent(label)
+                assert 0 <= left and right <= width, (name, label.text)

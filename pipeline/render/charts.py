@@ -1,37 +1,30 @@
 """Charts: memory against model size and server price against GPU memory, as static SVG.
 
-Each chart is a Vega-Lite spec written here as plain data (the spec Vega-Altair would build of it:
-tests/test_charts.py builds both and compares them; importing Altair cost a build 0.9 s of CPU), drawn
-at build time by vl-convert (no JavaScript at view time). Every plotted number comes from the catalog
-through the rules in `estimate`;
-words come from the [charts] section of site_templates/labels.toml. The page shows
-each chart with a text alternative and the data table beside it.
+Each chart is drawn at build time by `pipeline.render.svg`, in milliseconds and in the build's own
+process (no JavaScript at view time, nothing fetched when viewed). Every plotted number comes from the
+catalog through the rules in `estimate`; words come from the [charts] section of
+site_templates/labels.toml. The page shows each chart with a text alternative and the data table
+beside it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import math
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from html import escape
 
 import polars as pl
 
 from pipeline.combine import Catalog
-from pipeline.parallel import start_map
 from pipeline.render import format as fmt
-from pipeline.render import russian
+from pipeline.render import russian, svg
 from pipeline.render.view import TableView
 
 FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", Arial, sans-serif'
 WIDTH, HEIGHT = 560, 420
 GPU_LABEL_GAP_PX = 12  # GPU labels closer than this on the log axis are pushed apart
-AXIS_FORMAT = ",~f"  # d3-format in the ru-RU locale: "0,5", "10 000"
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -77,17 +70,6 @@ def _log_domain(values: list[float], pad: float = 1.25) -> tuple[float, float]:
     return min(values) / pad, max(values) * pad
 
 
-def _ticks(lo: float, hi: float) -> list[float]:
-    """1-2-5 ticks inside [lo, hi]."""
-    out = []
-    for exponent in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
-        for mantissa in (1, 2, 5):
-            value = round(mantissa * 10.0**exponent, 10)
-            if lo <= value <= hi:
-                out.append(value)
-    return out
-
-
 def spread_labels(values: list[float], domain: tuple[float, float], height: float, gap: float) -> list[float]:
     """Positions (in data units, log scale) for labels at `values`, pushed apart to at least `gap` pixels."""
     lo, hi = (math.log(d) for d in domain)
@@ -109,48 +91,35 @@ def _top(block: list[float], gap: float) -> float:
 
 
 # -- the charts --
-def memory_chart(catalog: Catalog, labels: dict) -> tuple:
-    """The chart and its named datasets."""
-    return _memory_chart(_memory_data(catalog, labels["charts"]), labels)
-
-
-def _memory_chart(data: _MemoryData, labels: dict) -> tuple:
-    """memory_chart from its data (plain Python: no polars): its Vega-Lite spec and named datasets."""
-    L = labels["charts"]
-    x = _axis(
-        "params_b", L["memory_x"], _log_scale(data.x_domain), {"format": AXIS_FORMAT, "values": _ticks(*data.x_domain)}
-    )
-    y_scale = _log_scale(data.y_domain)
-    y = _axis("memory_gb", L["memory_y"], y_scale, {"format": AXIS_FORMAT, "values": _ticks(*data.y_domain)})
-    rules = {
-        "data": {"name": "gpus"},
-        "mark": {"type": "rule", "color": "#888", "strokeDash": [2, 3], "strokeWidth": 1},
-        "encoding": {"y": y},
-    }
-    plot = {"layer": [rules, _memory_lines(L, x, y, data)], "height": HEIGHT, "width": WIDTH}
-    spec = {
-        "config": _CONFIG,
-        "hconcat": [plot, _gpu_names(y_scale)],
-        "resolve": {"scale": {"y": "shared"}},
-        "spacing": 0,
-        "title": {"text": L["memory_title"], "anchor": "start"},
-    }
-    return spec, {"curves": data.rows, "gpus": data.gpu_rows}
-
-
-# Every chart's configuration: the site's font, no ARIA attributes (the page's alt text describes the
-# chart), no frame; Vega-Lite's default view size, as Altair writes it.
-_CONFIG = {"view": {"continuousWidth": 300, "continuousHeight": 300, "strokeWidth": 0}, "aria": False, "font": FONT}
-
-
-def _log_scale(domain: tuple[float, float]) -> dict:
-    return {"domain": list(domain), "nice": False, "type": "log"}
-
-
-def _axis(field: str, title: str | None, scale: dict, axis: dict | None) -> dict:
-    """A quantitative position channel: its field, title (None: none), scale and axis (None: no axis)."""
-    channel = {"axis": axis, "field": field, "scale": scale, "type": "quantitative"}
-    return channel if title is None else channel | {"title": title}
+PAD = 5  # around the drawing
+TITLE = svg.Font(13, bold=True)
+AXIS_TITLE = svg.Font(11, "middle", bold=True)
+TICK_X, TICK_Y = svg.Font(10, "middle"), svg.Font(10, "end")
+GPU_NAME = svg.Font(11, fill="#444")
+LEGEND_TITLE, LEGEND = svg.Font(11, bold=True), svg.Font(10)
+SERVER_RIGHT, SERVER_LEFT = svg.Font(11), svg.Font(11, "end")  # a server's name right or left of its point
+PLOT_TOP = PAD + TITLE.size + 12
+GRID, DOMAIN, GUIDE = "#ddd", "#888", "#888"
+# Tableau 10, the categorical scheme of Vega-Lite and Tableau: the methods' colours in their order.
+TABLEAU10 = [
+    "#4c78a8",
+    "#f58518",
+    "#e45756",
+    "#72b7b2",
+    "#54a24b",
+    "#eeca3b",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+]
+DASHES = ["", "6,4"]  # the memory curves: solid by the anchor table, dashed extrapolated
+GPU_COLUMN = 24  # the leaders' column between the plot and the GPU names
+PRICE_HEIGHT = 360
+PRICE_X_TICKS, PRICE_Y_TICKS = 6, 9
+POINT = {"r": math.sqrt(70 / math.pi), "fill": "#4c78a8", "opacity": 0.7}  # a 70 px² dot
+LABEL_DX = 8  # a server's name beside its point
+MIDDLE = 0.35  # of a font's size: from a text's baseline to its middle
 
 
 @dataclass(frozen=True)
@@ -203,58 +172,100 @@ def _memory_data(catalog: Catalog, L: dict) -> _MemoryData:
     )
 
 
-def _memory_lines(L: dict, x: dict, y: dict, data: _MemoryData) -> dict:
-    """One line per method, solid where the anchor table covers the size, dashed beyond it."""
-    color = {
-        "field": "method",
-        "legend": {"columns": 2, "labelLimit": 320, "orient": "bottom"},
-        "scale": {"domain": data.methods, "scheme": "tableau10"},
-        "sort": data.methods,
-        "title": L["memory_method"],
-        "type": "nominal",
-    }
-    dash = {
-        "field": "basis",
-        "legend": {"labelLimit": 320, "orient": "bottom"},
-        "scale": {"domain": data.bases, "range": [[1, 0], [6, 4]][: len(data.bases)]},
-        "title": L["memory_basis"],
-        "type": "nominal",
-    }
-    return {
-        "data": {"name": "curves"},
-        "mark": {"type": "line", "strokeWidth": 2},
-        "encoding": {"color": color, "strokeDash": dash, "x": x, "y": y},
-    }
+def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
+    """The memory chart as SVG: a line per method over model size (log-log), dashed beyond the anchor
+    table; a dotted line at each GPU memory size, named in a column to the right; the legends below."""
+    return _memory_drawing(_memory_data(catalog, labels["charts"]), labels, alt)
 
 
-def _gpu_names(y_scale: dict) -> dict:
-    """A narrow column beside the plot that names the GPU of each reference line; a leader joins
-    the line's height to its label where labels had to be pushed apart."""
-    hidden = {"domain": False, "grid": False, "labels": False, "ticks": False, "title": None}
-    unit = {"domain": [0, 1]}
-    leaders = {
-        "mark": {"type": "rule", "color": "#888", "strokeWidth": 1},
-        "encoding": {
-            "x": _axis("from", None, unit, None),
-            "x2": {"field": "to"},
-            "y": _axis("memory_gb", None, y_scale, hidden),
-            "y2": {"field": "label_gb"},
-        },
-    }
-    names = {
-        "mark": {"type": "text", "align": "left", "baseline": "middle", "color": "#444", "dx": 4, "fontSize": 11},
-        "encoding": {
-            "text": {"field": "label", "type": "nominal"},
-            "x": _axis("to", None, unit, None),
-            "y": _axis("label_gb", None, y_scale, hidden),
-        },
-    }
-    return {"layer": [leaders, names], "data": {"name": "gpus"}, "height": HEIGHT, "width": 24}
+def _memory_drawing(data: _MemoryData, labels: dict, alt: str) -> str:
+    L = labels["charts"]
+    d = svg.Drawing()
+    x_ticks, y_ticks = svg.log_ticks(*data.x_domain), svg.log_ticks(*data.y_domain)
+    left = _left_margin(y_ticks)
+    x = svg.Scale(data.x_domain, left, left + WIDTH, log=True)
+    y = svg.Scale(data.y_domain, PLOT_TOP + HEIGHT, PLOT_TOP, log=True)
+    d.text((PAD, PAD + TITLE.size * 0.8), L["memory_title"], TITLE)
+    axes_right = _axes(d, x, y, (x_ticks, y_ticks), (L["memory_x"], L["memory_y"]))
+    right, names_at = x.end, x.end + GPU_COLUMN + 4
+    for gpu in data.gpu_rows:
+        level, at = y(gpu["memory_gb"]), y(gpu["label_gb"])
+        d.line((x.start, level), (right, level), GUIDE, dash="2,3")
+        d.line((right, level), (right + GPU_COLUMN, at), GUIDE)
+        d.text((names_at, at + GPU_NAME.size * MIDDLE), gpu["label"], GPU_NAME)
+    colors = {method: TABLEAU10[i % len(TABLEAU10)] for i, method in enumerate(data.methods)}
+    dashes = dict(zip(data.bases, DASHES, strict=False))
+    for (method, basis), points in _curves(data.rows).items():
+        d.path([(x(p), y(m)) for p, m in points], colors[method], 2, dashes[basis])
+    legend_top = y.start + 52
+    methods = [(m, colors[m], "") for m in data.methods]
+    methods_right, bottom = _legend(d, (x.start, legend_top), L["memory_method"], methods, columns=2)
+    bases = [(b, GUIDE, dashes[b]) for b in data.bases]
+    bases_right, bases_bottom = _legend(d, (methods_right + 24, legend_top), L["memory_basis"], bases)
+    names_right = names_at + max((GPU_NAME.width(g["label"]) for g in data.gpu_rows), default=0)
+    width = max(axes_right, names_right, methods_right, bases_right) + PAD
+    return d.svg(width, max(bottom, bases_bottom) + PAD, L["memory_title"], alt, FONT)
 
 
-def price_chart(catalog: Catalog, labels: dict) -> tuple:
-    """The chart's Vega-Lite spec and its named datasets."""
-    return price_spec(labels), {"servers": price_rows(catalog)}
+def _curves(rows: list[dict]) -> dict[tuple[str, str], list[svg.Point]]:
+    """The memory chart's lines: (method, basis) -> its points (size, memory), by size."""
+    lines: dict[tuple[str, str], list[svg.Point]] = {}
+    for r in rows:
+        lines.setdefault((r["method"], r["basis"]), []).append((r["params_b"], r["memory_gb"]))
+    return {key: sorted(points) for key, points in lines.items()}
+
+
+def _tick_label(value: float) -> str:
+    return fmt.number(value, 6)
+
+
+def _left_margin(y_ticks: list[float]) -> float:
+    """From the drawing's left edge to the plot: the y axis's title, its tick labels and ticks."""
+    widest = max((TICK_Y.width(_tick_label(t)) for t in y_ticks), default=0)
+    return PAD + AXIS_TITLE.size + 8 + widest + 7
+
+
+def _axes(d: svg.Drawing, x: svg.Scale, y: svg.Scale, ticks: tuple[list, list], titles: tuple[str, str]) -> float:
+    """The grid, the axes' lines, ticks, tick labels and titles of the plot that `x` and `y` span;
+    returns the right edge of what it drew (the last x tick's label may reach past the plot)."""
+    (x_ticks, y_ticks), (x_title, y_title) = ticks, titles
+    top, bottom, left, right = y.end, y.start, x.start, x.end
+    for t in x_ticks:
+        d.line((x(t), top), (x(t), bottom), GRID)
+    for t in y_ticks:
+        d.line((left, y(t)), (right, y(t)), GRID)
+    d.line((left, top), (left, bottom), DOMAIN)
+    d.line((left, bottom), (right, bottom), DOMAIN)
+    for t in x_ticks:
+        d.line((x(t), bottom), (x(t), bottom + 5), DOMAIN)
+        d.text((x(t), bottom + 15), _tick_label(t), TICK_X)
+    for t in y_ticks:
+        d.line((left - 5, y(t)), (left, y(t)), DOMAIN)
+        d.text((left - 7, y(t) + TICK_Y.size * MIDDLE), _tick_label(t), TICK_Y)
+    d.text(((left + right) / 2, bottom + 34), x_title, AXIS_TITLE)
+    d.text((PAD + AXIS_TITLE.size * 0.8, (top + bottom) / 2), y_title, AXIS_TITLE, rotate=-90)
+    return max([right] + [x(t) + TICK_X.width(_tick_label(t)) / 2 for t in x_ticks])
+
+
+def _legend(
+    d: svg.Drawing, at: svg.Point, title: str, entries: list[tuple[str, str, str]], columns: int = 1
+) -> tuple[float, float]:
+    """A legend of line symbols, its entries (label, colour, dash) row by row in `columns` columns,
+    its title's top-left corner at `at`; returns its right and bottom edges."""
+    x0, y0 = at
+    d.text((x0, y0 + LEGEND_TITLE.size * 0.8), title, LEGEND_TITLE)
+    symbol, gap, row, first = 20, 16, 14, y0 + LEGEND_TITLE.size + 14
+    widths = [
+        symbol + 5 + max(LEGEND.width(label) for label, _, _ in entries[c::columns])
+        for c in range(min(columns, len(entries)))
+    ]
+    for i, (label, color, dash) in enumerate(entries):
+        r, c = divmod(i, columns)
+        x, baseline = x0 + sum(widths[:c]) + gap * c, first + r * row
+        d.line((x, baseline - 3.5), (x + symbol, baseline - 3.5), color, 2, dash)
+        d.text((x + symbol + 5, baseline), label, LEGEND)
+    right = x0 + max(sum(widths) + gap * (len(widths) - 1), LEGEND_TITLE.width(title))
+    return right, first + (math.ceil(len(entries) / columns) - 1) * row + 4
 
 
 # The price chart names at most this many servers beside their points: more names overlap into an
@@ -302,91 +313,37 @@ def price_note(catalog: Catalog, labels: dict) -> str | None:
     return labels["charts"]["price_named"].format(named=fmt.integer(named), servers=russian.Shown(fmt.integer(servers)))
 
 
-def price_spec(labels: dict) -> dict:
-    """The price chart's Vega-Lite spec without its data (the named dataset "servers", joined when it
-    is drawn) and description: a point per server, and beside the named ones their names, pointing
-    away from the nearer edge so that none runs off the chart."""
+def price_svg(catalog: Catalog, labels: dict, alt: str) -> str:
+    """The price chart as SVG: a point per priced server by its GPU memory and monthly price (both
+    axes from zero), the named ones (price_named) with their names beside, pointing away from the
+    nearer edge so that none runs off the chart."""
+    return _price_drawing(price_rows(catalog), labels, alt)
+
+
+def _price_drawing(rows: list[dict], labels: dict, alt: str) -> str:
     L = labels["charts"]
-    scale = {"nice": True, "zero": True}
-    x = _axis("server_memory_gb", L["price_x"], scale, {"format": AXIS_FORMAT, "tickCount": 6})
-    y = _axis("price_rub_month", L["price_y"], scale, {"format": AXIS_FORMAT})
-    name = {"field": "server", "type": "nominal"}
-
-    def names(side: str, dx: int) -> dict:
-        return {
-            "mark": {"type": "text", "align": side, "dx": dx, "fontSize": 11},
-            "encoding": {"text": name, "x": x, "y": y},
-            "transform": [{"filter": f"(datum.side === '{'left' if side == 'right' else 'right'}')"}],
-        }
-
-    return {
-        "config": _CONFIG,
-        "layer": [
-            {"mark": {"type": "point", "color": "#4c78a8", "filled": True, "size": 70}, "encoding": {"x": x, "y": y}},
-            names("left", 8),
-            names("right", -8),
-        ],
-        "data": {"name": "servers"},
-        "height": 360,
-        "title": {"text": L["price_title"], "anchor": "start"},
-        "width": WIDTH,
-    }
-
-
-SVG_NAMESPACE = "chart-svg"  # pipeline.cache: Vega-Lite's drawing of a spec, by the spec and vl-convert's version
-_CLIP_ID = re.compile(r"\b(clip|gradient|pattern)(\d+)\b")
-
-
-def drawn(spec: dict, vl_convert) -> str:
-    """vl-convert's SVG of `spec`, remembered in the user cache (pipeline.cache): drawing is most of a
-    chart's cost, and the same spec with the same vl-convert gives the same drawing, so a build in a
-    new process (or `just serve` after an edit) draws a chart again only when its data changed."""
-    text = json.dumps(spec, sort_keys=True, default=str)
-    return remembered(
-        SVG_NAMESPACE,
-        (getattr(vl_convert, "__version__", "?"), text),
-        lambda: vl_convert.vegalite_to_svg(spec, format_locale="ru-RU", allowed_base_urls=[]),
-    )
-
-
-def remembered(namespace: str, parts: tuple[str, ...], make: Callable[[], str]) -> str:
-    """An SVG from the user cache (pipeline.cache) under the key of `parts`, else `make()` stored there;
-    an entry that does not decode or is not an SVG is made again."""
-    from pipeline import cache
-
-    store = cache.Cache()
-    key = cache.make_key(namespace, *parts)
-    kept = store.get(namespace, key)
-    if kept is not None:
-        with contextlib.suppress(UnicodeDecodeError):
-            text = kept.decode("utf-8")
-            if text.startswith("<svg"):
-                return text
-    text = make()
-    store.put(namespace, key, text.encode("utf-8"))
-    return text
-
-
-def spec_svg(spec: dict, datasets: dict[str, list[dict]], description: str) -> str:
-    """The chart of `spec` (without data and description) as a self-contained SVG: no network, Russian
-    number format, stable ids. The rows join the spec only here, so the spec is written once whatever
-    the data."""
-    import vl_convert
-
-    spec = {k: v for k, v in spec.items() if k != "$schema"} | {"description": description, "datasets": datasets}
-    svg = drawn(spec, vl_convert)
-    # Vega numbers clip paths from a counter that lives as long as the process; renumber from 1
-    # so that the same data gives the same bytes however many charts were drawn before.
-    seen: dict[str, str] = {}
-
-    def renumber(m: re.Match) -> str:
-        return seen.setdefault(m.group(0), f"{m.group(1)}{len(seen) + 1}")
-
-    svg = _CLIP_ID.sub(renumber, svg)
-    # With ARIA attributes off (the page's alt text describes the chart), the file carries
-    # its own title and description for whoever opens it directly.
-    head = f"<title>{escape(spec['title']['text'])}</title><desc>{escape(description)}</desc>"
-    return re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + head, svg, count=1)
+    d = svg.Drawing()
+    x_domain = svg.nice(0.0, max(r["server_memory_gb"] for r in rows), PRICE_X_TICKS)
+    y_domain = svg.nice(0.0, max(r["price_rub_month"] for r in rows), PRICE_Y_TICKS)
+    y_ticks = svg.linear_ticks(*y_domain, PRICE_Y_TICKS)
+    left = _left_margin(y_ticks)
+    x = svg.Scale(x_domain, left, left + WIDTH)
+    y = svg.Scale(y_domain, PLOT_TOP + PRICE_HEIGHT, PLOT_TOP)
+    d.text((PAD, PAD + TITLE.size * 0.8), L["price_title"], TITLE)
+    right = _axes(d, x, y, (svg.linear_ticks(*x_domain, PRICE_X_TICKS), y_ticks), (L["price_x"], L["price_y"]))
+    for r in rows:
+        d.circle((x(r["server_memory_gb"]), y(r["price_rub_month"])), POINT["r"], POINT["fill"], POINT["opacity"])
+    for r in rows:
+        if r["side"] == "none":
+            continue
+        at, baseline = x(r["server_memory_gb"]), y(r["price_rub_month"]) + SERVER_RIGHT.size * MIDDLE
+        # a name that would run past the left edge goes right of its point; the drawing widens for it
+        if r["side"] == "left" and at - LABEL_DX - SERVER_LEFT.width(r["server"]) >= 0:
+            d.text((at - LABEL_DX, baseline), r["server"], SERVER_LEFT)
+        else:
+            d.text((at + LABEL_DX, baseline), r["server"], SERVER_RIGHT)
+            right = max(right, at + LABEL_DX + SERVER_RIGHT.width(r["server"]))
+    return d.svg(right + PAD, y.start + 38 + PAD, L["price_title"], alt, FONT)
 
 
 # -- the tables beside the charts --
@@ -514,83 +471,33 @@ def price_alt(catalog: Catalog, labels: dict) -> str:
     return labels["charts"]["price_alt"].format(**facts | {"servers": russian.Shown(fmt.integer(facts["servers"]))})
 
 
-def _hashed(name: str, svg: str) -> str:
-    return f"charts/{name}.{hashlib.sha256(svg.encode()).hexdigest()[:10]}.svg"
+def _hashed(name: str, svg_text: str) -> str:
+    return f"charts/{name}.{hashlib.sha256(svg_text.encode()).hexdigest()[:10]}.svg"
 
 
-def memory_svg(catalog: Catalog, labels: dict, alt: str) -> str:
-    """The memory chart's SVG (drawn, or from the user cache: `drawn`)."""
-    return _draw(_memory_job(catalog, labels, alt))
-
-
-def _memory_job(catalog: Catalog, labels: dict, alt: str) -> tuple:
-    """What drawing the memory chart needs, in plain Python (made here with polars): its data, labels
-    and alt text."""
-    return "memory", (_memory_data(catalog, labels["charts"]), labels, alt)
-
-
-def _draw(job: tuple) -> str:
-    """A chart's SVG from its job (_memory_job, or the price chart's labels, rows and alt text):
-    vl-convert only, so that a forked child can draw it (start_drawing)."""
-    name, inputs = job
-    if name == "memory":
-        data, labels, alt = inputs
-        return spec_svg(*_memory_chart(data, labels), alt)
-    labels, rows, alt = inputs
-    return spec_svg(price_spec(labels), {"servers": rows}, alt)
-
-
-# The smallest chart: drawing it starts vl-convert's runtime (start_runtime).
-_FIRST_SPEC = {
-    "data": {"values": [{"x": 0}]},
-    "mark": "point",
-    "encoding": {"x": {"field": "x", "type": "quantitative"}},
-}
-
-
-def start_runtime() -> None:
-    """Start vl-convert's runtime in this process (a process that lives on: pipeline/tools/serve.py
-    calls this while the editor reads the first build). A process's first drawing costs about 0.6 s of
-    CPU to start it, each later one 0.03-0.08 s: once it runs, start_drawing draws here, so an edit that
-    changes a chart no longer forks a child that starts the runtime again."""
-    import vl_convert
-
-    vl_convert.vegalite_to_svg(_FIRST_SPEC, format_locale="ru-RU", allowed_base_urls=[])
-
-
-def start_drawing(catalog: Catalog, labels: dict) -> Callable[[], tuple[dict[str, str], dict[str, str]]]:
-    """Start drawing the charts; the returned function gives (alt texts, SVGs) by chart. They are drawn
-    in a forked child while this process renders the other pages (pipeline.parallel.start_map): vl-convert
-    holds the GIL, so a thread would not help, and drawing is a second or two in a new process. The
-    child gets plain Python (the datasets are made here, with polars, which a forked child must not
-    touch). A process where vl-convert runs already (its runtime's threads are not forked) draws here."""
+def drawn(catalog: Catalog, labels: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """(alt texts, SVGs) by chart. A catalog where every price is "on request" has no price chart."""
     alts = {"memory": memory_alt(catalog, labels)}
-    jobs = [_memory_job(catalog, labels, alts["memory"])]
-    # A catalog where every price is "on request" has no price chart; the page leaves it out.
+    svgs = {"memory": memory_svg(catalog, labels, alts["memory"])}
     if priced_servers(catalog).height:
         alts["price"] = price_alt(catalog, labels)
-        jobs.append(("price", (labels, price_rows(catalog), alts["price"])))
-    here = "vl_convert" in sys.modules
-    drawing = (lambda: [_draw(job) for job in jobs]) if here else start_map(_draw, jobs, alone=True)
-    return lambda: (alts, dict(zip([name for name, _ in jobs], drawing(), strict=True)))
+        svgs["price"] = price_svg(catalog, labels, alts["price"])
+    return alts, svgs
 
 
-def pages(
-    catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable, drawing: Callable | None = None
-) -> dict[str, str | bytes]:
+def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:
     """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
-    lists a view's sources (both the Renderer's); `drawing`: what start_drawing returned, if the
-    charts were started earlier."""
-    alts, svgs = (drawing or start_drawing(catalog, labels))()
+    lists a view's sources (both the Renderer's)."""
+    alts, svgs = drawn(catalog, labels)
     views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
     if "price" in svgs:
         views["price"] = price_table(catalog, labels)
     files: dict[str, str | bytes] = {}
     src = {}
-    for name, svg in svgs.items():
-        path = _hashed(name, svg)
-        files[path] = svg
-        width, height = _SIZE.search(svg).groups()
+    for name, text in svgs.items():
+        path = _hashed(name, text)
+        files[path] = text
+        width, height = _SIZE.search(text).groups()
         src[name] = {"path": path, "width": width, "height": height}
     tables = {key: {"view": view, "refs": source_refs(view)} for key, view in views.items()}
     notes = {"price": price_note(catalog, labels)} if "price" in svgs else {}

@@ -7,7 +7,6 @@ to HTML (prose through `markdown`, tables through an autoescaped Jinja macro).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -827,6 +826,7 @@ class Renderer:
         self.article_warnings: set[Problem] = set()
         self.pages: list[str] = []  # every page rendered (the sitemap lists them)
         self.articles: list[Article] | None = None  # read_articles(), when render() starts
+        self.ahead_files: dict[str, bytes] = {}  # what pages made ahead (preview) made besides themselves
         self.article_helpers: dict[str, Helpers] = {}
         self.article_views: dict[tuple, TableView] = {}  # an article's tables, made once for both its forms
         # Where a typeset table goes (Renderer.page): a comment no template or data can hold.
@@ -1023,7 +1023,7 @@ class Renderer:
 
     def preview(self, path: str) -> str | None:
         """The page at `path` exactly as render() writes it, made on its own and ahead of the rest: an
-        entity's page, an index of entities, an article, the home page or the calculator (`serve` shows
+        entity's page, an index of entities, an article, the home page, the charts or the calculator (`serve` shows
         the pages an editor has open before the whole build is written). None for any other page. This
         render's own record (the page memo, the search index, the pages the sitemap lists, the articles'
         warnings) is left as it was, so render() afterwards writes what it would have written without it."""
@@ -1037,8 +1037,9 @@ class Renderer:
 
     def preview_files(self) -> dict[str, bytes]:
         """What the pages made ahead (preview) load besides themselves, as render() writes it: the
-        static files they link (under content-hashed names) and the data the calculator panels read."""
-        files = dict(self.assets)
+        static files they link (under content-hashed names), the charts drawn for them and the data the
+        calculator panels read."""
+        files = dict(self.assets) | self.ahead_files
         files["data/calculator.json"] = calculator.calculator_json(self.catalog).encode("utf-8")
         return files
 
@@ -1058,6 +1059,10 @@ class Renderer:
                 return self.article_page(article, Markup(self.article_html(article)))
         if path == "index.html":
             return self.home_page()
+        if path == "charts.html":
+            made = charts.pages(self.catalog, self.labels, self.page, self.source_refs)
+            self.ahead_files |= {name: text.encode("utf-8") for name, text in made.items() if name != path}
+            return made[path]
         return self.calculator_page() if path == "calculator.html" else None
 
     def article_page(self, article: Article, body: Markup) -> str:
@@ -1246,22 +1251,8 @@ class Renderer:
         robots = f"User-agent: *\nAllow: /\nSitemap: {self.base_url}sitemap.xml\n"
         return {"sitemap.xml": sitemap, "robots.txt": robots}
 
-    def start_drawing(self) -> Callable:
-        """Start drawing the charts (charts.start_drawing): render() takes the result."""
-        return charts.start_drawing(self.catalog, self.labels)
-
-    def render(self, drawing: Callable | None = None) -> Rendered:
-        """Every page, Markdown article and asset; the charts are drawn meanwhile (`drawing`: what
-        start_drawing returned, started here if None)."""
-        drawing = self.start_drawing() if drawing is None else drawing
-        try:
-            return self._render_all(drawing)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                drawing()  # the drawing child is waited for (its answer read), not left behind
-            raise
-
-    def _render_all(self, drawing: Callable) -> Rendered:
+    def render(self) -> Rendered:
+        """Every page, Markdown article and asset."""
         self.articles = read_articles(self.templates)
         if self.memo is not None:  # what every page depends on besides its own context
             references = self.catalog["references"].sort("reference_id").rows()
@@ -1306,7 +1297,7 @@ class Renderer:
             site["quality.html"] = self.page("quality.html", "quality.html", validation=self.validation)
         site.update(self.entity_pages())
         site["404.html"] = self.not_found_page()
-        site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs, drawing))
+        site.update(charts.pages(self.catalog, self.labels, self.page, self.source_refs))
         site.update(estimator_pages.pages(self))
         site["calculator.html"] = self.calculator_page()
         site["data/calculator.json"] = calculator.calculator_json(self.catalog)

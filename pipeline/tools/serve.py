@@ -600,16 +600,11 @@ class EditorLoop:
     def warm_up(self) -> None:
         """While the editor reads the first build: import Great Expectations and make every table's
         suites (validate.prepare_suites), which the first edit's rebuild would otherwise wait for
-        (1.5 s), and start vl-convert's runtime (charts.start_runtime: a rebuild then draws a changed
-        chart in this process, 0.05 s, instead of in a child that starts the runtime, 0.6 s of CPU).
-        Best effort: a failure here is the rebuild's to report."""
-        from pipeline.render.charts import start_runtime
+        (1.5 s). Best effort: a failure here is the rebuild's to report."""
         from pipeline.validate import prepare_suites
 
         with contextlib.suppress(Exception):
             prepare_suites(self.warm)
-        with contextlib.suppress(Exception):
-            start_runtime()
 
     def watch_loop(self, seen: dict) -> None:
         while not self.stopping.wait(self.interval):

@@ -21,8 +21,9 @@ _EM_BY_CHAR = {
     **dict.fromkeys("ijl", 0.222),
     **dict.fromkeys("ftI", 0.278),
     **dict.fromkeys("kvxyzscJ", 0.5),
-    **dict.fromkeys("wCDHNUOQGх", 0.722),
-    **dict.fromkeys("mMшщжюмыфШЩЖЮ", 0.833),
+    **dict.fromkeys("wCDHNUOQG\u0445", 0.722),  # and Cyrillic kha
+    # and Cyrillic sha, shcha, zhe, yu, em, yeru, ef; capital sha, shcha, zhe, yu
+    **dict.fromkeys("mM\u0448\u0449\u0436\u044e\u043c\u044b\u0444\u0428\u0429\u0416\u042e", 0.833),
     "W": 0.944,
     "%": 0.889,
     "—": 1.0,

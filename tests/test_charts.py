@@ -242,8 +242,8 @@ def test_a_price_chart_of_many_servers_names_the_cheapest_per_gb_one_per_point(c
     rows = charts.price_rows(many)
     assert len(rows) == n and sum(r["side"] != "none" for r in rows) == len(named)
     assert charts.price_note(many, load_labels()) == (
-        f"Подписаны {len(named)} из 25\xa0серверов — с самой низкой ценой гигабайта памяти GPU; остальные — точки без "
-        "подписи, их названия есть в таблице."
+        f"Подписаны {len(named)} из 25\xa0серверов: с самой низкой ценой гигабайта памяти GPU, по одному на точку и "
+        "так, чтобы подписи не наложились друг на друга; остальные — точки без подписи, их названия есть в таблице."
     )
     assert charts.price_note(catalog, load_labels()) is None  # the real catalog: every server named
 
@@ -351,3 +351,38 @@ def test_no_label_runs_off_the_drawing_however_long_the_names(catalog):
             if label.get("x") is not None:  # the rotated y title is placed by its transform
                 left, right = _extent(label)
                 assert 0 <= left and right <= width, (name, label.text)
+
+
+def test_price_names_never_overlap_and_the_note_counts_those_shown(catalog):
+    """Servers whose names would cover each other (the same memory, prices 1 ₽ apart): one is named on
+    each side of the point, the others are points only, and the sentence under the chart says how
+    many are named."""
+    servers = catalog["servers"].filter(pl.col("price_rub_month").is_not_null())
+    memory = catalog["server_memory"]
+    lead = servers.sort("price_rub_month").row(-1, named=True)["server_id"]  # the dearest
+    twins = [
+        servers.filter(pl.col("server_id") == lead).with_columns(
+            server_id=pl.lit(f"twin-{i}"),
+            display_name=pl.lit(f"Близнец {i}"),
+            price_rub_month=pl.col("price_rub_month") - i,
+        )
+        for i in (1, 2, 3)
+    ]
+    twin_memory = [
+        memory.filter(pl.col("server_id") == lead).with_columns(server_id=pl.lit(f"twin-{i}")) for i in (1, 2, 3)
+    ]
+    near = {"servers": pl.concat([servers, *twins]), "server_memory": pl.concat([memory, *twin_memory])}
+    rows = charts.price_rows(near)
+    assert len(rows) == servers.height + 3
+    cluster = [r["side"] for r in rows if r["server_id"] == lead or r["server_id"].startswith("twin-")]
+    assert sorted(cluster) == ["left", "none", "none", "right"]
+    others = {r["server_id"] for r in rows if r["server_id"] != lead and not r["server_id"].startswith("twin-")}
+    assert others <= charts.price_named(near) and len(charts.price_named(near)) == servers.height + 1
+    assert charts.price_note(near, load_labels()).startswith(f"Подписаны {servers.height + 1} из {servers.height + 3}")
+    drawn = ET.fromstring(charts.price_svg(near, load_labels(), "alt"))
+    shown = {r["server"] for r in rows}
+    boxes = [(*_extent(t), float(t.get("y"))) for t in drawn.iter(SVG + "text") if t.text in shown]
+    assert len(boxes) == servers.height + 1
+    for i, (left, right, y) in enumerate(boxes):
+        for other_left, other_right, other_y in boxes[i + 1 :]:
+            assert not (left < other_right and other_left < right and abs(y - other_y) < 11), (left, y)

@@ -269,39 +269,65 @@ def _legend(
 
 
 # The price chart names at most this many servers beside their points: more names overlap into an
-# unreadable block (and drawing 400 names took Vega 1.8 s). Beyond it, the servers with the lowest
-# price per GB of GPU memory are named, one per point (the chart says so); every server is a point,
-# and a row of the table under the chart.
+# unreadable block (and drawing 400 names took Vega 1.8 s). The servers with the lowest price per GB
+# of GPU memory are named first, one per point, each where its name overlaps no name placed before
+# it (the chart says so when it names fewer than all); every server is a point, and a row of the
+# table under the chart.
 PRICE_NAMED_MAX = 20
 
 
 def price_named(catalog: Catalog) -> set[str]:
-    """The servers the price chart names: every priced one, or the PRICE_NAMED_MAX cheapest per GB,
-    one per point (servers of the same memory and price share a point: the first by id is named)."""
-    servers = priced_servers(catalog)
-    if servers.height <= PRICE_NAMED_MAX:
-        return set(servers["server_id"].to_list())
-    points = servers.sort("rub_per_gb", "server_id").unique(
-        ["server_memory_gb", "price_rub_month"], keep="first", maintain_order=True
-    )
-    return set(points["server_id"].head(PRICE_NAMED_MAX).to_list())
+    """The servers the price chart names (price_rows)."""
+    return {r["server_id"] for r in price_rows(catalog) if r["side"] != "none"}
 
 
 def price_rows(catalog: Catalog) -> list[dict]:
-    """The price chart's one dataset ("servers"): each priced server's memory, price and label side
-    ("none" for a server it does not name: price_named)."""
+    """What the price chart draws: each priced server's id, name, memory, price and the side of its name
+    ("none" for a server it does not name). Servers are named cheapest per GB first, one per point
+    (servers of the same memory and price share one: the first by id is named), up to PRICE_NAMED_MAX:
+    a name goes on the side away from the nearer edge of the plot, else on the other, and not at all
+    where both would overlap a name placed before it or run past the plot's left edge."""
     servers = priced_servers(catalog)
-    named = price_named(catalog)
+    if not servers.height:
+        return []
+    x = svg.Scale(svg.nice(0.0, servers["server_memory_gb"].max(), PRICE_X_TICKS), 0, WIDTH)
+    y = svg.Scale(svg.nice(0.0, servers["price_rub_month"].max(), PRICE_Y_TICKS), PRICE_HEIGHT, 0)
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
+    points = servers.sort("rub_per_gb", "server_id").unique(
+        ["server_memory_gb", "price_rub_month"], keep="first", maintain_order=True
+    )
+    placed: list[tuple[float, float, float, float]] = []
+    sides: dict[str, str] = {}
+    for r in points.iter_rows(named=True):
+        if len(sides) == PRICE_NAMED_MAX:
+            break
+        at, level = x(r["server_memory_gb"]), y(r["price_rub_month"])
+        width, half = SERVER_RIGHT.width(r["display_name"]), SERVER_RIGHT.size * 0.6
+        boxes = {
+            "right": (at + LABEL_DX, level - half, at + LABEL_DX + width, level + half),
+            "left": (at - LABEL_DX - width, level - half, at - LABEL_DX, level + half),
+        }
+        for side in ("left", "right") if r["server_memory_gb"] > middle else ("right", "left"):
+            box = boxes[side]
+            if box[0] >= 0 and not any(_overlap(box, other) for other in placed):
+                placed.append(box)
+                sides[r["server_id"]] = side
+                break
     return [
         {
+            "server_id": r["server_id"],
             "server": r["display_name"],
             "server_memory_gb": r["server_memory_gb"],
             "price_rub_month": r["price_rub_month"],
-            "side": "none" if r["server_id"] not in named else "left" if r["server_memory_gb"] > middle else "right",
+            "side": sides.get(r["server_id"], "none"),
         }
         for r in servers.iter_rows(named=True)
     ]
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """Whether two boxes (left, top, right, bottom) overlap."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def price_note(catalog: Catalog, labels: dict) -> str | None:
@@ -315,8 +341,7 @@ def price_note(catalog: Catalog, labels: dict) -> str | None:
 
 def price_svg(catalog: Catalog, labels: dict, alt: str) -> str:
     """The price chart as SVG: a point per priced server by its GPU memory and monthly price (both
-    axes from zero), the named ones (price_named) with their names beside, pointing away from the
-    nearer edge so that none runs off the chart."""
+    axes from zero), the named ones with their names beside (price_rows)."""
     return _price_drawing(price_rows(catalog), labels, alt)
 
 
@@ -337,8 +362,7 @@ def _price_drawing(rows: list[dict], labels: dict, alt: str) -> str:
         if r["side"] == "none":
             continue
         at, baseline = x(r["server_memory_gb"]), y(r["price_rub_month"]) + SERVER_RIGHT.size * MIDDLE
-        # a name that would run past the left edge goes right of its point; the drawing widens for it
-        if r["side"] == "left" and at - LABEL_DX - SERVER_LEFT.width(r["server"]) >= 0:
+        if r["side"] == "left":
             d.text((at - LABEL_DX, baseline), r["server"], SERVER_LEFT)
         else:
             d.text((at + LABEL_DX, baseline), r["server"], SERVER_RIGHT)

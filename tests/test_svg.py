@@ -34,6 +34,7 @@ def test_scales_map_the_domain_onto_the_range():
     assert (linear(0), linear(600), linear(1200)) == (50, 330, 610)
     log = svg.Scale((1, 1000), 400, 100, log=True)  # a y axis: larger values higher up
     assert (log(1), log(10), log(1000)) == pytest.approx((400, 300, 100))
+    assert svg.Scale((70, 70), 0, 560, log=True)(70) == 280  # one model size: the middle
 
 
 def test_coordinates_are_short_and_stable():

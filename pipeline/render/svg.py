@@ -109,6 +109,8 @@ class Scale:
         lo, hi, v = self.domain[0], self.domain[1], value
         if self.log:
             lo, hi, v = math.log(lo), math.log(hi), math.log(value)
+        if hi == lo:  # a domain of one value: its middle
+            return (self.start + self.end) / 2
         return self.start + (v - lo) / (hi - lo) * (self.end - self.start)
 
 

@@ -157,8 +157,6 @@ def _memory_data(catalog: Catalog, L: dict) -> _MemoryData:
             "memory_gb": lv["memory_gb"],
             "label_gb": at,
             "label": L["gpu_label"].format(gpus=", ".join(lv["gpus"]), gb=fmt.gb(lv["memory_gb"])),
-            "from": 0,
-            "to": 1,
         }
         for lv, at in zip(levels, label_at, strict=True)
     ]

@@ -288,8 +288,7 @@ def price_rows(catalog: Catalog) -> list[dict]:
     servers = priced_servers(catalog)
     if not servers.height:
         return []
-    x = svg.Scale(svg.nice(0.0, servers["server_memory_gb"].max(), PRICE_X_TICKS), 0, WIDTH)
-    y = svg.Scale(svg.nice(0.0, servers["price_rub_month"].max(), PRICE_Y_TICKS), PRICE_HEIGHT, 0)
+    x, y = _price_scales(servers["server_memory_gb"].max(), servers["price_rub_month"].max(), (0, 0))
     middle = (servers["server_memory_gb"].min() + servers["server_memory_gb"].max()) / 2
     points = servers.sort("rub_per_gb", "server_id").unique(
         ["server_memory_gb", "price_rub_month"], keep="first", maintain_order=True
@@ -323,15 +322,24 @@ def price_rows(catalog: Catalog) -> list[dict]:
     ]
 
 
+def _price_scales(memory_max: float, price_max: float, corner: svg.Point) -> tuple[svg.Scale, svg.Scale]:
+    """The price chart's scales, both from zero to a whole tick step past the largest value, for a
+    plot whose top-left corner is at `corner`."""
+    left, top = corner
+    x = svg.Scale(svg.nice(0.0, memory_max, PRICE_X_TICKS), left, left + WIDTH)
+    return x, svg.Scale(svg.nice(0.0, price_max, PRICE_Y_TICKS), top + PRICE_HEIGHT, top)
+
+
 def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """Whether two boxes (left, top, right, bottom) overlap."""
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def price_note(catalog: Catalog, labels: dict) -> str | None:
-    """The sentence under the price chart when it names only some of its servers (price_named)."""
-    servers = priced_servers(catalog).height
-    named = len(price_named(catalog))
+def price_note(catalog: Catalog, labels: dict, rows: list[dict] | None = None) -> str | None:
+    """The sentence under the price chart when it names only some of its servers (`rows`: price_rows,
+    made here when not given)."""
+    rows = price_rows(catalog) if rows is None else rows
+    servers, named = len(rows), sum(r["side"] != "none" for r in rows)
     if named == servers:
         return None
     return labels["charts"]["price_named"].format(named=fmt.integer(named), servers=russian.Shown(fmt.integer(servers)))
@@ -346,14 +354,11 @@ def price_svg(catalog: Catalog, labels: dict, alt: str) -> str:
 def _price_drawing(rows: list[dict], labels: dict, alt: str) -> str:
     L = labels["charts"]
     d = svg.Drawing()
-    x_domain = svg.nice(0.0, max(r["server_memory_gb"] for r in rows), PRICE_X_TICKS)
-    y_domain = svg.nice(0.0, max(r["price_rub_month"] for r in rows), PRICE_Y_TICKS)
-    y_ticks = svg.linear_ticks(*y_domain, PRICE_Y_TICKS)
-    left = _left_margin(y_ticks)
-    x = svg.Scale(x_domain, left, left + WIDTH)
-    y = svg.Scale(y_domain, PLOT_TOP + PRICE_HEIGHT, PLOT_TOP)
+    maxima = max(r["server_memory_gb"] for r in rows), max(r["price_rub_month"] for r in rows)
+    y_ticks = svg.linear_ticks(*_price_scales(*maxima, (0, 0))[1].domain, PRICE_Y_TICKS)
+    x, y = _price_scales(*maxima, (_left_margin(y_ticks), PLOT_TOP))
     d.text((PAD, PAD + TITLE.size * 0.8), L["price_title"], TITLE)
-    right = _axes(d, x, y, (svg.linear_ticks(*x_domain, PRICE_X_TICKS), y_ticks), (L["price_x"], L["price_y"]))
+    right = _axes(d, x, y, (svg.linear_ticks(*x.domain, PRICE_X_TICKS), y_ticks), (L["price_x"], L["price_y"]))
     for r in rows:
         d.circle((x(r["server_memory_gb"]), y(r["price_rub_month"])), POINT["r"], POINT["fill"], POINT["opacity"])
     for r in rows:
@@ -499,18 +504,24 @@ def _hashed(name: str, svg_text: str) -> str:
 
 def drawn(catalog: Catalog, labels: dict) -> tuple[dict[str, str], dict[str, str]]:
     """(alt texts, SVGs) by chart. A catalog where every price is "on request" has no price chart."""
+    return _drawn(catalog, labels, price_rows(catalog))
+
+
+def _drawn(catalog: Catalog, labels: dict, rows: list[dict]) -> tuple[dict[str, str], dict[str, str]]:
+    """drawn, with the price chart's rows (price_rows) made once by the caller."""
     alts = {"memory": memory_alt(catalog, labels)}
     svgs = {"memory": memory_svg(catalog, labels, alts["memory"])}
-    if priced_servers(catalog).height:
+    if rows:
         alts["price"] = price_alt(catalog, labels)
-        svgs["price"] = price_svg(catalog, labels, alts["price"])
+        svgs["price"] = _price_drawing(rows, labels, alts["price"])
     return alts, svgs
 
 
 def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs: Callable) -> dict[str, str | bytes]:
     """charts.html and its SVG files (content-hashed names): `page` renders a template, `source_refs`
     lists a view's sources (both the Renderer's)."""
-    alts, svgs = drawn(catalog, labels)
+    rows = price_rows(catalog)
+    alts, svgs = _drawn(catalog, labels, rows)
     views = {"memory": memory_table(catalog, labels), "gpus": gpu_table(catalog, labels)}
     if "price" in svgs:
         views["price"] = price_table(catalog, labels)
@@ -522,6 +533,6 @@ def pages(catalog: Catalog, labels: dict, page: Callable[..., str], source_refs:
         width, height = _SIZE.search(text).groups()
         src[name] = {"path": path, "width": width, "height": height}
     tables = {key: {"view": view, "refs": source_refs(view)} for key, view in views.items()}
-    notes = {"price": price_note(catalog, labels)} if "price" in svgs else {}
+    notes = {"price": price_note(catalog, labels, rows)} if "price" in svgs else {}
     files["charts.html"] = page("charts.html", "charts.html", src=src, alts=alts, tables=tables, notes=notes)
     return files

@@ -12,8 +12,10 @@ loaded machine shifts both sides. The user cache is a private folder: "cold" mea
 --no-real skips the real catalog's figures (only the --sizes builds).
 --repo measures another checkout of the project with the same interpreter (a before/after
 comparison: `python bench/whole.py --repo ../main`). --sizes adds whole builds of synthetic
-catalogs (bench/synth.py; 1e6 and 1e7 rows take minutes). Hugo, when installed (`hugo`), renders
-the same number of Markdown pages as a synthetic build, each with a 100-row table, as a reference.
+catalogs (bench/synth.py; 1e6 and 1e7 rows take minutes). After each, bench/render_cpu.py measures
+the CPU of making its pages alone, and Hugo, when installed (`hugo`, Debian's package), renders as
+many Markdown pages of the same shape (page_shapes: each page's text, and its tables' rows, columns
+and cell lengths), as the reference the targets compare with.
 Targets are reported, never asserted.
 """
 
@@ -317,41 +319,102 @@ def serve_edit(b: Bench, sources: Path, edit, edits: int = 5, page: str | None =
 
 
 def synthetic(b: Bench, rows: int) -> dict:
+    """A whole forced build of a synthetic catalog of about `rows` rows of server_fit; then, on the pages it
+    wrote, the CPU of making those pages alone (bench/render_cpu.py, in a new process) and Hugo's on as
+    many pages of the same shape (when installed)."""
     folder = b.work / f"synth-{rows}"
     sources, out = folder / "sources", folder / "out"
     counts = synth.generate_rows(sources, rows)
     runs = b.run(["build", "--sources", str(sources), "--out", str(out), "--force", "--quiet"], repeat=1)
-    pages = sum(1 for _ in (out / "site").rglob("*.html")) if (out / "site").is_dir() else 0
+    site = out / "site"
+    shapes = page_shapes(site) if site.is_dir() else []
+    html_bytes = sum(p.stat().st_size for p in site.rglob("*.html")) if site.is_dir() else 0
+    alone = None
+    if shapes and (b.repo / "bench" / "render_cpu.py").is_file():
+        measured = b.run(["bench/render_cpu.py", str(sources)], repeat=1, python=True)
+        alone = json.loads(measured["stdout"].strip().splitlines()[-1]) if measured["rc"] == 0 else None
+    reference = hugo(b, shapes) if shapes else None
     shutil.rmtree(folder, ignore_errors=True)
-    return {"rows": counts.get("server_fit"), "pages": pages, **runs}
+    return {
+        "rows": counts.get("server_fit"),
+        "pages": len(shapes),
+        "html_bytes": html_bytes,
+        "pages_alone": alone,
+        "hugo": reference,
+        **runs,
+    }
 
 
-def hugo(b: Bench, pages: int) -> dict | None:
-    """Hugo rendering `pages` Markdown pages with a 100-row table each (None when not installed)."""
+_TABLE = re.compile(r"<table\b.*?</table>", re.S)
+_ROW = re.compile(r"<tr\b.*?</tr>", re.S)
+_CELL = re.compile(r"<t[hd]\b[^>]*>(.*?)</t[hd]>", re.S)
+_TAG = re.compile(r"<[^>]*>")
+_SKIPPED = re.compile(r"<(script|style|svg|head)\b.*?</\1>", re.S)
+
+
+def _text_length(html: str) -> int:
+    return len(" ".join(_TAG.sub(" ", html).split()))
+
+
+def page_shapes(site: Path) -> list[dict]:
+    """What each HTML page of a built site holds, as Hugo would be given it: its text outside tables
+    (characters), and each table's rows, columns and characters per cell (the mean)."""
+    shapes = []
+    for path in sorted(site.rglob("*.html")):
+        html = _SKIPPED.sub(" ", path.read_text(encoding="utf-8"))
+        tables = []
+        for table in _TABLE.findall(html):
+            rows = [_CELL.findall(row) for row in _ROW.findall(table)]
+            cells = [_text_length(cell) for row in rows for cell in row]
+            if cells:
+                tables.append({"rows": len(rows), "columns": max(map(len, rows)), "cell": sum(cells) // len(cells)})
+        shapes.append({"text": _text_length(_TABLE.sub(" ", html)), "tables": tables})
+    return shapes
+
+
+def _words(length: int, word: str = "слово") -> str:
+    """About `length` characters of text."""
+    return " ".join([word] * max(round(length / (len(word) + 1)), 1)) if length else ""
+
+
+def hugo_page(i: int, shape: dict) -> str:
+    """One Markdown page of `shape` (page_shapes): its text as a paragraph, its tables as Markdown tables."""
+    parts = [f'---\ntitle: "p{i}"\n---\n\n# p{i}\n\n{_words(shape["text"])}\n']
+    for t in shape["tables"]:
+        cell = _words(t["cell"], "ячейка")
+        line = "| " + " | ".join([cell] * t["columns"]) + " |\n"
+        parts.append("\n" + line + "|" + "---|" * t["columns"] + "\n" + line * max(t["rows"] - 1, 0))
+    return "".join(parts)
+
+
+def hugo(b: Bench, shapes: list[dict]) -> dict | None:
+    """Hugo rendering one Markdown page per page of a synthetic build, each of the same shape (hugo_page:
+    its text and tables of the same rows, columns and cell lengths); None when Hugo is not installed.
+    `bytes` is the size of the HTML Hugo wrote, to set beside the build's pages."""
     exe = shutil.which("hugo")
     if not exe:
         return None
-    site = b.work / f"hugo-{pages}"
+    site = b.work / f"hugo-{len(shapes)}"
     (site / "content").mkdir(parents=True)
     (site / "layouts" / "_default").mkdir(parents=True)
     (site / "hugo.toml").write_text('baseURL = "/"\ntitle = "bench"\ndisableKinds = ["taxonomy", "term", "RSS"]\n')
     (site / "layouts" / "_default" / "single.html").write_text("<html><body>{{ .Content }}</body></html>\n")
     (site / "layouts" / "_default" / "list.html").write_text("<html><body>{{ .Title }}</body></html>\n")
-    table = "| a | b | c |\n|---|---|---|\n" + "".join(f"| {i} | {i * 2} | x{i} |\n" for i in range(100))
-    for i in range(pages):
-        (site / "content" / f"p{i}.md").write_text(f'---\ntitle: "p{i}"\n---\n\n# p{i}\n\n{table}')
+    for i, shape in enumerate(shapes):
+        (site / "content" / f"p{i}.md").write_text(hugo_page(i, shape), encoding="utf-8")
     runs = [
         measure([exe, "--quiet", "-s", str(site), "-d", str(site / "public")], site, b.env) for _ in range(b.repeat)
     ]
+    size = sum(p.stat().st_size for p in (site / "public").rglob("p*/index.html"))
     shutil.rmtree(site, ignore_errors=True)
-    return median(runs)
+    return median(runs) | {"pages": len(shapes), "bytes": size}
 
 
 def _pages(rendered: tuple[int, int] | None) -> str:
     return "" if rendered is None else f", {rendered[0]} of {rendered[1]} pages rendered"
 
 
-def targets(r: dict, synthetic_runs: list[dict], hugo_runs: dict) -> list[tuple[str, str, str]]:
+def targets(r: dict, synthetic_runs: list[dict]) -> list[tuple[str, str, str]]:
     """(target, figure, verdict) rows."""
 
     def ratio(a: str, b: str, key: str = "cpu") -> float:
@@ -384,10 +447,10 @@ def targets(r: dict, synthetic_runs: list[dict], hugo_runs: dict) -> list[tuple[
     rows.append(("check, one table changed < a build of it (cpu)", f"{x:.2f}× the build", verdict(x < 1)))
     x = ratio("estimate_warm", "import_polars_duckdb")
     rows.append(("estimate, warm cache ≤ 3× import of polars and DuckDB (cpu)", f"{x:.2f}×", verdict(x <= 3)))
-    return rows + synthetic_targets(synthetic_runs, hugo_runs)
+    return rows + synthetic_targets(synthetic_runs)
 
 
-def synthetic_targets(synthetic_runs: list[dict], hugo_runs: dict) -> list[tuple[str, str, str]]:
+def synthetic_targets(synthetic_runs: list[dict]) -> list[tuple[str, str, str]]:
     """(target, figure, verdict) rows of the synthetic whole builds."""
 
     def verdict(ok: bool) -> str:
@@ -407,15 +470,25 @@ def synthetic_targets(synthetic_runs: list[dict], hugo_runs: dict) -> list[tuple
             + (" and < 4 GB" if limit == 60 else "")
         )
         rows.append((name, figure, verdict(ok) if limit else "(reference)"))
-        if hugo_runs.get(s["pages"]):
-            h = hugo_runs[s["pages"]]
+        h = s.get("hugo")
+        if h:
+            mib = h["bytes"] / 2**20, s["html_bytes"] / 2**20
             rows.append(
                 (
-                    f"  vs Hugo, {s['pages']} pages ≤ 3× (cpu)",
-                    f"{s['cpu'] / h['cpu']:.2f}×",
+                    f"  vs Hugo, {s['pages']} pages of the same shape ≤ 3× (cpu)",
+                    f"{s['cpu'] / h['cpu']:.2f}× Hugo's {h['cpu']:.2f} s ({mib[1]:.0f} MiB of HTML; Hugo's {mib[0]:.0f})",
                     verdict(s["cpu"] <= 3 * h["cpu"]),
                 )
             )
+            if s.get("pages_alone"):
+                x = s["pages_alone"]["render_cpu"]
+                rows.append(
+                    (
+                        "    the pages alone (render_cpu.py) vs Hugo (cpu)",
+                        f"{x / h['cpu']:.2f}×: {x:.2f} s",
+                        "(reference)",
+                    )
+                )
     return rows
 
 
@@ -434,7 +507,6 @@ def main(argv: list[str] | None = None) -> int:
         r = {} if args.no_real else real_catalog(b)
         sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
         synthetic_runs = [synthetic(b, rows) for rows in sizes]
-        hugo_runs = {s["pages"]: hugo(b, s["pages"]) for s in synthetic_runs if s["pages"] and shutil.which("hugo")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(
@@ -445,13 +517,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, m in r.items():
         print(f"{name:<28} {m['wall']:>8.3f} {m['cpu']:>8.3f} {m['peak_mib']:>9.0f}")
     print()
-    rows = targets(r, synthetic_runs, hugo_runs) if r else synthetic_targets(synthetic_runs, hugo_runs)
+    rows = targets(r, synthetic_runs) if r else synthetic_targets(synthetic_runs)
     for name, figure, verdict in rows:
         print(f"{name:<62} {figure:<40} {verdict}")
     if not shutil.which("hugo"):
         print("(Hugo is not installed: the Hugo reference is skipped; apt-get install hugo adds it)")
     if args.json:
-        data = {"real": r, "synthetic": synthetic_runs, "hugo": hugo_runs, "bytecode": compiled}
+        data = {"real": r, "synthetic": synthetic_runs, "bytecode": compiled}
         args.json.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     return 0
 

@@ -1,4 +1,5 @@
-"""bench/whole.py's memory figure: the process tree's proportional set size, sampled consistently."""
+"""bench/whole.py: the memory figure (the process tree's proportional set size, sampled consistently) and
+the Hugo reference (pages of the same shape as the build's)."""
 
 import subprocess
 import sys
@@ -78,3 +79,63 @@ def test_cpu_tree_counts_each_process_and_thread_of_the_tree():
     assert 0.7 <= cpu[0] <= 1.5 and 0.5 <= cpu[1] <= 1.2, lines
     assert len(parent.split("threads: ")[1].split(", ")) == 2, parent  # both spinning threads
     assert lines[-1].startswith("wall ") and lines[-1].endswith("exit code 3")
+
+
+PAGE = """<html><head><title>T</title><style>p {}</style></head><body>
+<h1>Модель</h1><p>Два слова.</p><svg><text>drawn</text></svg>
+<table><thead><tr><th>Сервер</th><th>Цена</th></tr></thead>
+<tbody><tr><td><a href="s.html">ab</a></td><td class="num">1 200</td></tr>
+<tr><td>cd</td><td>9</td></tr></tbody></table>
+<p>Ещё</p><table><tr><td>x</td></tr></table></body></html>"""
+
+
+def test_page_shapes_reads_each_pages_text_and_tables(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "a.html").write_text(PAGE, encoding="utf-8")
+    (tmp_path / "b.html").write_text("<p>один</p>", encoding="utf-8")
+    (tmp_path / "c.css").write_text("p {}", encoding="utf-8")
+    assert whole.page_shapes(tmp_path) == [
+        {"text": 4, "tables": []},  # b.html
+        # "Модель Два слова. Ещё": the head, style and drawing are not text; the tables are apart
+        {"text": 21, "tables": [{"rows": 3, "columns": 2, "cell": 3}, {"rows": 1, "columns": 1, "cell": 1}]},
+    ]
+
+
+def test_a_hugo_page_has_the_shape_it_was_given():
+    shape = {"text": 60, "tables": [{"rows": 4, "columns": 3, "cell": 13}]}
+    page = whole.hugo_page(7, shape)
+    head, body = page.split("---\n\n", 1)
+    assert head == '---\ntitle: "p7"\n'
+    lines = body.splitlines()
+    assert lines[0] == "# p7"
+    assert len(lines[2]) == 59  # ten words of five letters and their spaces
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 5  # the header, the rule and three more rows: 4 rows of cells in all
+    assert table[1] == "|---|---|---|"
+    assert table[0] == "| ячейка ячейка | ячейка ячейка | ячейка ячейка |"
+
+
+def test_the_synthetic_targets_set_the_build_beside_hugo_and_the_pages_alone():
+    run = {
+        "rows": 998_784,
+        "pages": 862,
+        "html_bytes": 55 * 2**20,
+        "wall": 16.0,
+        "cpu": 30.0,
+        "peak_mib": 900.0,
+        "rc": 0,
+        "pages_alone": {"render_cpu": 4.5, "pages": 862},
+        "hugo": {"cpu": 3.0, "bytes": 31 * 2**20, "pages": 862},
+    }
+    rows = whole.synthetic_targets([run])
+    assert rows == [
+        ("whole build, 998,784 rows < 15 s", "16.0 s wall, 30.0 s cpu, peak 0.88 GiB, 862 pages", "not met"),
+        (
+            "  vs Hugo, 862 pages of the same shape ≤ 3× (cpu)",
+            "10.00× Hugo's 3.00 s (55 MiB of HTML; Hugo's 31)",
+            "not met",
+        ),
+        ("    the pages alone (render_cpu.py) vs Hugo (cpu)", "1.50×: 4.50 s", "(reference)"),
+    ]
+    run |= {"wall": 14.0, "cpu": 9.0, "hugo": None}
+    assert [verdict for _, _, verdict in whole.synthetic_targets([run])] == ["met"]

@@ -228,3 +228,15 @@ def test_a_table_typeset_cell_by_cell_is_what_the_page_pass_makes_of_it():
     assert typeset != str(plain)
     assert "1 200\u00a0ГБ" in typeset and "2\u00a0×\u00a0H100" in typeset
     assert [may_change(t) for t in ("1\u00a0200", "H100", "1 200", "т.", "a\x00")] == [False, False, True, True, True]
+
+    # The text before and after the rows is set once per render however many tables share it.
+    text, calls = TableText(labels, lambda d: d.isoformat()), []
+
+    def counted(html: str) -> str:
+        calls.append(html)
+        return typograph(html)
+
+    assert html_table(view, refs, "../", text, counted) == html_table(view, refs, "../", text, counted) == typeset
+    heads = [c for c in calls if c.lstrip().startswith("<figure")]
+    tails = [c for c in calls if c.startswith("</tbody>")]
+    assert (len(heads), len(tails)) == (1, 1)

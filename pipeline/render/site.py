@@ -594,11 +594,21 @@ def _cell_opens(view: TableView, num: list[str], layout: str) -> list[str]:
 @dataclass
 class TableText:
     """What the tables of one render share: the labels, the date filter, and each cell's HTML made so
-    far ((root, opening tag) -> cell -> its HTML: columns repeat their texts, pages their links)."""
+    far ((root, opening tag) -> cell -> its HTML: columns repeat their texts, pages their links), and
+    the typography of each distinct text before and after a table's rows (most pages' tables share
+    their headers, notes, sources and downloads)."""
 
     labels: dict
     date: Callable
     cells: dict = field(default_factory=dict)
+    typeset: dict = field(default_factory=dict)
+
+    def set_once(self, text: str, typography: Callable[[str], str]) -> str:
+        """typography(text), made once per distinct text (it is a function of the text alone)."""
+        done = self.typeset.get((typography, text))
+        if done is None:
+            done = self.typeset[typography, text] = typography(text)
+        return done
 
 
 def html_table(
@@ -638,7 +648,7 @@ def html_table(
     C = text.labels["common"]
     parts = [_table_head(view, num, layout, C)]
     if typography is not None:
-        parts = [typography(parts[0])]
+        parts = [text.set_once(parts[0], typography)]
     for row in view.rows:
         if len(row) > width:
             raise NotPlain
@@ -651,7 +661,7 @@ def html_table(
         line.append("</tr>\n")
         parts.append("".join(line))
     tail = _table_tail(view, refs, root_, C, text.date)
-    parts.append(tail if typography is None else typography(tail))
+    parts.append(tail if typography is None else text.set_once(tail, typography))
     return Markup("".join(parts))
 
 

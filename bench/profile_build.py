@@ -1,16 +1,25 @@
-"""Where a build spends CPU and memory, by stage (`python bench/profile_build.py SOURCES [--rows N]`).
+"""Where a build spends CPU and memory, part by part (`python bench/profile_build.py SOURCES [--rows N]`).
 
-One forced build in one process and one thread (PIPELINE_WORKERS=1, so Great Expectations, the
-workbooks, the charts, the plans and a large catalog's downloads run here and cProfile sees them) under cProfile; the time of each part is the cumulative time
-of the functions that do it, summed from the profile, so the parts may overlap (typography is part
-of rendering). cProfile's clock is the wall clock (a CPU-time clock costs a system call per function
-call, which makes the run several times slower): run it on an otherwise idle machine, and read the
-parts beside the whole process's CPU, printed first. Memory: the process's resident set and its peak so far (VmRSS, VmHWM of /proc/self/status)
-as each stage of the build ends, with the CPU time this process spent since the previous one (the
-stages as the build reports them; "write" is reported last but its first part, the pages and
-downloads, runs before "validation (rest)"). Pagefind runs in a child process: its CPU is the children's CPU
-(getrusage). `--rows N` first makes a synthetic catalog of about N server_fit rows (bench/synth.py)
-in SOURCES; `--profile FILE` keeps the raw profile (read it with `python -m pstats FILE`).
+A build's parts run one after the other in this one process (PIPELINE_WORKERS=1: Great Expectations,
+the workbooks and the plans run here, nothing beside them), each timed with the process's CPU clock
+(`time.process_time`: every thread of the process, polars' and DuckDB's included, which a profiler
+of Python frames does not see) and Pagefind, a child process, with the children's clock:
+
+- phases, in a build's order: the imports, validation (reading the sources, loading them into
+  DuckDB, the SQL rules, Great Expectations' import and its suites), combination (each derived table,
+  the plans apart), the rows of server_fit and recommendations made when asked, rendering, each
+  download format, the DuckDB file, search, writing the pages; with each phase's resident memory at
+  its end and its peak during it (VmRSS, and VmHWM reset before it through /proc/self/clear_refs);
+- parts within a phase ("of which"): the CPU of the functions that do them, summed over their calls
+  (`Timed`), e.g. typography within rendering or the key check within the DuckDB file.
+
+The phases add up to the build's work; a build spends the same CPU, less the pieces of the large
+tables made again for each format (a build makes them once for its CSV, once for Parquet and once for
+the DuckDB file, as here), spread over two cores and several processes (`bench/cpu_tree.py` shows
+how). Validation runs on an empty private user cache, so every suite runs. `--rows N` first makes a
+synthetic catalog of about N server_fit rows (bench/synth.py) in SOURCES; `--profile FILE` also
+keeps a cProfile of the whole run (`python -m pstats FILE`; its clock is the wall clock, and it
+makes Python code several times slower).
 
     python bench/synth.py /tmp/s1e5 --rows 100000 && python bench/profile_build.py /tmp/s1e5
 """
@@ -20,42 +29,18 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
-import pstats
 import resource
 import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
-
-# (what, [(file suffix, function name), ...]): the functions whose cumulative time is that part.
-PARTS = [
-    ("import of Great Expectations", [("validate/__init__.py", "_import_gx")]),
-    (
-        "validation (SQL rules, GX suites, import)",
-        [("validate/__init__.py", "start_validation"), ("validate/__init__.py", "finish")],
-    ),
-    ("combination (derived tables)", [("pipeline/combine.py", "combine")]),
-    ("  of which recommendations", [("estimate/recommend.py", "recommendations")]),
-    ("rendering (pages, Markdown)", [("render/site.py", "render")]),
-    ("  of which entity and comparison pages", [("render/site.py", "entity_pages")]),
-    ("  of which typography", [("render/russian.py", "typograph")]),
-    ("  of which charts", [("render/charts.py", "pages")]),
-    ("downloads: CSV", [("publish/downloads.py", "csv_bytes"), ("publish/downloads.py", "csv_text")]),
-    ("downloads: XLSX", [("publish/downloads.py", "workbook_bytes")]),
-    ("downloads: Parquet", [("polars/dataframe/frame.py", "write_parquet")]),
-    ("downloads: metadata.json", [("publish/downloads.py", "table_metadata")]),
-    ("downloads: DuckDB file", [("publish/downloads.py", "write_database")]),
-    ("  of which its key check", [("publish/downloads.py", "unique_keys")]),
-    (
-        "search: pages cut and handed to Pagefind",
-        [("publish/search.py", "indexed_text"), ("publish/search.py", "_send")],
-    ),
-    ("writing and hashing files", [("publish/staging.py", "write_tree")]),
-]
 
 
 def _status() -> dict[str, int]:
@@ -69,19 +54,201 @@ def _status() -> dict[str, int]:
     return found
 
 
-def cumulative(stats: pstats.Stats, functions: list[tuple[str, str]]) -> float:
-    return sum(
-        ct
-        for (path, _, name), (_, _, _, ct, _) in stats.stats.items()
-        if any(path.endswith(suffix) and name == fn for suffix, fn in functions)
-    )
+def _reset_peak() -> None:
+    """Start VmHWM again from the resident set now (Linux: /proc/self/clear_refs, 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Timed:
+    """CPU seconds and calls of functions by label, summed over calls (the outermost call of a label
+    counts: a function that calls itself, or another of the same label, is not counted twice)."""
+
+    def __init__(self) -> None:
+        self.cpu: Counter = Counter()
+        self.calls: Counter = Counter()
+        self._depth: Counter = Counter()
+
+    def wrap(self, label: str, function: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            self.calls[label] += 1
+            self._depth[label] += 1
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._depth[label] -= 1
+                if not self._depth[label]:
+                    self.cpu[label] += time.process_time() - started
+
+        timed.__wrapped__ = function
+        return timed
+
+    def patch(self, label: str, owner, name: str) -> None:
+        """Time owner.name (a module's function or a class's method) wherever the pipeline's modules
+        hold it: a module that imported it by name holds the same object."""
+        original = getattr(owner, name)
+        wrapped = self.wrap(label, original)
+        setattr(owner, name, wrapped)
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("pipeline"):
+                for attribute, value in list(vars(module).items()):
+                    if value is original:
+                        setattr(module, attribute, wrapped)
+
+
+# (label, module, owner in it or None, function): the parts within the phases ("of which").
+PARTS = [
+    ("reading the sources", "pipeline.load", None, "read_sources"),
+    ("loading into DuckDB", "pipeline.load", None, "connect"),
+    ("loading into DuckDB", "pipeline.load", None, "create_core_tables"),
+    ("SQL rules", "pipeline.validate", None, "run_rules"),
+    ("Great Expectations: import", "pipeline.validate", None, "_import_gx"),
+    ("Great Expectations: suites", "pipeline.validate", None, "_run_suite"),
+    ("the plans (models x methods x server kinds)", "pipeline.estimate.recommend", None, "plan_table"),
+    ("entity and comparison pages", "pipeline.render.site", "Renderer", "entity_pages"),
+    ("their contexts", "pipeline.render.site", "Renderer", "entity_context"),
+    ("tables (html_table)", "pipeline.render.site", None, "html_table"),
+    ("typography", "pipeline.render.russian", None, "typograph"),
+    ("page memo digests", "pipeline.render.page_memo", "PageMemo", "digest"),
+    ("articles", "pipeline.render.site", "Renderer", "render_article"),
+    ("charts", "pipeline.render.charts", None, "pages"),
+    ("CSV", "pipeline.publish.downloads", None, "csv_bytes"),
+    ("CSV", "pipeline.publish.downloads", None, "write_csv_pieces"),
+    ("XLSX: rows prepared", "pipeline.publish.downloads", None, "sheet_inputs"),
+    ("XLSX: workbooks written", "pipeline.publish.downloads", None, "workbook_bytes"),
+    ("Parquet", "pipeline.publish.downloads", None, "parquet_bytes"),
+    ("Parquet", "pipeline.publish.downloads", None, "parquet_of_pieces"),
+    ("metadata.json, datapackage.json", "pipeline.publish.downloads", None, "table_metadata"),
+    ("the DuckDB file's key check", "pipeline.publish.downloads", None, "unique_keys"),
+    ("pages cut for the index", "pipeline.publish.search", None, "indexed_text"),
+]
+# Each phase's parts, in the order printed; (label, nested): the label's CPU less that of `nested`, which
+# its first call does (the suites import Great Expectations when the first of them runs).
+OF = {
+    "validation": [
+        "reading the sources",
+        "loading into DuckDB",
+        "SQL rules",
+        "Great Expectations: import",
+        ("Great Expectations: suites", "Great Expectations: import"),
+    ],
+    "combination": ["the plans (models x methods x server kinds)"],
+    "rendering": [
+        "entity and comparison pages",
+        "their contexts",
+        "tables (html_table)",
+        "typography",
+        "page memo digests",
+        "articles",
+        "charts",
+    ],
+    "downloads (every table)": [
+        "CSV",
+        "XLSX: rows prepared",
+        "XLSX: workbooks written",
+        "Parquet",
+        "metadata.json, datapackage.json",
+    ],
+    "the DuckDB file": ["the DuckDB file's key check"],
+    "search (Pagefind)": ["pages cut for the index"],
+}
+
+
+class Phases:
+    """Each phase's CPU (this process, and its children), resident memory at its end and peak during it."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float, float, int, int]] = []
+
+    @contextmanager
+    def phase(self, name: str):
+        _reset_peak()
+        cpu, children = time.process_time(), _children_cpu()
+        yield
+        m = _status()
+        self.rows.append((name, time.process_time() - cpu, _children_cpu() - children, m["VmRSS"], m["VmHWM"]))
+
+
+def run(sources: Path, work: Path, timed: Timed, phases: Phases) -> None:
+    """A forced build's work, phase by phase (see the module's text)."""
+    with phases.phase("imports (the pipeline, polars, DuckDB, Jinja)"):
+        import importlib
+
+        from pipeline.build import load_and_validate
+        from pipeline.combine import STEPS, combine
+        from pipeline.publish import downloads, search, staging
+        from pipeline.render.page_memo import PageMemo
+        from pipeline.render.site import Renderer
+
+        for label, module, owner, name in PARTS:
+            found = importlib.import_module(module)
+            timed.patch(label, getattr(found, owner) if owner else found, name)
+    with phases.phase("validation"):
+        con, validation = load_and_validate(sources)
+    with phases.phase("combination"):
+        for step in STEPS:
+            object.__setattr__(step, "make", timed.wrap(f"step {step.name}", step.make))
+        catalog = combine(con)
+    with phases.phase("rows of server_fit and recommendations, made once"):
+        for name in ("server_fit", "recommendations"):
+            for _ in catalog.pieces(name):
+                pass
+    with phases.phase("rendering"):
+        renderer = Renderer(catalog, validation, memo=PageMemo({}, None, Path("site")))
+        rendered = renderer.render()
+    with phases.phase("downloads (every table)"):
+        files = {}
+        for name, data in downloads.iter_downloads(catalog):
+            if isinstance(data, downloads.Streamed):
+                data.write(str(work / name))
+            else:
+                files[name] = data
+        del files
+    with phases.phase("the DuckDB file"):
+        downloads.write_database(work / downloads.DATABASE, catalog)
+    with phases.phase("search (Pagefind)"):
+        indexer = search.Indexer(stream=False)
+        for path, html in rendered.site.items():
+            if isinstance(html, str):
+                indexer.add(path, html)
+        indexer.finish({f"site/{p}": c for p, c in rendered.site.items()})()
+    with phases.phase("writing and hashing the pages"):
+        staging.write_tree(work / "site", rendered.site, None, {})
+
+
+def report(timed: Timed, phases: Phases, steps: list[str]) -> None:
+    total = sum(cpu + children for _, cpu, children, _, _ in phases.rows)
+    print(f"{'phase / of which':<54} {'CPU s':>7} {'share':>6} {'RSS MiB':>8} {'peak MiB':>9}")
+    for name, cpu, children, rss, hwm in phases.rows:
+        seconds = cpu + children
+        extra = f" (of which {children:.2f} s in child processes)" if children >= 0.01 else ""
+        print(f"{name:<54} {seconds:>7.2f} {seconds / total:>6.0%} {rss / 2**20:>8.0f} {hwm / 2**20:>9.0f}{extra}")
+        labels = OF.get(name, [])
+        if name == "combination":
+            labels = [f"step {s}" for s in steps if timed.cpu[f"step {s}"] >= 0.005] + labels
+        for label in labels:
+            label, nested = label if isinstance(label, tuple) else (label, None)
+            if timed.calls[label]:
+                seconds = timed.cpu[label] - (timed.cpu[nested] if nested else 0)
+                shown = label + (f" (without the {nested.rpartition(': ')[2]})" if nested else "")
+                print(f"  {shown:<52} {seconds:>7.2f} {seconds / total:>6.0%}")
+    print(f"{'all phases':<54} {total:>7.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", type=Path)
     parser.add_argument("--rows", type=int, help="first write a synthetic catalog of about N server_fit rows there")
-    parser.add_argument("--profile", type=Path, help="keep the raw cProfile output here")
+    parser.add_argument("--profile", type=Path, help="also keep a cProfile of the whole run here")
     args = parser.parse_args(argv)
     if args.rows:
         import synth
@@ -91,41 +258,22 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     work = Path(tempfile.mkdtemp(prefix="gpu-profile-"))
     os.environ["GPU_FINETUNE_CACHE_DIR"] = str(work / "cache")
-    from pipeline.build import build
-
-    memory: list[tuple[str, float, float, int, int]] = []
-    cpu_at = [time.process_time()]
-
-    def progress(stage: str, seconds: float) -> None:
-        m, now = _status(), time.process_time()
-        memory.append((stage, seconds, now - cpu_at[0], m["VmRSS"], m["VmHWM"]))
-        cpu_at[0] = now
-
-    profile = cProfile.Profile()  # wall clock: a CPU-time timer costs a system call per function call
-    started, cpu = time.perf_counter(), time.process_time()
+    timed, phases = Timed(), Phases()
+    profile = cProfile.Profile() if args.profile else None
+    started = time.perf_counter()
     try:
-        profile.enable()
-        build(args.sources, work / "out", force=True, progress=progress)
-        profile.disable()
+        if profile is not None:
+            profile.enable()
+        run(args.sources, work, timed, phases)
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(args.profile)
     finally:
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         shutil.rmtree(work, ignore_errors=True)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    stats = pstats.Stats(profile)
-    total = stats.total_tt
-    if args.profile:
-        stats.dump_stats(args.profile)
-    print(
-        f"build: {wall:.1f} s wall, {cpu:.1f} s CPU in this process (under cProfile), "
-        f"{children.ru_utime + children.ru_stime:.1f} s CPU in children (Pagefind)"
-    )
-    print(f"{'part':<42} {'s':>7} {'share':>6}")
-    for what, functions in PARTS:
-        seconds = cumulative(stats, functions)
-        print(f"{what:<42} {seconds:>7.2f} {seconds / total:>6.0%}")
-    print(f"\n{'stage ended':<34} {'s':>6} {'CPU s':>6} {'RSS MiB':>8} {'peak MiB':>9}")
-    for stage, seconds, cpu_s, rss, hwm in memory:
-        print(f"{stage:<34} {seconds:>6.2f} {cpu_s:>6.2f} {rss / 2**20:>8.0f} {hwm / 2**20:>9.0f}")
+    from pipeline.combine import STEPS
+
+    print(f"{args.sources}: the parts of a forced build one after the other, {time.perf_counter() - started:.1f} s")
+    report(timed, phases, [step.name for step in STEPS])
     return 0
 
 

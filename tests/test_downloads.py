@@ -575,6 +575,28 @@ def test_every_table_made_in_the_workbook_child_from_arrow_is_the_row_writers_wo
         assert book == downloads.workbook_bytes(table, widths, frame.rows(), stamp), table.name
 
 
+def test_a_small_sheet_made_in_memory_is_the_workbook_made_with_files(catalog, monkeypatch):
+    """A sheet of fewer than IN_MEMORY_ROWS rows is made without a temporary file (its rows and parts in
+    memory): byte for byte the workbook XlsxWriter makes through its files, for every table."""
+    import tempfile
+
+    from pipeline.publish import downloads
+
+    stamp = downloads.data_date(catalog)
+    inputs = {t.name: downloads.sheet_inputs(t, downloads.published_frame(catalog, t)) for t in ALL_TABLES}
+    monkeypatch.setattr(downloads, "IN_MEMORY_ROWS", 0)
+    with_files = {t.name: downloads.workbook_bytes(t, *inputs[t.name], stamp) for t in ALL_TABLES}
+
+    def no_file(*args, **kwargs):
+        raise AssertionError("a temporary file for a workbook made in memory")
+
+    monkeypatch.setattr(downloads, "IN_MEMORY_ROWS", 10**9)
+    monkeypatch.setattr(tempfile, "mkstemp", no_file)
+    monkeypatch.setattr(tempfile, "mkdtemp", no_file)
+    for table in ALL_TABLES:
+        assert downloads.workbook_bytes(table, *inputs[table.name], stamp) == with_files[table.name], table.name
+
+
 def test_handing_a_sheet_to_the_workbook_child_leaves_the_frame_as_it_was(catalog, monkeypatch):
     """sheet_inputs and arrow_for_duckdb take the frame's Arrow table without aligning the frame's own
     chunks (polars' to_arrow does that in place): the Parquet file written from the same frame has the

@@ -28,6 +28,7 @@ from typing import BinaryIO
 import duckdb
 import polars as pl
 import xlsxwriter
+import xlsxwriter.worksheet
 
 from pipeline.combine import Catalog, lineage
 from pipeline.frame_memo import frame_digest
@@ -612,7 +613,7 @@ def workbook_bytes(
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
     if isinstance(rows, xlsx_rows.ArrowRows):
         rows = rows.rows()
-    wb, contents = _workbook()
+    wb, contents = _workbook(in_memory=len(rows) < IN_MEMORY_ROWS)
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
     bold, column_formats = _formats(wb, table)
@@ -649,10 +650,24 @@ def workbook_bytes(
     return _pinned_zip(contents(), stamp)
 
 
-def _workbook() -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
-    """A new workbook in XlsxWriter's constant_memory mode (rows go to a temporary file as they are
-    written, strings inline: memory stays flat whatever the table's size), in a private temporary
-    folder, and the function that gives its bytes once closed (and removes the folder)."""
+# A sheet of fewer rows than this is made in memory: its rows and XML parts go to no temporary file
+# (the files, their text codec and their removal were a third of the real catalog's 32 workbooks' CPU:
+# docs/operations.md). A larger sheet's are files, so that its XML (132 MB at 10^5 rows) is never held
+# several times over; in memory it was no faster.
+IN_MEMORY_ROWS = 5_000
+
+
+def _workbook(in_memory: bool = False) -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
+    """A new workbook in XlsxWriter's constant_memory mode (rows written as they come, strings inline)
+    and the function that gives its bytes once closed. In memory (`in_memory`, for a small sheet), or
+    in a private temporary folder, which that function removes (memory stays flat whatever the
+    table's size)."""
+    if in_memory:
+        buffer = io.BytesIO()
+        wb = _Workbook(buffer, {"constant_memory": True})
+        wb.in_memory = True  # set after __init__, which turns constant_memory off for in_memory
+        wb.worksheet_class = _MemorySheet
+        return wb, buffer.getvalue
     import shutil
     import tempfile
 
@@ -669,19 +684,57 @@ def _workbook() -> tuple[xlsxwriter.Workbook, Callable[[], bytes]]:
     return _Workbook(path, {"constant_memory": True, "tmpdir": folder}), contents
 
 
+class _MemorySheet(xlsxwriter.worksheet.Worksheet):
+    """A constant_memory worksheet whose rows go to a string buffer instead of a temporary text file:
+    the same XML (XlsxWriter copies the file's text into the sheet as it is)."""
+
+    def _initialize(self, init_data) -> None:
+        super()._initialize({**init_data, "constant_memory": False})  # no temporary file
+        if init_data["constant_memory"]:
+            self.constant_memory = True
+            self.row_data_fh = self.fh = io.StringIO()
+
+    def _opt_close(self) -> None:  # a file handle is closed when the workbook is; the buffer is kept
+        pass
+
+    def _opt_reopen(self) -> None:
+        pass
+
+    def _write_optimized_sheet_data(self) -> None:
+        if self.dim_rowmin is None:  # as XlsxWriter's: no data, an empty element
+            self._xml_empty_tag("sheetData")
+            return
+        self._xml_start_tag("sheetData")
+        self.fh.write(self.row_data_fh.getvalue())
+        self.row_data_fh = None
+        self._xml_end_tag("sheetData")
+
+
 ZIP_LEVEL = 1  # zlib's level for a workbook's parts (XlsxWriter's: the default, 6)
+
+
+class _LevelZip(zipfile.ZipFile):
+    """ZipFile deflating at ZIP_LEVEL by default, also an entry given as a ZipInfo (XlsxWriter's in memory)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("compresslevel", ZIP_LEVEL)
+        super().__init__(*args, **kwargs)
+
+    def writestr(self, zinfo_or_arcname, data, compress_type=None, compresslevel=None) -> None:
+        level = ZIP_LEVEL if compresslevel is None else compresslevel
+        super().writestr(zinfo_or_arcname, data, compress_type, level)
 
 
 class _Workbook(xlsxwriter.Workbook):
     """XlsxWriter's Workbook, its parts deflated at ZIP_LEVEL: a sheet of 10^5 rows of 33 columns
     (132 MB of XML) is zipped in 0.8 s instead of 2.2 s, into 17.5 MB instead of 13.3 MB (measured:
-    docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is given the level
-    while the workbook is stored (by one thread: a build writes its workbooks in one child)."""
+    docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is _LevelZip while the
+    workbook is stored (by one thread: a build writes its workbooks in one child)."""
 
     def _store_workbook(self) -> None:
         module = sys.modules[xlsxwriter.Workbook.__module__]
         original = module.ZipFile
-        module.ZipFile = partial(original, compresslevel=ZIP_LEVEL)
+        module.ZipFile = _LevelZip
         try:
             super()._store_workbook()
         finally:

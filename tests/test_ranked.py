@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.estimate import recommend
+from pipeline.estimate import recommend, table_rule
 from pipeline.publish import downloads
 from pipeline.schema import TABLES_BY_NAME
 
@@ -145,3 +145,24 @@ def test_the_downloads_written_piece_by_piece_are_those_of_the_whole(catalog, sm
         [(_, _, _, total, used, free, *_)] = con.sql("PRAGMA database_size").fetchall()
     assert_frame_equal(stored, whole, check_dtypes=False)
     assert (free, used) == (0, total)
+
+
+def test_a_large_tables_csv_and_parquet_made_in_one_pass_are_those_made_apart(catalog, small_pieces, monkeypatch):
+    """With `together` (a build whose DuckDB file waits for no Parquet hash), a table too large for a
+    workbook has its CSV and its Parquet file made in one pass over its pieces, each piece made once:
+    the same files as made apart, its CSV now first (in its turn) and its Parquet file right after."""
+    monkeypatch.setattr(table_rule, "CHUNK_ROWS", 300)
+    monkeypatch.setattr(downloads, "EXCEL_MAX_ROWS", 40)
+    large = ("server_fit", "recommendations")
+    assert all(len(list(catalog.pieces(name))) > 5 for name in large)
+    apart = [(name, bytes(content)) for name, content in downloads.iter_downloads(catalog)]
+    made, asked = [], []
+    published = downloads.published_pieces
+    monkeypatch.setattr(downloads, "published_pieces", lambda c, t: asked.append(t.name) or published(c, t))
+    for name, content in downloads.iter_downloads(catalog, together=True):
+        made.append((name, bytes(content)))  # a Streamed CSV is written before the next file is asked for
+    assert dict(made) == dict(apart) and len(made) == len(apart)
+    order = [name for name, _ in made]
+    for name in large:
+        assert order.index(f"{name}.parquet") == order.index(f"{name}.csv") + 1
+        assert asked.count(name) == 1

@@ -373,14 +373,16 @@ class Downloads:
         # DuckDB file is begun in a thread of its own: at once when there is no previous build to
         # keep tables from (it needs no hash), else once every Parquet file is written (a table is
         # kept by its Parquet file's hash). Without this thread it was begun before the pages
-        # rendered (_early_database), or, with one worker, it is written after the rest.
+        # rendered (_early_database), or, with one worker, it is written after the rest. Where no
+        # database waits for the Parquet files, a large table's CSV and Parquet come from one pass.
         expected, made = {d for d in self.paths if d != DATABASE_PATH}, set()
         parquet, threaded = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}, self._thread is not None
         database = None
         if threaded and self.previous is None:
             database = _Database(self.folder, catalog, None, None)
         try:
-            for name, content in iter_downloads(catalog, workbooks, release):
+            together = not (threaded and self.previous is not None)
+            for name, content in iter_downloads(catalog, workbooks, release, together):
                 if self._stop.is_set():
                     break
                 rel = f"site/data/{name}"

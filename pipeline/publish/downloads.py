@@ -246,15 +246,7 @@ def write_csv(table: Table, frame: pl.DataFrame, file: BinaryIO | str) -> None:
 def write_csv_pieces(table: Table, pieces: Callable[[], Iterator[pl.DataFrame]], file: BinaryIO | str) -> None:
     """write_csv of the frames `pieces()` gives, one after the other, as one file: the same bytes as
     write_csv of them concatenated (the header and the BOM once)."""
-    first, every = _one_or_more(pieces())
-    if every is None:  # one frame: polars writes it to the path itself (no call back into Python)
-        write_csv(table, first, file)
-        return
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(file, "wb")) if isinstance(file, str | os.PathLike) else file
-        for n, piece in enumerate(every):
-            safe = spreadsheet_safe_frame(piece, table)
-            safe.write_csv(out, include_bom=n == 0, include_header=n == 0, date_format="%Y-%m-%d")
+    _write_pieces(pieces(), table, file, None)
 
 
 def _one_or_more(pieces: Iterator[pl.DataFrame]) -> tuple[pl.DataFrame, Iterator[pl.DataFrame] | None]:
@@ -360,17 +352,9 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
 def parquet_of_pieces(pieces: Iterator[pl.DataFrame]) -> bytes:
     """parquet_bytes of a table given in pieces: one piece as polars writes it; several, each a row
     group of one file (pyarrow's writer, the same compression and statistics), never held together."""
-    first, every = _one_or_more(pieces)
-    if every is None:
-        return parquet_bytes(first)
-    import pyarrow.parquet as pq
-
-    buffer = io.BytesIO()
-    arrow = first.to_arrow()
-    with pq.ParquetWriter(buffer, arrow.schema, compression="zstd", write_statistics=True) as writer:
-        for piece in every:
-            writer.write_table(piece.to_arrow(), row_group_size=piece.height or None)
-    return buffer.getvalue()
+    sink: list[bytes] = []
+    _write_pieces(pieces, None, None, sink)
+    return sink[0]
 
 
 def write_csv_and_parquet(
@@ -379,23 +363,39 @@ def write_csv_and_parquet(
     """write_csv_pieces into `file` and parquet_of_pieces appended to `sink`, in one pass over the
     pieces: each piece is made once for both (at 10^7 rows a pass over recommendations' and
     server_fit's pieces is 3.6 s of CPU). The same bytes as the two made apart."""
-    first, every = _one_or_more(pieces())
+    _write_pieces(pieces(), table, file, sink)
+
+
+def _write_pieces(
+    pieces: Iterator[pl.DataFrame], table: Table | None, csv: BinaryIO | str | None, parquet: list[bytes] | None
+) -> None:
+    """The pieces' CSV into `csv` (a path or a binary file; `table`'s) and their Parquet bytes appended
+    to `parquet`, either or both, in one pass: one piece is written as a frame is (write_csv,
+    parquet_bytes); several as one file each, the Parquet file a row group a piece."""
+    first, every = _one_or_more(pieces)
     if every is None:
-        write_csv(table, first, file)
-        sink.append(parquet_bytes(first))
+        if csv is not None:
+            write_csv(table, first, csv)
+        if parquet is not None:
+            parquet.append(parquet_bytes(first))
         return
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
     with contextlib.ExitStack() as stack:
-        out = stack.enter_context(open(file, "wb")) if isinstance(file, str | os.PathLike) else file
-        schema = first.to_arrow().schema
-        writer = stack.enter_context(pq.ParquetWriter(buffer, schema, compression="zstd", write_statistics=True))
+        out = stack.enter_context(open(csv, "wb")) if isinstance(csv, str | os.PathLike) else csv
+        writer = None
+        if parquet is not None:
+            schema = first.to_arrow().schema
+            writer = stack.enter_context(pq.ParquetWriter(buffer, schema, compression="zstd", write_statistics=True))
         for n, piece in enumerate(every):
-            writer.write_table(piece.to_arrow(), row_group_size=piece.height or None)
-            safe = spreadsheet_safe_frame(piece, table)
-            safe.write_csv(out, include_bom=n == 0, include_header=n == 0, date_format="%Y-%m-%d")
-    sink.append(buffer.getvalue())
+            if writer is not None:
+                writer.write_table(piece.to_arrow(), row_group_size=piece.height or None)
+            if out is not None:
+                safe = spreadsheet_safe_frame(piece, table)
+                safe.write_csv(out, include_bom=n == 0, include_header=n == 0, date_format="%Y-%m-%d")
+    if parquet is not None:
+        parquet.append(buffer.getvalue())
 
 
 def made_parquet(made: TableFiles, catalog: Catalog, table: Table) -> bytes:

@@ -105,64 +105,44 @@ class Timed:
                         setattr(module, attribute, wrapped)
 
 
-# (label, module, owner in it or None, function): the parts within the phases ("of which").
+_V, _R, _D = "validation", "rendering", "downloads (every table)"
+_LOAD, _DL = "pipeline.load", "pipeline.publish.downloads"
+# (phase, label, module, owner in it or None, function): the parts within the phases ("of which"), in
+# the order printed; a label may name several functions.
 PARTS = [
-    ("reading the sources", "pipeline.load", None, "read_sources"),
-    ("loading into DuckDB", "pipeline.load", None, "connect"),
-    ("loading into DuckDB", "pipeline.load", None, "create_core_tables"),
-    ("SQL rules", "pipeline.validate", None, "run_rules"),
-    ("Great Expectations: import", "pipeline.validate", None, "_import_gx"),
-    ("Great Expectations: suites", "pipeline.validate", None, "_run_suite"),
-    ("the plans (models x methods x server kinds)", "pipeline.estimate.recommend", None, "plan_table"),
-    ("entity and comparison pages", "pipeline.render.site", "Renderer", "entity_pages"),
-    ("their contexts", "pipeline.render.site", "Renderer", "entity_context"),
-    ("tables (html_table)", "pipeline.render.site", None, "html_table"),
-    ("typography", "pipeline.render.russian", None, "typograph"),
-    ("page memo digests", "pipeline.render.page_memo", "PageMemo", "digest"),
-    ("articles", "pipeline.render.site", "Renderer", "render_article"),
-    ("charts", "pipeline.render.charts", None, "pages"),
-    ("CSV", "pipeline.publish.downloads", None, "csv_bytes"),
-    ("CSV", "pipeline.publish.downloads", None, "write_csv_pieces"),
-    ("XLSX: rows prepared", "pipeline.publish.downloads", None, "sheet_inputs"),
-    ("XLSX: workbooks written", "pipeline.publish.downloads", None, "workbook_bytes"),
-    ("a large table's CSV and Parquet, one pass", "pipeline.publish.downloads", None, "write_csv_and_parquet"),
-    ("Parquet", "pipeline.publish.downloads", None, "parquet_bytes"),
-    ("Parquet", "pipeline.publish.downloads", None, "parquet_of_pieces"),
-    ("metadata.json, datapackage.json", "pipeline.publish.downloads", None, "table_metadata"),
-    ("the DuckDB file's key check", "pipeline.publish.downloads", None, "unique_keys"),
-    ("pages cut for the index", "pipeline.publish.search", None, "indexed_text"),
+    (_V, "reading the sources", _LOAD, None, "read_sources"),
+    (_V, "loading into DuckDB", _LOAD, None, "connect"),
+    (_V, "loading into DuckDB", _LOAD, None, "create_core_tables"),
+    (_V, "SQL rules", "pipeline.validate", None, "run_rules"),
+    (_V, "Great Expectations: import", "pipeline.validate", None, "_import_gx"),
+    (_V, "Great Expectations: suites", "pipeline.validate", None, "_run_suite"),
+    ("combination", "the plans (models x methods x server kinds)", "pipeline.estimate.recommend", None, "plan_table"),
+    (_R, "entity and comparison pages", "pipeline.render.site", "Renderer", "entity_pages"),
+    (_R, "their contexts", "pipeline.render.site", "Renderer", "entity_context"),
+    (_R, "tables (html_table)", "pipeline.render.site", None, "html_table"),
+    (_R, "typography", "pipeline.render.russian", None, "typograph"),
+    (_R, "page memo digests", "pipeline.render.page_memo", "PageMemo", "digest"),
+    (_R, "articles", "pipeline.render.site", "Renderer", "render_article"),
+    (_R, "charts", "pipeline.render.charts", None, "pages"),
+    (_D, "a large table's CSV and Parquet, one pass", _DL, None, "write_csv_and_parquet"),
+    (_D, "CSV", _DL, None, "csv_bytes"),
+    (_D, "CSV", _DL, None, "write_csv_pieces"),
+    (_D, "XLSX: rows prepared", _DL, None, "sheet_inputs"),
+    (_D, "XLSX: workbooks written", _DL, None, "workbook_bytes"),
+    (_D, "Parquet", _DL, None, "parquet_bytes"),
+    (_D, "Parquet", _DL, None, "parquet_of_pieces"),
+    (_D, "metadata.json, datapackage.json", _DL, None, "table_metadata"),
+    ("the DuckDB file", "the DuckDB file's key check", _DL, None, "unique_keys"),
+    ("search (Pagefind)", "pages cut for the index", "pipeline.publish.search", None, "indexed_text"),
 ]
-# Each phase's parts, in the order printed; (label, nested): the label's CPU less that of `nested`, which
-# its first call does (the suites import Great Expectations when the first of them runs).
-OF = {
-    "validation": [
-        "reading the sources",
-        "loading into DuckDB",
-        "SQL rules",
-        "Great Expectations: import",
-        ("Great Expectations: suites", "Great Expectations: import"),
-    ],
-    "combination": ["the plans (models x methods x server kinds)"],
-    "rendering": [
-        "entity and comparison pages",
-        "their contexts",
-        "tables (html_table)",
-        "typography",
-        "page memo digests",
-        "articles",
-        "charts",
-    ],
-    "downloads (every table)": [
-        "a large table's CSV and Parquet, one pass",
-        "CSV",
-        "XLSX: rows prepared",
-        "XLSX: workbooks written",
-        "Parquet",
-        "metadata.json, datapackage.json",
-    ],
-    "the DuckDB file": ["the DuckDB file's key check"],
-    "search (Pagefind)": ["pages cut for the index"],
-}
+# Each phase's labels, in the order printed.
+OF: dict[str, list[str]] = {}
+for _phase, _label, *_ in PARTS:
+    if _label not in OF.setdefault(_phase, []):
+        OF[_phase].append(_label)
+# label -> the label whose CPU its first call includes, printed without it (the suites import Great
+# Expectations when the first of them runs).
+NESTED = {"Great Expectations: suites": "Great Expectations: import"}
 
 
 class Phases:
@@ -191,7 +171,7 @@ def run(sources: Path, work: Path, timed: Timed, phases: Phases) -> None:
         from pipeline.render.page_memo import PageMemo
         from pipeline.render.site import Renderer
 
-        for label, module, owner, name in PARTS:
+        for _, label, module, owner, name in PARTS:
             found = importlib.import_module(module)
             timed.patch(label, getattr(found, owner) if owner else found, name)
     with phases.phase("validation"):
@@ -238,7 +218,7 @@ def report(timed: Timed, phases: Phases, steps: list[str]) -> None:
         if name == "combination":
             labels = [f"step {s}" for s in steps if timed.cpu[f"step {s}"] >= 0.005] + labels
         for label in labels:
-            label, nested = label if isinstance(label, tuple) else (label, None)
+            nested = NESTED.get(label)
             if timed.calls[label]:
                 seconds = timed.cpu[label] - (timed.cpu[nested] if nested else 0)
                 shown = label + (f" (without the {nested.rpartition(': ')[2]})" if nested else "")

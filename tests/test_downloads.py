@@ -2,6 +2,7 @@
 
 import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import re
@@ -573,6 +574,38 @@ def test_every_table_made_in_the_workbook_child_from_arrow_is_the_row_writers_wo
         assert isinstance(rows, list) or isinstance(rows.rows(), xlsx_rows.Prepared), table.name
         book = downloads.workbook_bytes(table, widths, rows, stamp)
         assert book == downloads.workbook_bytes(table, widths, frame.rows(), stamp), table.name
+
+
+def test_a_large_prepared_sheet_is_deflated_from_its_rows_into_the_row_writers_workbook(catalog, monkeypatch):
+    """A sheet of prepared rows (xlsx_rows.Prepared) is never text: its mark in the sheet's XML is
+    replaced, as the archive is written, by the rows' bytes deflated from their Arrow buffer. The
+    workbook is byte for byte the one the row writer makes through XlsxWriter's files, for a sheet of
+    several megabytes (many deflate blocks) whose columns are full, partly empty or empty, and no
+    temporary file is made for it."""
+    import tempfile
+
+    from pipeline.publish import downloads, xlsx_rows
+
+    table = TABLES_BY_NAME["recommendations"]
+    frame = downloads.published_frame(catalog, table)
+    frame = pl.concat([frame] * (-(-20_000 // frame.height))).with_columns(
+        pl.when(pl.int_range(pl.len()) % 3 == 0).then(pl.lit("ёлка & <b>")).otherwise(pl.col("link")).alias("link")
+    )
+    assert frame.height >= 20_000 and frame["hours"].null_count() and frame["link"].null_count() < frame.height
+    stamp = downloads.data_date(catalog)
+    widths, rows = downloads.sheet_inputs(table, frame)
+    with_files = downloads.workbook_bytes(table, widths, frame.rows(), stamp)
+
+    def no_file(*args, **kwargs):
+        raise AssertionError("a temporary file for a prepared sheet")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_file)
+    monkeypatch.setattr(tempfile, "mkdtemp", no_file)
+    prepared = rows.rows()
+    assert isinstance(prepared, xlsx_rows.Prepared) and len(prepared.data()) > 5_000_000
+    assert downloads.workbook_bytes(table, widths, prepared, stamp) == with_files
+    with zipfile.ZipFile(io.BytesIO(with_files)) as z:
+        assert z.read("xl/worksheets/sheet1.xml").count(b"<row ") == frame.height + 1
 
 
 def test_a_small_sheet_made_in_memory_is_the_workbook_made_with_files(catalog, monkeypatch):

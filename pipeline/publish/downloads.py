@@ -646,7 +646,11 @@ def workbook_bytes(
     """One workbook: the table on a sheet named after it (Russian headers, typed cells), and its dictionary."""
     if isinstance(rows, xlsx_rows.ArrowRows):
         rows = rows.rows()
-    wb, contents = _workbook(in_memory=len(rows) < IN_MEMORY_ROWS)
+    prepared = isinstance(rows, xlsx_rows.Prepared)
+    # Prepared rows are never text in the workbook (only their mark; _LevelZip deflates them from their
+    # Arrow buffer into the archive): its parts are small, and made in memory.
+    wb, contents = _workbook(in_memory=prepared or len(rows) < IN_MEMORY_ROWS)
+    wb.prepared = rows if prepared else None
     # `created` pins docProps/core.xml (its default is now); the archive's entries are dated below.
     wb.set_properties({"author": "gpu-finetune-reference", "title": table.title_ru, "created": stamp})
     bold, column_formats = _formats(wb, table)
@@ -660,8 +664,8 @@ def workbook_bytes(
     # The data rows a row at a time, as XlsxWriter writes them cell by cell (xlsx_rows): text is always
     # a string cell (never a formula or a URL), written as it is, without the CSV's "'".
     kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
-    if isinstance(rows, xlsx_rows.Prepared):
-        xlsx_rows.write_prepared(ws, rows, column_formats)
+    if prepared:
+        xlsx_rows.write_prepared(ws, rows, column_formats, marked=True)
     else:
         xlsx_rows.write_rows(ws, rows, kinds, column_formats)
 
@@ -747,27 +751,48 @@ ZIP_LEVEL = 1  # zlib's level for a workbook's parts (XlsxWriter's: the default,
 
 
 class _LevelZip(zipfile.ZipFile):
-    """ZipFile deflating at ZIP_LEVEL by default, also an entry given as a ZipInfo (XlsxWriter's in memory)."""
+    """ZipFile deflating at ZIP_LEVEL by default, also an entry given as a ZipInfo (XlsxWriter's in memory).
+    `prepared`: the rows a sheet's xlsx_rows.MARK stands for, deflated in its place (_write_spliced)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, prepared: xlsx_rows.Prepared | None = None, **kwargs) -> None:
         kwargs.setdefault("compresslevel", ZIP_LEVEL)
         super().__init__(*args, **kwargs)
+        self.prepared = prepared
 
     def writestr(self, zinfo_or_arcname, data, compress_type=None, compresslevel=None) -> None:
         level = ZIP_LEVEL if compresslevel is None else compresslevel
+        mark = xlsx_rows.MARK.encode()
+        if self.prepared is not None and isinstance(data, bytes) and mark in data:
+            head, tail = data.split(mark)
+            self._write_spliced(zinfo_or_arcname, (head, self.prepared.data(), tail), compress_type, level)
+            return
         super().writestr(zinfo_or_arcname, data, compress_type, level)
+
+    def _write_spliced(self, zinfo: zipfile.ZipInfo, parts: tuple, compress_type, level: int) -> None:
+        """writestr(zinfo, b"".join(parts)) without joining them: ZipFile deflates what it is given a
+        write at a time into one stream, whose bytes do not depend on how the content is cut."""
+        if compress_type is not None:
+            zinfo.compress_type = compress_type
+        zinfo._compresslevel = level
+        zinfo.file_size = sum(len(part) for part in parts)  # as writestr sets it: whether the entry is ZIP64
+        with self._lock, self.open(zinfo, mode="w") as dest:
+            for part in parts:
+                dest.write(part)
 
 
 class _Workbook(xlsxwriter.Workbook):
     """XlsxWriter's Workbook, its parts deflated at ZIP_LEVEL: a sheet of 10^5 rows of 33 columns
     (132 MB of XML) is zipped in 0.8 s instead of 2.2 s, into 17.5 MB instead of 13.3 MB (measured:
     docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is _LevelZip while the
-    workbook is stored (by one thread: a build writes its workbooks in one child)."""
+    workbook is stored (by one thread: a build writes its workbooks in one child). `prepared`: the
+    rows its sheet's mark stands for (workbook_bytes)."""
+
+    prepared: xlsx_rows.Prepared | None = None
 
     def _store_workbook(self) -> None:
         module = sys.modules[xlsxwriter.Workbook.__module__]
         original = module.ZipFile
-        module.ZipFile = _LevelZip
+        module.ZipFile = partial(_LevelZip, prepared=self.prepared)
         try:
             super()._store_workbook()
         finally:

@@ -106,18 +106,41 @@ def _through_xlsxwriter(ws, write: Callable, r: int, c: int, *value_and_format) 
 
 # --- a large sheet's rows made as whole columns ------------------------------------------------------
 
-_CHUNK_ROWS = 20_000  # rows joined into one string: the prepared sheet is a few such strings
+_CHUNK_ROWS = 20_000  # rows decoded into one string where the prepared rows are written as text (write_prepared)
 
 
 class Prepared:
-    """A sheet's data rows made in advance, as write_rows would write them (prepare_arrow): the row
-    XML in chunks, and the column styles it was made with (checked against the workbook's)."""
+    """A sheet's data rows made in advance, as write_rows would write them (prepare_arrow): the rows' XML
+    as one Arrow string array (a row an element), and the column styles it was made with (checked
+    against the workbook's). `data()` gives the XML as one buffer of UTF-8 bytes, without a copy."""
 
-    def __init__(self, chunks: list[str], rows: int, last: int | None, kinds: Sequence[str], styles: Sequence[str]):
-        self.chunks, self.rows, self.last, self.kinds, self.styles = chunks, rows, last, list(kinds), list(styles)
+    def __init__(self, row, rows: int, last: int | None, kinds: Sequence[str], styles: Sequence[str]):
+        self.row, self.rows, self.last, self.kinds, self.styles = row, rows, last, list(kinds), list(styles)
 
     def __len__(self) -> int:
         return self.rows
+
+    def _offsets(self):
+        import numpy as np
+
+        return np.frombuffer(self.row.buffers()[1], dtype=np.int64)[self.row.offset : self.row.offset + self.rows + 1]
+
+    def data(self) -> memoryview:
+        if not self.rows:
+            return memoryview(b"")
+        offsets = self._offsets()
+        return memoryview(self.row.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
+
+    @property
+    def chunks(self) -> list[str]:
+        """The rows' XML as text, in pieces of _CHUNK_ROWS rows (what write_prepared writes)."""
+        if not self.rows:
+            return []
+        offsets, data = self._offsets(), memoryview(self.row.buffers()[2])
+        return [
+            bytes(data[int(offsets[start]) : int(offsets[min(start + _CHUNK_ROWS, self.rows)])]).decode("utf-8")
+            for start in range(0, self.rows, _CHUNK_ROWS)
+        ]
 
 
 def styles(kinds: Sequence[str], formats: Sequence) -> list[str]:
@@ -148,9 +171,11 @@ def _text_tail(value: str) -> str | None:
     return f"<t{preserve}>{value}"
 
 
-def write_prepared(ws, prepared: Prepared, formats: Sequence) -> None:
+def write_prepared(ws, prepared: Prepared, formats: Sequence, marked: bool = False) -> None:
     """write_rows for rows made by prepare_arrow: the same sheet, provided the workbook gives the columns'
-    Formats the indexes the rows were made with (a ValueError, a bug, if not)."""
+    Formats the indexes the rows were made with (a ValueError, a bug, if not). `marked`: the rows'
+    place in the sheet gets MARK instead of the rows, and the workbook's archive puts them there
+    (downloads._LevelZip): the sheet's XML is then never made as text."""
     if not ws.constant_memory or ws.previous_row != 0 or any(r for r in ws.table if r):
         raise ValueError("write_prepared needs a constant_memory sheet holding only its header row")
     if ws.date_1904 or ws.remove_timezone:
@@ -158,11 +183,16 @@ def write_prepared(ws, prepared: Prepared, formats: Sequence) -> None:
     ws._write_single_row(1)  # the header row, as writing the first cell of row 1 does
     if styles(prepared.kinds, formats) != prepared.styles:
         raise ValueError("the rows were prepared with other styles than the workbook's")
-    for chunk in prepared.chunks:
+    for chunk in [MARK] if marked else prepared.chunks:
         ws.fh.write(chunk)
     if prepared.last is not None:
         ws._check_dimensions(prepared.last, len(prepared.kinds) - 1)
     ws.previous_row = prepared.rows
+
+
+# Where write_prepared(marked=True) leaves the rows: a NUL, which XlsxWriter never writes (it escapes
+# every control character in text as "_x0000_"), so the mark cannot be part of a sheet's own XML.
+MARK = "\x00prepared rows\x00"
 
 
 class ArrowRows:
@@ -201,7 +231,7 @@ def prepare_arrow(table, kinds: Sequence[str], styles: Sequence[str]) -> Prepare
 
     rows = table.num_rows
     if rows == 0:
-        return Prepared([], 0, None, kinds, styles)
+        return Prepared(None, 0, None, kinds, styles)
     if not kinds:
         return None
     text = pa.large_string()
@@ -210,42 +240,53 @@ def prepare_arrow(table, kinds: Sequence[str], styles: Sequence[str]) -> Prepare
         return pa.scalar(value, text)
 
     number = pa.array([str(r) for r in range(2, rows + 2)], text)  # the sheet's row number
-    pieces, present = [lit('<row r="'), number, lit('">')], []
+    pieces, present, full = ['<row r="', number, '">'], [], False  # markup (str) between whole columns
     for c, (column, kind) in enumerate(zip(table.columns, kinds, strict=True)):
-        value = _arrow_text(column.combine_chunks(), kind)
+        # A cell is '<c r="' + its column's letters + the row's number + the value's text between its
+        # kind's markup, which is put around each distinct value once (_arrow_text).
+        value = _arrow_text(column.combine_chunks(), kind, _MARKUP[kind](styles[c]))
         if value is None:
             return None
-        ref = xl_col_to_name(c)
-        if kind == TEXT:
-            head = [lit(f'<c r="{ref}'), number, lit('" t="inlineStr"><is>'), value, lit("</t></is></c>")]
-        elif kind == BOOL:
-            head = [lit(f'<c r="{ref}'), number, lit('" t="b"><v>'), value, lit("</v></c>")]
-        else:
-            head = [lit(f'<c r="{ref}'), number, lit(f'"{styles[c]}><v>'), value, lit("</v></c>")]
-        cell = pc.binary_join_element_wise(*head, lit(""), null_handling="emit_null")  # null: no cell
-        pieces.append(pc.fill_null(cell, lit("")) if cell.null_count else cell)
+        start = f'<c r="{xl_col_to_name(c)}'
+        if not value.null_count:  # every row has this cell: its pieces go straight into the row's
+            if isinstance(pieces[-1], str):
+                pieces[-1] += start
+            else:
+                pieces.append(start)
+            pieces += [number, value]
+            full = True
+            continue
+        cell = pc.binary_join_element_wise(lit(start), number, value, lit(""), null_handling="emit_null")
+        pieces.append(pc.fill_null(cell, lit("")))  # a null value: no cell
         present.append(pc.is_valid(value))
-    pieces.append(lit("</row>"))
+    pieces.append("</row>")
+    pieces = [lit(p) if isinstance(p, str) else p for p in pieces]
     row = pc.binary_join_element_wise(*pieces, lit(""))
-    filled = present[0]
-    for valid in present[1:]:
-        filled = pc.or_(filled, valid)
-    if not pc.all(filled).as_py():
-        row = pc.if_else(filled, row, lit(""))  # a row without cells writes nothing
-    found = np.flatnonzero(filled.to_numpy(zero_copy_only=False))
-    last = int(found[-1]) + 1 if len(found) else None
-    offsets = np.frombuffer(row.buffers()[1], dtype=np.int64)[row.offset : row.offset + rows + 1]
-    data = row.buffers()[2]
-    chunks = [
-        data[int(offsets[start]) : int(offsets[min(start + _CHUNK_ROWS, rows)])].to_pybytes().decode("utf-8")
-        for start in range(0, rows, _CHUNK_ROWS)
-    ]
-    return Prepared(chunks, rows, last, kinds, styles)
+    if full:
+        last = rows
+    else:
+        filled = present[0]
+        for valid in present[1:]:
+            filled = pc.or_(filled, valid)
+        if not pc.all(filled).as_py():
+            row = pc.if_else(filled, row, lit(""))  # a row without cells writes nothing
+        found = np.flatnonzero(filled.to_numpy(zero_copy_only=False))
+        last = int(found[-1]) + 1 if len(found) else None
+    return Prepared(row, rows, last, kinds, styles)
 
 
-def _arrow_text(column, kind: str):
-    """_column_text of an Arrow column: each cell's text (large_string, null where the cell is), or
-    None when a cell must go through XlsxWriter; each distinct value formatted once."""
+# Each kind's markup around a cell's text, after the cell's reference, by the column's style attribute.
+_MARKUP = {
+    TEXT: lambda style: ('" t="inlineStr"><is>', "</t></is></c>"),
+    BOOL: lambda style: ('" t="b"><v>', "</v></c>"),
+    NUMBER: lambda style: (f'"{style}><v>', "</v></c>"),
+    DATE: lambda style: (f'"{style}><v>', "</v></c>"),
+}
+
+
+def _arrow_text(column, kind: str, markup: tuple[str, str] = ("", "")):
+    """_column_text of an Arrow column: each cell's text (large_string, null where the cell is) between
+    `markup`, or None when a cell must go through XlsxWriter; each distinct value formatted once."""
     import pyarrow as pa
     import pyarrow.types as at
 
@@ -283,4 +324,5 @@ def _arrow_text(column, kind: str):
     shown = [format_one(v) for v in encoded.dictionary.to_pylist()]
     if any(s is None for s in shown):
         return None
-    return pa.array(shown, pa.large_string()).take(encoded.indices)
+    before, after = markup
+    return pa.array([before + s + after for s in shown], pa.large_string()).take(encoded.indices)

@@ -239,9 +239,17 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
 
     def seen(folder, catalog, hashes, previous, *rest):
         begun.append((threading.current_thread().name, None if hashes is None else sorted(hashes)))
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         return write_database(folder, catalog, hashes, previous, *rest)
 
+    def writing(*args):
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return write(*args)
+
+    niceness, write = [], staging.Downloads._write
     monkeypatch.setattr(staging, "_write_database", seen)
+    monkeypatch.setattr(staging.Downloads, "_write", lambda self, *args: writing(self, *args))
+    here = os.getpriority(os.PRIO_PROCESS, 0)
     parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
     made = {}
     for threaded, force in ((True, True), (False, True), (True, False)):
@@ -253,6 +261,10 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
         written.join()
         name, hashes = begun.pop()
         assert name == ("database" if threaded else "MainThread")
+        # the downloads' and the DuckDB file's threads yield the cores to the pages (parallel.in_background)
+        nicer = min(19, here + workers.BACKGROUND_NICE) if threaded else here
+        assert niceness == [nicer, nicer] and os.getpriority(os.PRIO_PROCESS, 0) == here
+        niceness.clear()
         if force and threaded:
             assert hashes is None  # begun before any file was written
         else:
@@ -464,3 +476,29 @@ def test_stopping_a_duckdb_file_already_written_is_no_error(catalog, tmp_path, m
     database.thread.join()
     database.stop()
     assert database.error is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_a_background_thread_runs_nicer_and_the_main_thread_never_does():
+    """parallel.in_background makes the calling thread BACKGROUND_NICE nicer than the main thread (at
+    most 19), that thread alone, and a thread it starts no nicer; in the main thread it does nothing (a
+    process that lives on could not undo it)."""
+    import threading
+
+    here = os.getpriority(os.PRIO_PROCESS, 0)
+    seen = []
+
+    def background(then=None):
+        workers.in_background()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        if then:
+            inner = threading.Thread(target=then)  # inherits this thread's niceness
+            inner.start()
+            inner.join()
+
+    thread = threading.Thread(target=background, args=(background,))
+    thread.start()
+    thread.join()
+    assert seen == [min(19, here + workers.BACKGROUND_NICE)] * 2
+    workers.in_background()
+    assert os.getpriority(os.PRIO_PROCESS, 0) == here

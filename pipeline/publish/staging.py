@@ -362,6 +362,7 @@ class Downloads:
         return parallel.WORKERS > 1 and any_too_large(catalog)
 
     def _run(self, catalog: Catalog, workbooks: Workbooks | None, release: dict | None) -> None:
+        parallel.in_background()
         try:
             self._write(catalog, workbooks, release)
         except BaseException as exc:  # raised in the build's thread by join()
@@ -514,6 +515,7 @@ class _Database:
             self._run(*args)
 
     def _run(self, *args) -> None:
+        parallel.in_background()  # (nothing in the main thread, when not threaded)
         try:
             self.outcome = _write_database(*args)
         except BaseException as exc:  # raised by join()

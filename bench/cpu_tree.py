@@ -2,6 +2,8 @@
 CPU time rather than in samples of a profiler (which count a thread that waits for a core as busy).
 
     python bench/cpu_tree.py python -m pipeline build --sources S --out O --force --quiet
+    python bench/cpu_tree.py --every 0.5 python -m pipeline build …
+
 
 Every SAMPLE_SECONDS the command's process and its descendants are listed from /proc with each
 thread's user + system time; a process or thread that ends between two samples keeps its last
@@ -58,11 +60,12 @@ def _threads(pid: int, tick: int) -> dict[int, tuple[str, float]]:
     return found
 
 
-def main(command: list[str]) -> int:
+def main(command: list[str], every: float | None = None) -> int:
     tick = os.sysconf("SC_CLK_TCK")
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: dict[tuple[int, int], list] = {}  # (pid, tid) -> [name, parent pid, first, last, cpu]
+    timeline, shown_at, shown_cpu = [], 0.0, {}
     usage = None
     while usage is None:
         parents, now = _parents(), time.perf_counter() - started
@@ -74,10 +77,15 @@ def main(command: list[str]) -> int:
             for tid, (name, cpu) in threads.items():
                 entry = seen.setdefault((pid, tid), [name, parents.get(pid), now, now, 0.0])
                 entry[3], entry[4] = now, cpu
+        if every and now - shown_at >= every:
+            timeline.append(_interval(seen, shown_cpu, now, now - shown_at))
+            shown_at = now
         time.sleep(SAMPLE_SECONDS)
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             usage, proc.returncode = rusage, os.waitstatus_to_exitcode(status)
+    for line in timeline:
+        print(line)
     by_process: dict[int, list] = {}
     for (pid, tid), entry in seen.items():
         by_process.setdefault(pid, []).append((tid, *entry))
@@ -103,8 +111,25 @@ def main(command: list[str]) -> int:
     return proc.returncode
 
 
+def _interval(seen: dict, before: dict, now: float, seconds: float) -> str:
+    """One line of the timeline: the CPU each thread used since `before` (updated), over `seconds`."""
+    used = {}
+    for (pid, tid), (name, _, _, _, cpu) in seen.items():
+        used[f"{pid}/{tid} {name}"] = cpu - before.get((pid, tid), 0.0)
+        before[pid, tid] = cpu
+    busiest = ", ".join(f"{k} {v:.2f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1])[:4] if v >= 0.02)
+    return f"{now:6.1f} s: {sum(used.values()) / seconds:4.2f} cores | {busiest}"
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    every = None
+    if args[:1] == ["--every"]:
+        try:
+            every, args = float(args[1]), args[2:]
+        except (IndexError, ValueError):
+            args = []
+    if not args or (every is not None and every <= 0):
         print(__doc__, file=sys.stderr)
         sys.exit(64)
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(args, every))

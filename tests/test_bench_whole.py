@@ -81,6 +81,30 @@ def test_cpu_tree_counts_each_process_and_thread_of_the_tree():
     assert lines[-1].startswith("wall ") and lines[-1].endswith("exit code 3")
 
 
+def test_cpu_tree_every_prints_the_cores_used_in_each_interval_first():
+    """`--every SECONDS`: one line per interval (its end, the cores the tree used, the busiest threads)
+    before the per-process lines; a process spinning on one thread uses about one core meanwhile."""
+    code = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass\n"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cpu_tree.py"), "--every", "0.25", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    timeline = [line for line in lines if " cores | " in line]
+    assert len(timeline) >= 2 and lines[: len(timeline)] == timeline, lines
+    cores = [float(line.split(": ")[1].split()[0]) for line in timeline]
+    assert max(cores) >= 0.5 and all(0 <= c <= 2.5 for c in cores), lines
+    assert any(" python " in line or " python3" in line for line in timeline), lines
+    assert lines[len(timeline)].startswith("pid ") and lines[-1].startswith("wall ")
+    usage = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cpu_tree.py"), "--every", "x", "true"], capture_output=True, timeout=60
+    )
+    assert usage.returncode == 64
+
+
 PAGE = """<html><head><title>T</title><style>p {}</style></head><body>
 <h1>Модель</h1><p>Два слова.</p><svg><text>drawn</text></svg>
 <table><thead><tr><th>Сервер</th><th>Цена</th></tr></thead>

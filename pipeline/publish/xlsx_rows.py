@@ -126,7 +126,7 @@ class Prepared:
         return np.frombuffer(self.row.buffers()[1], dtype=np.int64)[self.row.offset : self.row.offset + self.rows + 1]
 
     def data(self) -> memoryview:
-        if not self.rows:
+        if not self.rows or self.row.buffers()[2] is None:  # no row, or no row with a cell
             return memoryview(b"")
         offsets = self._offsets()
         return memoryview(self.row.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
@@ -134,7 +134,7 @@ class Prepared:
     @property
     def chunks(self) -> list[str]:
         """The rows' XML as text, in pieces of _CHUNK_ROWS rows (what write_prepared writes)."""
-        if not self.rows:
+        if not self.rows or self.row.buffers()[2] is None:
             return []
         offsets, data = self._offsets(), memoryview(self.row.buffers()[2])
         return [

@@ -4,7 +4,6 @@ CPU time rather than in samples of a profiler (which count a thread that waits f
     python bench/cpu_tree.py python -m pipeline build --sources S --out O --force --quiet
     python bench/cpu_tree.py --every 0.5 python -m pipeline build …
 
-
 Every SAMPLE_SECONDS the command's process and its descendants are listed from /proc with each
 thread's user + system time; a process or thread that ends between two samples keeps its last
 reading (so a short-lived one may be under-counted by up to SAMPLE_SECONDS of CPU, and one that

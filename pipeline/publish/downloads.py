@@ -761,9 +761,8 @@ class _LevelZip(zipfile.ZipFile):
 
     def writestr(self, zinfo_or_arcname, data, compress_type=None, compresslevel=None) -> None:
         level = ZIP_LEVEL if compresslevel is None else compresslevel
-        mark = xlsx_rows.MARK.encode()
-        if self.prepared is not None and isinstance(data, bytes) and mark in data:
-            head, tail = data.split(mark)
+        if self.prepared is not None and isinstance(data, bytes) and xlsx_rows.MARK.encode() in data:
+            head, tail = data.split(xlsx_rows.MARK.encode())
             self._write_spliced(zinfo_or_arcname, (head, self.prepared.data(), tail), compress_type, level)
             return
         super().writestr(zinfo_or_arcname, data, compress_type, level)

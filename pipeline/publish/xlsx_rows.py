@@ -120,23 +120,29 @@ class Prepared:
     def __len__(self) -> int:
         return self.rows
 
-    def _offsets(self):
+    def _rows_xml(self):
+        """(the rows' XML as one buffer, each row's start in it and the end of the last), or None when
+        no row has a cell."""
+        if not self.rows or self.row.buffers()[2] is None:
+            return None
         import numpy as np
 
-        return np.frombuffer(self.row.buffers()[1], dtype=np.int64)[self.row.offset : self.row.offset + self.rows + 1]
+        offsets = np.frombuffer(self.row.buffers()[1], dtype=np.int64)[
+            self.row.offset : self.row.offset + self.rows + 1
+        ]
+        return memoryview(self.row.buffers()[2])[int(offsets[0]) : int(offsets[-1])], offsets - offsets[0]
 
     def data(self) -> memoryview:
-        if not self.rows or self.row.buffers()[2] is None:  # no row, or no row with a cell
-            return memoryview(b"")
-        offsets = self._offsets()
-        return memoryview(self.row.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
+        found = self._rows_xml()
+        return memoryview(b"") if found is None else found[0]
 
     @property
     def chunks(self) -> list[str]:
         """The rows' XML as text, in pieces of _CHUNK_ROWS rows (what write_prepared writes)."""
-        if not self.rows or self.row.buffers()[2] is None:
+        found = self._rows_xml()
+        if found is None:
             return []
-        offsets, data = self._offsets(), memoryview(self.row.buffers()[2])
+        data, offsets = found
         return [
             bytes(data[int(offsets[start]) : int(offsets[min(start + _CHUNK_ROWS, self.rows)])]).decode("utf-8")
             for start in range(0, self.rows, _CHUNK_ROWS)

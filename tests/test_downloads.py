@@ -788,3 +788,32 @@ def test_the_duckdb_file_of_a_large_table_has_no_unused_blocks(catalog, tmp_path
         ids = con.sql("SELECT server_id FROM recommendations").fetchall()
     assert (free, used) == (0, total)
     assert [i for (i,) in ids] == frame["server_id"].to_list()
+
+
+def test_the_duckdb_file_does_not_try_fsst_on_its_text(catalog, tmp_path, monkeypatch):
+    """Trying FSST on every text segment was 7-8 % of the DuckDB file's CPU for a file of the same size
+    (downloads.DATABASE_UNTRIED_COMPRESSION). Distinct long texts with a shared stem, which FSST wins on
+    when tried (checked here with none disabled), are stored another way; the rows are
+    the same."""
+    from pipeline.publish import downloads
+
+    table = TABLES_BY_NAME["recommendations"]
+    small = catalog["recommendations"].select(table.columns)
+    frame = pl.concat([small] * -(-20_000 // small.height)).with_columns(
+        server_id="сервер каталога с длинным общим названием, номер " + pl.int_range(pl.len()).cast(pl.String)
+    )
+    kinds, settings = {}, downloads.DATABASE_SETTINGS
+    for tried in (False, True):
+        path = tmp_path / f"{tried}.duckdb"
+        monkeypatch.setattr(
+            downloads, "DATABASE_SETTINGS", "SET disabled_compression_methods = ''" if tried else settings
+        )
+        downloads.write_database(path, Catalog({table.name: frame}, {}), replace=[table])
+        with duckdb.connect(str(path), read_only=True) as con:
+            info = "SELECT DISTINCT compression FROM pragma_storage_info('recommendations') WHERE column_name = 'server_id'"
+            kinds[tried] = {kind for (kind,) in con.sql(info).fetchall()}
+            assert [i for (i,) in con.sql("SELECT server_id FROM recommendations").fetchall()] == frame[
+                "server_id"
+            ].to_list()
+    assert "FSST" in kinds[True]
+    assert "FSST" not in kinds[False]

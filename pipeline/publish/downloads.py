@@ -51,7 +51,14 @@ DATABASE_STORAGE = "v1.0.0"
 # 623 MB and 19 s on one thread. Without the limit DuckDB keeps the blocks it wrote until the file is
 # closed: 0.8 GB more at 10^7 rows, 0.3 GB with it (docs/operations.md, "Sixth round").
 DATABASE_MEMORY = "256MB"
+# DuckDB tries each compression method on every column segment and keeps the smallest. FSST (for text)
+# is rarely kept: at 10^6 and 10^7 rows the file has the same size without it, but trying it was 7-8 %
+# of the file's CPU (22.1 against 23.9 s at 10^7 rows; docs/operations.md, "Twentieth round"). The
+# real catalog's file kept it for five short text columns; without it they are dictionary-encoded.
+# Set once connected (DATABASE_SETTINGS): DuckDB 2.0 ignores it, silently, in the connection's config.
+DATABASE_UNTRIED_COMPRESSION = "fsst"
 DATABASE_CONFIG = {"storage_compatibility_version": DATABASE_STORAGE, "threads": 1, "memory_limit": DATABASE_MEMORY}
+DATABASE_SETTINGS = f"SET disabled_compression_methods = '{DATABASE_UNTRIED_COMPRESSION}'"
 DATABASE_OLDEST_READER = "1.0.0"  # tested by bench/duckdb_readers.py with exactly this version
 FORMATS = ("csv", "xlsx", "parquet")
 # The largest table offered as XLSX; a larger one is offered as CSV and Parquet only, and the data page
@@ -425,6 +432,7 @@ def write_database(
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
         con = duckdb.connect(str(path), config=DATABASE_CONFIG)
+        con.execute(DATABASE_SETTINGS)
         if connected is not None:
             connected(con)
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.

@@ -1,6 +1,7 @@
 """bench/whole.py: the memory figure (the process tree's proportional set size, sampled consistently) and
 the Hugo reference (pages of the same shape as the build's)."""
 
+import shutil
 import subprocess
 import sys
 import time
@@ -163,3 +164,23 @@ def test_the_synthetic_targets_set_the_build_beside_hugo_and_the_pages_alone():
     ]
     run |= {"wall": 14.0, "cpu": 9.0, "hugo": None}
     assert [verdict for _, _, verdict in whole.synthetic_targets([run])] == ["met"]
+
+
+def test_each_price_edit_writes_a_price_no_earlier_edit_wrote(tmp_path):
+    """serve_edit waits for the site to change after each edit: an edit that wrote back a price an earlier
+    one wrote left the file changed and the site not, and the bench waited forever (it did, when the
+    second series of edits began four seconds after the first)."""
+    servers = tmp_path / "servers.csv"
+    shutil.copy(REPO / "sources" / "servers.csv", servers)
+    original = servers.read_text(encoding="utf-8")
+    edit, server = whole.price_editor(servers)
+    written = []
+    for i in [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]:  # serve_edit's two series: the same edit numbers
+        edit(i)
+        written.append(servers.read_text(encoding="utf-8"))
+    assert len(set(written)) == 10 and original not in written
+    first = original.splitlines()
+    for text in written:
+        lines = text.splitlines()
+        changed = [n for n, (a, b) in enumerate(zip(first, lines, strict=True)) if a != b]
+        assert len(changed) == 1 and lines[changed[0]].startswith(f"{server},")

@@ -117,31 +117,36 @@ def _tree_pss(pid: int) -> int:
 # last sample took, if longer: a sample walks every page table of the tree in the kernel (40-60 ms of
 # CPU at 1.5 GB resident, more at 10^7 rows), so sampling every 20 ms took one of this machine's two
 # cores from the build it measured (10^6 rows: 18.2 s wall with it, 14.9 s without; medians of three).
-# Now it takes at most a fifth of one core.
+# Now it takes at most a fifth of one core, which still slowed the build it measured: at 10^5 rows
+# 5.69-5.88 s wall sampled against 5.37-5.41 s not, in three alternate pairs. So a command is timed in
+# runs that nothing samples, and its peak memory is that of one more run, sampled (Bench.run).
 SAMPLE_SECONDS = 0.1
 SAMPLE_SPACING = 5
 
 
-def measure(cmd: list[str], cwd: Path, env: dict) -> dict:
-    """One process: wall s, cpu s (with waited-for children), peak tree PSS MiB, exit code, stdout."""
+def measure(cmd: list[str], cwd: Path, env: dict, sample: bool = True) -> dict:
+    """One process: wall s, cpu s (with waited-for children), peak tree PSS MiB (nan unless `sample`),
+    exit code, stdout."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    peak = [0]
+    peak = [0 if sample else float("nan")]
     done = threading.Event()
 
-    def sample() -> None:
+    def sample_tree() -> None:
         while not done.is_set():
             tick = time.perf_counter()
             peak[0] = max(peak[0], _tree_pss(proc.pid))
             done.wait(max(SAMPLE_SECONDS, SAMPLE_SPACING * (time.perf_counter() - tick)))
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = threading.Thread(target=sample_tree, daemon=True)
+    if sample:
+        sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     done.set()
-    sampler.join()
+    if sample:
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
         "wall": wall,
@@ -167,16 +172,31 @@ class Bench:
         self.env = {**os.environ, "GX_ANALYTICS_ENABLED": "False", "GPU_FINETUNE_CACHE_DIR": str(self.cache)}
         self.env.pop("PIPELINE_WORKERS", None)
 
-    def run(self, args: list[str], before=None, repeat: int | None = None, python: bool = False) -> dict:
+    def run(  # noqa: PLR0913
+        self, args: list[str], before=None, repeat: int | None = None, python: bool = False, peak: bool = True
+    ) -> dict:
+        """The command timed in `repeat` runs that nothing samples (the medians of their wall and CPU, the
+        last one's output), then, with `peak`, run once more, sampled, for its peak memory (`measure`;
+        else the peak is nan); `before(i)` before each run, the sampled one's i after the timed ones'."""
+        cmd = [sys.executable, *args] if python else [sys.executable, "-m", "pipeline", *args]
         runs = []
         for i in range(repeat or self.repeat):
             if before:
                 before(i)
-            cmd = [sys.executable, *args] if python else [sys.executable, "-m", "pipeline", *args]
-            runs.append(measure(cmd, self.repo, self.env))
+            runs.append(measure(cmd, self.repo, self.env, sample=False))
             m = runs[-1]
             print(f"  {' '.join(args)[:70]}: {m['wall']:.3f} s wall, {m['cpu']:.3f} s cpu", file=sys.stderr, flush=True)
-        return median(runs)
+        if not peak:
+            return median(runs)
+        if before:
+            before(len(runs))
+        sampled = measure(cmd, self.repo, self.env)
+        print(
+            f"  {' '.join(args)[:70]}: peak {sampled['peak_mib']:.0f} MiB (a run of its own)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return median(runs) | {"peak_mib": sampled["peak_mib"], "rc": max(r["rc"] for r in [*runs, sampled])}
 
     def floor(self, code: str) -> dict:
         return self.run(["-c", code], python=True)
@@ -246,7 +266,7 @@ def real_catalog(b: Bench) -> dict:
     r["serve_edit"] = serve_edit(b, sources, new_price, page=f"/servers/{server}.html")
     r["serve_edit_no_page"] = serve_edit(b, sources, new_price)
     estimate = ["estimate", "--model", "llama-3-1-8b", "--method", "lora"]  # (the checkout's own sources/)
-    b.run(estimate, repeat=1)  # fills the cache
+    b.run(estimate, repeat=1, peak=False)  # fills the cache
     r["estimate_warm"] = b.run(estimate)
     return r
 
@@ -342,7 +362,7 @@ def synthetic(b: Bench, rows: int) -> dict:
     html_bytes = sum(p.stat().st_size for p in site.rglob("*.html")) if site.is_dir() else 0
     alone = None
     if shapes and (b.repo / "bench" / "render_cpu.py").is_file():
-        measured = b.run(["bench/render_cpu.py", str(sources)], repeat=1, python=True)
+        measured = b.run(["bench/render_cpu.py", str(sources)], repeat=1, python=True, peak=False)
         alone = json.loads(measured["stdout"].strip().splitlines()[-1]) if measured["rc"] == 0 else None
     reference = hugo(b, shapes) if shapes else None
     shutil.rmtree(folder, ignore_errors=True)

@@ -396,6 +396,22 @@ def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeyp
     assert set(files) == {t.name for t in ALL_TABLES}  # only this build's tables
 
 
+def test_a_process_that_keeps_nothing_takes_no_frame_digest_for_its_tables(catalog, monkeypatch):
+    """A build in a process that makes no next build (files None) makes the same CSV bytes without
+    hashing each frame's Arrow copy, which only a kept TableFiles is compared by."""
+    from pipeline.publish import downloads
+
+    kept: dict = {}
+    with_files, _ = downloads.start_workbooks(catalog, {}, files=kept)()
+    hashed = []
+    digest = downloads.frame_digest
+    monkeypatch.setattr(downloads, "frame_digest", lambda frame: hashed.append(frame.height) or digest(frame))
+    alone, _ = downloads.start_workbooks(catalog, {}, files=None)()
+    assert hashed == []
+    assert {n: (f.csv, f.typed) for n, f in alone.items()} == {n: (f.csv, f.typed) for n, f in with_files.items()}
+    assert set(kept) == set(alone) and all(f.key for f in kept.values()) and not any(f.key for f in alone.values())
+
+
 def test_the_cache_keeps_only_the_newest_entries_of_a_namespace(tmp_path):
     from pipeline import cache
 

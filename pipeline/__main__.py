@@ -100,7 +100,7 @@ RELEASE_HELP = "record the build as a numbered, dated release of the data (befor
 # The garbage collector's thresholds in a command's own process. A build keeps most of what it makes
 # until it ends, and with Python's default (700, 10, 10) the collector ran 400-700 times in one build,
 # three times over every object: 0.13 s of CPU on the real catalog, 0.21 s at 10^5 rows and 0.37 s at
-# 10^6, all on the build's own path. With these: 20-30 young collections, no full one, 0.06-0.09 s.
+# 10^6, all on the build's own path. With these: 20-30 young collections, no full one, 0.06-0.09 s
 # (docs/operations.md, "Twentieth round"). A full collection still comes every two million objects
 # kept, for `serve`, which lives on.
 GC_THRESHOLDS = (10_000, 20, 10)

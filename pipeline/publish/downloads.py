@@ -54,7 +54,7 @@ DATABASE_MEMORY = "256MB"
 # DuckDB tries each compression method on every column segment and keeps the smallest. FSST (for text)
 # is rarely kept: at 10^6 and 10^7 rows the file has the same size without it, but trying it was 7-8 %
 # of the file's CPU (22.1 against 23.9 s at 10^7 rows; docs/operations.md, "Twentieth round"). The
-# real catalog's file kept it for five short text columns; without it they are dictionary-encoded.
+# real catalog's file kept it for five short text columns, now stored another way in a file of the same size.
 # Set once connected (DATABASE_SETTINGS): DuckDB 2.0 ignores it, silently, in the connection's config.
 DATABASE_UNTRIED_COMPRESSION = "fsst"
 DATABASE_CONFIG = {"storage_compatibility_version": DATABASE_STORAGE, "threads": 1, "memory_limit": DATABASE_MEMORY}

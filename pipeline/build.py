@@ -98,8 +98,7 @@ def run(  # noqa: PLR0913
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         if preview is not None:  # before the workbooks' child is forked: the open pages wait for nothing else
             clock.timed("preview", lambda: show_ahead(preview, renderer, pending))
-        files = warm.table_files if warm.lives_on else None  # kept for the next build of a process that lives on
-        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, files)  # forked
+        workbooks = start_workbooks(catalog, warm.workbooks, made_with(inputs), not force, warm.kept_files)  # forked
         rendered, staging, writing = render_and_stage(renderer, out, workbooks, force, warm, clock)
     except Exception:
         abandon(workbooks, pending)

@@ -63,3 +63,9 @@ class Warm:
     steps: dict = field(default_factory=dict)
     # pipeline/publish/staging.py: device -> whether its file system exchanges two folders atomically.
     exchange: dict = field(default_factory=dict)
+
+    @property
+    def kept_files(self) -> dict | None:
+        """`table_files` where this process lives on (its next build compares its tables with them), else
+        None: a process that makes one build keeps nothing, and takes no digest of its tables' frames."""
+        return self.table_files if self.lives_on else None

@@ -108,8 +108,6 @@ def test_a_warm_process_makes_again_only_the_tables_of_changed_files(sources):
 def test_only_a_process_that_lives_on_keeps_its_tables_files_for_a_next_build():
     """`serve`'s Warm hands its table_files to the build (compared by frame digest next time); a
     one-build process's hands none, so that build takes no digest of its tables' frames."""
-    from pipeline.warm import Warm
-
     living = Warm(lives_on=True)
     assert Warm().kept_files is None
     assert living.kept_files is living.table_files

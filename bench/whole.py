@@ -138,14 +138,14 @@ def measure(cmd: list[str], cwd: Path, env: dict, sample: bool = True) -> dict:
             peak[0] = max(peak[0], _tree_pss(proc.pid))
             done.wait(max(SAMPLE_SECONDS, SAMPLE_SPACING * (time.perf_counter() - tick)))
 
-    sampler = threading.Thread(target=sample_tree, daemon=True)
-    if sample:
+    sampler = threading.Thread(target=sample_tree, daemon=True) if sample else None
+    if sampler is not None:
         sampler.start()
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     done.set()
-    if sample:
+    if sampler is not None:
         sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {

@@ -73,9 +73,6 @@ def run(  # noqa: PLR0913
     if not force and fingerprint.is_current(out, inputs):
         return {"unchanged": True, "seconds": {"check": clock.elapsed()}}
 
-    from pipeline.combine import FrameMemo, combine
-    from pipeline.publish.downloads import made_with, start_workbooks
-    from pipeline.render.site import PageMemo, Renderer
     from pipeline.warm import Warm
 
     warm = Warm() if warm is None else warm
@@ -93,7 +90,10 @@ def run(  # noqa: PLR0913
     workbooks = None
     try:
         kept = None if force else warm.steps  # the tables an edit left as they were (serve's rebuilds)
-        catalog = clock.timed("compute", lambda: combine(con, FrameMemo(warm.frames, read=not force), kept, digests))
+        catalog = clock.timed("compute", lambda: compute(con, warm, kept, force, digests))
+        from pipeline.publish.downloads import made_with, start_workbooks
+        from pipeline.render.site import PageMemo, Renderer
+
         memo = PageMemo(inputs, None if force else previous.get("pages"), out / "site")  # pages to reuse
         renderer = Renderer(catalog, validation, base_url=base_url, warm=warm, memo=memo, sources=sources)
         if preview is not None:  # before the workbooks' child is forked: the open pages wait for nothing else
@@ -122,6 +122,17 @@ def run(  # noqa: PLR0913
     remember_articles(sources, digests)  # this build rendered every article: their claims hold for these bytes
     extra = staging.outcome(counts) | {"seconds": clock.seconds, "rendered": sorted(memo.rendered)}
     return summary(sources, validation, rendered, catalog, base_url, verdict_warnings(before, catalog, sources)) | extra
+
+
+def compute(con, warm: Warm, kept, force: bool, digests: dict[str, str]):
+    """The catalog (combine.combine). The stages' modules are imported here, not before loading: the
+    child that runs Great Expectations, forked while the sources load (load_inputs), needs none of
+    them, and this process imports them while it imports GX (docs/operations.md, "Twenty-first round")."""
+    import pipeline.publish.downloads
+    import pipeline.render.site  # noqa: F401 (used once this returns; imported here with the compute's time)
+    from pipeline.combine import FrameMemo, combine
+
+    return combine(con, FrameMemo(warm.frames, read=not force), kept, digests)
 
 
 def show_ahead(preview: Preview, renderer, pending: Callable[[], Validation] | None) -> None:

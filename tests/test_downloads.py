@@ -671,21 +671,48 @@ def test_handing_a_sheet_to_the_workbook_child_leaves_the_frame_as_it_was(catalo
 
 
 def _pinned_zip_by_deflating_again(data: bytes, stamp: dt.datetime) -> bytes:
-    """downloads._pinned_zip as it was: every entry inflated and deflated again by ZipFile.writestr
-    (at the level the workbooks are deflated at)."""
+    """downloads._pinned_zip as it was: every entry inflated and deflated again by writestr (with the
+    deflater and level the workbooks are deflated with)."""
     import io
 
-    from pipeline.publish.downloads import ZIP_LEVEL
+    from pipeline.publish.downloads import ZIP_LEVEL, DeflateZip
 
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, 0, 0, 0)
     out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+    with zipfile.ZipFile(io.BytesIO(data)) as src, DeflateZip(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for name in src.namelist():
             info = zipfile.ZipInfo(name, date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             dst.writestr(info, src.read(name), compresslevel=ZIP_LEVEL)
     return out.getvalue()
+
+
+def test_a_workbook_part_is_deflated_the_same_however_its_content_is_cut():
+    """ISA-L's deflate depends on how its input is cut into calls; _Deflater feeds it whole blocks, so
+    a part written in one piece (XlsxWriter's writestr) or in several (a sheet's prepared rows spliced
+    in) gives the same bytes, which inflate to the content."""
+    import random
+    import zlib
+
+    from pipeline.publish.downloads import _Deflater
+
+    rng = random.Random(7)
+    words = [f'<c r="A{i}" s="3"><v>{i * 7919 % 1000}</v></c>'.encode() for i in range(600_000)]
+    data = b"".join(rng.choice(words) for _ in range(120_000))  # several of _Deflater.BLOCK
+    assert len(data) > 3 * _Deflater.BLOCK
+
+    def deflated(parts) -> bytes:
+        deflater = _Deflater()
+        return b"".join(deflater.compress(part) for part in parts) + deflater.flush()
+
+    whole = deflated([data])
+    assert zlib.decompress(whole, -15) == data
+    for cuts in ([1], [_Deflater.BLOCK - 1, _Deflater.BLOCK + 5], sorted(rng.sample(range(1, len(data)), 9))):
+        edges = [0, *cuts, len(data)]
+        parts = [memoryview(data)[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+        assert deflated(parts) == whole, cuts
+    assert deflated([b""]) == deflated([]) and zlib.decompress(deflated([]), -15) == b""
 
 
 def test_pinning_the_dates_copies_the_deflated_bytes_of_the_same_archive(catalog, tmp_path):

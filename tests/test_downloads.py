@@ -592,6 +592,24 @@ def test_every_table_made_in_the_workbook_child_from_arrow_is_the_row_writers_wo
         assert book == downloads.workbook_bytes(table, widths, frame.rows(), stamp), table.name
 
 
+def test_a_large_sheets_rows_are_made_with_the_systems_allocator(catalog):
+    """ArrowRows.rows makes the rows' XML with the system's allocator (mimalloc, pyarrow's default,
+    faults its freed pages in again, zeroed), and leaves the default allocator as it was."""
+    import pyarrow as pa
+
+    from pipeline.publish import downloads, xlsx_rows
+
+    table = TABLES_BY_NAME["gpu_fit"]
+    frame = downloads.published_frame(catalog, table)
+    kinds = [xlsx_rows.KINDS.get(f.type, xlsx_rows.NUMBER) for f in table.fields]
+    default, system = pa.default_memory_pool(), pa.system_memory_pool()
+    before = system.bytes_allocated()
+    prepared = xlsx_rows.ArrowRows(frame.to_arrow(), kinds, [""] * len(kinds)).rows()
+    assert isinstance(prepared, xlsx_rows.Prepared)
+    assert system.bytes_allocated() - before >= prepared.row.nbytes > 100_000
+    assert pa.default_memory_pool().backend_name == default.backend_name
+
+
 def test_a_large_prepared_sheet_is_deflated_from_its_rows_into_the_row_writers_workbook(catalog, monkeypatch):
     """A sheet of prepared rows (xlsx_rows.Prepared) is never text: its mark in the sheet's XML is
     replaced, as the archive is written, by the rows' bytes deflated from their Arrow buffer. The

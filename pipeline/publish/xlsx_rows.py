@@ -217,7 +217,18 @@ class ArrowRows:
     def rows(self) -> Prepared | list[tuple]:
         """The Prepared rows, or the rows as tuples (as polars' rows() gives them) for write_rows when
         a cell needs XlsxWriter's own handling (see prepare_arrow)."""
-        prepared = prepare_arrow(self.table, self.kinds, self.styles)
+        import pyarrow as pa
+
+        # The system's allocator, not pyarrow's default (mimalloc): mimalloc gives what is freed back to
+        # the kernel within milliseconds, in 2 MB pages that are zeroed again when next used, and the
+        # rows' columns are made and freed a column at a time (at 10^5 rows 0.1-0.3 s of the child's
+        # CPU, most of it the kernel's: docs/operations.md, "Twenty-first round").
+        default = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+        try:
+            prepared = prepare_arrow(self.table, self.kinds, self.styles)
+        finally:
+            pa.set_memory_pool(default)
         if prepared is not None:
             return prepared
         columns = [column.to_pylist() for column in self.table.columns]

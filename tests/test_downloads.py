@@ -373,6 +373,11 @@ def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, mo
     changed = dataclasses.replace(catalog, tables=catalog.tables | {"servers": servers})
     downloads.start_workbooks(changed, {}, "code-a")()
     assert asked[6] == ["server_fit", "servers"]  # server_fit, made from the servers (Catalog.fits), has their prices
+    import isal
+
+    made = downloads.made_with(inputs)
+    monkeypatch.setattr(isal, "__version__", f"{isal.__version__}.1")
+    assert downloads.made_with(inputs) != made  # another python-isal may deflate the same parts otherwise
 
 
 def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeypatch):

@@ -196,10 +196,14 @@ WORKBOOKS_KEPT = 256  # entries the user cache keeps (the newest): about ten bui
 def made_with(inputs: dict[str, str]) -> str:
     """What a workbook's bytes depend on besides its table, from a build's inputs (fingerprint.inputs):
     the pipeline's code (the writer, the registry's labels), the templates (labels.toml names the
-    dictionary sheet's headers) and XlsxWriter's version."""
+    dictionary sheet's headers), XlsxWriter's version and ISA-L's (python-isal's: its deflate, _Deflater)."""
+    import isal
+
     from pipeline import cache
 
-    return cache.make_key(WORKBOOK_FORMAT, inputs["code"], inputs["templates"], xlsxwriter.__version__)
+    return cache.make_key(
+        WORKBOOK_FORMAT, inputs["code"], inputs["templates"], xlsxwriter.__version__, isal.__version__
+    )
 
 
 def _workbook_cache_key(key: tuple) -> str:

@@ -280,11 +280,12 @@ def test_downloads_written_by_a_thread_are_those_written_after_rendering(catalog
 
 
 def test_a_small_catalogs_duckdb_file_is_begun_before_the_pages_render(catalog, tmp_path, monkeypatch):
-    """Without the downloads' thread (the real catalog: every table fits a workbook), Downloads makes
-    the Parquet files at once and begins the DuckDB file in a thread of its own, keyed on their
-    hashes, so that it is written while the pages render; with one worker (PIPELINE_WORKERS=1) it is
-    written last, in join(). Both ways, with and without a previous build to keep tables from, give
-    the same files, hashes, counts, keys and tables; the switch interval is short until join()."""
+    """Without the downloads' thread (the real catalog: every table fits a workbook), Downloads begins
+    a thread of its own that makes the Parquet files and then the DuckDB file, keyed on their hashes,
+    so that both are made while the pages render (the build's thread makes no Parquet file); with one
+    worker (PIPELINE_WORKERS=1) the file is written last, in join(). Both ways, with and without a
+    previous build to keep tables from, give the same files, hashes, counts, keys and tables; the
+    switch interval is short until join()."""
     import threading
 
     import duckdb
@@ -300,6 +301,10 @@ def test_a_small_catalogs_duckdb_file_is_begun_before_the_pages_render(catalog, 
         return write_database(folder, catalog, hashes, previous, *rest)
 
     monkeypatch.setattr(staging, "_write_database", seen)
+    made_in, made_parquet = [], staging.made_parquet
+    monkeypatch.setattr(
+        staging, "made_parquet", lambda *args: made_in.append(threading.current_thread().name) or made_parquet(*args)
+    )
     parquet = {f"site/data/{t.name}.parquet" for t in ALL_TABLES}
     made = {}
     for count, force in ((2, True), (1, True), (2, False), (1, False)):
@@ -312,14 +317,18 @@ def test_a_small_catalogs_duckdb_file_is_begun_before_the_pages_render(catalog, 
         workbooks = downloads.start_workbooks(catalog)
         monkeypatch.setattr(parallel, "WORKERS", count)
         written = staging.Downloads(out, catalog, workbooks, force=force)
-        if count > 1:  # begun now, before any download is written, with the Parquet files' hashes
-            name, hashes, kept = begun.pop()
-            assert name == "database" and set(hashes) == parquet and kept is not force
+        if count > 1:  # begun now, before any download is written
+            assert written._database.thread.ident is not None  # started
             assert sys.getswitchinterval() == min(before, staging.THREAD_SWITCH_SECONDS)
         written.join()
         assert sys.getswitchinterval() == before
-        if count == 1:
-            assert begun.pop()[0] == "MainThread"
+        name, hashes, kept = begun.pop()
+        if count > 1:  # in its own thread, the Parquet files first, keyed on their hashes
+            assert name == "database" and set(hashes) == parquet and kept is not force
+            assert made_in == ["database"] * len(ALL_TABLES)
+        else:
+            assert name == "MainThread" and made_in == []
+        made_in.clear()
         assert not begun
         with duckdb.connect(str(written.folder / staging.DATABASE_PATH), read_only=True) as con:
             rows = dict(con.sql("SELECT table_name, estimated_size FROM duckdb_tables()").fetchall())

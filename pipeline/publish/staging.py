@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -328,7 +329,6 @@ class Downloads:
         self._thread: threading.Thread | None = None
         self._switch: float | None = None  # the switch interval to restore, while a thread runs
         self._database: _Database | None = None  # begun early (early_database)
-        self._early: dict[str, str] = {}  # the Parquet files' hashes it was begun with
         if self.threaded(catalog):
             self._thread = threading.Thread(target=self._run, args=self._args, name="downloads", daemon=True)
             self._switch_to_short()
@@ -342,18 +342,24 @@ class Downloads:
 
     def _early_database(self, catalog: Catalog, workbooks: Workbooks) -> None:
         """Without the downloads' thread (every table small enough for a workbook, so every table's
-        TableFiles is made): the Parquet files made now, and the DuckDB file, keyed on their hashes,
-        begun in a thread of its own, so that it is written while the pages render (DuckDB and the
-        file's hashing run mostly without the GIL) instead of after them (a fifth of `serve`'s
-        rebuild). join() checks that the files written have the hashes it was begun with."""
+        TableFiles is made): the Parquet files, then the DuckDB file keyed on their hashes, made in a
+        thread of its own, so that they are made while the pages render (polars, DuckDB and the
+        hashing run mostly without the GIL) instead of after them (a fifth of `serve`'s rebuild), and
+        the build's own thread does not wait for polars' Parquet writer before it renders (at 10^5
+        rows 0.3-0.5 s: docs/operations.md, "Twenty-first round"). join() takes the Parquet files
+        that thread made and checks that the files written have the hashes it was keyed on."""
         texts = workbooks.texts
         if any(table.name not in texts for table in ALL_TABLES):
             return
-        for table in ALL_TABLES:
-            parquet = made_parquet(texts[table.name], catalog, table)
-            self._early[f"site/data/{table.name}.parquet"] = file_hash(parquet)
+
+        def parquet() -> dict[str, str]:
+            return {
+                f"site/data/{table.name}.parquet": file_hash(made_parquet(texts[table.name], catalog, table))
+                for table in ALL_TABLES
+            }
+
         self._switch_to_short()
-        self._database = _Database(self.folder, catalog, self._early, self.previous)
+        self._database = _Database(self.folder, catalog, None, self.previous, parquet=parquet)
 
     @staticmethod
     def threaded(catalog: Catalog) -> bool:
@@ -381,6 +387,8 @@ class Downloads:
         database = None
         if threaded and self.previous is None:
             database = _Database(self.folder, catalog, None, None)
+        if self._database is not None:
+            self._database.parquet_made.wait()  # its thread made them first: taken, not made again
         try:
             together = not (threaded and self.previous is not None)
             for name, content in iter_downloads(catalog, workbooks, release, together):
@@ -397,8 +405,8 @@ class Downloads:
                 assert made == expected, "download_paths is out of date"
                 if self._database is not None:
                     database, self._database = self._database, None
-                    written = {rel: self.hashes[rel] for rel in self._early}
-                    assert written == self._early, "the Parquet files differ from those the database was begun with"
+                    written = {rel: self.hashes[rel] for rel in database.early}
+                    assert written == database.early, "the Parquet files differ from those the database was keyed on"
                 database = database or _Database(self.folder, catalog, self.hashes, self.previous, threaded=False)
                 self.database = database.join(self.hashes)
                 self.hashes[DATABASE_PATH] = ""  # listed in the manifest by what it holds (manifest_text)
@@ -504,22 +512,33 @@ class _Database:
         hashes: dict[str, str] | None,
         previous: Path | None,
         threaded: bool = True,
+        parquet: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.outcome, self.error = None, None
+        # `parquet`, given: run first in the thread, it makes the Parquet files and gives their hashes
+        # (`early`), which the file is then keyed on instead of `hashes`; `parquet_made` is set after it.
+        self.early: dict[str, str] = {}
+        self.parquet_made = threading.Event()
         self._lock, self._stopped, self._connections = threading.Lock(), False, []
         args = (staging, catalog, None if hashes is None else dict(hashes), previous, self._connected)
-        self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
+        self.thread = threading.Thread(target=self._run, args=(parquet, *args), name="database", daemon=True)
         if threaded:
             self.thread.start()
         else:
-            self._run(*args)
+            self._run(parquet, *args)
 
-    def _run(self, *args) -> None:
+    def _run(self, parquet: Callable[[], dict[str, str]] | None, *args) -> None:
         parallel.in_background()  # (nothing in the main thread, when not threaded)
         try:
+            if parquet is not None:
+                self.early = parquet()
+                args = (*args[:2], dict(self.early), *args[3:])
+            self.parquet_made.set()
             self.outcome = _write_database(*args)
         except BaseException as exc:  # raised by join()
             self.error = exc
+        finally:
+            self.parquet_made.set()
 
     def _connected(self, con) -> None:
         with self._lock:

@@ -380,6 +380,21 @@ def test_a_new_process_takes_unchanged_workbooks_from_the_user_cache(catalog, mo
     assert downloads.made_with(inputs) != made  # another python-isal may deflate the same parts otherwise
 
 
+def test_a_parquet_file_is_written_from_a_clone_of_the_catalogs_frame(catalog, monkeypatch):
+    """made_parquet writes a table's Parquet file from a clone of the catalog's frame (the same rows):
+    the DuckDB file's thread makes them while the pages query those frames, and polars 1.28, the
+    declared floor, borrows a frame exclusively while it writes it (the query failed: "Already
+    mutably borrowed")."""
+    from pipeline.publish import downloads
+
+    written, parquet_bytes = [], downloads.parquet_bytes
+    monkeypatch.setattr(downloads, "parquet_bytes", lambda frame: written.append(frame) or parquet_bytes(frame))
+    table = TABLES_BY_NAME["references"]
+    made = downloads.TableFiles("", b"", "")
+    assert downloads.made_parquet(made, catalog, table) == parquet_bytes(catalog["references"]) == made.parquet
+    assert written[0] is not catalog["references"] and written[0].equals(catalog["references"])
+
+
 def test_a_warm_process_serialises_only_the_tables_that_changed(catalog, monkeypatch):
     """`files` (Warm.table_files) keeps each table's CSV and Parquet bytes by its frame's content: the
     next build takes them as they are for an unchanged table and makes them again for a changed one."""

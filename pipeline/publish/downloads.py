@@ -417,9 +417,12 @@ def _write_pieces(
 def made_parquet(made: TableFiles, catalog: Catalog, table: Table) -> bytes:
     """The Parquet bytes of a table whose TableFiles `made` holds (made from its published_frame when not
     yet, and kept there: start_workbooks' `files`, what a warm process keeps). The frame is asked for
-    only then: server_fit's is made when asked (Catalog.fits)."""
+    only then: server_fit's is made when asked (Catalog.fits). Written from a clone (the same columns,
+    no copy): the DuckDB file's thread makes them while the pages query the catalog's frames, and
+    polars 1.28 (the declared floor) borrows a frame exclusively while it writes it: the pages' query
+    of the same frame then fails ("Already mutably borrowed")."""
     if made.parquet is None:
-        made.parquet = parquet_bytes(published_frame(catalog, table))
+        made.parquet = parquet_bytes(published_frame(catalog, table).clone())
     return made.parquet
 
 

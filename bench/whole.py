@@ -349,14 +349,21 @@ def serve_edit(b: Bench, sources: Path, edit, edits: int = 5, page: str | None =
             proc.kill()
 
 
+# Up to this many rows a synthetic build is timed `--repeat` times (the median), a larger one once: a
+# 10^5-row build takes about 5 s, and a single run of it moved by 0.8 s within minutes (docs/operations.md).
+REPEATED_ROWS = 100_000
+
+
 def synthetic(b: Bench, rows: int) -> dict:
-    """A whole forced build of a synthetic catalog of about `rows` rows of server_fit; then, on the pages it
-    wrote, the CPU of making those pages alone (bench/render_cpu.py, in a new process) and Hugo's on as
-    many pages of the same shape (when installed)."""
+    """A whole forced build of a synthetic catalog of about `rows` rows of server_fit (the median of
+    b.repeat runs up to REPEATED_ROWS rows, else one run); then, on the pages it wrote, the CPU of making
+    those pages alone (bench/render_cpu.py, in a new process) and Hugo's on as many pages of the same
+    shape (when installed)."""
     folder = b.work / f"synth-{rows}"
     sources, out = folder / "sources", folder / "out"
     counts = synth.generate_rows(sources, rows)
-    runs = b.run(["build", "--sources", str(sources), "--out", str(out), "--force", "--quiet"], repeat=1)
+    build = ["build", "--sources", str(sources), "--out", str(out), "--force", "--quiet"]
+    runs = b.run(build, repeat=b.repeat if rows <= REPEATED_ROWS else 1)
     site = out / "site"
     shapes = page_shapes(site) if site.is_dir() else []
     html_bytes = sum(p.stat().st_size for p in site.rglob("*.html")) if site.is_dir() else 0

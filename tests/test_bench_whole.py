@@ -140,6 +140,18 @@ def test_a_hugo_page_has_the_shape_it_was_given():
     assert table[0] == "| ячейка ячейка | ячейка ячейка | ячейка ячейка |"
 
 
+def test_a_small_synthetic_build_is_timed_as_often_as_the_real_catalog(monkeypatch, tmp_path):
+    """Up to REPEATED_ROWS rows a synthetic build's wall and CPU are the median of `--repeat` runs (a
+    single 10^5-row run moved by 0.8 s within minutes); a larger one is timed once."""
+    asked = []
+    monkeypatch.setattr(whole.synth, "generate_rows", lambda sources, rows: {"server_fit": rows})
+    monkeypatch.setattr(whole.Bench, "run", lambda self, args, repeat=None, **kw: asked.append(repeat) or {"rc": 1})
+    b = whole.Bench(REPO, tmp_path, repeat=3)
+    for rows in (whole.REPEATED_ROWS, whole.REPEATED_ROWS + 1):
+        assert whole.synthetic(b, rows)["rows"] == rows
+    assert asked == [3, 1]
+
+
 def test_the_synthetic_targets_set_the_build_beside_hugo_and_the_pages_alone():
     run = {
         "rows": 998_784,

@@ -846,10 +846,10 @@ class _LevelZip(DeflateZip):
 
 class _Workbook(xlsxwriter.Workbook):
     """XlsxWriter's Workbook, its parts deflated by _Deflater: a sheet of 10^5 rows of 33 columns
-    (132 MB of XML) is zipped in 0.11 s instead of 2.2 s at zlib's default level, into 18.3 MB instead of
-    13.3 MB (measured: docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is _LevelZip while the
-    workbook is stored (by one thread: a build writes its workbooks in one child). `prepared`: the
-    rows its sheet's mark stands for (workbook_bytes)."""
+    (132 MB of XML) is zipped in 0.11 s instead of 2.2 s at zlib's default level, into 18.3 MB instead
+    of 13.3 MB (measured: docs/operations.md). XlsxWriter has no option for it: its module's ZipFile is
+    _LevelZip while the workbook is stored (by one thread: a build writes its workbooks in one child).
+    `prepared`: the rows its sheet's mark stands for (workbook_bytes)."""
 
     prepared: xlsx_rows.Prepared | None = None
 

@@ -245,3 +245,39 @@ def test_derived_summary_lines(builds):
         f"  Серверы под задачу: изменено строк: {per_server}, добавлено строк: {added}, удалено строк: {per_server} "
         "(столбцы: Цена сервера)"
     ) in lines
+
+
+def test_files_are_compared_a_piece_at_a_time(tmp_path, monkeypatch):
+    """_same reads two files a piece at a time (a 10^7-row build's CSV is 3 GB): equal bytes are the
+    same, and a difference anywhere, in the last piece too, or in the size, is found; no read asks for
+    more than a piece."""
+    from pipeline.tools import diff as tool
+
+    asked = []
+
+    class Recorded:  # a file opened by _same: what each read asks for
+        def __init__(self, path, mode):
+            self.file = open(path, mode)  # noqa: SIM115 (closed by __exit__)
+
+        def read(self, size=-1):
+            asked.append(size)
+            return self.file.read(size)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+    monkeypatch.setattr(tool, "COMPARED_BYTES", 1000)
+    monkeypatch.setattr(tool, "open", Recorded, raising=False)
+    data = bytes(range(1, 256)) * 20  # 5,100 bytes: six pieces, the last one short
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_bytes(data)
+    for other, same in ((data, True), (data[:-1] + b"\0", False), (b"\0" + data[1:], False), (data + b"x", False)):
+        b.write_bytes(other)
+        assert tool._same(a, b) is same
+    a.write_bytes(b"")
+    b.write_bytes(b"")
+    assert tool._same(a, b)
+    assert asked and all(0 <= size <= 1000 for size in asked)

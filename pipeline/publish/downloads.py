@@ -779,10 +779,10 @@ class _Deflater:
 
     BLOCK = 1 << 20
 
-    def __init__(self, level: int = ZIP_LEVEL) -> None:
+    def __init__(self) -> None:
         from isal import isal_zlib
 
-        self._stream = isal_zlib.compressobj(level, isal_zlib.DEFLATED, -15)
+        self._stream = isal_zlib.compressobj(ZIP_LEVEL, isal_zlib.DEFLATED, -15)
         self._pending = bytearray()
 
     def compress(self, data) -> bytes:
@@ -807,7 +807,8 @@ class _Deflater:
 
 
 class DeflateZip(zipfile.ZipFile):
-    """ZipFile whose deflated entries are made by _Deflater at ZIP_LEVEL (what every workbook is written with)."""
+    """ZipFile whose deflated entries are made by _Deflater at ZIP_LEVEL (what every workbook is written
+    with), whatever compresslevel an entry is given."""
 
     def _open_to_write(self, zinfo: zipfile.ZipInfo, force_zip64: bool = False):
         dest = super()._open_to_write(zinfo, force_zip64)
@@ -825,19 +826,17 @@ class _LevelZip(DeflateZip):
         self.prepared = prepared
 
     def writestr(self, zinfo_or_arcname, data, compress_type=None, compresslevel=None) -> None:
-        level = ZIP_LEVEL if compresslevel is None else compresslevel
         if self.prepared is not None and isinstance(data, bytes) and xlsx_rows.MARK.encode() in data:
             head, tail = data.split(xlsx_rows.MARK.encode())
-            self._write_spliced(zinfo_or_arcname, (head, self.prepared.data(), tail), compress_type, level)
+            self._write_spliced(zinfo_or_arcname, (head, self.prepared.data(), tail), compress_type)
             return
-        super().writestr(zinfo_or_arcname, data, compress_type, level)
+        super().writestr(zinfo_or_arcname, data, compress_type, compresslevel)
 
-    def _write_spliced(self, zinfo: zipfile.ZipInfo, parts: tuple, compress_type, level: int) -> None:
+    def _write_spliced(self, zinfo: zipfile.ZipInfo, parts: tuple, compress_type) -> None:
         """writestr(zinfo, b"".join(parts)) without joining them: ZipFile deflates what it is given a
         write at a time into one stream, whose bytes do not depend on how the content is cut (_Deflater)."""
         if compress_type is not None:
             zinfo.compress_type = compress_type
-        zinfo._compresslevel = level
         zinfo.file_size = sum(len(part) for part in parts)  # as writestr sets it: whether the entry is ZIP64
         with self._lock, self.open(zinfo, mode="w") as dest:
             for part in parts:
@@ -888,7 +887,7 @@ def _pinned_zip(data: bytes, stamp: dt.datetime) -> bytes:
                 info = zipfile.ZipInfo(entry.filename, date_time=date_time)
                 info.compress_type = zipfile.ZIP_DEFLATED
                 info.external_attr = 0o644 << 16
-                dst.writestr(info, src.read(entry.filename), compresslevel=ZIP_LEVEL)
+                dst.writestr(info, src.read(entry.filename))
                 continue
             # The entry's local header: 30 bytes, then its name and extra field, then the data.
             name_length, extra_length = struct.unpack_from("<HH", data, entry.header_offset + 26)

@@ -530,15 +530,15 @@ class _Database:
     def _run(self, parquet: Callable[[], dict[str, str]] | None, *args) -> None:
         parallel.in_background()  # (nothing in the main thread, when not threaded)
         try:
-            if parquet is not None:
-                self.early = parquet()
-                args = (*args[:2], dict(self.early), *args[3:])
-            self.parquet_made.set()
+            try:
+                if parquet is not None:
+                    self.early = parquet()
+                    args = (*args[:2], dict(self.early), *args[3:])
+            finally:
+                self.parquet_made.set()  # Downloads waits for it, also when making them failed
             self.outcome = _write_database(*args)
         except BaseException as exc:  # raised by join()
             self.error = exc
-        finally:
-            self.parquet_made.set()
 
     def _connected(self, con) -> None:
         with self._lock:

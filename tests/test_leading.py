@@ -1,5 +1,6 @@
 """The page model at scale (docs/architecture.md, "Pages"): pages grow with entities, not rows. Index
-pages show every entity; a comparison longer than `table_page_rows` shows its leading rows, and a
+pages show every entity; a comparison longer than `table_page_rows` shows that many rows spread over
+its order, its first and last among them, and a
 model or server page that many rows of its slice (the smallest servers that take the model, the largest
 models the server takes), says so and links the whole table's download; no continuation pages.
 The real catalog rendered with `table_page_rows = 10`, so that its 45-model tables are cut."""
@@ -16,7 +17,7 @@ from conftest import SOURCES
 def test_the_real_catalog_has_no_continuation_pages(built):
     site = built / "site"
     assert [p for p in site.rglob("*.html") if p.parent != site and p.parent.parent != site] == []
-    assert "Показаны строки" not in (site / "compare" / "gpu-cards-lora.html").read_text(encoding="utf-8")
+    assert "Показано строк" not in (site / "compare" / "gpu-cards-lora.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("rows", [0, 9, "10", 2.5])
@@ -54,7 +55,8 @@ def test_a_long_comparison_shows_its_leading_rows_and_says_so(catalog):
     cut = _entities(catalog, 10).compare_gpu_cards("lora")
     assert len(whole.rows) == catalog["models"].height == 45
     assert whole.notes == []
-    assert cut.rows == whole.rows[:10]  # the first rows of the same table, cell for cell
+    # rows 0, 4, 9, 14, 19, 24, 29, 34, 39 and 44 of the same table, cell for cell: smallest to largest
+    assert cut.rows == [whole.rows[i] for i in (0, 4, 9, 14, 19, 24, 29, 34, 39, 44)]
     assert (cut.headers, cut.references, cut.downloads, cut.sortable) == (
         whole.headers,
         whole.references,
@@ -62,7 +64,8 @@ def test_a_long_comparison_shows_its_leading_rows_and_says_so(catalog):
         True,
     )
     assert cut.notes == [
-        "Показаны строки 1–10 из 45 (модели по размеру); сортировка по столбцу — среди показанных. "
+        "Показано строк: 10 из 45 — модели по размеру, от самой маленькой до самой большой, через равные "
+        "промежутки, чтобы был виден весь диапазон; сортировка по столбцу — среди показанных. "
         "Вся таблица — в загрузке ниже (и в Parquet, XLSX и файле DuckDB на странице данных)."
     ]
 
@@ -72,19 +75,32 @@ def test_a_comparison_that_fits_is_whole(catalog):
     view = _entities(catalog, 10).compare_server_fit()
     assert catalog["servers"].height == 10
     assert len(view.rows) == 11
-    assert not any(note.startswith("Показаны строки") for note in view.notes)
+    assert not any(note.startswith("Показано строк") for note in view.notes)
 
 
 def test_the_leading_ids_and_the_note(catalog):
     entities = _entities(catalog, 10)
     ids = [f"s{i}" for i in range(12)]
     shown, note = entities.leading(ids, "servers")
-    assert shown == ids[:10]
+    assert shown == ["s0", "s1", "s2", "s3", "s4", "s6", "s7", "s8", "s9", "s11"]  # i * 11 // 9
     assert note == [
-        "Показаны строки 1–10 из 12 (серверы по суммарной видеопамяти); сортировка по столбцу — среди "
-        "показанных. Вся таблица — в загрузке ниже (и в Parquet, XLSX и файле DuckDB на странице данных)."
+        "Показано строк: 10 из 12 — серверы по суммарной видеопамяти, от наименьшего до наибольшего, через "
+        "равные промежутки, чтобы был виден весь диапазон; сортировка по столбцу — среди показанных. Вся "
+        "таблица — в загрузке ниже (и в Parquet, XLSX и файле DuckDB на странице данных)."
     ]
     assert entities.leading(ids[:10], "servers") == (ids[:10], [])
+
+
+@pytest.mark.parametrize(
+    ("total", "shown"), [(11, 10), (12, 10), (45, 10), (1_291, 10), (101, 100), (408, 100), (10_007, 100)]
+)
+def test_the_spread_rows_run_from_the_first_to_the_last(total, shown):
+    from pipeline.render.views.entities import spread
+
+    rows = spread(total, shown)
+    assert len(rows) == shown and rows[0] == 0 and rows[-1] == total - 1
+    steps = np.diff(rows)
+    assert steps.min() >= 1 and steps.max() - steps.min() <= 1  # distinct, in order, even to one row
 
 
 def pages_of_size(tmp_path_factory, rows: int):
@@ -133,7 +149,7 @@ def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
     assert len(row_heads(models)) == 45
     compare = small_pages.site["compare/gpu-cards-lora.html"]
     assert len(row_heads(compare)) == 10
-    assert "Показаны строки 1–10 из 45 (модели по размеру)" in compare.replace("\xa0", " ")
+    assert "Показано строк: 10 из 45 — модели по размеру" in compare.replace("\xa0", " ")
     assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
 
 

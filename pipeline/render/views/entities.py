@@ -94,6 +94,13 @@ def slice_window(total: int, shown: int, fits: np.ndarray, from_end: bool = Fals
     return start, min(start + shown, total), True
 
 
+def spread(total: int, shown: int) -> list[int]:
+    """`shown` row numbers of `total` (more than `shown`, `shown` at least 2) evenly spaced, in order, from
+    the first row (0) to the last (total - 1): row i * (total - 1) // (shown - 1), all distinct since the
+    step is more than one row."""
+    return [i * (total - 1) // (shown - 1) for i in range(shown)]
+
+
 def related_problems(related, shown: str) -> list[Problem]:
     """site.toml [[related]]: each a non-empty title, a note, and an empty url or an http(s) address (a
     javascript: or relative link never reaches a page)."""
@@ -686,14 +693,17 @@ class EntityTables:
 
     # -- comparison pages --
     def leading(self, ids: list[str], kind: str) -> tuple[list[str], list[str]]:
-        """The rows a comparison shows: its first `table_page_rows` ids (site.toml) in the table's own
-        order, and the note that says so (none when every row is shown). An entity is never left
-        without a page: entity and index pages show every row; the whole table is a download."""
+        """The rows a comparison shows: at most `table_page_rows` ids (site.toml) spread evenly over the
+        table's own order, its first and last among them (`spread`), and the note that says so (none when
+        every row is shown). The first rows alone would be the smallest models or servers, much alike and
+        fitting little, at hundreds of entities; spread, they show the whole range. An entity is never
+        left without a page: entity and index pages show every row; the whole table is a download."""
         shown = self.site["table_page_rows"]
         if len(ids) <= shown:
             return ids, []
         L = self.L["leading"]
-        return ids[:shown], [L["shown"].format(shown=fmt.integer(shown), total=fmt.integer(len(ids)), order=L[kind])]
+        note = L["shown"].format(shown=fmt.integer(shown), total=fmt.integer(len(ids)), order=L[kind])
+        return [ids[i] for i in spread(len(ids), shown)], [note]
 
     def compare_server_fit(self) -> TableView:
         """The table rule's server fits, and beside them the plan (the `recommendations` row of each task)

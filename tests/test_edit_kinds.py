@@ -1,0 +1,78 @@
+"""Work proportional to the change stays exact for every kind of edit (issue 37, items 3 and 5): after a
+GPU's figure, a constant, a new server, a renamed model or a retitled reference, a build that takes
+what it can from the previous one (validation outcomes, derived tables by lineage, pages by digest,
+workbooks, the DuckDB file's unchanged tables) writes the bytes a forced build of the same sources
+writes in a fresh folder. A price edit is tests/test_incremental.py's."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import SOURCES, edit_csv
+
+DATABASE = "site/data/gpu-finetune.duckdb"  # its header holds a random id: compared by content below
+
+
+def _more_tflops(sources: Path) -> None:
+    path = sources / "gpus.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    [row] = [i for i, line in enumerate(lines) if line.startswith("h100-pcie,")]
+    cells = lines[row].split(",")
+    assert cells[6] == "756"  # bf16_dense_tflops
+    cells[6] = "800"
+    lines[row] = ",".join(cells)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _new_server(sources: Path) -> None:
+    with (sources / "servers.csv").open("a", encoding="utf-8") as f:
+        f.write("xfusion-2x-h100-b,2 × H100 80GB (XFUSION B),XFUSION,h100-pcie,2,pcie,590000,2026-10-12,,,,catalog\n")
+
+
+EDITS = {
+    "gpu_tflops": _more_tflops,
+    "constant": lambda s: edit_csv(s / "constants.csv", "range_high_factor,1.5,", "range_high_factor,1.4,"),
+    "server_added": _new_server,
+    "model_renamed": lambda s: edit_csv(s / "models.csv", "falcon-7b,Falcon 7B,", "falcon-7b,Falcon 7B Base,"),
+    "reference_retitled": lambda s: edit_csv(s / "references.csv", "Каталог серверов", "Каталог серверов провайдера"),
+}
+
+
+def _hashes(out: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.name != "build-state.json" and str(p.relative_to(out)) != DATABASE
+    }
+
+
+def _database(out: Path) -> dict[str, object]:
+    """Every table's name, comment, columns (types, comments) and rows, in the file's order."""
+    with duckdb.connect(str(out / DATABASE), read_only=True) as con:
+        tables = con.sql("SELECT table_name, comment FROM duckdb_tables() ORDER BY table_name").fetchall()
+        columns = con.sql(
+            "SELECT table_name, column_index, column_name, data_type, comment FROM duckdb_columns() ORDER BY ALL"
+        ).fetchall()
+        rows = {name: con.sql(f'SELECT * FROM "{name}"').fetchall() for name, _ in tables}
+    return {"tables": tables, "columns": columns, "rows": rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(EDITS))
+def test_an_edit_builds_what_a_forced_build_writes(kind, built, tmp_path):
+    from pipeline.build import build
+
+    sources, out, forced = tmp_path / "sources", tmp_path / "output", tmp_path / "forced"
+    shutil.copytree(SOURCES, sources)
+    shutil.copytree(built, out)  # the previous build: the real sources'
+    EDITS[kind](sources)
+    summary = build(sources, out)
+    assert summary["files"]["kept"] > 0  # it did take files from the previous build
+    build(sources, forced, force=True)
+    assert _hashes(out) == _hashes(forced)
+    assert _database(out) == _database(forced)

@@ -153,6 +153,25 @@ def test_pages_are_one_per_entity_whatever_the_page_size(small_pages, built):
     assert '<a href="../data/gpu_fit.csv">gpu_fit.csv</a>' in compare
 
 
+@pytest.mark.parametrize(
+    ("page", "before", "download"),
+    [
+        ("gpus/h100-sxm.html", 6, "gpu_fit ниже (строки с gpu_id = h100-sxm)"),
+        ("methods/lora.html", 0, "estimates ниже (строки с method_id = lora)"),
+    ],
+)
+def test_a_gpu_or_method_page_spreads_its_models(small_pages, built, page, before, download):
+    """Ten of the 45 models, the smallest and the largest among them, under the GPU page's per-method
+    summary (which counts every model); a note says so and where every row is."""
+    whole = row_heads((built / "site" / page).read_text(encoding="utf-8"))
+    small_html = small_pages.site[page]
+    assert len(whole) == before + 45 and "Показано моделей" not in (built / "site" / page).read_text(encoding="utf-8")
+    assert row_heads(small_html) == whole[:before] + [whole[before + i] for i in (0, 4, 9, 14, 19, 24, 29, 34, 39, 44)]
+    text = small_html.replace("\xa0", " ")
+    assert "Показано моделей: 10 из 45 — по размеру, от самой маленькой до самой большой" in text
+    assert f"в загрузке {download}" in text
+
+
 def test_the_calculator_lists_the_cheapest_servers_up_to_the_page_size(small_pages, catalog, browser, tmp_path):
     """The calculator's server table (the table rule, for the inputs on the screen) shows the cheapest
     `table_page_rows` servers that take the job and says how many there are (the catalog's servers,

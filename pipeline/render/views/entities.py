@@ -576,9 +576,14 @@ class EntityTables:
 
     # -- method page --
     def method_models(self, method_id: str) -> TableView:
+        """Every model's estimate for the method; a catalog of more than `table_page_rows` models shows that
+        many, spread from the smallest to the largest (`_spread_models`); the method's every row is in the
+        download."""
         L = self.L
+        picked, notes = self._spread_models("method", method_id)
+        models = [self._models[i] for i in picked]
         rows = []
-        for m in self.model_ids():
+        for m in models:
             e = self.t.estimate(m, method_id)
             rows.append(
                 [
@@ -597,7 +602,21 @@ class EntityTables:
             [False, True, True, True, True],
             sortable=True,
         )
-        return self.t._note_extrapolation(view, self.model_ids())
+        view = self.t._note_extrapolation(view, models)
+        view.notes += notes
+        return view
+
+    def _spread_models(self, kind: str, entity_id: str) -> tuple[list[int], list[str]]:
+        """(the models' positions a GPU or method page's table shows, the note that says which): every model
+        in a catalog of at most `table_page_rows`, else that many spread evenly from the smallest to the
+        largest (`spread`, as the comparisons), so that the page shows the whole range of sizes."""
+        total, shown = len(self._models), self.site["table_page_rows"]
+        if total <= shown:
+            return list(range(total)), []
+        note = self.L["leading"][f"slice_{kind}"]
+        return spread(total, shown), [
+            note.format(shown=fmt.integer(shown), total=fmt.integer(total), entity_id=entity_id)
+        ]
 
     # -- GPU page --
     def gpu_summary(self, gpu_id: str) -> TableView:
@@ -633,15 +652,22 @@ class EntityTables:
         )
 
     def gpu_models(self, gpu_id: str) -> TableView:
+        """Each model's cards of this GPU per method; a catalog of more than `table_page_rows` models shows
+        that many, spread from the smallest to the largest (`_spread_models`): the card counts the page
+        summarises above are over every model, and the GPU's every row is in the download."""
         L = self.L
-        cards = self.t.cards_cells.table(self.t.gpu_grid.block(self._models, self._methods, gpu_id))
-        rows = [first + row for first, row in zip(self.model_cells, cards, strict=True)]
+        picked, notes = self._spread_models("gpu", gpu_id)
+        block = self.t.gpu_grid.block(self._models, self._methods, gpu_id)[picked]  # models x methods
+        cards = self.t.cards_cells.table(block)
+        cells = [self.model_cells[i] for i in picked]
+        rows = [first + row for first, row in zip(cells, cards, strict=True)]
         return TableView(
             [L["model"], L["params"]] + self.method_headers,
             rows,
             _unique(self.anchor_refs + [self.t.gpu(gpu_id)["reference_id"]]),
             ["gpu_fit"],
             [False, True] + [True] * len(self._methods),
+            notes=notes,
             sortable=True,
         )
 

@@ -249,6 +249,48 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
     (validation_cache), with pending None; otherwise the validation so far, with the GX suites still running.
     The files are read once, and `inputs["sources"]` becomes the hash of the bytes this build read and
     validated: a file saved meanwhile is never published under the validation of its earlier bytes."""
+    child = early_validation(sources, previous, inputs, warm)  # first: before polars and DuckDB load here
+    try:
+        return _load_inputs(sources, previous, inputs, clock, warm, child)
+    finally:
+        if child is not None:
+            child.close()  # one never sent a table (the validation was known) is killed
+
+
+def early_validation(sources: Path, previous: dict | None, inputs: dict, warm: Warm):
+    """The child that imports Great Expectations while this process reads and loads the sources
+    (parallel.Early), where the build will run suites: forced, or sources that neither the previous build
+    nor the user cache passed, as the files look now (the bytes read then decide; a child sent no table
+    is killed). None in a process that lives on (`serve` keeps GX itself) or has DuckDB loaded already:
+    such a process forks the suites' child later (validate.start_expectations)."""
+    from pipeline.parallel import Early
+
+    if warm.lives_on or not Early.usable():
+        return None
+    if previous is not None:
+        same = ("sources", "code", "build_date")
+        if "validation" in previous and all(previous.get("inputs", {}).get(k) == inputs[k] for k in same):
+            return None
+        from pipeline import validation_cache as cache
+
+        if cache.remembered_summary(sources) is not None:
+            return None
+    # Imported (not used) here first, as this process imports them next anyway: the child inherits them.
+    import pyarrow  # noqa: F401
+
+    import pipeline.validate  # noqa: F401 (DuckDB, polars, the schema)
+
+    return Early(_prepare_validation)
+
+
+def _prepare_validation() -> None:
+    """In the early child: what running the suites needs (validate.prepare_shipped)."""
+    from pipeline.validate import prepare_shipped
+
+    prepare_shipped()
+
+
+def _load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock, warm: Warm, child):  # noqa: PLR0913
     from pipeline import fingerprint
     from pipeline import validation_cache as cache
     from pipeline.load import read_sources
@@ -271,7 +313,7 @@ def load_inputs(sources: Path, previous: dict | None, inputs: dict, clock: Clock
             clock.record("load (validation remembered)", time.perf_counter() - tick)
             return con, published(remembered, sources), None, digests
     with cache.fresh(previous is None):  # --force validates every table anew
-        con, validation, pending = start_loading(sources, warm, digests, read)
+        con, validation, pending = start_loading(sources, warm, digests, read, child)
     clock.record("load, validation started", time.perf_counter() - tick)
     # Waited for once or twice (show_ahead waits before the pages are shown): the same outcome each time.
     return con, published(validation, sources), once(pending), digests
@@ -351,11 +393,14 @@ def load_and_validate(sources: Path, digests: dict[str, str] | None = None):
     return con, validation
 
 
-def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, str] | None = None, read=None):
+def start_loading(  # noqa: PLR0913
+    sources: Path, warm: Warm | None = None, digests: dict[str, str] | None = None, read=None, child=None
+):
     """load_and_validate with the GX suites left running: (connection, validation so far, pending),
     where pending() waits for the suites and returns the whole Validation or raises DataError.
     `digests` gets the SHA-256 of the bytes read: what the validation is remembered by; `read`: what
-    read_sources(sources, digests) returned, when the caller has read the files already."""
+    read_sources(sources, digests) returned, when the caller has read the files already; `child`: the
+    early child that runs the suites (early_validation), when there is one."""
     from pipeline import validation_cache as cache
     from pipeline.load import connect, create_core_tables, read_sources
     from pipeline.problems import Validation
@@ -364,7 +409,7 @@ def start_loading(sources: Path, warm: Warm | None = None, digests: dict[str, st
     digests = {} if digests is None else digests
     frames, problems, notices = read if read is not None else read_sources(sources, digests)
     con = connect(frames, warm, digests)
-    early, finish_suites = start_validation(con, sources, list(frames), warm, digests)
+    early, finish_suites = start_validation(con, sources, list(frames), warm, digests, child)
 
     def pending() -> Validation:
         validation = finish_suites()

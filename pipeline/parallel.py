@@ -94,6 +94,115 @@ def start_map(
     return once(join)
 
 
+class Early:
+    """A child forked before this process has loaded anything, that makes ready (`prepare`: imports of
+    a second or more) while this process reads its inputs, then runs the one map it is sent (`map`).
+    `start_map` forks once its items exist, so the second core would idle until then: a build's child
+    imports Great Expectations while the build reads the sources, and is then sent the tables.
+    Only a process that has not imported DuckDB yet makes one (`usable`): the child may then use
+    DuckDB and Arrow of its own, since no table was loaded here when it was forked (the modules may be
+    imported just before the fork, so that the child inherits them: importing polars or pyarrow starts
+    only their allocators' threads; a process that has loaded tables, `serve` or a test's, forks later,
+    with start_map). A child that fails in
+    any way is not an error: whatever it did not deliver is computed here. One never sent a map is
+    killed by `close`."""
+
+    def __init__(self, prepare: Callable[[], object]) -> None:
+        """Forks now where two cores and fork() are there; the caller asks `usable()` first, before it
+        imports what the child inherits."""
+        self.pid: int | None = None
+        self._sent = False
+        if WORKERS < 2 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+            return
+        job_read, job_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = fork()
+        if pid == 0:  # the child: make ready, wait for the map, send its results, exit at once
+            status = 1
+            try:
+                die_with_parent(parent)
+                os.close(job_write)
+                os.close(answer_read)
+                prepare()
+                with os.fdopen(job_read, "rb") as pipe:
+                    data = pipe.read()
+                done = {}
+                if data:
+                    function, items = pickle.loads(data)
+                    done = {i: function(item) for i, item in enumerate(items)}
+                with os.fdopen(answer_write, "wb") as pipe:
+                    pipe.write(pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(job_read)
+        os.close(answer_write)
+        self.pid, self._job, self._answer = pid, job_write, answer_read
+
+    @staticmethod
+    def usable() -> bool:
+        """Two cores and fork(), and no DuckDB loaded in this process yet (see the class)."""
+        return WORKERS >= 2 and (os.cpu_count() or 1) >= 2 and hasattr(os, "fork") and "duckdb" not in sys.modules
+
+    def map(self, function: Callable, items: Sequence) -> Callable[[], list]:
+        """[function(item) for item in items] in the child (function and items are pickled to it; a
+        thread here writes them, as the child reads only once it is ready); calling the result waits
+        for it and computes here what it did not deliver. Without a child, or after a first map, all here."""
+        items = list(items)
+        if self.pid is None or self._sent:
+            return once(lambda: [function(item) for item in items])
+        self._sent = True
+        data = pickle.dumps((function, items), protocol=pickle.HIGHEST_PROTOCOL)
+        writer = threading.Thread(target=_write_all, args=(self._job, data), daemon=True)
+        writer.start()
+        pid, answer = self.pid, self._answer
+
+        def join() -> list:
+            try:
+                with os.fdopen(answer, "rb") as pipe:
+                    data = pipe.read()
+            except BaseException:  # Ctrl-C while waiting: the child's work is not wanted
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                raise
+            finally:
+                _, status = os.waitpid(pid, 0)
+                writer.join()
+            results = {}
+            if os.waitstatus_to_exitcode(status) == 0:
+                with contextlib.suppress(Exception):  # a truncated answer: its items are computed below
+                    results = pickle.loads(data)
+            return [results[i] if i in results else function(items[i]) for i in range(len(items))]
+
+        return once(join)
+
+    def close(self) -> None:
+        """A child never sent a map is killed and reaped (a sent one is reaped by its join)."""
+        if self.pid is None or self._sent:
+            return
+        self._sent = True
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self._job)
+        os.close(self._answer)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """All of `data` into a pipe, then closed; a child that is gone (a broken pipe) gets none."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def in_background() -> None:
     """The calling thread, if it is not the main thread, runs BACKGROUND_NICE nicer than the main
     thread (at most 19; a thread started by a background thread, which inherits its niceness, is no

@@ -37,7 +37,7 @@ from pipeline.load import (
     typed_sql,
 )
 from pipeline.messages import message
-from pipeline.parallel import start_map
+from pipeline.parallel import Early, start_map
 from pipeline.problems import CheckResult, Problem, Validation, capped
 from pipeline.render import russian as ru
 from pipeline.schema import (
@@ -456,11 +456,14 @@ def prepare_suites(warm: Warm) -> None:
             _definition(table, on, today, warm)
 
 
-def start_expectations(
-    con, sources_dir: Path, names: list[str], today: dt.date, warm: Warm
+def start_expectations(  # noqa: PLR0913
+    con, sources_dir: Path, names: list[str], today: dt.date, warm: Warm, child: Early | None = None
 ) -> Callable[[Validation], None]:
     """Run the generated GX suites on each loaded table (every failing cell becomes a Problem): they start in
     a forked child now; calling the result waits for them and adds their outcomes to a Validation, in table order.
+    `child` (build's, `early_validation`): a child forked before the sources were read, which has imported
+    Great Expectations meanwhile; it is sent the tables as Arrow (`_run_shipped`), and this process then
+    never imports pandas.
 
     The outcomes per table are kept in warm.outcomes, keyed by the table's cells: a warm process
     (`just serve`) runs Great Expectations again only on the tables an edit changed (and a new
@@ -469,6 +472,7 @@ def start_expectations(
 
     outcomes = warm.outcomes
     keys, jobs, entries = [], {}, {}
+    shipped = child is not None and child.pid is not None and not warm.lives_on
     for name in names:
         table = TABLES_BY_NAME[name]
         shown = display_path(sources_dir, table)
@@ -480,23 +484,18 @@ def start_expectations(
             if stored is not None:
                 outcomes[key] = stored
                 continue
-            raw = con.sql(f"SELECT * FROM raw_{name}").df()
-            typed = con.sql(f"SELECT * FROM typed_{name}").df()
-            # In a process that lives on (`serve`), GX and the suites are made here, before the fork:
-            # the child inherits them and this process keeps them for the next build. Otherwise the
-            # process that runs a suite makes it: the child imports GX while this process computes
-            # (this one never imports it to take a suite the child has not begun: see below). The typed
-            # suite names a failing cell by its text, not by the cast value (1e+308).
-            for on, frame, texts in (("raw", raw, None), ("typed", typed, raw)):
-                definition = partial(_definition, table, on, today, warm)
-                if warm.lives_on:
-                    definition()  # kept in warm.suites: the call in _run_suite finds it
-                jobs[key, on] = (table, on, shown, frame, texts, definition)
-    # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
-    weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
-    # This process takes suites the child has not begun only where GX is imported here already (a
-    # warm process): importing it for them costs a second of CPU, more than the suites it would take.
-    finish = start_map(_run_suite, list(jobs.values()), weights, joins=lambda: "great_expectations" in sys.modules)
+            jobs |= _table_jobs(con, key, warm, shipped)
+    if shipped and jobs:  # to the early child, every one
+        finish = child.map(_run_shipped, list(jobs.values()))
+    else:
+        # GX is pure Python: the suites are shared between two cores (pipeline.parallel).
+        weights = [len(job[0].fields) * (1 + len(job[3]) / 2000) for job in jobs.values()]
+        # This process takes suites the child has not begun only where GX is imported here already (a
+        # warm process): importing it for them costs a second of CPU, more than the suites it would take.
+        joins = lambda: "great_expectations" in sys.modules  # noqa: E731
+        finish = start_map(_run_suite, list(jobs.values()), weights, joins=joins)
+    if child is not None:
+        child.close()  # not sent any table (every outcome was known): killed
 
     def collect(out: Validation) -> None:
         found = dict(zip(jobs, finish(), strict=True))
@@ -511,6 +510,65 @@ def start_expectations(
             del outcomes[key]
 
     return collect
+
+
+def _table_jobs(con, key: tuple, warm: Warm, shipped: bool) -> dict[tuple, tuple]:
+    """One table's two suites (raw and typed) by (key, view): `_run_suite`'s jobs with the pandas frames
+    of its views, or, `shipped`, `_run_shipped`'s with their Arrow tables (the early child makes the
+    frames; this process then never imports pandas). The typed suite names a failing cell by its raw
+    text, not by the cast value (1e+308)."""
+    name, shown, today, _ = key
+    if shipped:
+        raw = con.sql(f"SELECT * FROM raw_{name}").to_arrow_table()
+        typed = con.sql(f"SELECT * FROM typed_{name}").to_arrow_table()
+        return {
+            (key, "raw"): (name, "raw", shown, today, raw, None),
+            (key, "typed"): (name, "typed", shown, today, typed, raw),
+        }
+    table = TABLES_BY_NAME[name]
+    raw = con.sql(f"SELECT * FROM raw_{name}").df()
+    typed = con.sql(f"SELECT * FROM typed_{name}").df()
+    jobs = {}
+    # In a process that lives on (`serve`), GX and the suites are made here, before the fork: the child
+    # inherits them and this process keeps them for the next build. Otherwise the process that runs a
+    # suite makes it: the child imports GX while this process computes (this one never imports it to take
+    # a suite the child has not begun: see start_expectations).
+    for on, frame, texts in (("raw", raw, None), ("typed", typed, raw)):
+        definition = partial(_definition, table, on, today, warm)
+        if warm.lives_on:
+            definition()  # kept in warm.suites: the call in _run_suite finds it
+        jobs[key, on] = (table, on, shown, frame, texts, definition)
+    return jobs
+
+
+# The early child's own (prepare_shipped): its Great Expectations context and suites, and the DuckDB
+# connection that makes the tables it is sent into pandas frames. Empty in every other process.
+_SHIPPED: dict[str, object] = {}
+
+
+def prepare_shipped() -> None:
+    """In the early child (pipeline.parallel.Early), while the build reads the sources: import Great
+    Expectations (and pandas with it), DuckDB and Arrow, and open the connection `_run_shipped` uses."""
+    import pyarrow  # noqa: F401 (the tables arrive as Arrow)
+
+    _import_gx()
+    _SHIPPED["warm"], _SHIPPED["duck"] = Warm(), duckdb.connect()
+
+
+def _run_shipped(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
+    """_run_suite on a table sent as Arrow (name, view, shown, date, its Arrow table, the raw table's for a
+    typed suite): DuckDB makes the pandas frames from it, as `.df()` makes them in the build process
+    from the same view (DuckDB's types go through Arrow and back unchanged; tests/test_workers.py
+    compares the frames). In the build process itself (the child failed) with a connection and suites
+    of its own."""
+    name, on, shown, today, frame, raw = job
+    warm, duck = _SHIPPED.get("warm"), _SHIPPED.get("duck")
+    if duck is None:
+        warm, duck = Warm(), duckdb.connect()
+    table = TABLES_BY_NAME[name]
+    texts = None if raw is None else duck.from_arrow(raw).df()
+    definition = partial(_definition, table, on, today, warm)
+    return _run_suite((table, on, shown, duck.from_arrow(frame).df(), texts, definition))
 
 
 def _run_suite(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
@@ -1585,12 +1643,13 @@ def validate(
     return start_validation(con, sources_dir, names, warm)[1]()
 
 
-def start_validation(
+def start_validation(  # noqa: PLR0913
     con: duckdb.DuckDBPyConnection,
     sources_dir: Path,
     names: list[str],
     warm: Warm | None = None,
     digests: dict[str, str] | None = None,
+    child: Early | None = None,
 ) -> tuple[Validation, Callable[[], Validation]]:
     """validate() in two halves, so that a build can compute and render meanwhile.
 
@@ -1599,11 +1658,11 @@ def start_validation(
     function that waits for the suites and returns exactly what validate() returns.
     `digests`: the SHA-256 of each source file as read (load.read_sources); with them, the rules'
     queries on unchanged files are answered as the last validation answered them (run_rules: kept in
-    a process that lives on, `serve`, and on disk for the next process).
+    a process that lives on, `serve`, and on disk for the next process). `child`: as start_expectations'.
     """
     today = build_date()
     warm = Warm() if warm is None else warm
-    expectations = start_expectations(con, sources_dir, names, today, warm)
+    expectations = start_expectations(con, sources_dir, names, today, warm, child)
     early = Validation(build_date=today)
     try:
         run_rules(con, sources_dir, names, today, warm, digests, early)

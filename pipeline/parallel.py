@@ -20,6 +20,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 # PIPELINE_WORKERS=1 keeps everything in this process (one core, e.g. to profile).
 WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
@@ -60,16 +61,7 @@ def start_map(
     parent = os.getpid()
     pid = fork()
     if pid == 0:  # the child: take items until the queue is empty, send the results, exit at once
-        status = 1
-        try:
-            die_with_parent(parent)
-            os.close(answer_read)
-            done = _take(function, items, queue_read)
-            with os.fdopen(answer_write, "wb") as pipe:
-                pipe.write(pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
-            status = 0
-        finally:
-            os._exit(status)
+        _be_child(parent, [answer_read], lambda: _take(function, items, queue_read), answer_write)
     os.close(answer_write)
 
     def join() -> list:
@@ -121,23 +113,7 @@ class Early:
         parent = os.getpid()
         pid = fork()
         if pid == 0:  # the child: make ready, wait for the map, send its results, exit at once
-            status = 1
-            try:
-                die_with_parent(parent)
-                os.close(job_write)
-                os.close(answer_read)
-                prepare()
-                with os.fdopen(job_read, "rb") as pipe:
-                    data = pipe.read()
-                done = {}
-                if data:
-                    function, items = pickle.loads(data)
-                    done = {i: function(item) for i, item in enumerate(items)}
-                with os.fdopen(answer_write, "wb") as pipe:
-                    pipe.write(pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
-                status = 0
-            finally:
-                os._exit(status)
+            _be_child(parent, [job_write, answer_read], lambda: _prepared_map(prepare, job_read), answer_write)
         os.close(job_read)
         os.close(answer_write)
         self.pid, self._job, self._answer = pid, job_write, answer_read
@@ -189,6 +165,35 @@ class Early:
         os.waitpid(self.pid, 0)
         os.close(self._job)
         os.close(self._answer)
+
+
+def _be_child(parent: int, unused: list[int], work: Callable[[], dict], answer: int) -> NoReturn:
+    """A forked child's life: it ends with its parent (die_with_parent), closes the parent's ends of the
+    pipes (`unused`), sends what `work` returns through `answer`, pickled, and exits at once (status 1
+    when anything failed: the parent then computes what it did not deliver)."""
+    status = 1
+    try:
+        die_with_parent(parent)
+        for fd in unused:
+            os.close(fd)
+        done = work()
+        with os.fdopen(answer, "wb") as pipe:
+            pipe.write(pickle.dumps(done, protocol=pickle.HIGHEST_PROTOCOL))
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _prepared_map(prepare: Callable[[], object], job: int) -> dict[int, object]:
+    """The early child's work: make ready, then read the map (function, items) from `job` and run it,
+    results by item number; nothing when the pipe closes unsent."""
+    prepare()
+    with os.fdopen(job, "rb") as pipe:
+        data = pipe.read()
+    if not data:
+        return {}
+    function, items = pickle.loads(data)
+    return {i: function(item) for i, item in enumerate(items)}
 
 
 def _write_all(fd: int, data: bytes) -> None:

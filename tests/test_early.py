@@ -153,3 +153,32 @@ def test_a_new_process_validates_in_the_early_child_what_this_one_validates(tmp_
     with pytest.raises(DataError) as here:
         load_and_validate(messy)
     assert ran["early"][0] is not None and ran["problems"] == [asdict(p) for p in here.value.problems]
+
+
+@two_cores
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
+def test_ctrl_c_stops_the_build_and_its_early_child(tmp_path):
+    """Ctrl-C while the early child imports Great Expectations: the build exits 130 and the child (which
+    ignores Ctrl-C, the parent's to handle) ends with it."""
+    import signal
+    import time
+    from pathlib import Path
+
+    env = dict(os.environ, GPU_FINETUNE_CACHE_DIR=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "pipeline", "build", "--sources", str(SOURCES), "--out", str(tmp_path / "out")]
+    build = subprocess.Popen([*command, "--force"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    children = Path(f"/proc/{build.pid}/task/{build.pid}/children")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and build.poll() is None and not children.read_text().split():
+        time.sleep(0.01)
+    [child] = [int(c) for c in children.read_text().split()][:1]
+    build.send_signal(signal.SIGINT)
+    assert build.wait(timeout=30) == 130 and "Прервано" in build.stderr.read()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and Path(f"/proc/{child}").exists():
+        if "State:\tZ" in Path(f"/proc/{child}/status").read_text():
+            break
+        time.sleep(0.05)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()
+    assert not (tmp_path / "out").exists()

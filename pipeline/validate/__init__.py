@@ -558,8 +558,8 @@ def prepare_shipped() -> None:
 def _run_shipped(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
     """_run_suite on a table sent as Arrow (name, view, shown, date, its Arrow table, the raw table's for a
     typed suite): DuckDB makes the pandas frames from it, as `.df()` makes them in the build process
-    from the same view (DuckDB's types go through Arrow and back unchanged; tests/test_workers.py
-    compares the frames). In the build process itself (the child failed) with a connection and suites
+    from the same view (DuckDB's types go through Arrow and back unchanged; tests/test_early.py
+    compares the outcomes). In the build process itself (the child failed) with a connection and suites
     of its own."""
     name, on, shown, today, frame, raw = job
     warm, duck = _SHIPPED.get("warm"), _SHIPPED.get("duck")

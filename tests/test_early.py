@@ -140,16 +140,23 @@ def _new_process_validation(sources, cache) -> dict:
 @pytest.mark.slow
 def test_a_new_process_validates_in_the_early_child_what_this_one_validates(tmp_path):
     """A new process forks the early child before it reads the sources (its pid recorded) and gets the
-    validation this process gets without one (every check, in order); messy sources fail with the same
-    problems."""
+    validation this process gets without one (every check, in order)."""
     from pipeline.build import load_and_validate
-    from pipeline.errors import DataError
 
     ran = _new_process_validation(SOURCES, tmp_path / "cache")
     assert len(ran["early"]) == 1 and ran["early"][0] is not None and ran["problems"] is None
     assert ran["validation"] == load_and_validate(SOURCES)[1].to_dict()
+
+
+@two_cores
+@pytest.mark.slow
+def test_messy_sources_fail_in_a_new_process_with_this_ones_problems(tmp_path):
+    """The same messy sources, validated by the early child of a new process and here: the same problems."""
+    from pipeline.build import load_and_validate
+    from pipeline.errors import DataError
+
     messy = _messy(tmp_path)
-    ran = _new_process_validation(messy, tmp_path / "cache-messy")
+    ran = _new_process_validation(messy, tmp_path / "cache")
     with pytest.raises(DataError) as here:
         load_and_validate(messy)
     assert ran["early"][0] is not None and ran["problems"] == [asdict(p) for p in here.value.problems]

@@ -106,15 +106,20 @@ RELEASE_HELP = "record the build as a numbered, dated release of the data (befor
 GC_THRESHOLDS = (10_000, 20, 10)
 
 
-def collect_less() -> None:
-    """GC_THRESHOLDS in this process: a command's entry points set them (never main(), which tests and
-    other programs call in their own process)."""
+def own_process() -> None:
+    """A command's own process: GC_THRESHOLDS, and one OpenBLAS thread unless the environment names
+    another count. No command multiplies matrices, but OpenBLAS (NumPy's, loaded with polars and
+    DuckDB) otherwise starts a thread per core when it loads, which spun for 0.1 s of CPU beside the
+    build's own start (`perf`; docs/operations.md, "Twenty-third round"). Set by the entry points
+    before anything imports NumPy, never by main(), which tests and other programs call in their own
+    process."""
     gc.set_threshold(*GC_THRESHOLDS)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def cli() -> None:
     """The installed command `gpu-reference` (pyproject [project.scripts]): the same as `python -m pipeline`."""
-    collect_less()
+    own_process()
     sys.exit(main(prog="gpu-reference"))
 
 
@@ -484,5 +489,5 @@ def environment_message(exc: OSError, out: Path | None) -> str:
 
 
 if __name__ == "__main__":
-    collect_less()
+    own_process()
     sys.exit(main())

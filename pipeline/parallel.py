@@ -25,6 +25,10 @@ from typing import NoReturn
 # PIPELINE_WORKERS=1 keeps everything in this process (one core, e.g. to profile).
 WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
 _ITEM = struct.Struct("<I")  # one item number in the queue pipe; reads this small are atomic
+# The early child's map is sent after its length, and the child reads that much, not up to the end of
+# the pipe: a child forked while the pipe was open (the workbooks') holds its write end until it exits,
+# which kept the suites waiting up to 2.7 s after the map was written (docs/operations.md).
+_LENGTH = struct.Struct("<Q")
 # How much nicer than the build's own path (the pages) its background threads run: the downloads'
 # and the DuckDB file's. Where both cores are busy, the pages, on which everything after them waits,
 # get them first, and the downloads' two threads fill both cores at the end, where the pages' one
@@ -132,6 +136,7 @@ class Early:
             return once(lambda: [function(item) for item in items])
         self._sent = True
         data = pickle.dumps((function, items), protocol=pickle.HIGHEST_PROTOCOL)
+        data = _LENGTH.pack(len(data)) + data
         writer = threading.Thread(target=_write_all, args=(self._job, data), daemon=True)
         writer.start()
         pid, answer = self.pid, self._answer
@@ -189,9 +194,10 @@ def _prepared_map(prepare: Callable[[], object], job: int) -> dict[int, object]:
     results by item number; nothing when the pipe closes unsent."""
     prepare()
     with os.fdopen(job, "rb") as pipe:
-        data = pipe.read()
-    if not data:
-        return {}
+        length = pipe.read(_LENGTH.size)
+        if not length:
+            return {}
+        data = pipe.read(*_LENGTH.unpack(length))
     function, items = pickle.loads(data)
     return {i: function(item) for i, item in enumerate(items)}
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 
 import pytest
@@ -40,6 +43,33 @@ def test_an_early_child_runs_the_map_it_is_sent():
     child.close()  # after a map: nothing to do
     with pytest.raises(ChildProcessError):
         os.waitpid(child.pid, os.WNOHANG)  # reaped by the join
+
+
+def _nothing_in(fd: int) -> bool:
+    """Whether nothing has been written into a pipe (its read end, `fd`)."""
+    return not select.select([fd], [], [], 0)[0]
+
+
+@two_cores
+def test_an_early_child_runs_its_map_while_a_later_child_holds_the_map_s_pipe():
+    """A child forked while the map's pipe is open (a build's workbook child) holds its write end until it
+    exits. The early child reads the map's length and then that much, not up to the end of the pipe, so
+    it runs the map while that child is still there (reading to the end, it ran once the holder had
+    written that it was leaving and exited, 20 s later)."""
+    leaving_read, leaving_write = os.pipe()
+    child = parallel.Early(lambda: None)
+    holder = os.fork()
+    if holder == 0:  # holds every descriptor of this process, the map's pipe among them
+        time.sleep(20)
+        os.write(leaving_write, b"x")
+        os._exit(0)
+    try:
+        assert child.map(_nothing_in, [leaving_read])() == [True]
+    finally:
+        os.kill(holder, signal.SIGKILL)
+        os.waitpid(holder, 0)
+        os.close(leaving_read)
+        os.close(leaving_write)
 
 
 @two_cores

@@ -513,22 +513,26 @@ def test_a_background_thread_runs_nicer_and_the_main_thread_never_does():
     assert os.getpriority(os.PRIO_PROCESS, 0) == here
 
 
-def test_a_command_s_own_process_collects_less_often_and_main_leaves_the_caller_s_collector_alone():
-    """`python -m pipeline` (and the installed `gpu-reference`) set GC_THRESHOLDS before the command runs;
-    main(), which tests and other programs call in their own process, leaves their collector as it was."""
+@pytest.mark.parametrize(("given", "threads"), [(None, "1"), ("3", "3")])
+def test_a_command_s_own_process_collects_less_often_and_main_leaves_the_caller_s_collector_alone(given, threads):
+    """`python -m pipeline` (and the installed `gpu-reference`) set GC_THRESHOLDS before the command runs,
+    and one OpenBLAS thread unless the environment names a count (kept as given); main(), which tests
+    and other programs call in their own process, leaves their collector as it was."""
     import subprocess
 
     from pipeline.__main__ import GC_THRESHOLDS, main
 
     code = (
-        "import atexit, gc, runpy, sys\n"
-        "atexit.register(lambda: print(list(gc.get_threshold())))\n"
+        "import atexit, gc, json, os, runpy, sys\n"
+        "atexit.register(lambda: print(json.dumps([list(gc.get_threshold()), os.environ.get('OPENBLAS_NUM_THREADS')])))\n"
         "sys.argv = ['pipeline', '--help']\n"
         "runpy.run_module('pipeline', run_name='__main__')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env |= {"OPENBLAS_NUM_THREADS": given} if given else {}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == list(GC_THRESHOLDS)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [list(GC_THRESHOLDS), threads]
     assert GC_THRESHOLDS != gc.get_threshold()
     before = gc.get_threshold()
     with pytest.raises(SystemExit):

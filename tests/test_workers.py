@@ -538,3 +538,30 @@ def test_a_command_s_own_process_collects_less_often_and_main_leaves_the_caller_
     with pytest.raises(SystemExit):
         main(["--help"])
     assert gc.get_threshold() == before
+
+
+def _swinging(depth: int) -> int:
+    return _swinging(depth - 1) if depth else 0
+
+
+def _faults_of_swinging_calls() -> int:
+    """Minor page faults while the call depth swings between 100 and 400 frames (about 10-40 KiB of
+    CPython's data stack, so across the end of a 16 KiB chunk), 200 times."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(200):
+        for depth in range(100, 400, 7):
+            _swinging(depth)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="frames in a chunked data stack since CPython 3.11")
+def test_calls_on_the_deep_stack_do_not_map_and_unmap_the_data_stack():
+    """Calls whose depth swings across the end of a data stack chunk map, fault in and unmap a chunk at
+    every crossing; made from on_deep_stack's frame (every command's, from its entry point), they find
+    room in the chunk that frame opened."""
+    from pipeline.__main__ import on_deep_stack
+
+    assert _faults_of_swinging_calls() > 5_000  # thousands of crossings, a few pages each
+    assert on_deep_stack(_faults_of_swinging_calls) < 200  # the deep chunk's pages, touched once

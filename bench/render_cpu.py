@@ -45,4 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipeline.__main__ import on_deep_stack, own_process
+
+    own_process()  # what a command's process sets (garbage collector, OpenBLAS, data stack), measured as it runs
+    sys.exit(on_deep_stack(main))

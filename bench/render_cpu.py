@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from pipeline.__main__ import on_deep_stack, own_process
+    from pipeline.__main__ import own_process
+    from pipeline.parallel import on_deep_stack
 
     own_process()  # what a command's process sets (garbage collector, OpenBLAS, data stack), measured as it runs
     sys.exit(on_deep_stack(main))

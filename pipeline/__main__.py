@@ -7,13 +7,10 @@ import gc
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
+from pipeline import parallel
 from pipeline.errors import ConfigError, DataError, TemplateError
-
-T = TypeVar("T")
 
 EXIT_INVALID_DATA = 2  # invalid sources or templates, or an --out the build must not replace
 EXIT_ENVIRONMENT = 3  # the machine: a full disk, a read-only or immutable folder, a missing permission
@@ -121,29 +118,10 @@ def own_process() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-# How many stack slots (8 bytes each) the frame of on_deep_stack reserves: see there.
-DEEP_STACK_SLOTS = 1 << 17
-
-
-def on_deep_stack(function: Callable[[], T]) -> T:
-    """function(), called from a frame that reserves DEEP_STACK_SLOTS slots of CPython's data stack.
-    CPython (3.11 and later) keeps frames in a data stack of 16 KiB chunks: a call that does not fit
-    the current chunk maps a new one (mmap), and its return unmaps it, so code whose depth swings
-    across a chunk's end maps, faults in and unmaps memory at every crossing. Great Expectations'
-    deep calls did so: 0.4 s of the kernel's CPU in its child at every catalog size (`perf`;
-    docs/operations.md, "Twenty-third round"). This frame is larger than a chunk, so the chunk it
-    opens is twice its size (2 MiB, of which only the pages used are ever touched), and every call
-    made from it, and from a child forked meanwhile, finds room there. A thread has its own stack."""
-    return function()
-
-
-on_deep_stack.__code__ = on_deep_stack.__code__.replace(co_stacksize=DEEP_STACK_SLOTS)
-
-
 def cli() -> None:
     """The installed command `gpu-reference` (pyproject [project.scripts]): the same as `python -m pipeline`."""
     own_process()
-    sys.exit(on_deep_stack(lambda: main(prog="gpu-reference")))
+    sys.exit(parallel.on_deep_stack(lambda: main(prog="gpu-reference")))
 
 
 def parser(argv: list[str] | None, prog: str) -> Parser:
@@ -513,4 +491,4 @@ def environment_message(exc: OSError, out: Path | None) -> str:
 
 if __name__ == "__main__":
     own_process()
-    sys.exit(on_deep_stack(main))
+    sys.exit(parallel.on_deep_stack(main))

@@ -20,7 +20,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 # PIPELINE_WORKERS=1 keeps everything in this process (one core, e.g. to profile).
 WORKERS = int(os.environ.get("PIPELINE_WORKERS", "2"))
@@ -35,6 +35,8 @@ _LENGTH = struct.Struct("<Q")
 # thread used to finish alone. At 10^6 rows a forced build took 13.1–15.7 s (median 14.3) instead of
 # 14.6–16.9 s (median 15.2) in five alternate pairs (docs/operations.md, "Nineteenth round").
 BACKGROUND_NICE = 10
+
+T = TypeVar("T")
 
 
 def start_map(
@@ -212,6 +214,27 @@ def _write_all(fd: int, data: bytes) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# How many stack slots (8 bytes each) the frame of on_deep_stack reserves: see there.
+DEEP_STACK_SLOTS = 1 << 17
+
+
+def on_deep_stack(function: Callable[[], T]) -> T:
+    """function(), called from a frame that reserves DEEP_STACK_SLOTS slots of CPython's data stack.
+    CPython (3.11 and later) keeps frames in a data stack of 16 KiB chunks: a call that does not fit
+    the current chunk maps a new one (mmap), and its return unmaps it, so code whose depth swings
+    across a chunk's end maps, faults in and unmaps memory at every crossing. Great Expectations'
+    deep calls did so: 0.4 s of the kernel's CPU in its child at every catalog size (`perf`;
+    docs/operations.md, "Twenty-third round"). This frame is larger than a chunk, so the chunk it
+    opens is twice its size (2 MiB, of which only the pages used are ever touched), and every call
+    made from it, and from a child forked meanwhile, finds room there. Each thread has a stack of its
+    own: a command's entry point runs on this one (pipeline.__main__), and `serve` runs its rebuilds'
+    thread on one too."""
+    return function()
+
+
+on_deep_stack.__code__ = on_deep_stack.__code__.replace(co_stacksize=DEEP_STACK_SLOTS)
 
 
 def in_background() -> None:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import SOURCES
 from pipeline import parallel as workers
 from pipeline.schema import ALL_TABLES
 
@@ -549,11 +550,12 @@ def _faults_of_swinging_calls() -> int:
     CPython's data stack, so across the end of a 16 KiB chunk), 200 times."""
     import resource
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    who = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # this thread's (Linux)
+    before = resource.getrusage(who).ru_minflt
     for _ in range(200):
         for depth in range(100, 400, 7):
             _swinging(depth)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return resource.getrusage(who).ru_minflt - before
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="frames in a chunked data stack since CPython 3.11")
@@ -561,7 +563,21 @@ def test_calls_on_the_deep_stack_do_not_map_and_unmap_the_data_stack():
     """Calls whose depth swings across the end of a data stack chunk map, fault in and unmap a chunk at
     every crossing; made from on_deep_stack's frame (every command's, from its entry point), they find
     room in the chunk that frame opened."""
-    from pipeline.__main__ import on_deep_stack
+    from pipeline.parallel import on_deep_stack
 
     assert _faults_of_swinging_calls() > 5_000  # thousands of crossings, a few pages each
     assert on_deep_stack(_faults_of_swinging_calls) < 200  # the deep chunk's pages, touched once
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="frames in a chunked data stack since CPython 3.11")
+def test_serve_imports_great_expectations_and_rebuilds_on_a_deep_stack(tmp_path, monkeypatch):
+    """`serve`'s threads that import Great Expectations (warm_up) and make every rebuild after the first
+    (watch_loop) run from on_deep_stack's frame, as the command's main thread does."""
+    from pipeline.tools.serve import EditorLoop
+
+    faults = {}
+    monkeypatch.setattr(EditorLoop, "warm_up", lambda self: faults.update(warm_up=_faults_of_swinging_calls()))
+    monkeypatch.setattr(EditorLoop, "watch_loop", lambda self, seen: faults.update(watch=_faults_of_swinging_calls()))
+    EditorLoop(SOURCES, tmp_path / "out", port=0, quiet=True).start(build_first=False).stop()
+    assert faults.keys() == {"warm_up", "watch"}
+    assert max(faults.values()) < 200

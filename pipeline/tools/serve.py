@@ -37,7 +37,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from pipeline import TEMPLATES
+from pipeline import TEMPLATES, parallel
 from pipeline.messages import grouped_warnings, message, stage_line
 from pipeline.problems import format_report
 from pipeline.publish import outdir
@@ -629,9 +629,12 @@ class EditorLoop:
         seen = snapshot(self.watch)  # taken before the build: edits made during it trigger another
         if build_first:
             self.rebuild()
-        self.warming = threading.Thread(target=self.warm_up, daemon=True)
+        # Great Expectations' import and every rebuild after the first run on a deep stack of their own
+        # (parallel.on_deep_stack: the checks' deep calls otherwise map and unmap the data stack).
+        self.warming = threading.Thread(target=parallel.on_deep_stack, args=(self.warm_up,), daemon=True)
         self.warming.start()
-        for target, args in ((self.server.serve_forever, (0.1,)), (self.watch_loop, (seen,))):
+        watch = functools.partial(parallel.on_deep_stack, functools.partial(self.watch_loop, seen))
+        for target, args in ((self.server.serve_forever, (0.1,)), (watch, ())):
             thread = threading.Thread(target=target, args=args, daemon=True)
             thread.start()
             self.threads.append(thread)

@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    os.environ["PIPELINE_WORKERS"] = "1"  # before pipeline.parallel reads it (main sets it too)
     from pipeline.__main__ import own_process
     from pipeline.parallel import on_deep_stack
 

@@ -602,3 +602,70 @@ def test_browser_tests_are_marked_and_skipped_with_the_reason_outside_ci():
     assert " passed" not in skipped.stdout and " skipped" in skipped.stdout.splitlines()[-1]
     deselected = subprocess.run([*command, "-m", "not browser"], capture_output=True, text=True, cwd=ROOT, env=env)
     assert deselected.returncode == 5  # every test there is deselected: none ran
+
+
+class _Store:
+    """upload_fileobj as a store's client has it, noting when each upload began and ended; the first
+    `together` uploads wait for each other (a barrier), so they pass only when sent at once."""
+
+    def __init__(self, together: int = 0, failing: str | None = None) -> None:
+        import threading
+
+        self.events: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.barrier = threading.Barrier(together, timeout=10) if together else None
+        self.waited, self.together, self.failing = 0, together, failing
+
+    def note(self, what: str, name: str) -> None:
+        with self.lock:
+            self.events.append((what, name))
+
+    def upload_fileobj(self, f, bucket, key, ExtraArgs):  # noqa: N803 (boto3's name)
+        name = key.removeprefix("gpu/")
+        assert bucket == "site" and f.read() == name.encode() and ExtraArgs["ContentType"]
+        self.note("begin", name)
+        with self.lock:
+            wait, self.waited = self.waited < self.together, self.waited + 1
+        if wait:
+            self.barrier.wait()
+        if name == self.failing:
+            raise OSError(f"refused {name}")
+        self.note("end", name)
+
+
+def _site(tmp_path, names):
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(name.encode())
+    return tmp_path
+
+
+def test_publish_uploads_a_kind_several_at_once_and_the_next_kind_only_after_it(tmp_path):
+    from pipeline.tools import publish_s3
+
+    data = [f"data/t{i}.csv" for i in range(12)] + ["style.0123456789.css"]
+    pages = [f"models/m{i}.html" for i in range(12)] + ["index.html"]
+    todo = publish_s3.plan({n: "x" for n in data + pages}, None)
+    store = _Store(together=publish_s3.UPLOAD_THREADS)  # the first eight wait for each other
+    site = _site(tmp_path, todo.upload)
+
+    made = publish_s3.upload_in_order(store, "site", "gpu/", site, todo.upload, lambda: store.note("snapshot", ""))
+    assert made is None
+    order = [what for what, _ in store.events]
+    assert sorted(name for what, name in store.events if what == "end") == sorted(todo.upload)
+    snapshot = order.index("snapshot")
+    firsts = {name: store.events.index(("begin", name)) for name in todo.upload}
+    lasts = {name: store.events.index(("end", name)) for name in todo.upload}
+    assert max(lasts[n] for n in data) < snapshot < min(firsts[n] for n in pages)  # data, the release, pages
+    assert max(lasts[n] for n in pages) < firsts["manifest.json"] == len(store.events) - 2  # the manifest last
+
+
+def test_publish_sends_nothing_of_a_later_kind_after_a_failed_upload(tmp_path):
+    from pipeline.tools import publish_s3
+
+    todo = publish_s3.plan({"data/a.csv": "x", "data/b.csv": "x", "index.html": "x"}, None)
+    store = _Store(failing="data/b.csv")
+    site = _site(tmp_path, todo.upload)
+    with pytest.raises(OSError, match="refused data/b.csv"):
+        publish_s3.upload_in_order(store, "site", "gpu/", site, todo.upload, lambda: store.note("snapshot", ""))
+    assert {name for _, name in store.events} == {"data/a.csv", "data/b.csv"}  # no snapshot, page or manifest

@@ -20,13 +20,16 @@ credentials and region come from the usual variables (`AWS_ACCESS_KEY_ID`, `AWS_
 
 from __future__ import annotations
 
+import itertools
 import json
 import mimetypes
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 MANIFEST = "manifest.json"
@@ -35,6 +38,8 @@ SHORT = "public, max-age=300, must-revalidate"  # pages, data files, sitemap: wh
 NO_CACHE = "no-cache"  # the manifest: always asked anew
 HASHED = re.compile(r"\.[0-9a-f]{10}\.[A-Za-z0-9]+$")  # render.asset's content-hashed names
 PAGEFIND_HASHED = re.compile(r"^pagefind/(fragment|index)/.+\.pf_")  # Pagefind names these by content
+
+T = TypeVar("T")
 
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -451,7 +456,13 @@ def client(endpoint_url: str | None):
     from botocore.exceptions import BotoCoreError
 
     try:
-        config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
+        # A connection for each upload thread and each of its transfer's parts (boto3 sends a large file in
+        # up to 10 parts at once).
+        config = Config(
+            retries={"max_attempts": 5, "mode": "standard"},
+            s3={"addressing_style": "path"},
+            max_pool_connections=UPLOAD_THREADS * 10,
+        )
         return boto3.client("s3", endpoint_url=endpoint_url or None, config=config)
     except (BotoCoreError, ValueError, TypeError, LookupError) as exc:  # endpoint, region, profile, config file
         raise PublishError(f"the storage settings cannot be used: {exc}", 3) from None
@@ -501,17 +512,9 @@ def publish(  # noqa: PLR0913
         write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
         # The release's copies, zip and record go up after the data they copy and before the first page (the
         # manifest at least) that links its zip.
-        first_page = next(i for i, name in enumerate(todo.upload) if order_key(name)[0] > 1)
-        for i, name in enumerate(todo.upload):
-            if i == first_page:
-                todo.snapshot = snapshot_release(s3, bucket, prefix, site, local, released)
-            with open_built(site, name) as f:
-                s3.upload_fileobj(
-                    f,
-                    bucket,
-                    prefix + name,
-                    ExtraArgs={"ContentType": content_type(name), "CacheControl": cache_control(name)},
-                )
+        todo.snapshot = upload_in_order(
+            s3, bucket, prefix, site, todo.upload, lambda: snapshot_release(s3, bucket, prefix, site, local, released)
+        )
         # The manifest went last above; deletions come after the pages that stopped linking to them.
         for start in range(0, len(todo.delete), 1000):
             chunk = todo.delete[start : start + 1000]
@@ -523,6 +526,48 @@ def publish(  # noqa: PLR0913
     except (BotoCoreError, OSError, ValueError) as exc:
         raise PublishError(f"{target}: {exc}", 3) from exc
     return todo
+
+
+# Files uploaded at once within one kind (order_key's: assets and data, then pages, then the manifest).
+# A store answers each request in tens of milliseconds, so a site sent a file at a time waits on the
+# network: 1,900 files at 10^6 server_fit rows, 360 with the real catalog. boto3's clients may be
+# shared between threads.
+UPLOAD_THREADS = 8
+
+
+def upload_in_order(  # noqa: PLR0913
+    s3, bucket: str, prefix: str, site: Path, names: list[str], before_pages: Callable[[], T]
+) -> T:
+    """Upload `names` (a plan's, in order_key's order) kind by kind, UPLOAD_THREADS at a time within a
+    kind, each kind once every file of the kinds before it is up; `before_pages()` runs when the first
+    page (or the manifest) is next, with everything before it up, and its result is returned. After a
+    failed upload no file of a later kind is sent (the uploads begun finish), and its error is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def upload(name: str) -> None:
+        with open_built(site, name) as f:
+            s3.upload_fileobj(
+                f,
+                bucket,
+                prefix + name,
+                ExtraArgs={"ContentType": content_type(name), "CacheControl": cache_control(name)},
+            )
+
+    kinds = [(kind, list(group)) for kind, group in itertools.groupby(names, key=lambda n: order_key(n)[0])]
+    first_page = next(i for i, (kind, _) in enumerate(kinds) if kind > 1)
+    with ThreadPoolExecutor(UPLOAD_THREADS, thread_name_prefix="upload") as pool:
+        for i, (_, group) in enumerate(kinds):
+            if i == first_page:
+                made = before_pages()
+            futures = [pool.submit(upload, name) for name in group]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    return made
 
 
 def add_parser(commands, formatter, help_text: str) -> None:

@@ -236,7 +236,12 @@ def test_publish_never_follows_a_symbolic_link(tmp_path, monkeypatch):
     with pytest.raises(publish_s3.PublishError) as info:
         publish_s3.publish(out, "s3://bucket")
     assert info.value.code == 2 and "deep" in str(info.value)
-    assert "deep/page.html" not in storage.uploads and "index.html" not in storage.uploads
+    (out / "site" / "secret.txt").unlink()
+    (out / "site" / "secret.txt").symlink_to(tmp_path / "secret")
+    with pytest.raises(publish_s3.PublishError) as info:
+        publish_s3.publish(out, "s3://bucket")
+    assert info.value.code == 2 and "secret.txt" in str(info.value) and "deep" in str(info.value)  # both named
+    assert storage.uploads == {}  # every file is opened before anything is written to the store
 
 
 @pytest.mark.parametrize(

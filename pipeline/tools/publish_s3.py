@@ -141,6 +141,21 @@ def open_built(site: Path, name: str):
     return os.fdopen(fd, "rb")
 
 
+def check_built(site: Path, names: list[str]) -> None:
+    """Every one of `names` opened as open_built opens it, before anything is uploaded (the uploads run
+    eight at a time, so a bad file met while uploading would not stop the others of its kind); one
+    PublishError naming every file that cannot be, with the first one's exit code."""
+    problems = []
+    for name in names:
+        try:
+            with open_built(site, name):
+                pass
+        except PublishError as exc:
+            problems.append(exc)
+    if problems:
+        raise PublishError("\n".join(str(p) for p in problems), problems[0].code)
+
+
 def parse_target(url: str) -> tuple[str, str]:
     """s3://bucket/prefix -> (bucket, "prefix/") ("" for the bucket's root)."""
     parts = urlsplit(url)
@@ -508,6 +523,7 @@ def publish(  # noqa: PLR0913
         say(f"{target}: {len(todo.upload) - 1} to upload, {len(todo.delete)} to delete, {len(local)} in the build")
         if dry_run:
             return todo
+        check_built(site, todo.upload)  # nothing is written to the store from a site with a bad file
         # Every name this publish may leave behind is listed before the manifest moves on (run again: deleted).
         write_retained(s3, bucket, prefix, kept | {n: {"since": 0.0} for n in todo.delete if n not in local})
         # The release's copies, zip and record go up after the data they copy and before the first page (the

@@ -261,8 +261,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ["PIPELINE_WORKERS"] = "1"  # before pipeline.parallel reads it (main sets it too)
-    from pipeline.__main__ import own_process
-    from pipeline.parallel import on_deep_stack
+    from pipeline.__main__ import as_command
 
-    own_process()  # what a command's process sets (garbage collector, OpenBLAS, data stack), measured as it runs
-    sys.exit(on_deep_stack(main))
+    sys.exit(as_command(main))  # as a command's process runs (garbage collector, OpenBLAS, data stack)

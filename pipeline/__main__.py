@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pipeline import parallel
@@ -118,10 +119,16 @@ def own_process() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def as_command(function: Callable[[], int]) -> int:
+    """function() as a command's own process runs it: own_process(), then on a deep stack
+    (parallel.on_deep_stack). The entry points, and the bench's tools that measure what a command pays."""
+    own_process()
+    return parallel.on_deep_stack(function)
+
+
 def cli() -> None:
     """The installed command `gpu-reference` (pyproject [project.scripts]): the same as `python -m pipeline`."""
-    own_process()
-    sys.exit(parallel.on_deep_stack(lambda: main(prog="gpu-reference")))
+    sys.exit(as_command(lambda: main(prog="gpu-reference")))
 
 
 def parser(argv: list[str] | None, prog: str) -> Parser:
@@ -490,5 +497,4 @@ def environment_message(exc: OSError, out: Path | None) -> str:
 
 
 if __name__ == "__main__":
-    own_process()
-    sys.exit(parallel.on_deep_stack(main))
+    sys.exit(as_command(main))

@@ -541,9 +541,17 @@ def _table_jobs(con, key: tuple, warm: Warm, shipped: bool) -> dict[tuple, tuple
     return jobs
 
 
-# The early child's own (prepare_shipped): its Great Expectations context and suites, and the DuckDB
-# connection that makes the tables it is sent into pandas frames. Empty in every other process.
+# What `_run_shipped` runs with: a Warm (its Great Expectations context and suites) and the DuckDB
+# connection that makes the Arrow tables into pandas frames. Made by prepare_shipped in the early child,
+# and on first use in a process that runs the suites itself because its child failed: one context per
+# process, not one per suite.
 _SHIPPED: dict[str, object] = {}
+
+
+def _shipped() -> tuple[Warm, duckdb.DuckDBPyConnection]:
+    if "duck" not in _SHIPPED:
+        _SHIPPED["warm"], _SHIPPED["duck"] = Warm(), duckdb.connect()
+    return _SHIPPED["warm"], _SHIPPED["duck"]
 
 
 def prepare_shipped() -> None:
@@ -552,19 +560,17 @@ def prepare_shipped() -> None:
     import pyarrow  # noqa: F401 (the tables arrive as Arrow)
 
     _import_gx()
-    _SHIPPED["warm"], _SHIPPED["duck"] = Warm(), duckdb.connect()
+    _shipped()
 
 
 def _run_shipped(job: tuple) -> tuple[list[Problem], list[CheckResult]]:
     """_run_suite on a table sent as Arrow (name, view, shown, date, its Arrow table, the raw table's for a
     typed suite): DuckDB makes the pandas frames from it, as `.df()` makes them in the build process
     from the same view (DuckDB's types go through Arrow and back unchanged; tests/test_early.py
-    compares the outcomes). In the build process itself (the child failed) with a connection and suites
-    of its own."""
+    compares the outcomes). In the build process itself (the child failed) with the connection and
+    suites `_shipped` makes there once."""
     name, on, shown, today, frame, raw = job
-    warm, duck = _SHIPPED.get("warm"), _SHIPPED.get("duck")
-    if duck is None:
-        warm, duck = Warm(), duckdb.connect()
+    warm, duck = _shipped()
     table = TABLES_BY_NAME[name]
     texts = None if raw is None else duck.from_arrow(raw).df()
     definition = partial(_definition, table, on, today, warm)

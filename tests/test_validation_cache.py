@@ -208,18 +208,23 @@ def test_the_suites_definition_is_part_of_the_key(cache_dir, sources, suites, mo
 
 
 def test_a_forced_build_reads_no_outcome_but_stores_them(cache_dir, sources, tmp_path, suites, monkeypatch):
+    """`build --force` asks the cache for no outcome (neither a table's nor the whole folder's) and runs
+    every suite; what it validated is stored, so that a build of the same sources to another --out runs
+    none and writes the same files."""
+    read, real_read = [], validation_cache._read
+    monkeypatch.setattr(
+        validation_cache, "_read", lambda namespace, *rest: read.append(namespace) or real_read(namespace, *rest)
+    )
     assert not validation_cache.articles_passed(sources)
-    build(sources, tmp_path / "one")
+    build(sources, tmp_path / "one", force=True)
+    outcomes = {validation_cache.TABLE_NAMESPACE, validation_cache.WHOLE_NAMESPACE}
+    assert not outcomes & set(read) and len(suites) == 2 * len(TABLES)  # raw and typed, every table
     assert validation_cache.articles_passed(sources)  # a check of these bytes renders no article again
-    ran = len(suites)
     suites.clear()
-    build(sources, tmp_path / "two", force=True)
-    assert len(suites) == ran
-    suites.clear()
-    build(sources, tmp_path / "three")  # another --out of the same sources: remembered
-    assert suites == []
+    build(sources, tmp_path / "two")  # another --out of the same sources: remembered
+    assert suites == [] and validation_cache.WHOLE_NAMESPACE in read
     for name in ("site/quality.html", "site/data.html", "build-state.json", "site/manifest.json"):
-        assert (tmp_path / "three" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+        assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
 
 
 def test_switched_off_it_validates_every_time(cache_dir, sources, suites, monkeypatch):

@@ -365,6 +365,8 @@ def synthetic(b: Bench, rows: int) -> dict:
     build = ["build", "--sources", str(sources), "--out", str(out), "--force", "--quiet"]
     runs = b.run(build, repeat=b.repeat if rows <= REPEATED_ROWS else 1)
     site = out / "site"
+    files = sum(1 for p in out.rglob("*") if p.is_file()) if out.is_dir() else 0
+    creating = file_creation_ms(folder) if files else None  # as a next build would find it: after these builds
     shapes = page_shapes(site) if site.is_dir() else []
     html_bytes = sum(p.stat().st_size for p in site.rglob("*.html")) if site.is_dir() else 0
     alone = None
@@ -378,9 +380,30 @@ def synthetic(b: Bench, rows: int) -> dict:
         "pages": len(shapes),
         "html_bytes": html_bytes,
         "pages_alone": alone,
+        "files": files,
+        "file_creation_ms": creating,
         "hugo": reference,
         **runs,
     }
+
+
+def file_creation_ms(folder: Path, count: int = 400) -> float:
+    """Milliseconds to create one empty file (O_EXCL, as paths.write_file) in a new folder below
+    `folder`, the mean of `count`; the folder is removed. A property of the file system where the
+    builds wrote, not of the build, printed beside each synthetic build: on an ext4 without a journal
+    (this bench's machine) the kernel does not reuse an inode freed in the last minute (five, while
+    its inode table block is unwritten) and reads the deletion time of each such one it passes
+    (`recently_deleted`), so where many files were removed lately every new file costs more: 0.4-0.6
+    ms in a folder of /tmp after a day of test runs, 0.02-0.07 ms in the bench's new folder after
+    four forced 10^5-row builds (docs/operations.md, "Twenty-fourth round")."""
+    probe = Path(tempfile.mkdtemp(prefix="creating-", dir=folder))
+    try:
+        started = time.perf_counter()
+        for i in range(count):
+            os.close(os.open(probe / f"f{i}.html", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        return (time.perf_counter() - started) / count * 1000
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 _TABLE = re.compile(r"<table\b.*?</table>", re.S)
@@ -508,6 +531,15 @@ def synthetic_targets(synthetic_runs: list[dict]) -> list[tuple[str, str, str]]:
             + (" and < 4 GB" if limit == 60 else "")
         )
         rows.append((name, figure, verdict(ok) if limit else "(reference)"))
+        if s.get("file_creation_ms") is not None and s.get("files"):
+            ms = s["file_creation_ms"]
+            rows.append(
+                (
+                    "  creating a file where the builds wrote (file system)",
+                    f"{ms:.3f} ms: {s['files']} files, {s['files'] * ms / 1000:.2f} s",
+                    "(reference)",
+                )
+            )
         h = s.get("hugo")
         if h:
             mib = h["bytes"] / 2**20, s["html_bytes"] / 2**20

@@ -174,8 +174,17 @@ def test_the_synthetic_targets_set_the_build_beside_hugo_and_the_pages_alone():
         ),
         ("    the pages alone (render_cpu.py) vs Hugo (cpu)", "1.50×: 4.50 s", "(reference)"),
     ]
-    run |= {"wall": 14.0, "cpu": 9.0, "hugo": None}
-    assert [verdict for _, _, verdict in whole.synthetic_targets([run])] == ["met"]
+    run |= {"wall": 14.0, "cpu": 9.0, "hugo": None, "files": 2_100, "file_creation_ms": 0.45}
+    assert whole.synthetic_targets([run]) == [
+        ("whole build, 998,784 rows < 15 s", "14.0 s wall, 9.0 s cpu, peak 0.88 GiB, 862 pages", "met"),
+        ("  creating a file where the builds wrote (file system)", "0.450 ms: 2100 files, 0.94 s", "(reference)"),
+    ]
+
+
+def test_file_creation_is_timed_in_a_new_folder_that_is_removed(tmp_path):
+    (tmp_path / "kept.txt").write_text("x")
+    ms = whole.file_creation_ms(tmp_path, count=50)
+    assert 0 < ms < 1000 and [p.name for p in tmp_path.iterdir()] == ["kept.txt"]
 
 
 def test_each_price_edit_writes_a_price_no_earlier_edit_wrote(tmp_path):

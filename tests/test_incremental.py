@@ -231,30 +231,39 @@ def test_a_damaged_database_is_rebuilt(base_build, tmp_path):
     assert build(sources, out)["unchanged"] is True
 
 
-def test_the_database_is_written_anew_when_nothing_can_be_kept_or_the_copy_fails(base_build, tmp_path, monkeypatch):
-    import duckdb
+def _edited_copy(base_build, tmp_path, price: str):
+    """(sources, out): copies of the base build's sources, with servers.csv's 2373300 made `price`, and of
+    its output."""
+    _, built, _ = base_build
+    sources, out = tmp_path / "sources", tmp_path / "output"
+    shutil.copytree(base_build[0], sources)
+    shutil.copytree(built, out)
+    edit_csv(sources / "servers.csv", ",2373300,", f",{price},")
+    return sources, out
 
+
+def test_the_database_is_written_anew_when_nothing_can_be_kept(base_build, tmp_path, monkeypatch):
     from pipeline.fingerprint import STATE
     from pipeline.publish import staging
     from pipeline.schema import ALL_TABLES
 
-    _, built, _ = base_build
-    sources = tmp_path / "sources"
-    shutil.copytree(base_build[0], sources)
-    everything = [t.name for t in ALL_TABLES]
-    out = tmp_path / "output"
-    shutil.copytree(built, out)
+    sources, out = _edited_copy(base_build, tmp_path, "2373301")
     state = json.loads((out / STATE).read_text(encoding="utf-8"))
-    state["database_tables"] = {name: "another duckdb" for name in everything}  # as after a DuckDB upgrade
+    state["database_tables"] = {t.name: "another duckdb" for t in ALL_TABLES}  # as after a DuckDB upgrade
     (out / STATE).write_text(json.dumps(state), encoding="utf-8")
     copied = []
     monkeypatch.setattr(staging, "_copy_intact", lambda source, copy: copied.append(source) or False)
-    edit_csv(sources / "servers.csv", ",2373300,", ",2373301,")
-    assert build(sources, out)["database"] == everything and copied == []  # no copy was taken
-    monkeypatch.undo()
-    write_database = staging.write_database
+    assert build(sources, out)["database"] == [t.name for t in ALL_TABLES] and copied == []  # no copy was taken
 
-    asked = []
+
+def test_the_database_is_written_anew_when_its_copy_cannot_be_updated(base_build, tmp_path, monkeypatch):
+    import duckdb
+
+    from pipeline.publish import staging
+    from pipeline.schema import ALL_TABLES
+
+    sources, out = _edited_copy(base_build, tmp_path, "2373302")
+    write_database, asked = staging.write_database, []
 
     def refused(path, catalog, replace=None, dropped=(), connected=None):
         if replace is not None:
@@ -263,7 +272,7 @@ def test_the_database_is_written_anew_when_nothing_can_be_kept_or_the_copy_fails
         return write_database(path, catalog, connected=connected)
 
     monkeypatch.setattr(staging, "write_database", refused)
-    edit_csv(sources / "servers.csv", ",2373301,", ",2373302,")
+    everything = [t.name for t in ALL_TABLES]
     assert build(sources, out)["database"] == everything  # the copy could not be updated: written anew
     assert asked == [["servers", "server_fit", "recommendations", "server_memory"]]
     con = duckdb.connect(str(out / "site" / "data" / "gpu-finetune.duckdb"), read_only=True)

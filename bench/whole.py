@@ -394,8 +394,8 @@ def file_creation_ms(folder: Path, count: int = 400) -> float:
     (this bench's machine) the kernel does not reuse an inode freed in the last minute (five, while
     its inode table block is unwritten) and reads the deletion time of each such one it passes
     (`recently_deleted`), so where many files were removed lately every new file costs more: 0.4-0.6
-    ms in a folder of /tmp after a day of test runs, 0.02-0.07 ms in the bench's new folder after
-    four forced 10^5-row builds (docs/operations.md, "Twenty-fourth round")."""
+    ms in a folder of /tmp after a day of test runs, 0.02-0.46 ms in the bench's own new folder after
+    its builds, against 0.02 ms usually (docs/operations.md, "Twenty-fourth round")."""
     probe = Path(tempfile.mkdtemp(prefix="creating-", dir=folder))
     try:
         started = time.perf_counter()

@@ -520,23 +520,31 @@ class _Database:
         self.early: dict[str, str] = {}
         self.parquet_made = threading.Event()
         self._lock, self._stopped, self._connections = threading.Lock(), False, []
-        args = (staging, catalog, None if hashes is None else dict(hashes), previous, self._connected)
-        self.thread = threading.Thread(target=self._run, args=(parquet, *args), name="database", daemon=True)
+        hashes = None if hashes is None else dict(hashes)
+        args = (parquet, staging, catalog, hashes, previous)
+        self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
         if threaded:
             self.thread.start()
         else:
-            self._run(parquet, *args)
+            self._run(*args)
 
-    def _run(self, parquet: Callable[[], dict[str, str]] | None, *args) -> None:
+    def _run(  # noqa: PLR0913
+        self,
+        parquet: Callable[[], dict[str, str]] | None,
+        staging: Path,
+        catalog: Catalog,
+        hashes: dict[str, str] | None,
+        previous: Path | None,
+    ) -> None:
         parallel.in_background()  # (nothing in the main thread, when not threaded)
         try:
             try:
                 if parquet is not None:
                     self.early = parquet()
-                    args = (*args[:2], dict(self.early), *args[3:])
+                    hashes = dict(self.early)  # keyed on the Parquet files made here
             finally:
                 self.parquet_made.set()  # Downloads waits for it, also when making them failed
-            self.outcome = _write_database(*args)
+            self.outcome = _write_database(staging, catalog, hashes, previous, self._connected)
         except BaseException as exc:  # raised by join()
             self.error = exc
 

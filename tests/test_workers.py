@@ -122,6 +122,52 @@ def test_alone_a_single_item_runs_in_the_child():
     assert here == os.getpid()
 
 
+def large_and_pid(x: int) -> tuple[bytes, int]:
+    return bytes([x]) * (4 << 20), os.getpid()  # far more than a pipe holds (64 KiB)
+
+
+def _children() -> dict[int, str]:
+    """The state letter of each child of this process, by pid (/proc: Z for one that exited, unreaped)."""
+    states = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                states[int(name)] = fields[0]
+    return states
+
+
+def _new_child_exited_within(before: dict[int, str], seconds: float) -> bool:
+    """Whether the one child started since `before` (_children) has exited within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if [state for pid, state in _children().items() if pid not in before] == ["Z"]:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@two_cores
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_large_answer_read_early_is_taken_while_this_process_does_something_else():
+    """`read_early`: a thread takes the child's answer as it is sent, so the child, its work done, exits
+    before it is joined (the workbooks, 25 MB at 10^5 rows, no longer cross the pipe after the pages);
+    without it the child waits, its answer filling the pipe, until joined. The results are the same."""
+    before = _children()  # a browser a fixture started, say
+    finish = workers.start_map(large_and_pid, [1, 2], alone=True, read_early=True)
+    assert _new_child_exited_within(before, 10)  # not joined yet
+    results = finish()
+    assert [r[0][:2] for r in results] == [b"\x01\x01", b"\x02\x02"] and len(results[1][0]) == 4 << 20
+    assert {pid for _, pid in results} != {os.getpid()} and _children().keys() == before.keys()
+    finish = workers.start_map(large_and_pid, [1, 2], alone=True)
+    assert not _new_child_exited_within(before, 1)  # blocked on the pipe until joined
+    assert [r[0][:1] for r in finish()] == [b"\x01", b"\x02"] and _children().keys() == before.keys()
+
+
 @two_cores
 def test_a_process_that_does_not_join_in_waits_for_the_child():
     """`joins` false when asked: every item the child delivers is the child's, even asked at once (a

@@ -162,7 +162,7 @@ def start_workbooks(  # noqa: PLR0913
         files.clear()  # only this build's tables: an editing session does not pile up old bytes
         files.update(texts)
     weights = [len(job[2]) * len(job[0].fields) + 50 for job in missing.values()]
-    making = start_map(_xlsx_job, list(missing.values()), weights, alone=True)
+    making = start_map(_xlsx_job, list(missing.values()), weights, alone=True, read_early=True)
 
     def finish() -> tuple[dict[str, bytes], dict[str, bytes]]:
         made = dict(zip(missing, making(), strict=True))

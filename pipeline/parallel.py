@@ -55,7 +55,7 @@ def start_map(  # noqa: PLR0913
     for the child (an item would cost it a setup the child made, an import of a second). `read_early`:
     the child's answer is read by a thread of this process as the child sends it (_Answer), not when
     the returned function is called: large results (the workbooks, 25 MB at 10^5 rows) are then not
-    copied through the pipe on the build's path after its pages (0.14-0.16 s). Nothing may fork in
+    copied through the pipe on the build's path after its pages (0.08-0.16 s). Nothing may fork in
     this process until the returned function was called (the thread would be running).
     """
     items = list(items)

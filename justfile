@@ -33,6 +33,10 @@ test *ARGS:
 fuzz *ARGS:
     PIPELINE_FUZZ_SECONDS="${PIPELINE_FUZZ_SECONDS:-300}" {{python}} -m pytest -n 0 -q tests/test_fuzz.py {{ARGS}}
 
+# Random source edits for five minutes, each built as `serve` and a new process would after it and forced: the same bytes (bench/edit_sweep.py; --seconds, --steps, --seed, --rows N for a synthetic catalog)
+sweep *ARGS:
+    {{python}} bench/edit_sweep.py --seconds 300 {{ARGS}}
+
 # Say which browser-test tools are missing and how to install them (installs nothing); exits 1 when one is
 browser-tools-missing:
     #!/usr/bin/env bash

@@ -2,20 +2,21 @@
 GPU's figure, a new server and a renamed model, or a constant, a build that takes what it can from the
 previous one (validation outcomes, derived tables by lineage, pages by digest,
 workbooks, the DuckDB file's unchanged tables) writes the bytes a forced build of the same sources
-writes in a fresh folder. A price edit is tests/test_incremental.py's."""
+writes in a fresh folder. A price edit is tests/test_incremental.py's; random edits of every kind, for as
+long as one likes, bench/edit_sweep.py's (`just sweep`)."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
+import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from conftest import SOURCES, edit_csv
+from conftest import ROOT, SOURCES, edit_csv
 
-DATABASE = "site/data/gpu-finetune.duckdb"  # its header holds a random id: compared by content below
+sys.path.insert(0, str(ROOT / "bench"))
+from edit_sweep import differences  # noqa: E402  (bench/edit_sweep.py: the same comparison, for random edits)
 
 
 def _more_tflops(sources: Path) -> None:
@@ -52,25 +53,6 @@ EDITS = {
 }
 
 
-def _hashes(out: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(out.rglob("*"))
-        if p.is_file() and p.name != "build-state.json" and str(p.relative_to(out)) != DATABASE
-    }
-
-
-def _database(out: Path) -> dict[str, object]:
-    """Every table's name, comment, columns (types, comments) and rows, in the file's order."""
-    with duckdb.connect(str(out / DATABASE), read_only=True) as con:
-        tables = con.sql("SELECT table_name, comment FROM duckdb_tables() ORDER BY table_name").fetchall()
-        columns = con.sql(
-            "SELECT table_name, column_index, column_name, data_type, comment FROM duckdb_columns() ORDER BY ALL"
-        ).fetchall()
-        rows = {name: con.sql(f'SELECT * FROM "{name}"').fetchall() for name, _ in tables}
-    return {"tables": tables, "columns": columns, "rows": rows}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(EDITS))
 def test_an_edit_builds_what_a_forced_build_writes(kind, built, tmp_path):
@@ -84,5 +66,4 @@ def test_an_edit_builds_what_a_forced_build_writes(kind, built, tmp_path):
     summary = build(sources, out)
     assert summary["files"]["kept"] > 0  # it did take files from the previous build
     build(sources, forced, force=True)
-    assert _hashes(out) == _hashes(forced)
-    assert _database(out) == _database(forced)
+    assert differences(out, forced) == []  # every file, the DuckDB file by its content

@@ -7,16 +7,19 @@ seeded edit of a copy of the sources (`edit`: a number scaled, a text changed, a
 emptied, a row deleted, duplicated or moved, a hostile mutation of tests/mutations.py, a file put
 back as it was), then builds:
 
-- a warm chain: one `Warm` for every step, as `serve` keeps it;
+- a warm chain: one `Warm` for every step, as `serve` keeps it, which also renders some pages ahead of
+  the rest (`Renderer.preview`, as `serve` does for the pages open in a browser: the home page, the
+  calculator, the charts, an article, the models' index, the first model, method, GPU and server);
 - a new-process chain: `python -m pipeline build` into the previous step's output, as an editor runs
   it after an edit;
 - a forced build into a new folder.
 
 An edit all three accept must leave both chains with the forced build's files, byte for byte (the
-DuckDB file by its tables, comments and rows: its header holds a random id), and an edit the forced
-build refuses (exit 2) must be refused by both chains too, their outputs untouched; the next edit
-then starts from the last accepted sources. A step where they differ is a bug: the tool says which
-files differ and exits 1. The same seed replays the same edits.
+DuckDB file by its tables, comments and rows: its header holds a random id), and each page shown ahead
+must be the page written; an edit the forced build refuses (exit 2) must be refused by both chains
+too, their outputs untouched, and the next edit then starts from the last accepted sources. A step
+where they differ is a bug: the tool says which files differ and exits 1. The same seed replays the
+same edits.
 
     python bench/edit_sweep.py --steps 40 --seed 1           # the real catalog
     python bench/edit_sweep.py --rows 100000 --steps 10      # a synthetic catalog (bench/synth.py)
@@ -44,6 +47,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tests"))  # mutations.py, the fuzz test's seeded mutator
 
 DATABASE = "site/data/gpu-finetune.duckdb"
+# The pages the warm chain renders ahead, as `serve` does for the pages open in a browser
+# (Renderer.preview), besides the first model, method, GPU and server of the sources as they are.
+AHEAD = ("index.html", "calculator.html", "charts.html", "gpu-count.html", "models/index.html")
+ENTITY_FILES = {"models": "models.csv", "methods": "methods.csv", "gpus": "gpus.csv", "servers": "servers.csv"}
 # Each kind's weight: plausible edits most often, a hostile one now and then (mostly refused).
 KINDS = ("number",) * 4 + ("text", "blank", "delete", "duplicate", "move", "hostile", "revert")
 FACTORS = (0.5, 0.9, 1.1, 1.25, 2)
@@ -132,6 +139,10 @@ def _edit_row(kind: str, rows: list[list[str]], rng: random.Random) -> str | Non
     return f"line {i + 1} ({row[0]}), {header[j]}: {_short(before)!r} -> {_short(row[j])!r}"
 
 
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
 def _short(text: str, most: int = 40) -> str:
     return text if len(text) <= most else f"{text[: most - 11]}…{text[-10:]}"
 
@@ -186,16 +197,35 @@ class Sweep:
         for out in (self.warm_out, self.process_out):  # both chains start from a forced build
             self._in_process(out, force=True, warm=self.warm if out == self.warm_out else None)
 
-    def _in_process(self, out: Path, force: bool = False, warm=None) -> bool:
+    def _in_process(self, out: Path, force: bool = False, warm=None, preview=None) -> bool:
         """A build in this process; False when it refuses the sources (exit 2's errors)."""
         from pipeline.build import build
         from pipeline.errors import DataError, TemplateError
 
         try:
-            build(self.sources, out, force=force, warm=warm)
+            build(self.sources, out, force=force, warm=warm, preview=preview)
         except (DataError, TemplateError):
             return False
         return True
+
+    def _ahead(self) -> tuple[object, dict[str, str]]:
+        """build's `preview` as `serve` passes it, for AHEAD and the first entity of each kind: it
+        renders them ahead of the rebuild, into the dict returned beside it."""
+        pages = list(AHEAD)
+        for kind, name in ENTITY_FILES.items():
+            rows = read_rows(self.sources / name) if (self.sources / name).is_file() else []
+            if len(rows) > 1 and rows[1]:
+                pages.append(f"{kind}/{rows[1][0]}.html")
+        shown: dict[str, str] = {}
+
+        def preview(renderer):
+            for page in pages:
+                text = renderer.preview(page)
+                if text is not None:
+                    shown[page] = text
+            return lambda: None
+
+        return preview, shown
 
     def _new_process(self) -> tuple[bool | None, str]:
         """`python -m pipeline build` into the new-process chain's output: accepted, refused, or None
@@ -213,7 +243,8 @@ class Sweep:
         forced = self.work / f"forced-{n % 2}"
         shutil.rmtree(forced, ignore_errors=True)
         accepted = self._in_process(forced, force=True)
-        warm = self._in_process(self.warm_out, warm=self.warm)
+        preview, shown = self._ahead()
+        warm = self._in_process(self.warm_out, warm=self.warm, preview=preview)
         process, printed = self._new_process()
         problems = []
         for chain, got, out in (("warm", warm, self.warm_out), ("new process", process, self.process_out)):
@@ -227,6 +258,9 @@ class Sweep:
                 problems.append(f"{chain}: a refused build changed its output")
             elif accepted:
                 problems.extend(f"{chain}: {d}" for d in differences(out, forced))
+        if accepted:  # the pages shown ahead are the pages written
+            ahead = [p for p, text in shown.items() if _read(self.warm_out / "site" / p) != text]
+            problems.extend(f"warm: the page shown ahead is not the one written: {p}" for p in ahead)
         # The next edit starts from the last sources that built (a hostile edit may add or link files).
         keep, drop = (self.sources, self.accepted) if accepted else (self.accepted, self.sources)
         shutil.rmtree(drop)

@@ -134,7 +134,9 @@ def _stand_in(tmp_path: Path, monkeypatch, outcomes: dict[str, tuple]) -> Sweep:
             (out / "site" / "index.html").write_text(page)
         return accepted
 
-    def in_process(out: Path, force: bool = False, warm=None) -> bool:
+    def in_process(out: Path, force: bool = False, warm=None, preview=None) -> bool:
+        if preview is not None and "ahead" in outcomes:  # the renderer shows every page so
+            preview(type("Renderer", (), {"preview": lambda self, page: outcomes["ahead"]})())
         return write("forced" if force else "warm", out)
 
     monkeypatch.setattr(sweep, "_in_process", in_process, raising=False)
@@ -167,6 +169,15 @@ def _stand_in(tmp_path: Path, monkeypatch, outcomes: dict[str, tuple]) -> Sweep:
             {"forced": (False, None), "warm": (False, None), "process": (False, "half")},
             ["new process: a refused build changed its output"],
             "built",
+        ),
+        (
+            {"forced": (True, "new"), "warm": (True, "new"), "process": (True, "new"), "ahead": "new"},
+            [
+                "warm: the page shown ahead is not the one written: " + page
+                for page in edit_sweep.AHEAD
+                if page != "index.html"
+            ],
+            "edited",
         ),
         (
             {"forced": (True, "new"), "warm": (True, "new"), "process": (None, None)},

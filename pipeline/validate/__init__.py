@@ -893,8 +893,8 @@ def _count_problems(line: int, row: dict) -> list[tuple]:
     out = []
     for column, computed in (("params_b", counts.total), ("active_params_b", counts.active)):
         stated = row[column]
-        if stated is None or abs(computed / 1e9 - stated) <= PARAMS_TOLERANCE * stated:
-            continue
+        if stated is None or stated <= 0 or abs(computed / 1e9 - stated) <= PARAMS_TOLERANCE * stated:
+            continue  # no size, or one its own bound refuses (its column's check reports it)
         if column == "active_params_b" and row["params_b"] is not None and stated > row["params_b"]:
             continue  # already reported by model_rules: active above the total
         off = (computed / 1e9 - stated) / stated
@@ -1390,10 +1390,12 @@ def throughput_rules(con, sources_dir: Path, names: set[str], out: Validation) -
     `one_card` and only it, and a network is given exactly when there are several servers."""
     if "throughput" not in names:
         return
+    # These rules read the raw cells, whatever the column checks find: a zero `nodes` (refused by its own
+    # bound) must not stop them, and DuckDB 2 raises on a modulo by zero where DuckDB 1 gave NULL.
     rows = con.sql(
         f"""SELECT * FROM (
               SELECT {LINE}, 'nodes', nodes, ? FROM raw_throughput
-              WHERE TRY_CAST(gpus AS BIGINT) % TRY_CAST(nodes AS BIGINT) <> 0
+              WHERE TRY_CAST(gpus AS BIGINT) % NULLIF(TRY_CAST(nodes AS BIGINT), 0) <> 0
               UNION ALL
               SELECT {LINE}, 'link', link, ? FROM raw_throughput
               WHERE (TRY_CAST(gpus AS BIGINT) = 1) <> (link = 'one_card')

@@ -1,0 +1,48 @@
+"""The rules that read the raw cells run whatever a numeric cell holds.
+
+Great Expectations' bounds refuse a zero or negative count, but the cross-table rules and the warnings
+run beside them on the same raw cells (every problem at once), so each must survive any number in any
+numeric cell: a rule that divides by a cell, or computes a model's size from its architecture, met a
+zero there with a traceback (exit 1) instead of a list of problems (DuckDB 2 raises on a modulo by zero:
+a throughput run with `nodes` 0; a model whose `params_b` is 0 beside its architecture). Every numeric
+column of every source table is set, in every row, to each value below in turn, in one loaded catalog
+(an UPDATE rolled back after each), and every rule runs on it; a rule that raises is named with the
+column and the value (the whole `check`, column by column, found the same three: docs/operations.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from conftest import SOURCES
+from pipeline.load import connect, read_sources
+from pipeline.problems import Validation
+from pipeline.schema import SOURCE_TABLES
+from pipeline.validate import cross_table_rules
+
+VALUES = ("0", "-1", "1e308")
+NUMERIC = [(t.name, f.name) for t in SOURCE_TABLES for f in t.fields if f.type in ("int", "float")]
+NAMES = {t.name for t in SOURCE_TABLES}
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    frames, problems, _ = read_sources(SOURCES)
+    assert not problems
+    return connect(frames)
+
+
+@pytest.mark.parametrize(("table", "column"), NUMERIC)
+def test_every_rule_runs_whatever_number_a_cell_holds(loaded, table, column):
+    con, failed = loaded, []
+    for value in VALUES:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(f'UPDATE raw_{table} SET "{column}" = ?', [value])
+            cross_table_rules(con, SOURCES, NAMES, dt.date(2026, 12, 7), Validation())
+        except Exception as exc:  # noqa: BLE001 (any error is the finding)
+            failed.append(f"{table}.{column} = {value!r}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            con.execute("ROLLBACK")
+    assert failed == []

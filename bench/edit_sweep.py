@@ -58,8 +58,12 @@ TEXT_COLUMNS = ("display_name", "name", "short_name", "title", "publisher")
 
 
 def read_rows(path: Path) -> list[list[str]]:
-    """A CSV file's rows, its header first."""
-    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    """A CSV file's rows, its header first; none for a file that is not UTF-8 CSV (a hostile edit the
+    build accepted, such as a file saved in cp1251, which the loader reads: no other edit is made to it)."""
+    try:
+        return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    except (UnicodeDecodeError, csv.Error, OSError):
+        return []
 
 
 def write_rows(path: Path, rows: list[list[str]]) -> None:

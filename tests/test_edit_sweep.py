@@ -87,6 +87,18 @@ def test_the_same_seed_makes_the_same_edits_and_a_revert_puts_a_file_back(tmp_pa
     assert all((tmp_path / "one" / n).read_bytes() == data for n, data in original.items())
 
 
+def test_a_file_a_hostile_edit_left_unreadable_is_edited_no_further(tmp_path, monkeypatch):
+    """A hostile edit the build accepts (a file saved in cp1251, which the loader reads) leaves a file
+    the sweep cannot read as UTF-8: no edit of a row touches it (the sweep then chooses again)."""
+    saved = "id,name_ru,count\nx,Первый,4\n".encode("cp1251")
+    (tmp_path / "a.csv").write_bytes(saved)
+    assert edit_sweep.read_rows(tmp_path / "a.csv") == []
+    monkeypatch.setattr(edit_sweep, "KINDS", ("number", "text", "blank", "delete", "duplicate", "move"))
+    original = {"a.csv": saved}
+    assert {edit(tmp_path, original, random.Random(seed)) for seed in range(12)} == {"nothing"}
+    assert (tmp_path / "a.csv").read_bytes() == saved
+
+
 def _database(path: Path, rows: list[tuple]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(path)) as con:

@@ -97,9 +97,10 @@ def edit(sources: Path, original: dict[str, bytes], rng: random.Random) -> str:
     """One seeded edit of a file of `sources` (`original`: each CSV file's bytes as the sweep began);
     says what it did, or "nothing" when the chosen row had nothing of that kind."""
     kind = rng.choice(KINDS)
-    changed = sorted(n for n, data in original.items() if (sources / n).read_bytes() != data)
+    changed = sorted(n for n, data in original.items() if _bytes(sources / n) != data)
     if kind == "revert" and changed:
         name = rng.choice(changed)
+        (sources / name).unlink(missing_ok=True)  # a link a hostile edit made is replaced, not written through
         (sources / name).write_bytes(original[name])
         return f"revert {name}"
     if kind == "hostile":
@@ -141,6 +142,11 @@ def _edit_row(kind: str, rows: list[list[str]], rng: random.Random) -> str | Non
     before = row[j]
     row[j] = scaled(before, rng.choice(FACTORS)) if kind == "number" else f"{before} (правка)" if kind == "text" else ""
     return f"line {i + 1} ({row[0]}), {header[j]}: {_short(before)!r} -> {_short(row[j])!r}"
+
+
+def _bytes(path: Path) -> bytes | None:
+    """A file's bytes; None where a hostile edit left no regular file (a link to a device, a folder)."""
+    return path.read_bytes() if path.is_file() else None
 
 
 def _read(path: Path) -> str | None:
@@ -276,7 +282,7 @@ def run(sources: Path, steps: int, seconds: float, seed: int, work: Path) -> int
     """`steps` seeded edits (fewer when `seconds` run out first), each built three ways; the number of
     steps where the builds disagreed."""
     rng, sweep = random.Random(seed), Sweep(sources, work)
-    started, bad, longest = time.perf_counter(), 0, 0.0
+    started, bad, longest, done = time.perf_counter(), 0, 0.0, 0
     for n in range(steps):
         if n and time.perf_counter() - started + longest > seconds:
             break
@@ -286,14 +292,14 @@ def run(sources: Path, steps: int, seconds: float, seed: int, work: Path) -> int
             what = edit(sweep.sources, sweep.original, rng)
         problems, accepted = sweep.step(n)
         longest = max(longest, time.perf_counter() - at)
-        bad += bool(problems)
+        bad, done = bad + bool(problems), done + 1
         print(
             f"{n:4d} {'BAD' if problems else 'ok '} {time.perf_counter() - at:5.1f} s  {'built' if accepted else 'refused'}: {what}",
             flush=True,
         )
         for problem in problems:
             print(f"       {problem}", flush=True)
-    print(f"seed {seed}: {n + 1 if steps else 0} edits, {bad} where the builds disagreed", flush=True)
+    print(f"seed {seed}: {done} edits, {bad} where the builds disagreed", flush=True)
     return bad
 
 

@@ -99,6 +99,19 @@ def test_a_file_a_hostile_edit_left_unreadable_is_edited_no_further(tmp_path, mo
     assert (tmp_path / "a.csv").read_bytes() == saved
 
 
+def test_a_revert_replaces_a_link_a_hostile_edit_made(tmp_path, monkeypatch):
+    """A source file turned into a link (the fuzz's `symlinked`) is put back as a file: the bytes are
+    never written through the link."""
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not a source")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.csv").symlink_to(target)
+    monkeypatch.setattr(edit_sweep, "KINDS", ("revert",))
+    assert edit(tmp_path / "src", {"a.csv": b"id\nx\n"}, random.Random(0)) == "revert a.csv"
+    assert not (tmp_path / "src" / "a.csv").is_symlink() and (tmp_path / "src" / "a.csv").read_bytes() == b"id\nx\n"
+    assert target.read_text() == "not a source"
+
+
 def _database(path: Path, rows: list[tuple]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(path)) as con:
@@ -204,3 +217,24 @@ def test_a_step_names_every_disagreement_and_goes_on_from_the_last_sources_that_
     sweep = _stand_in(tmp_path, monkeypatch, outcomes)
     assert sweep.step(0) == (problems, outcomes["forced"][0])
     assert (sweep.sources / "a.csv").read_text() == (sweep.accepted / "a.csv").read_text() == f"id\n{kept}\n"
+
+
+def test_the_summary_counts_the_edits_made_and_the_steps_that_disagreed(tmp_path, monkeypatch, capsys):
+    class Stand:
+        def __init__(self, sources, work):
+            self.sources, self.original, self.steps = sources, {}, iter([[], ["warm: 1 files differ: x"], []])
+
+        def step(self, n):
+            return next(self.steps), True
+
+    monkeypatch.setattr(edit_sweep, "Sweep", Stand)
+    monkeypatch.setattr(edit_sweep, "edit", lambda sources, original, rng: "line 2 (a) moved in a.csv")
+    assert edit_sweep.run(tmp_path, steps=3, seconds=float("inf"), seed=1, work=tmp_path) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == "seed 1: 3 edits, 1 where the builds disagreed"
+    assert [line.split()[1] for line in printed[:-1] if not line.startswith("       ")] == ["ok", "BAD", "ok"]
+    assert "       warm: 1 files differ: x" in printed
+    # A budget that the first step spends stops the sweep before the next one.
+    monkeypatch.setattr(edit_sweep.time, "perf_counter", iter([0.0, 0.0, 10.0, 10.0, 10.0]).__next__)
+    edit_sweep.run(tmp_path, steps=3, seconds=5, seed=1, work=tmp_path)
+    assert capsys.readouterr().out.splitlines()[-1] == "seed 1: 1 edits, 0 where the builds disagreed"

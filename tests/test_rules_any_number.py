@@ -1,13 +1,14 @@
-"""The rules that read the raw cells run whatever a numeric cell holds.
+"""The rules that read the raw cells run whatever a numeric, date or flag cell holds.
 
 Great Expectations' bounds refuse a zero or negative count, but the cross-table rules and the warnings
 run beside them on the same raw cells (every problem at once), so each must survive any number in any
 numeric cell: a rule that divides by a cell, or computes a model's size from its architecture, met a
 zero there with a traceback (exit 1) instead of a list of problems (DuckDB 2 raises on a modulo by zero:
-a throughput run with `nodes` 0; a model whose `params_b` is 0 beside its architecture). Every numeric
-column of every source table is set, in every row, to each value below in turn, in one loaded catalog
-(an UPDATE rolled back after each), and every rule runs on it; a rule that raises is named with the
-column and the value (the whole `check`, column by column, found the same three: docs/operations.md)."""
+a throughput run with `nodes` 0; a model whose `params_b` is 0 beside its architecture). Every numeric,
+date and flag column of every source table is set, in every row, to each value of its type below in
+turn, in one loaded catalog (an UPDATE rolled back after each), and every rule runs on it; a rule that
+raises is named with the column and the value (the whole `check`, column by column, found the same
+three: docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,14 @@ from pipeline.problems import Validation
 from pipeline.schema import SOURCE_TABLES
 from pipeline.validate import cross_table_rules
 
-VALUES = ("0", "-1", "1e308")
-NUMERIC = [(t.name, f.name) for t in SOURCE_TABLES for f in t.fields if f.type in ("int", "float")]
+# Per column type: the values at and beyond its edges (a date or flag that does not cast reads as NULL).
+VALUES = {
+    "int": ("0", "-1", "1e308"),
+    "float": ("0", "-1", "1e308"),
+    "date": ("0001-01-01", "9999-12-31", "2026-02-30"),
+    "bool": ("ИСТИНА", "1"),
+}
+TYPED = [(t.name, f.name, f.type) for t in SOURCE_TABLES for f in t.fields if f.type in VALUES]
 NAMES = {t.name for t in SOURCE_TABLES}
 
 
@@ -33,10 +40,10 @@ def loaded():
     return connect(frames)
 
 
-@pytest.mark.parametrize(("table", "column"), NUMERIC)
-def test_every_rule_runs_whatever_number_a_cell_holds(loaded, table, column):
+@pytest.mark.parametrize(("table", "column", "kind"), TYPED)
+def test_every_rule_runs_whatever_a_typed_cell_holds(loaded, table, column, kind):
     con, failed = loaded, []
-    for value in VALUES:
+    for value in VALUES[kind]:
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(f'UPDATE raw_{table} SET "{column}" = ?', [value])

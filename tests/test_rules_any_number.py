@@ -21,6 +21,7 @@ from pipeline.load import connect, read_sources
 from pipeline.problems import Validation
 from pipeline.schema import SOURCE_TABLES
 from pipeline.validate import cross_table_rules
+from pipeline.validate.query_memo import MemoConnection, QueryStore
 
 # Per column type: the values at and beyond its edges (a date or flag that does not cast reads as NULL).
 VALUES = {
@@ -33,21 +34,30 @@ TYPED = [(t.name, f.name, f.type) for t in SOURCE_TABLES for f in t.fields if f.
 NAMES = {t.name for t in SOURCE_TABLES}
 
 
+TODAY = dt.date(2026, 12, 7)
+
+
 @pytest.fixture(scope="module")
 def loaded():
+    """The real catalog loaded once, and the rules' answers on it: each case runs the rules as a build
+    does (query_memo.MemoConnection, by the tables' digests), so only the queries that read the edited
+    table run again (0.1 s a run instead of 0.3 s)."""
     frames, problems, _ = read_sources(SOURCES)
     assert not problems
-    return connect(frames)
+    con, store, digests = connect(frames), QueryStore(), {name: "as read" for name in NAMES}
+    cross_table_rules(MemoConnection(con, digests, store), SOURCES, NAMES, TODAY, Validation())
+    return con, store, digests
 
 
 @pytest.mark.parametrize(("table", "column", "kind"), TYPED)
 def test_every_rule_runs_whatever_a_typed_cell_holds(loaded, table, column, kind):
-    con, failed = loaded, []
+    (con, store, digests), failed = loaded, []
     for value in VALUES[kind]:
         con.execute("BEGIN TRANSACTION")
         try:
             con.execute(f'UPDATE raw_{table} SET "{column}" = ?', [value])
-            cross_table_rules(con, SOURCES, NAMES, dt.date(2026, 12, 7), Validation())
+            edited = MemoConnection(con, digests | {table: f"{column} = {value}"}, store)
+            cross_table_rules(edited, SOURCES, NAMES, TODAY, Validation())
         except Exception as exc:  # noqa: BLE001 (any error is the finding)
             failed.append(f"{table}.{column} = {value!r}: {type(exc).__name__}: {exc}"[:300])
         finally:

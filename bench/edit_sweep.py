@@ -18,8 +18,8 @@ An edit all three accept must leave both chains with the forced build's files, b
 DuckDB file by its tables, comments and rows: its header holds a random id), and each page shown ahead
 must be the page written; an edit the forced build refuses (exit 2) must be refused by both chains
 too, their outputs untouched, and the next edit then starts from the last accepted sources. A step
-where they differ is a bug: the tool says which files differ and exits 1. The same seed replays the
-same edits.
+where they differ, or where a build stops with a traceback (exit 1), is a bug: the tool names the files,
+or the build and what it raised, goes on, and exits 1 at the end. The same seed replays the same edits.
 
     python bench/edit_sweep.py --steps 40 --seed 1           # the real catalog
     python bench/edit_sweep.py --rows 100000 --steps 10      # a synthetic catalog (bench/synth.py)
@@ -205,18 +205,23 @@ class Sweep:
         self.original = {p.name: p.read_bytes() for p in sorted(self.sources.glob("*.csv"))}
         self.warm, self.warm_out, self.process_out = Warm(lives_on=True), work / "warm", work / "process"
         for out in (self.warm_out, self.process_out):  # both chains start from a forced build
-            self._in_process(out, force=True, warm=self.warm if out == self.warm_out else None)
+            built, why = self._in_process(out, force=True, warm=self.warm if out == self.warm_out else None)
+            if not built:
+                raise SystemExit(f"edit_sweep: the sources given do not build: {why or 'refused (exit 2)'}")
 
-    def _in_process(self, out: Path, force: bool = False, warm=None, preview=None) -> bool:
-        """A build in this process; False when it refuses the sources (exit 2's errors)."""
+    def _in_process(self, out: Path, force: bool = False, warm=None, preview=None) -> tuple[bool | None, str]:
+        """A build in this process: True, False when it refuses the sources (exit 2's errors), or None
+        when it raises anything else (exit 1: a bug), with what it raised."""
         from pipeline.build import build
         from pipeline.errors import DataError, TemplateError
 
         try:
             build(self.sources, out, force=force, warm=warm, preview=preview)
         except (DataError, TemplateError):
-            return False
-        return True
+            return False, ""
+        except Exception as exc:  # noqa: BLE001 (reported as the bug it is; the sweep goes on)
+            return None, f"{type(exc).__name__}: {exc}"[:600]
+        return True, ""
 
     def _ahead(self) -> tuple[object, dict[str, str]]:
         """build's `preview` as `serve` passes it, for AHEAD and the first entity of each kind: it
@@ -252,14 +257,16 @@ class Sweep:
         before = {"warm": site_files(self.warm_out), "new process": site_files(self.process_out)}
         forced = self.work / f"forced-{n % 2}"
         shutil.rmtree(forced, ignore_errors=True)
-        accepted = self._in_process(forced, force=True)
+        accepted, raised = self._in_process(forced, force=True)
         preview, shown = self._ahead()
-        warm = self._in_process(self.warm_out, warm=self.warm, preview=preview)
+        warm, warm_raised = self._in_process(self.warm_out, warm=self.warm, preview=preview)
         process, printed = self._new_process()
-        problems = []
-        for chain, got, out in (("warm", warm, self.warm_out), ("new process", process, self.process_out)):
+        problems = [] if accepted is not None else [f"forced: a traceback (exit 1): {raised}"]
+        accepted = bool(accepted)
+        chains = (("warm", warm, self.warm_out, warm_raised), ("new process", process, self.process_out, printed))
+        for chain, got, out, said in chains:
             if got is None:
-                problems.append(f"{chain}: exit code other than 0 or 2: {printed}")
+                problems.append(f"{chain}: a traceback or an exit code other than 0 or 2: {said}")
             elif got != accepted:
                 problems.append(
                     f"{chain}: {'accepted' if got else 'refused'} what the forced build {'refused' if got else 'accepted'}"

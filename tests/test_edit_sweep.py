@@ -159,10 +159,11 @@ def _stand_in(tmp_path: Path, monkeypatch, outcomes: dict[str, tuple]) -> Sweep:
             (out / "site" / "index.html").write_text(page)
         return accepted
 
-    def in_process(out: Path, force: bool = False, warm=None, preview=None) -> bool:
+    def in_process(out: Path, force: bool = False, warm=None, preview=None) -> tuple[bool | None, str]:
         if preview is not None and "ahead" in outcomes:  # the renderer shows every page so
             preview(type("Renderer", (), {"preview": lambda self, page: outcomes["ahead"]})())
-        return write("forced" if force else "warm", out)
+        accepted = write("forced" if force else "warm", out)
+        return accepted, "" if accepted is not None else "ZeroDivisionError: float division by zero"
 
     monkeypatch.setattr(sweep, "_in_process", in_process, raising=False)
     monkeypatch.setattr(
@@ -196,6 +197,14 @@ def _stand_in(tmp_path: Path, monkeypatch, outcomes: dict[str, tuple]) -> Sweep:
             "built",
         ),
         (
+            {"forced": (None, None), "warm": (None, None), "process": (False, None)},
+            [
+                "forced: a traceback (exit 1): ZeroDivisionError: float division by zero",
+                "warm: a traceback or an exit code other than 0 or 2: ZeroDivisionError: float division by zero",
+            ],
+            "built",
+        ),
+        (
             {"forced": (True, "new"), "warm": (True, "new"), "process": (True, "new"), "ahead": "new"},
             [
                 "warm: the page shown ahead is not the one written: " + page
@@ -206,7 +215,7 @@ def _stand_in(tmp_path: Path, monkeypatch, outcomes: dict[str, tuple]) -> Sweep:
         ),
         (
             {"forced": (True, "new"), "warm": (True, "new"), "process": (None, None)},
-            ["new process: exit code other than 0 or 2: Traceback …"],
+            ["new process: a traceback or an exit code other than 0 or 2: Traceback …"],
             "edited",
         ),
     ],
@@ -215,7 +224,7 @@ def test_a_step_names_every_disagreement_and_goes_on_from_the_last_sources_that_
     tmp_path, monkeypatch, outcomes, problems, kept
 ):
     sweep = _stand_in(tmp_path, monkeypatch, outcomes)
-    assert sweep.step(0) == (problems, outcomes["forced"][0])
+    assert sweep.step(0) == (problems, bool(outcomes["forced"][0]))  # a forced build that raised built nothing
     assert (sweep.sources / "a.csv").read_text() == (sweep.accepted / "a.csv").read_text() == f"id\n{kept}\n"
 
 

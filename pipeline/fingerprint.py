@@ -82,9 +82,10 @@ def matching_files(folder: Path, pattern: str) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     todo.append((entry.path, (*parts, entry.name)))
                     continue
-            except OSError:
+                matches = fnmatchcase(entry.name, pattern) and entry.is_file()
+            except OSError:  # a link that loops (ELOOP) or cannot be followed: no file here; the loader says why
                 continue
-            if fnmatchcase(entry.name, pattern) and entry.is_file():
+            if matches:
                 found.append((*parts, entry.name))
     return ["/".join(parts) for parts in sorted(found)]
 

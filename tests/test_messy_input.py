@@ -287,6 +287,21 @@ def test_symlink_loop(src):
     )
 
 
+def test_a_build_refuses_a_symlink_loop_as_check_does(src, tmp_path):
+    """The build fingerprints the sources before it reads them: a looping link stopped it there with
+    exit 3 and the system's English message ("Too many levels of symbolic links"), where `check` gave
+    exit 2 and the loop by name (bench/edit_sweep.py found it). Now it is the same problem, and the
+    output is not touched."""
+    (src / "methods.csv").unlink()
+    (src / "methods.csv").symlink_to("methods.csv")
+    with pytest.raises(DataError) as info:
+        build(src, tmp_path / "out")
+    assert "methods.csv: символическая ссылка, которая ведёт сама на себя (петля); положите сюда сам CSV-файл" in [
+        str(p).replace(f"{src}/", "") for p in info.value.problems
+    ]
+    assert not (tmp_path / "out").exists()
+
+
 def test_symlink_outside_the_folder_is_not_read(src):
     secret = src.parent / "outside-secret.csv"
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n", encoding="utf-8")

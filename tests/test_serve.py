@@ -102,6 +102,19 @@ def test_edit_rebuilds_and_failure_keeps_last_good_site(loop, capsys, monkeypatc
     assert "pipeline-serve-error" not in fetch(loop.url + PAGE)
 
 
+def test_the_watcher_sees_a_link_that_loops(tmp_path):
+    """A source file replaced by a link to itself: the watcher's snapshot raised (ELOOP) and the watcher
+    stopped; it now lists the link, so the rebuild that reports the loop starts."""
+    from pipeline.tools.serve import snapshot
+
+    (tmp_path / "methods.csv").write_text("method_id\nlora\n", encoding="utf-8")
+    before = snapshot([tmp_path])
+    (tmp_path / "methods.csv").unlink()
+    (tmp_path / "methods.csv").symlink_to("methods.csv")
+    after = snapshot([tmp_path])
+    assert list(after) == [str(tmp_path / "methods.csv")] and after != before
+
+
 def test_assets_are_served_as_they_are(loop):
     css = next((loop.out / "site").glob("style.*.css"))
     assert fetch(loop.url + css.name) == css.read_text(encoding="utf-8")

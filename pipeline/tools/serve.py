@@ -105,12 +105,24 @@ def snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
                 if name.startswith(".") or name.endswith("~"):
                     continue
                 path = os.path.join(root, name)
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue
-                files[path] = (st.st_mtime_ns, st.st_size)
+                st = _status(path)
+                if st is not None:
+                    files[path] = (st.st_mtime_ns, st.st_size)
     return files
+
+
+def _status(path: str) -> os.stat_result | None:
+    """The file's status, or None when it is gone. For a link that loops, the link's own status, so that
+    making one starts a rebuild, which reports it (os.stat raised there, and the watcher stopped)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:
+            return os.lstat(path)
+        except OSError:
+            return None
 
 
 def inject(page: bytes, version: int, report: str | None) -> bytes:

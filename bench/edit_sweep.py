@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import io
 import math
 import os
 import random
@@ -46,6 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tests"))  # mutations.py, the fuzz test's seeded mutator
 
+import mutations  # noqa: E402
+
 DATABASE = "site/data/gpu-finetune.duckdb"
 # The pages the warm chain renders ahead, as `serve` does for the pages open in a browser
 # (Renderer.preview), besides the first model, method, GPU and server of the sources as they are.
@@ -58,18 +59,13 @@ TEXT_COLUMNS = ("display_name", "name", "short_name", "title", "publisher")
 
 
 def read_rows(path: Path) -> list[list[str]]:
-    """A CSV file's rows, its header first; none for a file that is not UTF-8 CSV (a hostile edit the
-    build accepted, such as a file saved in cp1251, which the loader reads: no other edit is made to it)."""
+    """A CSV file's rows, its header first (mutations.read_rows); none for a file that is not UTF-8 CSV
+    (a hostile edit the build accepted, such as a file saved in cp1251, which the loader reads: no other
+    edit is made to it)."""
     try:
-        return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+        return mutations.read_rows(path)
     except (UnicodeDecodeError, csv.Error, OSError):
         return []
-
-
-def write_rows(path: Path, rows: list[list[str]]) -> None:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    path.write_text(buffer.getvalue(), encoding="utf-8")
 
 
 def scaled(value: str, factor: float) -> str:
@@ -86,11 +82,9 @@ def scaled(value: str, factor: float) -> str:
 
 
 def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return text.strip() == text and text.lower() not in ("nan", "inf", "-inf", "infinity")
+    """A number as the sources write one: no spaces around it, not NaN nor an infinity."""
+    finite = text.lower().lstrip("+-") not in ("nan", "inf", "infinity")
+    return mutations.is_number(text) and text.strip() == text and finite
 
 
 def edit(sources: Path, original: dict[str, bytes], rng: random.Random) -> str:
@@ -104,16 +98,14 @@ def edit(sources: Path, original: dict[str, bytes], rng: random.Random) -> str:
         (sources / name).write_bytes(original[name])
         return f"revert {name}"
     if kind == "hostile":
-        from mutations import mutate
-
-        return f"hostile {mutate(sources, rng)}"
+        return f"hostile {mutations.mutate(sources, rng)}"
     name = rng.choice(sorted(original))
     rows = read_rows(sources / name)
     if len(rows) < 2:
         return "nothing"
     done = _edit_row(kind if kind != "revert" else "number", rows, rng)
     if done:
-        write_rows(sources / name, rows)
+        mutations.write_rows(sources / name, rows)
     return f"{done} in {name}" if done else "nothing"
 
 

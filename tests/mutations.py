@@ -81,12 +81,12 @@ HOSTILE_VALUES = (
 FACTORS = (0, 1e-9, 0.001, 0.5, 2, 10, 1000, 1e9, -1)
 
 
-def _read(path: Path) -> list[list[str]]:
+def read_rows(path: Path) -> list[list[str]]:
     with path.open(encoding="utf-8", newline="") as f:
         return list(csv.reader(f))
 
 
-def _write(path: Path, rows: list[list[str]]) -> None:
+def write_rows(path: Path, rows: list[list[str]]) -> None:
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
     path.write_text(buffer.getvalue(), encoding="utf-8")
@@ -96,7 +96,7 @@ def _cell(rows, rng) -> tuple[int, int]:
     return rng.randrange(1, len(rows)) if len(rows) > 1 else 0, rng.randrange(len(rows[0]))
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -108,94 +108,94 @@ def _is_number(text: str) -> bool:
 
 
 def cell_hostile(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     r, c = _cell(rows, rng)
     value = rng.choice(HOSTILE_VALUES)
     old, rows[r][c] = rows[r][c], value
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} col {rows[0][c]}: {old[:30]!r} -> {value[:40]!r}"
 
 
 def cell_scaled(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
-    numeric = [(r, c) for r in range(1, len(rows)) for c in range(len(rows[r])) if _is_number(rows[r][c])]
+    rows = read_rows(path)
+    numeric = [(r, c) for r in range(1, len(rows)) for c in range(len(rows[r])) if is_number(rows[r][c])]
     if not numeric:
         return cell_hostile(path, rng)
     r, c = rng.choice(numeric)
     factor = rng.choice(FACTORS)
     value = float(rows[r][c]) * factor
     old, rows[r][c] = rows[r][c], f"{value:.12g}"
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} col {rows[0][c]}: {old} x {factor} -> {rows[r][c]}"
 
 
 def cell_from_elsewhere(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     r, c = _cell(rows, rng)
     r2, c2 = _cell(rows, rng)
     old, rows[r][c] = rows[r][c], rows[r2][c2]
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} col {rows[0][c]}: {old[:30]!r} -> {rows[r][c][:30]!r} (from {rows[0][c2]})"
 
 
 def column_emptied(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     c = rng.randrange(len(rows[0]))
     for row in rows[1:]:
         row[c] = ""
-    _write(path, rows)
+    write_rows(path, rows)
     return f"column {rows[0][c]} emptied"
 
 
 def columns_swapped(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     a, b = rng.sample(range(len(rows[0])), 2)
     keep_header = rng.random() < 0.5
     for i, row in enumerate(rows):
         if i or not keep_header:
             row[a], row[b] = row[b], row[a]
-    _write(path, rows)
+    write_rows(path, rows)
     return f"columns {rows[0][a]} <-> {rows[0][b]} swapped" + (" (header kept)" if keep_header else "")
 
 
 def column_deleted(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     c = rng.randrange(len(rows[0]))
     name = rows[0][c]
-    _write(path, [row[:c] + row[c + 1 :] for row in rows])
+    write_rows(path, [row[:c] + row[c + 1 :] for row in rows])
     return f"column {name} deleted"
 
 
 def row_deleted(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     if len(rows) < 2:
         return "no row to delete"
     r = rng.randrange(1, len(rows))
     del rows[r]
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} deleted"
 
 
 def row_duplicated(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     r = rng.randrange(len(rows))
     rows.insert(r, list(rows[r]))
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} duplicated"
 
 
 def rows_all_deleted(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     keep = rng.choice((0, 1))
-    _write(path, rows[: 1 + keep])
+    write_rows(path, rows[: 1 + keep])
     return "header only" if not keep else "header and the first row only"
 
 
 def rows_shuffled(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     body = rows[1:]
     rng.shuffle(body)
-    _write(path, rows[:1] + body)
+    write_rows(path, rows[:1] + body)
     return "rows shuffled"
 
 
@@ -241,7 +241,7 @@ def quote_unbalanced(path: Path, rng: random.Random) -> str:
 
 
 def delimiter_changed(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     buffer = io.StringIO()
     csv.writer(buffer, delimiter=";", lineterminator="\r\n").writerows(rows)
     text = buffer.getvalue()
@@ -257,10 +257,10 @@ def delimiter_changed(path: Path, rng: random.Random) -> str:
 
 
 def huge_cell(path: Path, rng: random.Random) -> str:
-    rows = _read(path)
+    rows = read_rows(path)
     r, c = _cell(rows, rng)
     rows[r][c] = rng.choice(("9", "x", "а,")) * rng.choice((140_000, 2_000_000))
-    _write(path, rows)
+    write_rows(path, rows)
     return f"row {r} col {rows[0][c]}: {len(rows[r][c])}-character cell"
 
 

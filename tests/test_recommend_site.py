@@ -302,3 +302,21 @@ def test_articles_carry_the_quote_action(built):
     for name in ("gpu-count.html", "finetune-memory.html", "method-comparison.html"):
         text = page(built, name)
         assert 'class="quote-link" href="mailto:sales@tenzor.cloud?subject=' in text, name
+
+
+def test_every_table_of_server_fit_says_what_its_cells_mean(built):
+    """The pages whose table says whether a job fits a server (the comparison, a model's, a server's) say
+    what «да», «по оценке да…» and «нет: N шт.» mean; the GPU comparisons, whose cells are card counts, do not."""
+    fit = labels()["fit"]
+    high = "+50"  # constants.csv's range_high as the site writes it
+    legend = (
+        f"«Да» — суммарная видеопамять сервера не меньше верхней границы оценки ({high} %); "
+        f"«{fit['estimate_only'].format(range_high=high)}» — не меньше оценки, но меньше верхней границы; "
+        f"«{fit['no_servers'].format(range_high=high, n='N', n_high='M')}» — задача не помещается"
+    )
+    cell = re.compile(re.escape(fit["no_servers"].format(range_high=high, n="@", n_high="@")).replace("@", r"\d+"))
+    for path in ("compare/server-fit.html", "models/llama-3-1-70b.html", "servers/xfusion-2x-h100.html"):
+        text = html.unescape(page(built, path)).replace("\xa0", " ")
+        assert text.count(legend) == 1, path
+        assert cell.search(text), path  # the legend explains cells the page has
+    assert "«Да» —" not in html.unescape(page(built, "compare/gpu-cards-lora.html"))

@@ -1153,6 +1153,7 @@ class Renderer:
             heading=compare["server_fit_title"],
             description=compare["server_fit_description"],
             view=view,
+            fit_legend=True,
             others=[],
             cite=cite,
             cite_table=self.cited_table(view),

@@ -281,3 +281,115 @@ def test_files_are_compared_a_piece_at_a_time(tmp_path, monkeypatch):
     b.write_bytes(b"")
     assert tool._same(a, b)
     assert asked and all(0 <= size <= 1000 for size in asked)
+
+
+def _copy(output, target):
+    shutil.copytree(output, target)
+    return target
+
+
+def test_derived_tables_are_counted_by_duckdb_never_read_into_python(builds, monkeypatch):
+    """Only the source tables (a catalog's few thousand rows) are read row by row; the derived ones
+    (10^7 rows of server_fit and recommendations) are counted by DuckDB a piece at a time."""
+    from pipeline.tools import diff as tool
+
+    published, output = builds
+    read = []
+    original = tool.read_table
+    monkeypatch.setattr(tool, "read_table", lambda out, table: read.append(table.name) or original(out, table))
+    report = tool.diff(output, published)
+    sources = {t.name for t in tool.ALL_TABLES if t.kind == "source"}
+    assert set(read) == sources and len(read) == 2 * len(sources)
+    assert "server_fit" in {d["table"] for d in report["derived"]}
+
+
+def test_the_csvs_give_the_summary_the_parquet_files_give(builds, tmp_path):
+    """A build without Parquet files (one from before they were published) is compared through its
+    CSVs, as text: the same counts, columns and plans as through the Parquet files."""
+    published, output = builds
+    copy = _copy(output, tmp_path / "no-parquet")
+    for parquet in (copy / "site" / "data").glob("*.parquet"):
+        parquet.unlink()
+    through_parquet, through_csv = diff(output, published), diff(copy, published)
+    assert through_csv["derived"] == through_parquet["derived"] and through_csv["derived"]
+    assert through_csv["plans"] == through_parquet["plans"]
+    assert {d["table"]: d["changed"] for d in through_csv["derived"]}["server_fit"] == 6 * 45
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_plan_change_is_found_in_the_recommendations(builds, tmp_path, kind):
+    """The plan of a job is the rank-1 row of recommendations: a changed server there is named, read
+    from the Parquet files or, in a build without them, from the CSVs."""
+    _, output = builds
+    copy = _copy(output, tmp_path / "replanned")
+    data = copy / "site" / "data"
+    rows = pl.read_parquet(data / "recommendations.parquet")
+    job = (pl.col("model_id") == "generic-8b") & (pl.col("method_id") == "lora") & (pl.col("rank") == 1)
+    planned = rows.filter(job)["server_id"].to_list()
+    replanned = rows.with_columns(pl.when(job).then(pl.lit("another-server")).otherwise("server_id").alias("server_id"))
+    if kind == "csv":
+        for parquet in data.glob("*.parquet"):
+            parquet.unlink()
+        replanned.write_csv(data / "recommendations.csv")
+    else:
+        replanned.write_parquet(data / "recommendations.parquet")
+    assert [(p["key"], p["old"], p["new"]) for p in diff(copy, output)["plans"]] == [
+        (["generic-8b", "lora"], planned[0], "another-server")
+    ]
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+def test_a_damaged_derived_download_is_an_error_not_a_change(builds, tmp_path, capsys, kind):
+    published, output = builds
+    copy = _copy(output, tmp_path / "damaged")
+    data = copy / "site" / "data"
+    if kind == "csv":  # compared through the CSVs: a row with a cell too few
+        for parquet in data.glob("*.parquet"):
+            parquet.unlink()
+        lines = (data / "server_fit.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[5] = lines[5].rsplit(",", 1)[0] + "\n"
+        (data / "server_fit.csv").write_text("".join(lines), encoding="utf-8")
+    else:
+        (data / "server_fit.parquet").write_bytes(b"PAR1 not a Parquet file")
+    assert main(["diff", "--out", str(copy), "--against", str(published)]) == 3
+    err = capsys.readouterr().err
+    assert f"не удалось сравнить {copy} и {published}:" in err and "Traceback" not in err
+
+
+def test_a_column_stored_as_text_in_one_build_compares_by_its_text(builds, tmp_path):
+    """A column whose type differs between the builds' Parquet files (a pipeline that changed it) is
+    compared as text: the same numbers are no change."""
+    import pyarrow.parquet as pq
+
+    _, output = builds
+    copy = _copy(output, tmp_path / "as-text")
+    path = copy / "site" / "data" / "server_fit.parquet"
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("price_rub_month")
+    pq.write_table(table.set_column(at, "price_rub_month", table["price_rub_month"].cast("string")), path)
+    assert "server_fit" not in {d["table"] for d in diff(copy, output)["derived"]}
+
+
+def test_database_tables_differ_by_a_value_not_by_row_order(builds, tmp_path):
+    """The DuckDB file is compared by each table's columns, row count and the sum of its rows' hashes."""
+    import duckdb
+
+    _, output = builds
+    original = output / "site" / "data" / "gpu-finetune.duckdb"
+    for name, change, same in (
+        ("shuffled", "CREATE OR REPLACE TABLE servers AS SELECT * FROM servers ORDER BY server_id DESC", True),
+        (
+            "edited",
+            "UPDATE servers SET price_rub_month = price_rub_month + 1 WHERE server_id = 'xfusion-2x-h100'",
+            False,
+        ),
+        ("dropped", "DROP TABLE methods", False),
+    ):
+        copy = tmp_path / f"{name}.duckdb"
+        shutil.copy(original, copy)
+        con = duckdb.connect(str(copy))
+        con.execute(change)
+        con.close()
+        from pipeline.tools.diff import _database_tables
+
+        assert (_database_tables(copy) == _database_tables(original)) is same, name

@@ -1,8 +1,11 @@
 """What a build changes compared with the last published one, in the editor's terms.
 
-Two output folders are compared through their downloads (site/data/<table>.csv, read
-with the schema registry): changed values by entity, added and removed rows; then the
-pages and files whose content differs. The report is Russian (it is read by editors);
+Two output folders are compared through their downloads, with the schema registry: the source
+tables' CSVs (a catalog's few thousand rows) row by row, for changed values by entity and added and
+removed rows; the derived tables (10^7 rows of server_fit and recommendations at scale) counted by
+DuckDB, a piece at a time and spilling to a temporary folder beyond MEMORY_LIMIT, from their Parquet
+files (from their CSVs, as text, where a build has none); then the pages and files whose content
+differs, read a piece at a time. The report is Russian (it is read by editors);
 its words are in the message catalogue with the other terminal texts.
 
 Exit codes of `python -m pipeline diff`: 0 nothing changed, 4 something changed, 3 the folders
@@ -169,15 +172,132 @@ def _files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() and p.name not in IGNORED}
 
 
-def _database_rows(path: Path) -> dict[str, list] | None:
+# What DuckDB may hold in memory while it compares two builds' large tables; beyond it, it spills to a
+# temporary folder of its own (a 10^7-row table is 3 GB of CSV).
+MEMORY_LIMIT = "1GB"
+
+
+@contextlib.contextmanager
+def _duckdb():
+    """An in-memory DuckDB connection spilling to a temporary folder, removed afterwards (DuckDB's
+    default for an in-memory database is `.tmp` in the working directory)."""
+    import tempfile
+
     import duckdb
 
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()]
-        return {t: con.execute(f'SELECT * FROM "{t}" ORDER BY ALL').fetchall() for t in tables}
-    finally:
-        con.close()
+    with tempfile.TemporaryDirectory(prefix="gpu-finetune-diff-") as spill:
+        con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+def _quoted(text: object) -> str:
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _download(out: Path, table: Table, parquet: bool) -> str | None:
+    """The SQL that reads a table's download (its Parquet file, or its CSV as text), None if absent."""
+    data = out / "site" / "data"
+    if parquet:
+        return f"read_parquet({_quoted(data / f'{table.name}.parquet')})"
+    if not (data / table.file).is_file():
+        return None
+    options = "header = true, all_varchar = true, delim = ',', quote = '\"', escape = '\"', strict_mode = true"
+    return f"read_csv({_quoted(data / table.file)}, {options})"
+
+
+def _columns(con, relation: str) -> dict[str, str]:
+    return {name: kind for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
+
+
+def _both_parquet(new_out: Path, old_out: Path, table: Table) -> bool:
+    """Whether both builds have the table's Parquet file (written from the same frame as its CSV, and
+    read a column and a row group at a time): then it is compared, else the CSVs, as text."""
+    return all((out / "site" / "data" / f"{table.name}.parquet").is_file() for out in (new_out, old_out))
+
+
+def summarise_derived(con, table: Table, new_out: Path, old_out: Path) -> dict:
+    """A derived table's difference between two builds, counted by DuckDB a piece at a time: rows added,
+    removed and changed (by key) and the columns that changed, never every row in Python (at 10^6 rows
+    that held 2.9 GB per table and build)."""
+    parquet = _both_parquet(new_out, old_out, table)
+    new, old = _download(new_out, table, parquet), _download(old_out, table, parquet)
+    if new is None or old is None:
+        one = new or old
+        rows = 0 if one is None else con.execute(f"SELECT count(*) FROM {one}").fetchall()[0][0]
+        return {"changed": 0, "added": rows if new else 0, "removed": rows if old else 0, "columns": []}
+    new_columns, old_columns = _columns(con, new), _columns(con, old)
+    for key in table.primary_key:
+        if key not in new_columns or key not in old_columns:
+            raise KeyError(key)
+    values = [f.name for f in table.fields if f.name not in table.primary_key]
+    values = [c for c in values if c in new_columns or c in old_columns]
+
+    def side(relation: str, columns: dict[str, str]) -> str:
+        """The keys and values of one build; a column typed differently in the other build as text
+        (a pipeline that changed its type), one it lacks as NULL."""
+        picked = []
+        for c in (*table.primary_key, *values):
+            column = _ident(c) if new_columns.get(c) == old_columns.get(c) else f"CAST({_ident(c)} AS VARCHAR)"
+            picked.append(f"{column if c in columns else 'NULL'} AS {_ident(c)}")
+        return f"SELECT {', '.join(picked)}, true AS __present FROM {relation}"
+
+    differs = [f"n.{_ident(c)} IS DISTINCT FROM o.{_ident(c)}" for c in values]
+    both = "n.__present AND o.__present"
+    on = " AND ".join(f"n.{_ident(k)} IS NOT DISTINCT FROM o.{_ident(k)}" for k in table.primary_key)
+    found = con.execute(
+        f"SELECT count(*) FILTER (WHERE o.__present IS NULL), count(*) FILTER (WHERE n.__present IS NULL), "
+        f"count(*) FILTER (WHERE {both} AND ({' OR '.join(differs) or 'false'}))"
+        + "".join(f", bool_or({d}) FILTER (WHERE {both})" for d in differs)
+        + f" FROM ({side(new, new_columns)}) n FULL OUTER JOIN ({side(old, old_columns)}) o ON {on}"
+    ).fetchall()[0]
+    return {
+        "changed": found[2],
+        "added": found[0],
+        "removed": found[1],
+        "columns": [c for c, changed in zip(values, found[3:], strict=True) if changed],
+    }
+
+
+def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
+    """The rank-1 rows of a build's recommendations (a job's plan), as plan_changes reads them: the
+    columns it needs, as text; {} when the build has none."""
+    relation = _download(out, TABLES_BY_NAME["recommendations"], parquet)
+    if relation is None:
+        return {}
+    names = ("model_id", "method_id", "rank", "server_id", "recommended")
+    picked = ", ".join(f"coalesce(CAST({_ident(c)} AS VARCHAR), '')" for c in names)
+    rows = con.execute(f"SELECT {picked} FROM {relation} WHERE CAST({_ident('rank')} AS VARCHAR) = '1'").fetchall()
+    return {(r[0], r[1], r[3]): dict(zip(names, r, strict=True)) for r in rows}
+
+
+def _database_tables(path: Path) -> dict[str, tuple]:
+    """Each table of a DuckDB file: (its columns and their types, its row count, the sum of its rows'
+    hashes): equal for the same rows in any order, read a piece at a time by DuckDB, where fetching every
+    row into Python took more memory than the build that wrote it (two 10^7-row tables). Two files that
+    differ are told apart but for a 64-bit hash collision of their sums."""
+    with _duckdb() as con:
+        con.execute(f"ATTACH {_quoted(path)} AS db (READ_ONLY)")
+        columns: dict[str, list] = {}
+        for table, column, kind in con.execute(
+            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = 'db' "
+            "ORDER BY table_name, column_index"
+        ).fetchall():
+            columns.setdefault(table, []).append((column, kind))
+        out = {}
+        for table, fields in columns.items():
+            hashed = ", ".join(_ident(c) for c, _ in fields)
+            rows, digest = con.execute(
+                f"SELECT count(*), sum(hash({hashed})::HUGEINT) FROM db.main.{_ident(table)}"
+            ).fetchall()[0]
+            out[table] = (tuple(fields), rows, digest)
+        return out
 
 
 COMPARED_BYTES = 1 << 20  # what _same reads of each file at a time
@@ -187,7 +307,7 @@ def _same(a: Path, b: Path) -> bool:
     """Whether two files hold the same bytes, read a piece at a time: a 10^7-row build's CSV is 3 GB,
     which reading whole held twice over (the DuckDB file is compared by what it holds)."""
     if a.name == DATABASE:  # its header holds a random id: compare what it holds
-        return _database_rows(a) == _database_rows(b)
+        return _database_tables(a) == _database_tables(b)
     if a.stat().st_size != b.stat().st_size:
         return False
     with open(a, "rb") as first, open(b, "rb") as second:
@@ -256,27 +376,23 @@ def flipped_verdicts(new_out: Path, old_out: Path, servers: dict[tuple, dict[str
 
 def diff(new_out: Path, old_out: Path) -> dict:
     """Everything that differs between two output folders (new build, published build)."""
-    new_tables = {t.name: read_table(new_out, t) for t in ALL_TABLES}
-    old_tables = {t.name: read_table(old_out, t) for t in ALL_TABLES}
+    sources = [t for t in ALL_TABLES if t.kind == "source"]  # a catalog's few thousand rows at most
+    new_tables = {t.name: read_table(new_out, t) for t in sources}
+    old_tables = {t.name: read_table(old_out, t) for t in sources}
     names = Names(new_tables, old_tables)
     report: dict = {"new": str(new_out), "old": str(old_out), "values": [], "added": [], "removed": [], "derived": []}
-    for table in ALL_TABLES:
-        new, old = new_tables[table.name] or {}, old_tables[table.name] or {}
-        found = compare_table(table, new, old, names)
-        if table.kind == "source":
-            for part in ("values", "added", "removed"):
-                report[part] += found[part]
-        elif any(found.values()):
-            columns = {v["column"] for v in found["values"]}
-            report["derived"].append(
-                {
-                    "table": table.name,
-                    "changed": len({tuple(v["key"]) for v in found["values"]}),
-                    "added": len(found["added"]),
-                    "removed": len(found["removed"]),
-                    "columns": [f.name for f in table.fields if f.name in columns],
-                }
-            )
+    with _duckdb() as con:
+        for table in ALL_TABLES:
+            if table.kind == "source":
+                found = compare_table(table, new_tables[table.name] or {}, old_tables[table.name] or {}, names)
+                for part in ("values", "added", "removed"):
+                    report[part] += found[part]
+                continue
+            counted = summarise_derived(con, table, new_out, old_out)
+            if counted["changed"] or counted["added"] or counted["removed"]:
+                report["derived"].append({"table": table.name, **counted})
+        parquet = _both_parquet(new_out, old_out, TABLES_BY_NAME["recommendations"])
+        plans = plan_changes(first_ranked(con, new_out, parquet), first_ranked(con, old_out, parquet))
     # Warnings an editor must act on: a price changed without a newer check date; the plan of a job changed.
     servers = (new_tables["servers"] or {}, old_tables["servers"] or {})
     report["warnings"] = [
@@ -288,7 +404,6 @@ def diff(new_out: Path, old_out: Path) -> dict:
         }
         for w in stale_prices(*servers)
     ] + flipped_verdicts(new_out, old_out, servers[0])  # and the seed-000 verdicts the edits flipped
-    plans = plan_changes(new_tables["recommendations"] or {}, old_tables["recommendations"] or {})
     report["plans"] = [
         {
             **p,

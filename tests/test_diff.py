@@ -390,6 +390,6 @@ def test_database_tables_differ_by_a_value_not_by_row_order(builds, tmp_path):
         con = duckdb.connect(str(copy))
         con.execute(change)
         con.close()
-        from pipeline.tools.diff import _database_tables
+        from pipeline.tools.table_changes import database_tables
 
-        assert (_database_tables(copy) == _database_tables(original)) is same, name
+        assert (database_tables(copy) == database_tables(original)) is same, name

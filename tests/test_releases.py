@@ -113,6 +113,32 @@ def test_the_changes_of_a_removed_column():
     ]
 
 
+def test_a_derived_tables_changes_are_counted_from_its_file_as_from_its_rows(tmp_path):
+    """A derived table is read as its file and counted by DuckDB (pipeline/tools/table_changes.py), never
+    row by row in Python: the same lines as from its rows in memory."""
+    from pipeline.tools.release import read_build
+
+    key = ["model_id", "server_id"]
+    after = edited(
+        server_fit=snap(  # (m1, a) repriced, (m1, b) gone, (m3, b) new
+            ["model_id", "server_id", "price_rub_month"],
+            key,
+            [["m1", "a", "1100000"], ["m2", "a", "1000000"], ["m3", "b", "2000000"]],
+        )
+    )
+    write_build(tmp_path / "old", BEFORE, "1.0.0")
+    write_build(tmp_path / "new", after, "1.0.0")
+    old, new = read_build(tmp_path / "old"), read_build(tmp_path / "new")
+    assert new["server_fit"].rows is None and new["servers"].rows is not None
+    from_files = compare(old, new)
+    assert from_files == compare(BEFORE, after)
+    assert [(c["change"], c["column_name"], c["rows"]) for c in from_files if c["table_name"] == "server_fit"] == [
+        ("row_added", "", "1"),
+        ("row_removed", "", "1"),
+        ("rows_changed", "price_rub_month", "1"),
+    ]
+
+
 def write_build(out, tables: dict[str, Snapshot], version: str | None) -> None:
     """A build's data folder as `release` reads it: datapackage.json and one CSV per table."""
     data = out / "site" / "data"
@@ -192,7 +218,12 @@ def test_release_against_the_last_releases_zip_when_the_published_folder_has_unr
     archive.write_bytes(releases.zip_bytes(files, "1.0.0", "2026-12-01"))
     from pipeline.tools.release import read_build
 
-    assert read_build(archive) == read_build(data) == read_build(tmp_path / "r1")  # zip, unpacked, build
+    zipped, unpacked, built = read_build(archive), read_build(data), read_build(tmp_path / "r1")
+    assert zipped["servers"] == unpacked["servers"] == built["servers"]  # a source table: its rows
+    derived = [s["server_fit"] for s in (zipped, unpacked, built)]  # a derived table: its file, for DuckDB
+    assert derived[0].path.read_bytes() == derived[1].path.read_bytes() and derived[1].path == derived[2].path
+    assert derived[0].path.parent != data and derived[0].count() == 3
+    assert compare(zipped, unpacked) == compare(unpacked, built) == []
     made = release(sources, tmp_path / "v2", archive, dt.date(2026, 12, 5))
     assert (made["version"], made["change"]) == ("1.0.1", "patch")
     assert [(c["table_name"], c["change"], c["row_key"], c["old_value"], c["new_value"]) for c in made["changes"]] == [

@@ -29,6 +29,7 @@ from pipeline import verdicts
 from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
+from pipeline.tools import table_changes as changes
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 4, 3
 DATABASE = "gpu-finetune.duckdb"
@@ -172,48 +173,12 @@ def _files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() and p.name not in IGNORED}
 
 
-# What DuckDB may hold in memory while it compares two builds' large tables; beyond it, it spills to a
-# temporary folder of its own (a 10^7-row table is 3 GB of CSV).
-MEMORY_LIMIT = "1GB"
-
-
-@contextlib.contextmanager
-def _duckdb():
-    """An in-memory DuckDB connection spilling to a temporary folder, removed afterwards (DuckDB's
-    default for an in-memory database is `.tmp` in the working directory)."""
-    import tempfile
-
-    import duckdb
-
-    with tempfile.TemporaryDirectory(prefix="gpu-finetune-diff-") as spill:
-        con = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill})
-        try:
-            yield con
-        finally:
-            con.close()
-
-
-def _quoted(text: object) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _download(out: Path, table: Table, parquet: bool) -> str | None:
     """The SQL that reads a table's download (its Parquet file, or its CSV as text), None if absent."""
     data = out / "site" / "data"
     if parquet:
-        return f"read_parquet({_quoted(data / f'{table.name}.parquet')})"
-    if not (data / table.file).is_file():
-        return None
-    options = "header = true, all_varchar = true, delim = ',', quote = '\"', escape = '\"', strict_mode = true"
-    return f"read_csv({_quoted(data / table.file)}, {options})"
-
-
-def _columns(con, relation: str) -> dict[str, str]:
-    return {name: kind for name, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
+        return changes.parquet_relation(data / f"{table.name}.parquet")
+    return changes.csv_relation(data / table.file) if (data / table.file).is_file() else None
 
 
 def _both_parquet(new_out: Path, old_out: Path, table: Table) -> bool:
@@ -223,46 +188,14 @@ def _both_parquet(new_out: Path, old_out: Path, table: Table) -> bool:
 
 
 def summarise_derived(con, table: Table, new_out: Path, old_out: Path) -> dict:
-    """A derived table's difference between two builds, counted by DuckDB a piece at a time: rows added,
-    removed and changed (by key) and the columns that changed, never every row in Python (at 10^6 rows
-    that held 2.9 GB per table and build)."""
+    """A derived table's difference between two builds (table_changes.count_changes): rows added, removed
+    and changed (by key) and the columns that changed."""
     parquet = _both_parquet(new_out, old_out, table)
     new, old = _download(new_out, table, parquet), _download(old_out, table, parquet)
     if new is None or old is None:
-        one = new or old
-        rows = 0 if one is None else con.execute(f"SELECT count(*) FROM {one}").fetchall()[0][0]
+        rows = 0 if new is None and old is None else changes.count_rows(con, new or old)
         return {"changed": 0, "added": rows if new else 0, "removed": rows if old else 0, "columns": []}
-    new_columns, old_columns = _columns(con, new), _columns(con, old)
-    for key in table.primary_key:
-        if key not in new_columns or key not in old_columns:
-            raise KeyError(key)
-    values = [f.name for f in table.fields if f.name not in table.primary_key]
-    values = [c for c in values if c in new_columns or c in old_columns]
-
-    def side(relation: str, columns: dict[str, str]) -> str:
-        """The keys and values of one build; a column typed differently in the other build as text
-        (a pipeline that changed its type), one it lacks as NULL."""
-        picked = []
-        for c in (*table.primary_key, *values):
-            column = _ident(c) if new_columns.get(c) == old_columns.get(c) else f"CAST({_ident(c)} AS VARCHAR)"
-            picked.append(f"{column if c in columns else 'NULL'} AS {_ident(c)}")
-        return f"SELECT {', '.join(picked)}, true AS __present FROM {relation}"
-
-    differs = [f"n.{_ident(c)} IS DISTINCT FROM o.{_ident(c)}" for c in values]
-    both = "n.__present AND o.__present"
-    on = " AND ".join(f"n.{_ident(k)} IS NOT DISTINCT FROM o.{_ident(k)}" for k in table.primary_key)
-    found = con.execute(
-        f"SELECT count(*) FILTER (WHERE o.__present IS NULL), count(*) FILTER (WHERE n.__present IS NULL), "
-        f"count(*) FILTER (WHERE {both} AND ({' OR '.join(differs) or 'false'}))"
-        + "".join(f", bool_or({d}) FILTER (WHERE {both})" for d in differs)
-        + f" FROM ({side(new, new_columns)}) n FULL OUTER JOIN ({side(old, old_columns)}) o ON {on}"
-    ).fetchall()[0]
-    return {
-        "changed": found[2],
-        "added": found[0],
-        "removed": found[1],
-        "columns": [c for c, changed in zip(values, found[3:], strict=True) if changed],
-    }
+    return changes.count_changes(con, new, old, table.primary_key, [f.name for f in table.fields])
 
 
 def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
@@ -272,32 +205,11 @@ def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
     if relation is None:
         return {}
     names = ("model_id", "method_id", "rank", "server_id", "recommended")
-    picked = ", ".join(f"coalesce(CAST({_ident(c)} AS VARCHAR), '')" for c in names)
-    rows = con.execute(f"SELECT {picked} FROM {relation} WHERE CAST({_ident('rank')} AS VARCHAR) = '1'").fetchall()
+    picked = ", ".join(f"coalesce(CAST({changes.ident(c)} AS VARCHAR), '')" for c in names)
+    rows = con.execute(
+        f"SELECT {picked} FROM {relation} WHERE CAST({changes.ident('rank')} AS VARCHAR) = '1'"
+    ).fetchall()
     return {(r[0], r[1], r[3]): dict(zip(names, r, strict=True)) for r in rows}
-
-
-def _database_tables(path: Path) -> dict[str, tuple]:
-    """Each table of a DuckDB file: (its columns and their types, its row count, the sum of its rows'
-    hashes): equal for the same rows in any order, read a piece at a time by DuckDB, where fetching every
-    row into Python took more memory than the build that wrote it (two 10^7-row tables). Two files that
-    differ are told apart but for a 64-bit hash collision of their sums."""
-    with _duckdb() as con:
-        con.execute(f"ATTACH {_quoted(path)} AS db (READ_ONLY)")
-        columns: dict[str, list] = {}
-        for table, column, kind in con.execute(
-            "SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE database_name = 'db' "
-            "ORDER BY table_name, column_index"
-        ).fetchall():
-            columns.setdefault(table, []).append((column, kind))
-        out = {}
-        for table, fields in columns.items():
-            hashed = ", ".join(_ident(c) for c, _ in fields)
-            rows, digest = con.execute(
-                f"SELECT count(*), sum(hash({hashed})::HUGEINT) FROM db.main.{_ident(table)}"
-            ).fetchall()[0]
-            out[table] = (tuple(fields), rows, digest)
-        return out
 
 
 COMPARED_BYTES = 1 << 20  # what _same reads of each file at a time
@@ -307,7 +219,7 @@ def _same(a: Path, b: Path) -> bool:
     """Whether two files hold the same bytes, read a piece at a time: a 10^7-row build's CSV is 3 GB,
     which reading whole held twice over (the DuckDB file is compared by what it holds)."""
     if a.name == DATABASE:  # its header holds a random id: compare what it holds
-        return _database_tables(a) == _database_tables(b)
+        return changes.database_tables(a) == changes.database_tables(b)
     if a.stat().st_size != b.stat().st_size:
         return False
     with open(a, "rb") as first, open(b, "rb") as second:
@@ -381,7 +293,7 @@ def diff(new_out: Path, old_out: Path) -> dict:
     old_tables = {t.name: read_table(old_out, t) for t in sources}
     names = Names(new_tables, old_tables)
     report: dict = {"new": str(new_out), "old": str(old_out), "values": [], "added": [], "removed": [], "derived": []}
-    with _duckdb() as con:
+    with changes.connection() as con:
         for table in ALL_TABLES:
             if table.kind == "source":
                 found = compare_table(table, new_tables[table.name] or {}, old_tables[table.name] or {}, names)

@@ -393,3 +393,30 @@ def test_database_tables_differ_by_a_value_not_by_row_order(builds, tmp_path):
         from pipeline.tools.table_changes import database_tables
 
         assert (database_tables(copy) == database_tables(original)) is same, name
+
+
+def test_count_changes_on_small_tables():
+    """table_changes.count_changes, exactly: added, removed and changed rows by key (a NULL key matches a
+    NULL key), the changed columns in the order given, a column one side lacks as NULL there, a column
+    typed differently compared as text."""
+    from pipeline.tools import table_changes
+
+    new = "(SELECT * FROM (VALUES ('a', 1, 'x', 10), ('b', 2, 'y', 20), (NULL, 3, 'z', 30), ('d', 4, 'w', 40)) t(k, v, s, n))"
+    old = "(SELECT * FROM (VALUES ('a', 1, 'x', '10'), ('b', 5, 'y', '20'), (NULL, 3, 'z', '30'), ('c', 6, 'u', '60')) t(k, v, s, n))"
+    with table_changes.connection() as con:
+        assert table_changes.count_changes(con, new, old, ["k"], ["n", "v", "s", "gone"]) == {
+            "changed": 1,  # b's v; n is 10 against '10': the same text
+            "added": 1,  # d
+            "removed": 1,  # c
+            "columns": ["v"],
+        }
+        lacking = "(SELECT k, v, n FROM " + old + ")"  # s missing: NULL there, so every row's s changed
+        assert table_changes.count_changes(con, new, lacking, ["k"], ["v", "s"])["columns"] == ["v", "s"]
+        assert table_changes.count_changes(con, new, new, ["k"], ["v", "s", "n"]) == {
+            "changed": 0,
+            "added": 0,
+            "removed": 0,
+            "columns": [],
+        }
+        with pytest.raises(KeyError):
+            table_changes.count_changes(con, new, "(SELECT v FROM " + old + ")", ["k"], ["v"])

@@ -420,3 +420,25 @@ def test_count_changes_on_small_tables():
         }
         with pytest.raises(KeyError):
             table_changes.count_changes(con, new, "(SELECT v FROM " + old + ")", ["k"], ["v"])
+
+
+def test_release_counts_the_derived_tables_from_parquet_as_from_the_csvs(builds, tmp_path):
+    """`release` reads a derived table's Parquet files where both builds have them, else its CSVs (a
+    build without Parquet files on one side): the same changes either way."""
+    from pipeline.tools.release import compare, read_build
+
+    published, output = builds
+    copy = _copy(output, tmp_path / "csv-only")
+    for parquet in (copy / "site" / "data").glob("*.parquet"):
+        parquet.unlink()
+    assert read_build(output)["server_fit"].files.has_parquet and not read_build(copy)["server_fit"].files.has_parquet
+    via_parquet = compare(read_build(published), read_build(output))
+    assert compare(read_build(published), read_build(copy)) == via_parquet
+    fit = [(c["change"], c["column_name"], c["rows"]) for c in via_parquet if c["table_name"] == "server_fit"]
+    servers = pl.read_csv(published / "site" / "data" / "server_fit.csv")["server_id"].n_unique()
+    new_model, per_server = 6 * (servers - 1), 6 * 45  # as test_derived_summary_lines counts them
+    assert fit == [
+        ("row_added", "", str(new_model)),
+        ("row_removed", "", str(per_server)),
+        ("rows_changed", "price_rub_month", str(per_server)),
+    ]

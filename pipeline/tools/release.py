@@ -48,29 +48,87 @@ SCHEMA_MINOR = ("table_added", "column_added")
 @dataclass
 class Snapshot:
     """One table of a build as published: its columns, primary key and rows (key -> column -> CSV text);
-    a derived table (10^7 rows at scale) instead by its CSV file, `path`, which compare counts with DuckDB
+    a derived table (10^7 rows at scale) instead by its files, which compare counts with DuckDB
     (pipeline/tools/table_changes.py), never holding its rows."""
 
     columns: list[str]
     key: list[str]
     rows: dict[tuple, dict[str, str]] | None = None
-    path: Path | None = None
-    kept: object = field(default=None, compare=False, repr=False)  # the temporary folder `path` is in
+    files: TableFiles | None = field(default=None, compare=False, repr=False)
 
     def count(self) -> int:
         """How many rows the table has."""
         if self.rows is not None:
             return len(self.rows)
         with changes.connection() as con:
-            return changes.count_rows(con, changes.csv_relation(self.path))
+            return changes.count_rows(con, self.files.relation(self.files.has_parquet))
 
 
-def data_reader(out: Path):
-    """A reader of the data files of a build (name under site/data/ -> (bytes, or the file's path with the
-    folder that holds it while it is read)), or None when `out` holds none: a build folder
-    (`out`/site/data/), a data folder itself (with datapackage.json: a release unpacked), or a release's
-    zip as publish stores it (data/releases/<version>/gpu-finetune-data-<version>.zip), whose files are
-    read one at a time, a large one copied to a temporary folder a piece at a time."""
+class DataFiles:
+    """The data files of a build (names under site/data/): a build folder (`out`/site/data/), a data folder
+    itself (with datapackage.json: a release unpacked), or a release's zip as publish stores it
+    (data/releases/<version>/gpu-finetune-data-<version>.zip), whose members are read one at a time and,
+    for DuckDB, copied a piece at a time to a temporary folder of this object's, removed with it."""
+
+    def __init__(self, folder: Path | None = None, archive: Path | None = None, top: str = ""):
+        self.folder, self.archive, self.top = folder, archive, top
+        self.names = None
+        if archive is not None:
+            import zipfile
+
+            with zipfile.ZipFile(archive) as zipped:
+                self.names = {n.removeprefix(top) for n in zipped.namelist() if n.startswith(top)}
+        self._temporary = None
+
+    def exists(self, name: str) -> bool:
+        return name in self.names if self.names is not None else (self.folder / name).is_file()
+
+    def read(self, name: str) -> bytes:
+        if self.archive is None:
+            return (self.folder / name).read_bytes()
+        import zipfile
+
+        with zipfile.ZipFile(self.archive) as zipped:
+            return zipped.read(self.top + name)
+
+    def path(self, name: str) -> Path:
+        """The file as a path DuckDB can read (a zip's member copied out once)."""
+        if self.archive is None:
+            return self.folder / name
+        import shutil
+        import tempfile
+        import zipfile
+
+        if self._temporary is None:
+            self._temporary = tempfile.TemporaryDirectory(prefix="gpu-finetune-release-")
+        path = Path(self._temporary.name) / name
+        if not path.is_file():
+            with (
+                zipfile.ZipFile(self.archive) as zipped,
+                zipped.open(self.top + name) as source,
+                path.open("wb") as out,
+            ):
+                shutil.copyfileobj(source, out, 1 << 20)
+        return path
+
+
+class TableFiles:
+    """A derived table's files in a build: its CSV and, where the build has one, its Parquet file (written
+    from the same frame and read a column and a row group at a time); compare reads the Parquet files
+    where both builds have them, else the CSVs, as text."""
+
+    def __init__(self, data: DataFiles, name: str, csv_name: str):
+        self.data, self.csv_name, self.parquet_name = data, csv_name, f"{name}.parquet"
+        self.has_parquet = data.exists(self.parquet_name)
+
+    def relation(self, parquet: bool) -> str:
+        if parquet:
+            return changes.parquet_relation(self.data.path(self.parquet_name))
+        return changes.csv_relation(self.data.path(self.csv_name))
+
+
+def data_reader(out: Path) -> DataFiles | None:
+    """The data files of the build in `out` (DataFiles), or None when it holds none."""
     out = Path(out)
     if out.is_file() and out.suffix == ".zip":
         import zipfile
@@ -80,47 +138,29 @@ def data_reader(out: Path):
         top = next(
             (n.removesuffix("datapackage.json") for n in names if n.rsplit("/", 1)[-1] == "datapackage.json"), None
         )
-        if top is None:
-            return None
-        return lambda name, as_file=False: _zipped(out, top + name, as_file)
+        return None if top is None else DataFiles(archive=out, top=top)
     for data in (out / "site" / "data", out):
         if (data / "datapackage.json").is_file():
-            return lambda name, as_file=False, data=data: (data / name, None) if as_file else (data / name).read_bytes()
+            return DataFiles(folder=data)
     return None
-
-
-def _zipped(archive_path: Path, member: str, as_file: bool):
-    """A member of a release zip: its bytes, or (its path in a temporary folder, that folder)."""
-    import shutil
-    import tempfile
-    import zipfile
-
-    with zipfile.ZipFile(archive_path) as archive:
-        if not as_file:
-            return archive.read(member)
-        kept = tempfile.TemporaryDirectory(prefix="gpu-finetune-release-")
-        path = Path(kept.name) / member.rsplit("/", 1)[-1]
-        with archive.open(member) as source, path.open("wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
-        return path, kept
 
 
 def read_build(out: Path) -> dict[str, Snapshot]:
     """Every table of the build in `out` (its datapackage.json and CSV files; data_reader says where from):
-    a source table's rows, a derived table's file; OSError/ValueError if unreadable."""
-    read = data_reader(out)
-    if read is None:
+    a source table's rows, a derived table's files; OSError/ValueError if unreadable."""
+    data = data_reader(out)
+    if data is None:
         raise FileNotFoundError(f"{out}: no site/data/datapackage.json, no datapackage.json, not a release zip")
-    package = json.loads(read("datapackage.json").decode("utf-8"))
+    package = json.loads(data.read("datapackage.json").decode("utf-8"))
     tables = {}
     for resource in package["resources"]:
         columns = [f["name"] for f in resource["schema"]["fields"]]
         key = list(resource["schema"].get("primaryKey") or columns)
         if not detailed(resource["name"]):
-            path, kept = read(resource["path"], as_file=True)
-            tables[resource["name"]] = Snapshot(columns, key, path=path, kept=kept)
+            files = TableFiles(data, resource["name"], resource["path"])
+            tables[resource["name"]] = Snapshot(columns, key, files=files)
             continue
-        text = read(resource["path"]).decode("utf-8-sig")
+        text = data.read(resource["path"]).decode("utf-8-sig")
         rows = {tuple(row[k] for k in key): row for row in csv.DictReader(io.StringIO(text, newline=""))}
         tables[resource["name"]] = Snapshot(columns, key, rows)
     return tables
@@ -158,9 +198,10 @@ def compare(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> list[dic
             continue
         shared = [c for c in new.columns if c in old.columns and c not in new.key]
         if old.rows is None or new.rows is None:  # a derived table's files: counted by DuckDB
+            parquet = new.files.has_parquet and old.files.has_parquet
             with changes.connection() as con:
                 counted = changes.count_changes(
-                    con, changes.csv_relation(new.path), changes.csv_relation(old.path), new.key, shared
+                    con, new.files.relation(parquet), old.files.relation(parquet), new.key, shared
                 )
             found += _summed_up(name, counted, change)
             continue
@@ -234,7 +275,7 @@ class Unpublished(Exception):
 
 def published_version(out: Path) -> str | None:
     """The release a build carries (its datapackage.json `version`), None for a build before releases."""
-    return json.loads(data_reader(out)("datapackage.json").decode("utf-8")).get("version")
+    return json.loads(data_reader(out).read("datapackage.json").decode("utf-8")).get("version")
 
 
 def _append(path: Path, columns: tuple[str, ...], rows: list[dict]) -> None:

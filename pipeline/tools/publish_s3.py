@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import mimetypes
+import os
 import re
 import sys
 import time
@@ -370,10 +371,13 @@ def snapshot_plan(  # noqa: PLR0913
     return copy, drop
 
 
-def release_zip(site: Path, local: dict[str, str], version: str, released: dict[str, str] | None = None) -> bytes:
-    """The zip of this release's data files (releases.zip_bytes), read from the build like every upload;
-    only those its record lists (`released`), if it has one."""
-    from pipeline.publish.releases import zip_bytes
+def release_zip(  # noqa: PLR0913
+    site: Path, local: dict[str, str], version: str, target, released: dict[str, str] | None = None
+) -> None:
+    """Write the zip of this release's data files (releases.write_zip) into the binary file `target`, each
+    read from the build like every upload, a piece at a time; only those its record lists (`released`),
+    if it has one."""
+    from pipeline.publish.releases import write_zip
 
     files = {}
     for name in local:
@@ -381,9 +385,11 @@ def release_zip(site: Path, local: dict[str, str], version: str, released: dict[
             if released is not None and name.removeprefix("data/") not in released:
                 continue
             with open_built(site, name) as f:
-                files[name.removeprefix("data/")] = f.read()
-    package = json.loads(files["datapackage.json"])
-    return zip_bytes(files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
+                size = os.fstat(f.fileno()).st_size
+            files[name.removeprefix("data/")] = (lambda name=name: open_built(site, name), size)
+    with open_built(site, "data/datapackage.json") as f:
+        package = json.loads(f.read())
+    write_zip(target, files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
 
 
 def snapshot_release(  # noqa: PLR0913
@@ -435,13 +441,17 @@ def snapshot_release(  # noqa: PLR0913
     unchanged = released is None or all(local.get(f"data/{n}") == digest for n, digest in released.items())
     zipped = archive not in stored and unchanged
     if zipped:
-        s3.put_object(
-            Bucket=bucket,
-            Key=prefix + archive,
-            Body=release_zip(site, local, version, released),
-            ContentType="application/zip",
-            CacheControl=IMMUTABLE,
-        )
+        import tempfile
+
+        with tempfile.TemporaryFile(prefix="gpu-finetune-release-") as written:  # never the whole zip in memory
+            release_zip(site, local, version, written, released)
+            written.seek(0)
+            s3.upload_fileobj(
+                written,
+                bucket,
+                prefix + archive,
+                ExtraArgs={"ContentType": "application/zip", "CacheControl": IMMUTABLE},
+            )
     for start in range(0, len(drop), 1000):
         chunk = drop[start : start + 1000]
         s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": prefix + n} for n in chunk], "Quiet": True})

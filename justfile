@@ -80,7 +80,8 @@ lint:
     ruff format --check pipeline tests bench
 
 # Benchmark the build and the rules at scale; prints a table, writes bench-results.json (--json PATH, --sizes, --quick);
-# `just bench --whole [--sizes 1e6,1e7] [--repo PATH]`: whole-process targets (cpu, peak RSS of the process tree)
+# `just bench --whole [--sizes 1e6,1e7] [--repo PATH]`: whole-process targets (cpu, peak RSS of the process tree);
+# `just bench --tools [--sizes 1e6,1e7]`: diff, release and the release zip on a synthetic catalog
 bench *ARGS:
     {{python}} bench/run.py {{ARGS}}
 

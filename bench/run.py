@@ -820,12 +820,22 @@ def main(argv: list[str] | None = None) -> int:
         nargs=argparse.REMAINDER,
         help="the whole-process targets instead (bench/whole.py; its options follow, e.g. --whole --sizes 1e6,1e7)",
     )
+    parser.add_argument(
+        "--tools",
+        nargs=argparse.REMAINDER,
+        help="the editor's tools at scale instead (bench/editor_tools.py: diff, release, the release zip; "
+        "its options follow, e.g. --tools --sizes 1e6,1e7)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.whole is not None:
         import whole
 
         return whole.main(args.whole)
+    if args.tools is not None:
+        import editor_tools
+
+        return editor_tools.main(args.tools)
     if args.child:
         kind, *rest = args.child
         print(json.dumps(CHILDREN[kind](*rest), default=str))

@@ -229,3 +229,39 @@ def test_a_command_is_timed_in_runs_nothing_samples_and_its_peak_taken_in_one_mo
     figures = iter([(1.0, 1.0)])
     alone = b.run(["x"], repeat=1, peak=False)
     assert calls == [False] and alone["wall"] == 1.0 and alone["peak_mib"] != alone["peak_mib"]  # nan
+
+
+def test_the_editor_tools_bench_times_diff_release_and_the_zip_on_an_edited_copy(monkeypatch, tmp_path):
+    """bench/editor_tools.py: a forced build (the published folder), a copy built again after one price
+    changed, then diff and release of that copy against it (release into a fresh copy of the history,
+    so it compares and never writes the repository's), and the release zip of the copy."""
+    import editor_tools
+
+    made = []
+
+    def generate(sources, rows):
+        shutil.copytree(REPO / "sources", sources)
+        return {"server_fit": rows}
+
+    def run(self, args, before=None, repeat=None, python=False, peak=True):
+        if before:
+            before(0)
+        made.append((args, (tmp_path / "synth-10" / "sources" / "servers.csv").read_text(encoding="utf-8")))
+        if "--force" in args:
+            (Path(args[args.index("--out") + 1]) / "site").mkdir(parents=True)
+        if args[0] == "release":
+            history = Path(args[args.index("--sources") + 1])
+            assert (history / "releases" / "releases.csv").is_file() and history != REPO / "sources"
+        return {"rc": 0, "stdout": "123\n", "wall": 1.0, "cpu": 1.0, "peak_mib": 1.0}
+
+    monkeypatch.setattr(editor_tools.synth, "generate_rows", generate)
+    monkeypatch.setattr(whole.Bench, "run", run)
+    r = editor_tools.tools(whole.Bench(REPO, tmp_path, repeat=1), 10)
+    folder = tmp_path / "synth-10"
+    published, edited = str(folder / "published"), str(folder / "output")
+    assert [a[0][:1] + a[0][-4:] for a in made[:1]] == [["build", "--out", published, "--force", "--quiet"]]
+    assert made[1][0][-3:] == ["--out", edited, "--quiet"] and made[1][1] != made[0][1]  # one price changed
+    assert made[2][0] == ["diff", "--out", edited, "--against", published]
+    assert made[3][0][:5] == ["release", "--out", edited, "--against", published]
+    assert made[4][0][0] == "-c" and made[4][0][-1] == edited
+    assert r["zip_bytes"] == 123 and not folder.exists()

@@ -51,6 +51,7 @@ def tools(b: whole.Bench, rows: int) -> dict:
     new_price, _ = whole.price_editor(sources / "servers.csv")
     new_price(0)
     r["one_price_build"] = b.run(["build", *src, "--out", str(edited), "--quiet"], repeat=1, peak=False)
+    r["rendered"] = whole.rendered(r["one_price_build"]["stdout"])  # (pages rendered anew, pages)
     r["diff"] = b.run(["diff", "--out", str(edited), "--against", str(published)], repeat=1)
     history = folder / "history"
 
@@ -61,7 +62,9 @@ def tools(b: whole.Bench, rows: int) -> dict:
     release = ["release", "--out", str(edited), "--against", str(published), "--sources", str(history)]
     release += ["--citation", str(folder / "CITATION.cff"), "--date", "2026-12-07"]
     r["release"] = b.run(release, before=fresh_history, repeat=1)
-    r["release_zip"] = b.run(["-c", ZIP, str(edited)], python=True, repeat=1)
+    script = folder / "release_zip.py"
+    script.write_text(ZIP, encoding="utf-8")
+    r["release_zip"] = b.run([str(script), str(edited)], python=True, repeat=1)
     r["zip_bytes"] = int(r["release_zip"]["stdout"].strip() or 0)
     shutil.rmtree(folder, ignore_errors=True)
     return r
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("forced_build", "one_price_build", "diff", "release", "release_zip"):
             m = r[name]
             print(f"{r['rows']:>16,} {name:<18} {m['wall']:>8.2f} {m['cpu']:>8.2f} {m['peak_mib']:>9.0f} {m['rc']:>5}")
-        print(f"{'':>16} the release zip: {r['zip_bytes'] / 2**20:.0f} MiB")
+        print(f"{'':>16} the release zip: {r['zip_bytes'] / 2**20:.0f} MiB; the one-price build rendered", end=" ")
+        print("?" if r["rendered"] is None else f"{r['rendered'][0]} of {r['rendered'][1]} pages")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2, default=str) + "\n", encoding="utf-8")
     return 0

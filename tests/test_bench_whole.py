@@ -263,5 +263,5 @@ def test_the_editor_tools_bench_times_diff_release_and_the_zip_on_an_edited_copy
     assert made[1][0][-3:] == ["--out", edited, "--quiet"] and made[1][1] != made[0][1]  # one price changed
     assert made[2][0] == ["diff", "--out", edited, "--against", published]
     assert made[3][0][:5] == ["release", "--out", edited, "--against", published]
-    assert made[4][0][0] == "-c" and made[4][0][-1] == edited
+    assert made[4][0] == [str(folder / "release_zip.py"), edited]
     assert r["zip_bytes"] == 123 and not folder.exists()

@@ -20,6 +20,7 @@ credentials and region come from the usual variables (`AWS_ACCESS_KEY_ID`, `AWS_
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import mimetypes
@@ -392,6 +393,18 @@ def release_zip(  # noqa: PLR0913
     write_zip(target, files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))
 
 
+@contextlib.contextmanager
+def release_zip_file(site: Path, local: dict[str, str], version: str, released: dict[str, str] | None):
+    """The release zip (release_zip) in a temporary file, read from its start, removed afterwards: never
+    the whole zip in memory."""
+    import tempfile
+
+    with tempfile.TemporaryFile(prefix="gpu-finetune-release-") as written:
+        release_zip(site, local, version, written, released)
+        written.seek(0)
+        yield written
+
+
 def snapshot_release(  # noqa: PLR0913
     s3, bucket: str, prefix: str, site: Path, local: dict[str, str], released: dict[str, str] | None = None
 ) -> tuple[int, int]:
@@ -441,11 +454,7 @@ def snapshot_release(  # noqa: PLR0913
     unchanged = released is None or all(local.get(f"data/{n}") == digest for n, digest in released.items())
     zipped = archive not in stored and unchanged
     if zipped:
-        import tempfile
-
-        with tempfile.TemporaryFile(prefix="gpu-finetune-release-") as written:  # never the whole zip in memory
-            release_zip(site, local, version, written, released)
-            written.seek(0)
+        with release_zip_file(site, local, version, released) as written:
             s3.upload_fileobj(
                 written,
                 bucket,

@@ -680,3 +680,25 @@ def test_every_table_links_to_its_citation(built):
             section = data_page.split(f'<section id="{first}">', 1)[1].split("</section>", 1)[0]
             assert "Как цитировать" in section
     assert captions > 300
+
+
+def test_a_derived_download_duckdb_cannot_read_is_exit_3_not_a_bug(tmp_path, capsys):
+    """A derived table's CSV with a row of another width (counted by DuckDB, not read in Python): `release`
+    cannot read the builds (exit 3, one line), and `--check-unreleased` says nothing (publish goes on)."""
+    from pipeline.__main__ import main
+
+    write_build(tmp_path / "published", BEFORE, "1.0.0")
+    write_build(tmp_path / "output", ONE_PRICE, "1.0.0")
+    fit = tmp_path / "output" / "site" / "data" / "server_fit.csv"
+    fit.write_text(fit.read_text(encoding="utf-8-sig") + "m9,a\n", encoding="utf-8")
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    args = ["release", "--sources", str(sources), "--citation", str(tmp_path / "CITATION.cff")]
+    args += ["--out", str(tmp_path / "output"), "--against", str(tmp_path / "published"), "--date", "2026-12-05"]
+    (sources / "releases").mkdir()
+    (sources / "releases" / "releases.csv").write_text("version,released_on,change\n1.0.0,2026-12-01,first\n")
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("release: cannot read the builds: ") and "Traceback" not in err
+    assert main([*args, "--check-unreleased"]) == 0
+    assert capsys.readouterr().err == ""

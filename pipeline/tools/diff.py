@@ -29,7 +29,7 @@ from pipeline import verdicts
 from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
-from pipeline.tools import table_changes as changes
+from pipeline.tools import table_changes
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 4, 3
 DATABASE = "gpu-finetune.duckdb"
@@ -177,8 +177,8 @@ def _download(out: Path, table: Table, parquet: bool) -> str | None:
     """The SQL that reads a table's download (its Parquet file, or its CSV as text), None if absent."""
     data = out / "site" / "data"
     if parquet:
-        return changes.parquet_relation(data / f"{table.name}.parquet")
-    return changes.csv_relation(data / table.file) if (data / table.file).is_file() else None
+        return table_changes.parquet_relation(data / f"{table.name}.parquet")
+    return table_changes.csv_relation(data / table.file) if (data / table.file).is_file() else None
 
 
 def _both_parquet(new_out: Path, old_out: Path, table: Table) -> bool:
@@ -193,9 +193,9 @@ def summarise_derived(con, table: Table, new_out: Path, old_out: Path) -> dict:
     parquet = _both_parquet(new_out, old_out, table)
     new, old = _download(new_out, table, parquet), _download(old_out, table, parquet)
     if new is None or old is None:
-        rows = 0 if new is None and old is None else changes.count_rows(con, new or old)
+        rows = 0 if new is None and old is None else table_changes.count_rows(con, new or old)
         return {"changed": 0, "added": rows if new else 0, "removed": rows if old else 0, "columns": []}
-    return changes.count_changes(con, new, old, table.primary_key, [f.name for f in table.fields])
+    return table_changes.count_changes(con, new, old, table.primary_key, [f.name for f in table.fields])
 
 
 def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
@@ -205,9 +205,9 @@ def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
     if relation is None:
         return {}
     names = ("model_id", "method_id", "rank", "server_id", "recommended")
-    picked = ", ".join(f"coalesce(CAST({changes.ident(c)} AS VARCHAR), '')" for c in names)
+    picked = ", ".join(f"coalesce(CAST({table_changes.ident(c)} AS VARCHAR), '')" for c in names)
     rows = con.execute(
-        f"SELECT {picked} FROM {relation} WHERE CAST({changes.ident('rank')} AS VARCHAR) = '1'"
+        f"SELECT {picked} FROM {relation} WHERE CAST({table_changes.ident('rank')} AS VARCHAR) = '1'"
     ).fetchall()
     return {(r[0], r[1], r[3]): dict(zip(names, r, strict=True)) for r in rows}
 
@@ -219,7 +219,7 @@ def _same(a: Path, b: Path) -> bool:
     """Whether two files hold the same bytes, read a piece at a time: a 10^7-row build's CSV is 3 GB,
     which reading whole held twice over (the DuckDB file is compared by what it holds)."""
     if a.name == DATABASE:  # its header holds a random id: compare what it holds
-        return changes.database_tables(a) == changes.database_tables(b)
+        return table_changes.database_tables(a) == table_changes.database_tables(b)
     if a.stat().st_size != b.stat().st_size:
         return False
     with open(a, "rb") as first, open(b, "rb") as second:
@@ -293,7 +293,7 @@ def diff(new_out: Path, old_out: Path) -> dict:
     old_tables = {t.name: read_table(old_out, t) for t in sources}
     names = Names(new_tables, old_tables)
     report: dict = {"new": str(new_out), "old": str(old_out), "values": [], "added": [], "removed": [], "derived": []}
-    with changes.connection() as con:
+    with table_changes.connection() as con:
         for table in ALL_TABLES:
             if table.kind == "source":
                 found = compare_table(table, new_tables[table.name] or {}, old_tables[table.name] or {}, names)

@@ -17,8 +17,8 @@ compared with it, nothing would have changed.
 
 Changes of a source table are listed row by row and value by value; a derived table, whose rows follow
 from the sources, is summed up in one line per kind of change (with the columns that changed), counted
-by DuckDB from its CSV a piece at a time (pipeline/tools/table_changes.py): at 10^6 rows, reading both
-builds' tables into Python took 50 s and 8.7 GB.
+by DuckDB a piece at a time from its Parquet files (its CSVs, as text, where a build has none;
+pipeline/tools/table_changes.py): at 10^6 rows, reading both builds' tables into Python took 50 s and 8.7 GB.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pipeline.publish.releases import CHANGE_COLUMNS, CHANGES, FOLDER, RELEASE_COLUMNS, RELEASES, read_history
 from pipeline.schema import TABLES_BY_NAME
-from pipeline.tools import table_changes as changes
+from pipeline.tools import table_changes
 
 EXIT_CODES = """exit codes:
   0  released (or nothing changed since the published build: no release)
@@ -60,8 +60,8 @@ class Snapshot:
         """How many rows the table has."""
         if self.rows is not None:
             return len(self.rows)
-        with changes.connection() as con:
-            return changes.count_rows(con, self.files.relation(self.files.has_parquet))
+        with table_changes.connection() as con:
+            return table_changes.count_rows(con, self.files.relation(self.files.has_parquet))
 
 
 class DataFiles:
@@ -123,8 +123,8 @@ class TableFiles:
 
     def relation(self, parquet: bool) -> str:
         if parquet:
-            return changes.parquet_relation(self.data.path(self.parquet_name))
-        return changes.csv_relation(self.data.path(self.csv_name))
+            return table_changes.parquet_relation(self.data.path(self.parquet_name))
+        return table_changes.csv_relation(self.data.path(self.csv_name))
 
 
 def data_reader(out: Path) -> DataFiles | None:
@@ -199,8 +199,8 @@ def compare(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> list[dic
         shared = [c for c in new.columns if c in old.columns and c not in new.key]
         if old.rows is None or new.rows is None:  # a derived table's files: counted by DuckDB
             parquet = new.files.has_parquet and old.files.has_parquet
-            with changes.connection() as con:
-                counted = changes.count_changes(
+            with table_changes.connection() as con:
+                counted = table_changes.count_changes(
                     con, new.files.relation(parquet), old.files.relation(parquet), new.key, shared
                 )
             found += _summed_up(name, counted, change)
@@ -358,7 +358,7 @@ def unreleased(out: Path, against: Path) -> tuple[str | None, list[str]]:
         if version is None or data_reader(against) is None or published_version(against) != version:
             return None, []
         changes = compare(read_build(against), read_build(out))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, table_changes.duckdb_error()):
         return None, []
     return version, sorted({c["table_name"] for c in changes})
 
@@ -385,7 +385,7 @@ def run(args) -> int:
     except Unpublished as exc:
         print(f"release: {exc}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, table_changes.duckdb_error()) as exc:  # a file DuckDB cannot read too
         print(f"release: cannot read the builds: {exc} (build first: python -m pipeline build)", file=sys.stderr)
         return 3
     write_citation(args.sources, args.citation)  # with or without a new release: never behind site.toml

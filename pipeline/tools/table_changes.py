@@ -31,6 +31,13 @@ def connection() -> Iterator:
             con.close()
 
 
+def duckdb_error() -> type[Exception]:
+    """DuckDB's base exception (a download it cannot read: a row of another width, a damaged Parquet file)."""
+    import duckdb
+
+    return duckdb.Error
+
+
 def quoted(text: object) -> str:
     """A SQL string literal."""
     return "'" + str(text).replace("'", "''") + "'"

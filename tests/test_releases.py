@@ -430,7 +430,7 @@ def test_the_release_zip_is_written_a_piece_at_a_time_into_the_same_bytes(tmp_pa
 
     target = tmp_path / "release.zip"
     with target.open("wb") as out:
-        releases.write_zip(out, {n: (lambda d=d: Recorded(d), len(d)) for n, d in files.items()}, "1.2.0", "2026-12-05")
+        releases.write_zip(out, {n: (lambda d=d: Recorded(d)) for n, d in files.items()}, "1.2.0", "2026-12-05")
     whole = io.BytesIO()  # each file compressed whole, as zipfile's writestr does
     with zipfile.ZipFile(whole, "w") as archive:
         for name in sorted(files):

@@ -98,19 +98,14 @@ STORED_SUFFIXES = (".parquet", ".xlsx", ".zip")
 def zip_bytes(files: dict[str, bytes], version: str, released_on: str) -> bytes:
     """The release's zip (write_zip) of `files` (name under data/ -> content), in memory."""
     out = io.BytesIO()
-    write_zip(
-        out,
-        {name: (lambda data=data: io.BytesIO(data), len(data)) for name, data in files.items()},
-        version,
-        released_on,
-    )
+    write_zip(out, {name: (lambda data=data: io.BytesIO(data)) for name, data in files.items()}, version, released_on)
     return out.getvalue()
 
 
-def write_zip(target, files: dict[str, tuple], version: str, released_on: str) -> None:
-    """Write the release's zip into the binary file `target`: `files` (name under data/ -> (a function that
-    opens it for reading, its size)) in a folder named as the zip, sorted, every entry dated on the release
-    date, so the same release always gives the same bytes. Each file is copied a piece at a time (a 10^7-row
+def write_zip(target, files: dict, version: str, released_on: str) -> None:
+    """Write the release's zip into the binary file `target`: `files` (name under data/ -> a function that
+    opens it for reading) in a folder named as the zip, sorted, every entry dated on the release date, so
+    the same release always gives the same bytes. Each file is copied a piece at a time (a 10^7-row
     catalog's data are 4.4 GB), into the same bytes as compressing it whole."""
     import shutil
     import zipfile
@@ -119,13 +114,15 @@ def write_zip(target, files: dict[str, tuple], version: str, released_on: str) -
     stamp = dt.date.fromisoformat(released_on).timetuple()[:3] + (0, 0, 0)
     with zipfile.ZipFile(target, "w") as archive:
         for name in sorted(files):
-            opened, size = files[name]
             info = zipfile.ZipInfo(f"{folder}/{name}", date_time=stamp)
             info.external_attr = 0o644 << 16
             stored = name.endswith(STORED_SUFFIXES)
             info.compress_type = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
-            with opened() as source, archive.open(info, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as entry:
-                shutil.copyfileobj(source, entry, 1 << 20)
+            with files[name]() as source:
+                size = source.seek(0, io.SEEK_END)  # over 2 GiB, an entry needs zip64 from its header on
+                source.seek(0)
+                with archive.open(info, "w", force_zip64=size > zipfile.ZIP64_LIMIT) as entry:
+                    shutil.copyfileobj(source, entry, 1 << 20)
 
 
 def _read(path: Path, columns: tuple[str, ...]) -> list[dict]:

@@ -24,7 +24,6 @@ import contextlib
 import itertools
 import json
 import mimetypes
-import os
 import re
 import sys
 import time
@@ -385,9 +384,7 @@ def release_zip(  # noqa: PLR0913
         if name.startswith("data/") and not name.startswith(RELEASES_PREFIX):
             if released is not None and name.removeprefix("data/") not in released:
                 continue
-            with open_built(site, name) as f:
-                size = os.fstat(f.fileno()).st_size
-            files[name.removeprefix("data/")] = (lambda name=name: open_built(site, name), size)
+            files[name.removeprefix("data/")] = lambda name=name: open_built(site, name)
     with open_built(site, "data/datapackage.json") as f:
         package = json.loads(f.read())
     write_zip(target, files, version, package.get("x_released_on") or time.strftime("%Y-%m-%d"))

@@ -57,11 +57,13 @@ class Snapshot:
     files: TableFiles | None = field(default=None, compare=False, repr=False)
 
     def count(self) -> int:
-        """How many rows the table has."""
+        """How many rows the table has (a derived table's counted by DuckDB once)."""
         if self.rows is not None:
             return len(self.rows)
-        with table_changes.connection() as con:
-            return table_changes.count_rows(con, self.files.relation(self.files.has_parquet))
+        if self.files.rows is None:
+            with table_changes.connection() as con:
+                self.files.rows = table_changes.count_rows(con, self.files.relation(self.files.has_parquet))
+        return self.files.rows
 
 
 class DataFiles:
@@ -120,6 +122,7 @@ class TableFiles:
     def __init__(self, data: DataFiles, name: str, csv_name: str):
         self.data, self.csv_name, self.parquet_name = data, csv_name, f"{name}.parquet"
         self.has_parquet = data.exists(self.parquet_name)
+        self.rows: int | None = None  # the table's row count, once counted
 
     def relation(self, parquet: bool) -> str:
         if parquet:

@@ -68,7 +68,7 @@ def count_rows(con, relation: str) -> int:
     return con.execute(f"SELECT count(*) FROM {relation}").fetchall()[0][0]
 
 
-def count_changes(con, new: str, old: str, key: Sequence[str], values: Sequence[str]) -> dict:  # noqa: PLR0914
+def count_changes(con, new: str, old: str, key: Sequence[str], values: Sequence[str]) -> dict:
     """Rows of `new` whose key `old` lacks (added), rows of `old` whose key `new` lacks (removed), rows
     of both whose `values` differ (changed), and which of `values` differ in any row (in `values`'
     order). A key column either lacks is a KeyError; a value column one lacks is NULL there; a column

@@ -476,10 +476,11 @@ def environment_message(exc: OSError, out: Path | None) -> str:
     import errno
 
     from pipeline.messages import message
+    from pipeline.publish.paths import os_error_code
 
     where = exc.filename or (str(out) if out else "")
     where = f" ({where}" + (f" -> {exc.filename2}" if exc.filename2 else "") + ")" if where else ""
-    code = exc.errno
+    code = os_error_code(exc)
     immutable = message("outdir.immutable")
     if code in (errno.ENOSPC, errno.EDQUOT):
         what, todo = message("environment.disk_full"), message("environment.disk_full_todo")

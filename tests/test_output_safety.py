@@ -561,6 +561,36 @@ def test_a_really_full_disk(tmp_path, built):
         subprocess.run(["umount", str(disk)], check=True)
 
 
+def test_a_full_disk_under_polars_names_the_file_and_says_the_disk_is_full(tmp_path):
+    """polars (Rust) raises OSError("No space left on device (os error 28)") with no errno and no file:
+    a 10^6-row build on a full disk said so in English, of the output folder. A large download is
+    written by polars into its file by path (downloads.Streamed); here into /dev/full, which is always full."""
+    import polars as pl
+
+    from pipeline.__main__ import environment_message
+    from pipeline.publish.downloads import Streamed
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    frame = pl.DataFrame({"a": list(range(100_000))})
+    root = tmp_path / "staging"
+    with pytest.raises(OSError) as raised:
+        publish.write_tree(root, {"site/data/big.csv": Streamed(lambda _target: frame.write_csv("/dev/full"))}, None)
+    assert raised.value.args == (errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert raised.value.filename == str(root / "site" / "data" / "big.csv")
+    assert environment_message(raised.value, tmp_path / "out") == (
+        f"Ошибка окружения: диск заполнен ({root}/site/data/big.csv): освободите место (или выберите другую "
+        f"папку через --out) и запустите сборку снова; папка {tmp_path / 'out'} не изменена."
+    )
+    # Any other OSError of a Rust library without an errno: the code read from its text; none there, as it was.
+    assert environment_message(OSError("Permission denied (os error 13)"), None).startswith(
+        "Ошибка окружения: нет прав на запись: "
+    )
+    assert environment_message(OSError("something odd"), None) == (
+        "Ошибка окружения: something odd: устраните причину и запустите сборку снова."
+    )
+
+
 def chattr_works(path: Path) -> bool:
     try:
         return subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0

@@ -145,10 +145,32 @@ def write_file(root: Path, rel: str, data) -> Path:
         os.close(fd)
         os.unlink(path)
         if isinstance(exc, OSError) and exc.filename is None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # say which file
+            raise located(exc, path) from exc  # say which file
         raise
     os.close(fd)
     return path
+
+
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_error_code(exc: OSError) -> int | None:
+    """The errno of `exc`: its own, or the one a Rust library (polars, Pagefind) writes into the text of
+    an OSError it raises without one ("No space left on device (os error 28)")."""
+    if exc.errno is not None:
+        return exc.errno
+    found = _RUST_OS_ERROR.search(str(exc))
+    return int(found.group(1)) if found else None
+
+
+def located(exc: OSError, path: Path | str) -> OSError:
+    """`exc` as an OSError that names `path` and has its errno (os_error_code), so that the build's
+    message says what happened and where: a full disk while polars wrote a download into `path` came
+    as OSError("No space left on device (os error 28)"), with neither."""
+    code = os_error_code(exc)
+    if code is None:
+        return OSError(exc.errno, exc.strerror or str(exc), str(path))
+    return OSError(code, os.strerror(code), str(path))
 
 
 def existing_file(root: Path, rel: str) -> Path | None:

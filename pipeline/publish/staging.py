@@ -49,7 +49,7 @@ from pipeline.publish.downloads import (
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.publish.paths import link_verified, make_parents, safe_path, write_file
+from pipeline.publish.paths import link_verified, located, make_parents, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
 from pipeline.schema import ALL_TABLES
 
@@ -68,7 +68,12 @@ def write_tree(
     for rel, content in sorted(files.items()):
         if isinstance(content, Streamed):
             path = write_file(root, rel, b"")
-            content.write(str(path))
+            try:
+                content.write(str(path))
+            except OSError as exc:
+                if exc.filename:
+                    raise
+                raise located(exc, path) from exc  # polars' own errors name neither the file nor the errno
             counts["written"] += 1
             if hashes is not None:
                 hashes[rel] = _file_digest(path)

@@ -371,7 +371,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         print(format_report(exc.problems), file=sys.stderr)
         stopped = (
-            message("report.stopped_build", out=args.out)
+            message(STOPPED_BUILD[out_state(args.out)], out=args.out)
             if args.command == "build"
             else message("report.stopped_check")
         )
@@ -393,8 +393,26 @@ def say_interrupted(out: Path | None) -> int:
     """Ctrl-C: one line, exit 130."""
     from pipeline.messages import message
 
-    print(message("report.interrupted", out=out) if out else message("report.interrupted_nothing"), file=sys.stderr)
+    if out is None:
+        line = message("report.interrupted_nothing")
+    else:
+        line = message("report.interrupted_absent" if out_state(out) == ABSENT else "report.interrupted", out=out)
+    print(line, file=sys.stderr)
     return 130
+
+
+ABSENT = 2  # out_state: the folder is not there
+STOPPED_BUILD = ("report.stopped_build", "report.stopped_build_kept", "report.stopped_build_absent")  # by out_state
+
+
+def out_state(out: Path) -> int:
+    """What a stopped build left at `out`, for the line that says so: 0 an earlier build (its
+    build-state.json), 1 another folder (empty, or a fresh clone's output/ with its README), ABSENT
+    nothing at all (a first build stopped: saying the folder "is unchanged" would speak of one that
+    never was). A stopped build never creates, changes or removes `out`."""
+    if not os.path.lexists(out):
+        return ABSENT
+    return 0 if (Path(out) / "build-state.json").is_file() else 1
 
 
 def failure_code(exc: Exception, out: Path | None) -> int | None:
@@ -407,7 +425,8 @@ def failure_code(exc: Exception, out: Path | None) -> int | None:
         print(message("report.refused", reason=exc), file=sys.stderr)
         return EXIT_INVALID_DATA
     if isinstance(exc, UnsafePath):
-        stopped = message("report.unsafe_path", reason=exc, out=out) if out else None
+        which = "report.unsafe_path_absent" if out and out_state(out) == ABSENT else "report.unsafe_path"
+        stopped = message(which, reason=exc, out=out) if out else None
         print(stopped or message("report.unsafe_path_nothing", reason=exc), file=sys.stderr)
         return EXIT_INVALID_DATA
     if isinstance(exc, OSError):
@@ -493,7 +512,7 @@ def environment_message(exc: OSError, out: Path | None) -> str:
         what, todo = message("environment.name_too_long"), message("environment.name_too_long_todo")
     else:
         what, todo = (exc.strerror or str(exc)).rstrip("."), message("environment.other_todo")
-    kept = message("environment.kept", out=out) if out else ""
+    kept = message("environment.absent" if out_state(out) == ABSENT else "environment.kept", out=out) if out else ""
     return message("environment.line", what=what, where=where, todo=todo, kept=kept)
 
 

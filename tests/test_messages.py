@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import html
+import json
 import re
 import string
 from pathlib import Path
@@ -182,6 +183,33 @@ def test_a_failing_check_reports_in_russian(sources, capsys) -> None:
     text = re.sub(r'"[^"\n]*"', "", err.replace(str(sources), "sources"))
     assert english_runs(text) == [], err
     assert err.splitlines()[-1] == "Проверка нашла ошибки; ничего не записано."
+
+
+def test_a_stopped_build_says_what_it_left_where_out_is_absent_empty_or_a_build(sources, tmp_path, capsys) -> None:
+    """ "the earlier build is still there" only where there is one; "unchanged" of no folder at all neither."""
+    from pipeline.__main__ import environment_message, main, say_interrupted
+    from pipeline.publish import outdir
+
+    edit_csv(sources / "legacy_offer_jobs.csv", "offer_id,model_id,method_id", "offer_id,model_id,method")
+    out = tmp_path / "never"
+    assert main(["build", "--sources", str(sources), "--out", str(out)]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"Сборка остановлена: ничего не записано, папки {out} по-прежнему нет."
+    assert not out.exists()
+    assert say_interrupted(out) == 130
+    assert capsys.readouterr().err == f"Прервано; ничего не записано, папки {out} по-прежнему нет.\n"
+    assert environment_message(OSError(28, "No space left on device", str(out)), out).endswith(
+        f"; ничего не записано, папки {out} по-прежнему нет."
+    )
+    out.mkdir()  # empty: no earlier build to speak of
+    assert main(["build", "--sources", str(sources), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"Сборка остановлена: папка {out} не изменена."
+    (out / "build-state.json").write_text(json.dumps({"generator": outdir.GENERATOR}), encoding="utf-8")
+    assert main(["build", "--sources", str(sources), "--out", str(out)]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"Сборка остановлена: папка {out} не изменена, в ней осталась прежняя сборка."
+    assert say_interrupted(out) == 130
+    assert capsys.readouterr().err == f"Прервано; папка {out} не изменена.\n"
 
 
 def test_the_quality_page_is_russian(sources, tmp_path) -> None:

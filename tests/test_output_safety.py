@@ -580,7 +580,7 @@ def test_a_full_disk_under_polars_names_the_file_and_says_the_disk_is_full(tmp_p
     assert raised.value.filename == str(root / "site" / "data" / "big.csv")
     assert environment_message(raised.value, tmp_path / "out") == (
         f"Ошибка окружения: диск заполнен ({root}/site/data/big.csv): освободите место (или выберите другую "
-        f"папку через --out) и запустите сборку снова; папка {tmp_path / 'out'} не изменена."
+        f"папку через --out) и запустите сборку снова; ничего не записано, папки {tmp_path / 'out'} по-прежнему нет."
     )
     # Any other OSError of a Rust library without an errno: the code read from its text; none there, as it was.
     assert environment_message(OSError("Permission denied (os error 13)"), None).startswith(

@@ -265,7 +265,7 @@ def test_the_database_is_written_anew_when_its_copy_cannot_be_updated(base_build
     sources, out = _edited_copy(base_build, tmp_path, "2373302")
     write_database, asked = staging.write_database, []
 
-    def refused(path, catalog, replace=None, dropped=(), connected=None):
+    def refused(path, catalog, replace=None, dropped=(), connected=None, earlier=None):  # noqa: PLR0913
         if replace is not None:
             asked.append([t.name for t in replace])
             raise duckdb.CatalogException("a copy DuckDB cannot update")

@@ -426,20 +426,26 @@ def made_parquet(made: TableFiles, catalog: Catalog, table: Table) -> bytes:
     return made.parquet
 
 
-def write_database(
+def write_database(  # noqa: PLR0913
     path: Path,
     catalog: Catalog,
     replace: list[Table] | None = None,
     dropped: tuple[str, ...] = (),
     connected: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-) -> None:
+    earlier: Callable[[Table], tuple[Iterator[pl.DataFrame], int] | None] | None = None,
+) -> list[str]:
     """All tables in one new DuckDB file at `path` (which safe_path gave; it must not exist).
 
     With `replace`, `path` is instead a verified copy of an earlier build's file whose other tables
     hold what this build's would (database_keys says which): only the tables in `replace` are made
-    again, and those named in `dropped` removed. DuckDB's own I/O errors (a full disk) are raised as
-    OSError, like every other write. `connected` is given the connection before anything is written
-    (a build that stops interrupts it from another thread: staging._Database)."""
+    again, and those named in `dropped` removed. A table in `replace` for which `earlier` gives the
+    rows the copy holds (the previous build's, in pieces, and their count) is updated in place where
+    few of its rows changed (database_update); the others are dropped, the drop committed, so that
+    their blocks are reused (else the file of a 10^7-row build after one price edit was twice the
+    size of a forced build's), and written anew. Returns the names of the tables updated in place.
+    DuckDB's own I/O errors (a full disk) are raised as OSError, like every other write. `connected`
+    is given the connection before anything is written (a build that stops interrupts it from
+    another thread: staging._Database)."""
     if replace is None and (os.path.lexists(path) or os.path.lexists(f"{path}.wal")):
         raise FileExistsError(errno.EEXIST, "the database file exists already", str(path))
     try:
@@ -450,15 +456,21 @@ def write_database(
         # One transaction: committing each CREATE, INSERT and COMMENT on its own took most of a second.
         con.execute("BEGIN TRANSACTION")
         xlsx = labels()["xlsx"]
-        for table in ALL_TABLES if replace is None else replace:
+        updated = [t.name for t in replace or () if _updated_in_place(con, catalog, t, earlier)]
+        remade = [t for t in (ALL_TABLES if replace is None else replace) if t.name not in updated]
+        if replace is not None and (remade or dropped):
+            for name in (*(t.name for t in remade), *dropped):
+                con.execute(f'DROP TABLE IF EXISTS "{name}"')
+            con.execute("COMMIT")
+            con.execute("CHECKPOINT")
+            con.execute("BEGIN TRANSACTION")
+        for table in remade:
             con.execute(f'DROP TABLE IF EXISTS "{table.name}"')
             con.execute(ddl(table, primary_key=False))
             con.register("frame", arrow_for_database(catalog, table))
             con.execute(f'INSERT INTO "{table.name}" SELECT * FROM frame')
             con.unregister("frame")
             con.execute(comment_sql(table, xlsx))  # one call: a call per statement cost more than the statements
-        for name in dropped:
-            con.execute(f'DROP TABLE IF EXISTS "{name}"')
         con.execute("COMMIT")
         con.close()
     except duckdb.Error as exc:
@@ -470,6 +482,24 @@ def write_database(
         codes = {"No space left": errno.ENOSPC, "Read-only": errno.EROFS, "Permission denied": errno.EACCES}
         code = next((c for words, c in codes.items() if words in text), errno.EIO)
         raise OSError(code, os.strerror(code), str(path)) from exc
+    return updated
+
+
+def _updated_in_place(con, catalog: Catalog, table: Table, earlier) -> bool:
+    """Whether `table` of the file was updated in place (write_database): `earlier` gives the rows the
+    file holds and at most database_update.UPDATE_MAX_SHARE of them changed."""
+    from pipeline.publish import database_update
+
+    held = earlier(table) if earlier is not None else None
+    if held is None:
+        return False
+    rows, count = held
+    limit = int(count * database_update.UPDATE_MAX_SHARE)
+    found = database_update.changed_rows(rows, published_pieces(catalog, table), limit)
+    if found is None:
+        return False
+    database_update.update_in_place(con, table.name, *found)
+    return True
 
 
 def arrow_for_database(catalog: Catalog, table: Table):
@@ -502,10 +532,10 @@ def arrow_for_duckdb(frame: pl.DataFrame):
     return frame.to_arrow(compat_level=pl.CompatLevel.newest()) if hasattr(pyarrow, "string_view") else frame.to_arrow()
 
 
-def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:
-    """Per table, what its part of the DuckDB file is made from: its rows (the hash of its Parquet
-    download, written from the same frame), its DDL and comments, and the DuckDB that writes it.
-    Two builds with a table's key equal would put the same table into the file."""
+def database_keys(parquet_hashes: dict[str, str], tables: tuple[Table, ...] = ALL_TABLES) -> dict[str, str]:
+    """Per table (of `tables`), what its part of the DuckDB file is made from: its rows (the hash of
+    its Parquet download, written from the same frame), its DDL and comments, and the DuckDB that
+    writes it. Two builds with a table's key equal would put the same table into the file."""
     xlsx = labels()["xlsx"]  # read once: labels() reads and unpacks the whole file on each call
     return {
         t.name: hashlib.sha256(
@@ -519,7 +549,7 @@ def database_keys(parquet_hashes: dict[str, str]) -> dict[str, str]:
                 )
             ).encode()
         ).hexdigest()
-        for t in ALL_TABLES
+        for t in tables
     }
 
 

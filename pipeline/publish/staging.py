@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -28,8 +29,9 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -49,9 +51,12 @@ from pipeline.publish.downloads import (
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.publish.paths import link_verified, located, make_parents, safe_path, write_file
+from pipeline.publish.paths import UnsafePath, link_verified, located, make_parents, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
-from pipeline.schema import ALL_TABLES
+from pipeline.schema import ALL_TABLES, Table
+
+if TYPE_CHECKING:
+    import polars as pl
 
 DATABASE_PATH = f"site/data/{DATABASE}"
 
@@ -599,13 +604,15 @@ def _write_database(  # noqa: PLR0913
         _record_digest(path)
         return [t.name for t in ALL_TABLES]
     keys = _keys(hashes)
-    before = _previous_keys(previous)
+    before, files = _previous_state(previous)
     replace = [t for t in ALL_TABLES if before.get(t.name) != keys[t.name]]
     # Nothing to keep (another DuckDB or storage version is in every key): written anew, never a copy
     # of a file this DuckDB may not open as it is.
     if len(replace) < len(ALL_TABLES) and _copy_intact(previous / DATABASE_PATH, path):
         try:
-            write_database(path, catalog, replace, tuple(sorted(set(before) - set(keys))), connected=connected)
+            dropped = tuple(sorted(set(before) - set(keys)))
+            earlier = functools.partial(_earlier_rows, previous, before, files)
+            write_database(path, catalog, replace, dropped, connected=connected, earlier=earlier)
         except duckdb.Error:  # the copy could not be updated: written anew (I/O errors are OSError here)
             path.unlink(missing_ok=True)
             Path(f"{path}.wal").unlink(missing_ok=True)
@@ -629,16 +636,55 @@ def _record_digest(path: Path) -> None:
         os.setxattr(path, DATABASE_XATTR, _file_digest(path).encode("ascii"))
 
 
-def _previous_keys(previous: Path | None) -> dict[str, str]:
-    """The tables' keys the previous build recorded for its DuckDB file ({} when none)."""
+def _previous_state(previous: Path | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The tables' keys the previous build recorded for its DuckDB file, and its site's files' SHA-256
+    by path (its manifest's, as "site/…"); {} for either when it has none."""
     if previous is None:
-        return {}
+        return {}, {}
+    found = []
+    for file, name, prefix in (
+        (previous / STATE, "database_tables", ""),
+        (previous / "site" / MANIFEST, "files", "site/"),
+    ):
+        try:
+            entry = json.loads(file.read_text(encoding="utf-8")).get(name)
+        except (OSError, ValueError, AttributeError):
+            entry = None
+        ok = isinstance(entry, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in entry.items())
+        found.append({f"{prefix}{k}": v for k, v in entry.items()} if ok else {})
+    return found[0], found[1]
+
+
+def _earlier_rows(
+    previous: Path, before: dict[str, str], files: dict[str, str], table: Table
+) -> tuple[Iterator[pl.DataFrame], int] | None:
+    """The rows of `table` that the copy of the previous build's DuckDB file holds, as the previous
+    build's Parquet download of it (its row groups, and their count), for write_database to update
+    the table in place: only when that file's bytes have the SHA-256 the previous build recorded, the
+    table's key recorded for the file is the one those rows make with this build's DDL, comments and
+    DuckDB (so the copy's table was written from them, as this build would), and it has at least
+    database_update.UPDATE_MIN_ROWS rows. None otherwise: the table is made again."""
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.publish.database_update import UPDATE_MIN_ROWS
+
+    recorded = files.get(f"site/data/{table.name}.parquet")
+    if recorded is None or before.get(table.name) != database_keys({table.name: recorded}, (table,))[table.name]:
+        return None
     try:
-        keys = json.loads((previous / STATE).read_text(encoding="utf-8"))["database_tables"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    ok = isinstance(keys, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items())
-    return keys if ok else {}
+        source = safe_path(previous, f"site/data/{table.name}.parquet")
+        data = source.read_bytes() if source.is_file() and not source.is_symlink() else b""
+    except (OSError, UnsafePath):
+        return None
+    if file_hash(data) != recorded:
+        return None
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    if parquet.metadata.num_rows < UPDATE_MIN_ROWS:
+        return None
+    groups = (pl.from_arrow(parquet.read_row_group(i)) for i in range(parquet.num_row_groups))
+    return groups, parquet.metadata.num_rows
 
 
 def _copy_intact(source: Path, copy: Path) -> bool:

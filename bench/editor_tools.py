@@ -52,6 +52,7 @@ def tools(b: whole.Bench, rows: int) -> dict:
     new_price(0)
     r["one_price_build"] = b.run(["build", *src, "--out", str(edited), "--quiet"], repeat=1, peak=False)
     r["rendered"] = whole.rendered(r["one_price_build"]["stdout"])  # (pages rendered anew, pages)
+    r["database_bytes"] = [database_bytes(published), database_bytes(edited)]  # forced; after the edit
     r["diff"] = b.run(["diff", "--out", str(edited), "--against", str(published)], repeat=1)
     history = folder / "history"
 
@@ -68,6 +69,13 @@ def tools(b: whole.Bench, rows: int) -> dict:
     r["zip_bytes"] = int(r["release_zip"]["stdout"].strip() or 0)
     shutil.rmtree(folder, ignore_errors=True)
     return r
+
+
+def database_bytes(out: Path) -> int | None:
+    """The size of a build's DuckDB file (None when it has none): after one price edit a table made
+    again once left the file twice a forced build's size (docs/operations.md, "Twenty-seventh round")."""
+    path = out / "site" / "data" / "gpu-finetune.duckdb"
+    return path.stat().st_size if path.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['rows']:>16,} {name:<18} {m['wall']:>8.2f} {m['cpu']:>8.2f} {m['peak_mib']:>9.0f} {m['rc']:>5}")
         print(f"{'':>16} the release zip: {r['zip_bytes'] / 2**20:.0f} MiB; the one-price build rendered", end=" ")
         print("?" if r["rendered"] is None else f"{r['rendered'][0]} of {r['rendered'][1]} pages")
+        forced, edited = (f"{n / 2**20:.0f} MiB" if n is not None else "?" for n in r["database_bytes"])
+        print(f"{'':>16} the DuckDB file: {forced} forced, {edited} after the one-price build")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2, default=str) + "\n", encoding="utf-8")
     return 0

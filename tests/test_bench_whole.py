@@ -247,8 +247,10 @@ def test_the_editor_tools_bench_times_diff_release_and_the_zip_on_an_edited_copy
         if before:
             before(0)
         made.append((args, (tmp_path / "synth-10" / "sources" / "servers.csv").read_text(encoding="utf-8")))
-        if "--force" in args:
-            (Path(args[args.index("--out") + 1]) / "site").mkdir(parents=True)
+        if args[0] == "build":
+            data = Path(args[args.index("--out") + 1]) / "site" / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            (data / "gpu-finetune.duckdb").write_bytes(b"x" * (10 if "--force" in args else 15))
         if args[0] == "release":
             history = Path(args[args.index("--sources") + 1])
             assert (history / "releases" / "releases.csv").is_file() and history != REPO / "sources"
@@ -264,4 +266,4 @@ def test_the_editor_tools_bench_times_diff_release_and_the_zip_on_an_edited_copy
     assert made[2][0] == ["diff", "--out", edited, "--against", published]
     assert made[3][0][:5] == ["release", "--out", edited, "--against", published]
     assert made[4][0] == [str(folder / "release_zip.py"), edited]
-    assert r["zip_bytes"] == 123 and not folder.exists()
+    assert r["zip_bytes"] == 123 and r["database_bytes"] == [10, 15] and not folder.exists()

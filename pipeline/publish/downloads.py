@@ -494,6 +494,8 @@ def _updated_in_place(con, catalog: Catalog, table: Table, earlier) -> bool:
     if held is None:
         return False
     rows, count = held
+    if count != catalog.height(table.name):  # (a row added near the end would be found only there)
+        return False
     limit = int(count * database_update.UPDATE_MAX_SHARE)
     found = database_update.changed_rows(rows, published_pieces(catalog, table), limit)
     if found is None:

@@ -30,6 +30,16 @@ import polars as pl
 UPDATE_MIN_ROWS = 50_000
 # Beyond this share of changed rows the table is made again whole: the comparison stops there.
 UPDATE_MAX_SHARE = 0.1
+# DuckDB writes an updated column anew in each row group (ROW_GROUP_ROWS rows) an update touched, when
+# it checkpoints, before the old blocks are free: an update that rewrites much of a table leaves the
+# file that much larger than a forced build's. Beyond this share of the table's column segments
+# (changed columns / columns x touched row groups / row groups) it is made again whole instead, its
+# blocks freed first. One price edit at 10^6 rows: server_fit's one column, updated in place;
+# recommendations, whose re-ranked rows change in every column and row group, made again: over 25
+# successive edits the file stayed within 66-69 MB (63 MB forced); updated in place as well, it grew
+# to 116-130 MB (docs/operations.md, "Twenty-seventh round").
+UPDATE_MAX_REWRITE = 0.25
+ROW_GROUP_ROWS = 122_880  # DuckDB's row group size (its default, which write_database keeps)
 POSITION = "__row_position__"  # the changed rows' row numbers, in the frame the UPDATE reads
 
 
@@ -107,3 +117,13 @@ def update_in_place(con, name: str, changed: pl.DataFrame, columns: list[str]) -
     sets = ", ".join(f'"{c}" = changed_rows."{c}"' for c in columns)
     con.execute(f'UPDATE "{name}" SET {sets} FROM changed_rows WHERE "{name}".rowid = changed_rows."{POSITION}"')
     con.unregister("changed_rows")
+
+
+def rewritten_share(changed: pl.DataFrame, columns: list[str], width: int, height: int) -> float:
+    """The share of a table's column segments (`width` columns, `height` rows) that writing `changed`
+    (changed_rows') over it rewrites: the changed columns in the row groups its rows fall in."""
+    if not columns or not changed.height:
+        return 0.0
+    groups = -(-height // ROW_GROUP_ROWS)
+    touched = (changed[POSITION] // ROW_GROUP_ROWS).n_unique()
+    return len(columns) / width * touched / groups

@@ -487,7 +487,8 @@ def write_database(  # noqa: PLR0913
 
 def _updated_in_place(con, catalog: Catalog, table: Table, earlier) -> bool:
     """Whether `table` of the file was updated in place (write_database): `earlier` gives the rows the
-    file holds and at most database_update.UPDATE_MAX_SHARE of them changed."""
+    file holds, at most database_update.UPDATE_MAX_SHARE of them changed, and writing them rewrites at
+    most UPDATE_MAX_REWRITE of the table's column segments."""
     from pipeline.publish import database_update
 
     held = earlier(table) if earlier is not None else None
@@ -499,6 +500,9 @@ def _updated_in_place(con, catalog: Catalog, table: Table, earlier) -> bool:
     limit = int(count * database_update.UPDATE_MAX_SHARE)
     found = database_update.changed_rows(rows, published_pieces(catalog, table), limit)
     if found is None:
+        return False
+    share = database_update.rewritten_share(*found, len(table.columns), count)
+    if share > database_update.UPDATE_MAX_REWRITE:
         return False
     database_update.update_in_place(con, table.name, *found)
     return True

@@ -9,7 +9,8 @@ grew to twice its size (the dropped tables' blocks are free only once the DROP i
 Here the new rows are compared, piece by piece, with the previous build's rows of the same table (its
 Parquet download, whose bytes have the hash the previous build recorded, and from whose frame that
 build's DuckDB table was written: the same rows in the same order). Where the two have the same
-columns and row count and at most UPDATE_MAX_SHARE of the rows differ, only those rows are written,
+columns and row count, at most UPDATE_MAX_SHARE of the rows differ and writing them rewrites at most
+UPDATE_MAX_REWRITE of the table's column segments, only those rows are written,
 by position (`rowid`, which is a table's row number in DuckDB while no row is deleted, and this file's
 tables never lose one), and only the columns that differ in any of them. The table then holds,
 row for row and in order, what a forced build writes (tests/test_database_update.py;
@@ -35,9 +36,10 @@ UPDATE_MAX_SHARE = 0.1
 # file that much larger than a forced build's. Beyond this share of the table's column segments
 # (changed columns / columns x touched row groups / row groups) it is made again whole instead, its
 # blocks freed first. One price edit at 10^6 rows: server_fit's one column, updated in place;
-# recommendations, whose re-ranked rows change in every column and row group, made again: over 25
-# successive edits the file stayed within 66-69 MB (63 MB forced); updated in place as well, it grew
-# to 116-130 MB (docs/operations.md, "Twenty-seventh round").
+# recommendations, whose re-ranked rows change in every column, made again where they fall in many
+# row groups: over twelve successive edits the file stayed within 66-82 MB (66 MB forced, 124 MB after
+# any edit before); updated in place whatever that rewrote, it grew to 116-130 MB (docs/operations.md,
+# "Twenty-seventh round").
 UPDATE_MAX_REWRITE = 0.25
 ROW_GROUP_ROWS = 122_880  # DuckDB's row group size (its default, which write_database keeps)
 POSITION = "__row_position__"  # the changed rows' row numbers, in the frame the UPDATE reads

@@ -179,3 +179,32 @@ def test_every_table_keeps_the_rows_of_its_parquet_download(edited):
         for table in ALL_TABLES:
             held = con.sql(f'SELECT * FROM "{table.name}"').pl()
             assert held.equals(pl.read_parquet(data / f"{table.name}.parquet")), table.name
+
+
+def test_the_previous_rows_are_those_of_its_verified_parquet_file_and_a_stop_ends_them(built, tmp_path, monkeypatch):
+    """staging._earlier_rows: the previous build's rows of a table, its Parquet download's row groups, only
+    while that file has the manifest's hash; once the build stops (the event set) the next row group
+    raises Stopped, so a stopped build does not wait for a comparison (some seconds at 10^7 rows)."""
+    import threading
+
+    from pipeline.publish import staging
+
+    monkeypatch.setattr(database_update, "UPDATE_MIN_ROWS", 0)  # the real tables are smaller
+    table = TABLES_BY_NAME["server_fit"]
+    state, stopping = staging._previous_state(built), threading.Event()
+    rows, count = staging._earlier_rows(built, state, stopping, table)
+    parquet = pl.read_parquet(built / "site" / "data" / "server_fit.parquet")
+    assert count == parquet.height and pl.concat(list(rows)).equals(parquet)
+    rows, _ = staging._earlier_rows(built, state, stopping, table)
+    stopping.set()
+    with pytest.raises(staging.Stopped):
+        next(rows)
+    previous = tmp_path / "previous"
+    shutil.copytree(built, previous)
+    data = previous / "site" / "data" / "server_fit.parquet"
+    data.write_bytes(data.read_bytes()[:-1] + b"\0")  # not the file the manifest lists
+    assert staging._earlier_rows(previous, staging._previous_state(previous), None, table) is None
+    monkeypatch.setattr(staging, "_write_database", lambda *args: [])
+    database = staging._Database(tmp_path, Catalog({}, {}), None, None, threaded=False)
+    database.stop()
+    assert database.stopping.is_set()

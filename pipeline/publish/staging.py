@@ -530,6 +530,7 @@ class _Database:
         self.early: dict[str, str] = {}
         self.parquet_made = threading.Event()
         self._lock, self._stopped, self._connections = threading.Lock(), False, []
+        self.stopping = threading.Event()  # set by stop(): also ends a comparison (database_update), not DuckDB's
         hashes = None if hashes is None else dict(hashes)
         args = (parquet, staging, catalog, hashes, previous)
         self.thread = threading.Thread(target=self._run, args=args, name="database", daemon=True)
@@ -554,7 +555,7 @@ class _Database:
                     hashes = dict(self.early)  # keyed on the Parquet files made here
             finally:
                 self.parquet_made.set()  # Downloads waits for it, also when making them failed
-            self.outcome = _write_database(staging, catalog, hashes, previous, self._connected)
+            self.outcome = _write_database(staging, catalog, hashes, previous, self._connected, self.stopping)
         except BaseException as exc:  # raised by join()
             self.error = exc
 
@@ -566,6 +567,7 @@ class _Database:
 
     def stop(self) -> None:
         """Interrupt what DuckDB is doing and wait for the thread (its error is not raised)."""
+        self.stopping.set()
         with self._lock:
             self._stopped = True
             for con in self._connections:
@@ -585,7 +587,12 @@ class _Database:
 
 
 def _write_database(  # noqa: PLR0913
-    staging: Path, catalog: Catalog, hashes: dict[str, str] | None, previous: Path | None, connected=None
+    staging: Path,
+    catalog: Catalog,
+    hashes: dict[str, str] | None,
+    previous: Path | None,
+    connected=None,
+    stopping: threading.Event | None = None,
 ) -> dict:
     """The DuckDB file. Its header holds a random id, so no build can tell by its bytes that the
     previous build's file is what it would write; what each table in it is made from is recorded
@@ -611,7 +618,7 @@ def _write_database(  # noqa: PLR0913
     if len(replace) < len(ALL_TABLES) and _copy_intact(previous / DATABASE_PATH, path):
         try:
             dropped = tuple(sorted(set(before) - set(keys)))
-            earlier = functools.partial(_earlier_rows, previous, before, files)
+            earlier = functools.partial(_earlier_rows, previous, (before, files), stopping)
             write_database(path, catalog, replace, dropped, connected=connected, earlier=earlier)
         except duckdb.Error:  # the copy could not be updated: written anew (I/O errors are OSError here)
             path.unlink(missing_ok=True)
@@ -655,21 +662,28 @@ def _previous_state(previous: Path | None) -> tuple[dict[str, str], dict[str, st
     return found[0], found[1]
 
 
+class Stopped(Exception):
+    """The build stopped while the DuckDB file's thread compared a table (_Database.stop)."""
+
+
 def _earlier_rows(
-    previous: Path, before: dict[str, str], files: dict[str, str], table: Table
+    previous: Path, state: tuple[dict[str, str], dict[str, str]], stopping: threading.Event | None, table: Table
 ) -> tuple[Iterator[pl.DataFrame], int] | None:
     """The rows of `table` that the copy of the previous build's DuckDB file holds, as the previous
     build's Parquet download of it (its row groups, and their count), for write_database to update
     the table in place: only when that file's bytes have the SHA-256 the previous build recorded, the
     table's key recorded for the file is the one those rows make with this build's DDL, comments and
     DuckDB (so the copy's table was written from them, as this build would), and it has at least
-    database_update.UPDATE_MIN_ROWS rows. None otherwise: the table is made again."""
+    database_update.UPDATE_MIN_ROWS rows. None otherwise: the table is made again. `state`: the previous
+    build's table keys and files' hashes (_previous_state). Once `stopping` is set the next row group
+    raises Stopped: a stopped build does not wait for the comparison (some seconds at 10^7 rows)."""
     import polars as pl
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from pipeline.publish.database_update import UPDATE_MIN_ROWS
 
+    before, files = state
     recorded = files.get(f"site/data/{table.name}.parquet")
     if recorded is None or before.get(table.name) != database_keys({table.name: recorded}, (table,))[table.name]:
         return None
@@ -683,8 +697,14 @@ def _earlier_rows(
     parquet = pq.ParquetFile(pa.BufferReader(data))
     if parquet.metadata.num_rows < UPDATE_MIN_ROWS:
         return None
-    groups = (pl.from_arrow(parquet.read_row_group(i)) for i in range(parquet.num_row_groups))
-    return groups, parquet.metadata.num_rows
+
+    def groups() -> Iterator[pl.DataFrame]:
+        for i in range(parquet.num_row_groups):
+            if stopping is not None and stopping.is_set():
+                raise Stopped
+            yield pl.from_arrow(parquet.read_row_group(i))
+
+    return groups(), parquet.metadata.num_rows
 
 
 def _copy_intact(source: Path, copy: Path) -> bool:

@@ -509,6 +509,9 @@ def stage(  # noqa: PLR0913
     return Staging(downloads.out, staging, previous, hashes, counts, downloads.database)
 
 
+STOP_POLL = 0.05  # seconds between the interrupts of a stopping build's DuckDB file (_Database.stop)
+
+
 class _Database:
     """_write_database begun now: in a thread of its own (`threaded`, the build's downloads thread
     goes on with the large CSVs) or at once; join() waits for it and gives its outcome or raises its
@@ -566,15 +569,20 @@ class _Database:
                 con.interrupt()
 
     def stop(self) -> None:
-        """Interrupt what DuckDB is doing and wait for the thread (its error is not raised)."""
+        """Interrupt what DuckDB is doing and wait for the thread (its error is not raised). DuckDB's
+        interrupt reaches only a query that runs (one sent between two statements is lost), so it is
+        sent again every STOP_POLL seconds until the thread ends."""
         self.stopping.set()
         with self._lock:
             self._stopped = True
-            for con in self._connections:
-                with contextlib.suppress(duckdb.Error):  # closed already: the file was written
-                    con.interrupt()
-        if self.thread.is_alive():
-            self.thread.join()
+        while True:
+            with self._lock:
+                for con in self._connections:
+                    with contextlib.suppress(duckdb.Error):  # closed already: the file was written
+                        con.interrupt()
+            if not self.thread.is_alive():
+                return
+            self.thread.join(STOP_POLL)
 
     def join(self, hashes: dict[str, str]) -> dict:
         """The outcome: the tables made again, and the keys of the file's tables, made from `hashes`
@@ -621,6 +629,8 @@ def _write_database(  # noqa: PLR0913
             earlier = functools.partial(_earlier_rows, previous, (before, files), stopping)
             write_database(path, catalog, replace, dropped, connected=connected, earlier=earlier)
         except duckdb.Error:  # the copy could not be updated: written anew (I/O errors are OSError here)
+            if stopping is not None and stopping.is_set():
+                raise  # interrupted by a stopping build: nothing more to write
             path.unlink(missing_ok=True)
             Path(f"{path}.wal").unlink(missing_ok=True)
             replace = list(ALL_TABLES)

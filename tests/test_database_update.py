@@ -85,9 +85,9 @@ def test_an_update_in_place_leaves_the_table_a_new_file_would_hold(catalog, tmp_
     writes = []
     update = database_update.update_in_place
 
-    def spy(con, name, rows, columns):
+    def spy(con, name, rows, columns, arrow):
         writes.append((name, rows[POSITION].to_list(), columns))
-        update(con, name, rows, columns)
+        update(con, name, rows, columns, arrow)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(database_update, "update_in_place", spy)

@@ -108,19 +108,6 @@ def changed_rows(
     return pl.concat(found, how="vertical"), order
 
 
-def update_in_place(con, name: str, changed: pl.DataFrame, columns: list[str]) -> None:
-    """Write `changed` (changed_rows': the new rows with their row numbers) over the rows of table
-    `name` at those numbers, only `columns`, in the connection's open transaction."""
-    if not columns:
-        return
-    from pipeline.publish.downloads import arrow_for_duckdb
-
-    con.register("changed_rows", arrow_for_duckdb(changed.select(*columns, POSITION)))
-    sets = ", ".join(f'"{c}" = changed_rows."{c}"' for c in columns)
-    con.execute(f'UPDATE "{name}" SET {sets} FROM changed_rows WHERE "{name}".rowid = changed_rows."{POSITION}"')
-    con.unregister("changed_rows")
-
-
 def rewritten_share(changed: pl.DataFrame, columns: list[str], width: int, height: int) -> float:
     """The share of a table's column segments (`width` columns, `height` rows) that writing `changed`
     (changed_rows') over it rewrites: the changed columns in the row groups its rows fall in."""
@@ -129,3 +116,15 @@ def rewritten_share(changed: pl.DataFrame, columns: list[str], width: int, heigh
     groups = -(-height // ROW_GROUP_ROWS)
     touched = (changed[POSITION] // ROW_GROUP_ROWS).n_unique()
     return len(columns) / width * touched / groups
+
+
+def update_in_place(con, name: str, changed: pl.DataFrame, columns: list[str], arrow) -> None:
+    """Write `changed` (changed_rows': the new rows with their row numbers) over the rows of table
+    `name` at those numbers, only `columns`, in the connection's open transaction; `arrow` turns a frame
+    into what DuckDB reads (downloads.arrow_for_duckdb)."""
+    if not columns:
+        return
+    con.register("changed_rows", arrow(changed.select(*columns, POSITION)))
+    sets = ", ".join(f'"{c}" = changed_rows."{c}"' for c in columns)
+    con.execute(f'UPDATE "{name}" SET {sets} FROM changed_rows WHERE "{name}".rowid = changed_rows."{POSITION}"')
+    con.unregister("changed_rows")

@@ -504,7 +504,7 @@ def _updated_in_place(con, catalog: Catalog, table: Table, earlier) -> bool:
     share = database_update.rewritten_share(*found, len(table.columns), count)
     if share > database_update.UPDATE_MAX_REWRITE:
         return False
-    database_update.update_in_place(con, table.name, *found)
+    database_update.update_in_place(con, table.name, *found, arrow_for_duckdb)
     return True
 
 

@@ -202,13 +202,9 @@ def intact(out: Path, state: dict) -> bool:
     site/manifest.json holds the hashes of the site's files; build-state.json's "files" those of
     the others and the DuckDB file's own bytes (the manifest lists it by what it holds).
     """
-    files, database = state.get("files"), state.get("database")
-    if not isinstance(files, dict) or not isinstance(database, str):
-        return False
-    try:
-        manifest = json.loads((out / "site" / MANIFEST).read_text(encoding="utf-8"))["files"]
-        expected = {f"site/{rel}": digest for rel, digest in manifest.items()} | files
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    database = state.get("database")
+    expected = recorded_files(out, state)
+    if expected is None or not isinstance(database, str):
         return False
     found = _files(out)
     if found is None or found != set(expected) | {STATE} or database not in expected:
@@ -223,6 +219,20 @@ def intact(out: Path, state: dict) -> bool:
             except OSError:
                 return False
     return True
+
+
+def recorded_files(out: Path, state: dict) -> dict[str, str] | None:
+    """Every file of the build in `out` with the SHA-256 it was written with, by its path below `out`:
+    site/manifest.json's (the site's files) and the build state's "files" (the others, and the DuckDB
+    file's own bytes); None when either cannot be read."""
+    files = state.get("files")
+    if not isinstance(files, dict):
+        return None
+    try:
+        manifest = json.loads((out / "site" / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return {f"site/{rel}": digest for rel, digest in manifest.items()} | files
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _database_digest(path: Path) -> str | None:

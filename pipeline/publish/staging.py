@@ -37,7 +37,7 @@ import duckdb
 
 from pipeline import parallel
 from pipeline.combine import Catalog
-from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash
+from pipeline.fingerprint import DATABASE_XATTR, MANIFEST, STATE, file_hash, read_state, recorded_files
 from pipeline.publish import search
 from pipeline.publish.downloads import (
     DATABASE,
@@ -51,7 +51,7 @@ from pipeline.publish.downloads import (
     write_database,
 )
 from pipeline.publish.outdir import GENERATOR, layout_target, side_name, target
-from pipeline.publish.paths import UnsafePath, link_verified, located, make_parents, safe_path, write_file
+from pipeline.publish.paths import existing_file, link_verified, located, make_parents, safe_path, write_file
 from pipeline.render.site import TEMPLATES, Rendered
 from pipeline.schema import ALL_TABLES, Table
 
@@ -654,22 +654,14 @@ def _record_digest(path: Path) -> None:
 
 
 def _previous_state(previous: Path | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The tables' keys the previous build recorded for its DuckDB file, and its site's files' SHA-256
-    by path (its manifest's, as "site/…"); {} for either when it has none."""
-    if previous is None:
+    """The tables' keys the previous build recorded for its DuckDB file, and the SHA-256 of its files by
+    path (fingerprint.recorded_files); {} for either when it has none."""
+    state = read_state(previous) if previous is not None else {}
+    if not isinstance(state, dict):
         return {}, {}
-    found = []
-    for file, name, prefix in (
-        (previous / STATE, "database_tables", ""),
-        (previous / "site" / MANIFEST, "files", "site/"),
-    ):
-        try:
-            entry = json.loads(file.read_text(encoding="utf-8")).get(name)
-        except (OSError, ValueError, AttributeError):
-            entry = None
-        ok = isinstance(entry, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in entry.items())
-        found.append({f"{prefix}{k}": v for k, v in entry.items()} if ok else {})
-    return found[0], found[1]
+    keys = state.get("database_tables")
+    ok = isinstance(keys, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items())
+    return (keys if ok else {}), recorded_files(previous, state) or {}
 
 
 class Stopped(Exception):
@@ -694,13 +686,14 @@ def _earlier_rows(
     from pipeline.publish.database_update import UPDATE_MIN_ROWS
 
     before, files = state
-    recorded = files.get(f"site/data/{table.name}.parquet")
+    rel = f"site/data/{table.name}.parquet"
+    recorded = files.get(rel)
     if recorded is None or before.get(table.name) != database_keys({table.name: recorded}, (table,))[table.name]:
         return None
+    source = existing_file(previous, rel)
     try:
-        source = safe_path(previous, f"site/data/{table.name}.parquet")
-        data = source.read_bytes() if source.is_file() and not source.is_symlink() else b""
-    except (OSError, UnsafePath):
+        data = source.read_bytes() if source is not None else b""
+    except OSError:
         return None
     if file_hash(data) != recorded:
         return None

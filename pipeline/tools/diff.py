@@ -30,6 +30,7 @@ from pipeline.messages import catalogue, message
 from pipeline.render import format as fmt
 from pipeline.schema import ALL_TABLES, TABLES_BY_NAME, Field, Table
 from pipeline.tools import table_changes
+from pipeline.tools.release import DataFiles, TableFiles, parquet_in_both
 
 EXIT_SAME, EXIT_CHANGED, EXIT_ERROR = 0, 4, 3
 DATABASE = "gpu-finetune.duckdb"
@@ -173,35 +174,32 @@ def _files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() and p.name not in IGNORED}
 
 
-def _download(out: Path, table: Table, parquet: bool) -> str | None:
+def _table_files(out: Path, table: Table) -> TableFiles:
+    """A table's downloads in the build `out` (release.TableFiles, which release compares through too)."""
+    return TableFiles(DataFiles(folder=out / "site" / "data"), table.name, table.file)
+
+
+def _relation(files: TableFiles, parquet: bool) -> str | None:
     """The SQL that reads a table's download (its Parquet file, or its CSV as text), None if absent."""
-    data = out / "site" / "data"
-    if parquet:
-        return table_changes.parquet_relation(data / f"{table.name}.parquet")
-    return table_changes.csv_relation(data / table.file) if (data / table.file).is_file() else None
-
-
-def _both_parquet(new_out: Path, old_out: Path, table: Table) -> bool:
-    """Whether both builds have the table's Parquet file (written from the same frame as its CSV, and
-    read a column and a row group at a time): then it is compared, else the CSVs, as text."""
-    return all((out / "site" / "data" / f"{table.name}.parquet").is_file() for out in (new_out, old_out))
+    return files.relation(parquet) if files.present(parquet) else None
 
 
 def summarise_derived(con, table: Table, new_out: Path, old_out: Path) -> dict:
     """A derived table's difference between two builds (table_changes.count_changes): rows added, removed
     and changed (by key) and the columns that changed."""
-    parquet = _both_parquet(new_out, old_out, table)
-    new, old = _download(new_out, table, parquet), _download(old_out, table, parquet)
+    new_files, old_files = _table_files(new_out, table), _table_files(old_out, table)
+    parquet = parquet_in_both(new_files, old_files)
+    new, old = _relation(new_files, parquet), _relation(old_files, parquet)
     if new is None or old is None:
         rows = 0 if new is None and old is None else table_changes.count_rows(con, new or old)
         return {"changed": 0, "added": rows if new else 0, "removed": rows if old else 0, "columns": []}
     return table_changes.count_changes(con, new, old, table.primary_key, [f.name for f in table.fields])
 
 
-def first_ranked(con, out: Path, parquet: bool) -> dict[tuple, dict[str, str]]:
-    """The rank-1 rows of a build's recommendations (a job's plan), as plan_changes reads them: the
-    columns it needs, as text; {} when the build has none."""
-    relation = _download(out, TABLES_BY_NAME["recommendations"], parquet)
+def first_ranked(con, files: TableFiles, parquet: bool) -> dict[tuple, dict[str, str]]:
+    """The rank-1 rows of a build's recommendations (a job's plan; `files`, its downloads), as
+    plan_changes reads them: the columns it needs, as text; {} when the build has none."""
+    relation = _relation(files, parquet)
     if relation is None:
         return {}
     names = ("model_id", "method_id", "rank", "server_id", "recommended")
@@ -303,8 +301,9 @@ def diff(new_out: Path, old_out: Path) -> dict:
             counted = summarise_derived(con, table, new_out, old_out)
             if counted["changed"] or counted["added"] or counted["removed"]:
                 report["derived"].append({"table": table.name, **counted})
-        parquet = _both_parquet(new_out, old_out, TABLES_BY_NAME["recommendations"])
-        plans = plan_changes(first_ranked(con, new_out, parquet), first_ranked(con, old_out, parquet))
+        ranked = [_table_files(out, TABLES_BY_NAME["recommendations"]) for out in (new_out, old_out)]
+        parquet = parquet_in_both(*ranked)
+        plans = plan_changes(first_ranked(con, ranked[0], parquet), first_ranked(con, ranked[1], parquet))
     # Warnings an editor must act on: a price changed without a newer check date; the plan of a job changed.
     servers = (new_tables["servers"] or {}, old_tables["servers"] or {})
     report["warnings"] = [

@@ -129,6 +129,16 @@ class TableFiles:
             return table_changes.parquet_relation(self.data.path(self.parquet_name))
         return table_changes.csv_relation(self.data.path(self.csv_name))
 
+    def present(self, parquet: bool) -> bool:
+        """Whether the file relation(parquet) reads is there."""
+        return self.has_parquet if parquet else self.data.exists(self.csv_name)
+
+
+def parquet_in_both(new: TableFiles, old: TableFiles) -> bool:
+    """Whether two builds' versions of a table are compared through their Parquet files (both have one),
+    else through their CSVs, as text: the same result (tests/test_diff.py)."""
+    return new.has_parquet and old.has_parquet
+
 
 def data_reader(out: Path) -> DataFiles | None:
     """The data files of the build in `out` (DataFiles), or None when it holds none."""
@@ -201,7 +211,7 @@ def compare(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> list[dic
             continue
         shared = [c for c in new.columns if c in old.columns and c not in new.key]
         if old.rows is None or new.rows is None:  # a derived table's files: counted by DuckDB
-            parquet = new.files.has_parquet and old.files.has_parquet
+            parquet = parquet_in_both(new.files, old.files)
             with table_changes.connection() as con:
                 counted = table_changes.count_changes(
                     con, new.files.relation(parquet), old.files.relation(parquet), new.key, shared
